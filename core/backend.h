@@ -1,0 +1,42 @@
+// The one interface both implementations satisfy (reference/ on the CPU, cuda/ on a GPU).
+// Slots are pool slot indexes; batch ops take kPadRow for padding rows (run on the dummy slot).
+// Every op validates through its Contract first and throws StateError before changing state.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/op.h"
+#include "core/state.h"
+
+namespace ssm {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Replaces any previous pool. Throws std::invalid_argument for a bad model or config.
+  virtual void create_pool(const Model& model, const PoolConfig& pool) = 0;
+
+  virtual int alloc(int min_capacity) = 0;  // returns the claimed, zeroed slot
+  virtual void release(int slot) = 0;
+  virtual StepOutputs prefill(int slot, const StepInputs& in) = 0;
+  virtual std::vector<StepOutputs> decode(const std::vector<int>& slots,
+                                          const std::vector<StepInputs>& in) = 0;
+  virtual std::vector<StepOutputs> verify(const std::vector<int>& slots, int k, VerifyArm arm,
+                                          const std::vector<StepInputs>& in) = 0;
+  virtual void checkpoint(int slot, bool async) = 0;
+  virtual void commit(int slot, int n, int k) = 0;
+  // and_checkpoint: rollback_and_checkpoint_async (second stream; checkpoint <- rolled-back live).
+  virtual void rollback(int slot, int n, bool and_checkpoint) = 0;
+  virtual void to_f16(int slot) = 0;
+  virtual void snapshot_save(int slot, int snap) = 0;
+  virtual void snapshot_restore(int slot, int snap) = 0;
+
+  // Full state of a claimed slot, every layer (waits for outstanding async copies).
+  virtual SequenceState export_state(int slot) = 0;
+};
+
+}  // namespace ssm

@@ -1,0 +1,48 @@
+// Layer and model shapes (STATE-MODEL section 1) and the named presets.
+// Counterparts: core/layer_spec.cpp (presets, printing).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ssm {
+
+enum class LayerKind { gdn, mamba2 };
+enum class OutputGate { silu, sigmoid };  // out *= silu(z) (Qwen) or sigmoid(z)
+
+const char* to_string(LayerKind k);
+const char* to_string(OutputGate g);
+
+struct LayerSpec {
+  LayerKind kind = LayerKind::gdn;
+  // GDN
+  int nk = 1, nv = 1, kd = 8, vd = 8;
+  int d_conv = 4;
+  bool conv_bias = false;
+  OutputGate output_gate = OutputGate::silu;
+  float eps = 1e-6f;  // rms_norm_eps of the output norm
+  // Mamba-2 (reserved; no transitions implemented yet)
+  int nh = 0, hp = 0, ns = 0, ng = 0;
+
+  int heads_per_key() const { return nv / nk; }   // value head vh reads key head vh / heads_per_key
+  int conv_dim() const { return 2 * nk * kd + nv * vd; }  // channels [Q | K | V]
+  int64_t h_elems() const { return int64_t(nv) * kd * vd; }  // [nv][kd][vd], vd fastest
+  int64_t conv_elems() const { return int64_t(conv_dim()) * d_conv; }  // [conv_dim][d_conv]
+  int out_dim() const { return nv * vd; }
+  // Printable identity, e.g. "gdn(nk=2,nv=4,kd=32,vd=48,d_conv=4)"; also a filter key.
+  std::string name() const;
+  // Throws std::invalid_argument naming the offending field.
+  void validate() const;
+};
+
+struct ModelSpec {
+  std::string name;
+  std::vector<LayerSpec> layers;  // recurrent layers only, in model order
+};
+
+// Presets: "qwen3-next-80b" (36 GDN layers), "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c",
+// "odd-d". layers > 0 keeps only the first `layers` recurrent layers (keeps big shapes cheap).
+ModelSpec make_preset(const std::string& name, int layers = 0);
+std::vector<std::string> preset_names();
+
+}  // namespace ssm

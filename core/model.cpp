@@ -1,0 +1,105 @@
+// Model/pool/input validation and printing (see model.h).
+#include "core/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace ssm {
+
+const char* to_string(HMode m) {
+  switch (m) {
+    case HMode::f32: return "f32";
+    case HMode::f16: return "f16";
+    case HMode::f16_pool: return "f16-pool";
+  }
+  return "?";
+}
+
+HMode parse_h_mode(const std::string& s) {
+  if (s == "f32") return HMode::f32;
+  if (s == "f16") return HMode::f16;
+  if (s == "f16-pool" || s == "f16_pool") return HMode::f16_pool;
+  throw std::invalid_argument("unknown h mode '" + s + "' (expected f32, f16 or f16-pool)");
+}
+
+namespace {
+void check_vec(const std::vector<float>& v, size_t n, const std::string& where) {
+  if (v.size() != n)
+    throw std::invalid_argument(where + ": expected " + std::to_string(n) + " values, got " +
+                                std::to_string(v.size()));
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      throw std::invalid_argument(where + ": non-finite value " + std::to_string(v[i]) +
+                                  " at element " + std::to_string(i));
+}
+}  // namespace
+
+void Model::validate() const {
+  if (spec.layers.empty()) throw std::invalid_argument("model " + spec.name + " has no layers");
+  if (weights.size() != spec.layers.size())
+    throw std::invalid_argument("model " + spec.name + ": " + std::to_string(weights.size()) +
+                                " weight sets for " + std::to_string(spec.layers.size()) + " layers");
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const LayerSpec& s = spec.layers[l];
+    s.validate();
+    const LayerWeights& w = weights[l];
+    const std::string at = "layer " + std::to_string(l) + " weight ";
+    check_vec(w.conv_w, size_t(s.conv_elems()), at + "conv_w");
+    check_vec(w.conv_bias, s.conv_bias ? size_t(s.conv_dim()) : 0, at + "conv_bias");
+    check_vec(w.A_log, size_t(s.nv), at + "A_log");
+    check_vec(w.dt_bias, size_t(s.nv), at + "dt_bias");
+    check_vec(w.norm_w, size_t(s.vd), at + "norm_w");
+  }
+}
+
+int PoolConfig::capacity(int slot) const {
+  if (slot == max_slots) return max_capacity();
+  return h_capacity.empty() ? conv_capacity : h_capacity.at(size_t(slot));
+}
+
+int PoolConfig::max_capacity() const {
+  int m = h_capacity.empty() ? conv_capacity : 0;
+  for (int c : h_capacity) m = std::max(m, c);
+  return m;
+}
+
+void PoolConfig::validate() const {
+  if (max_slots < 1) throw std::invalid_argument("pool: max_slots must be >= 1");
+  if (!h_capacity.empty() && h_capacity.size() != size_t(max_slots))
+    throw std::invalid_argument("pool: h_capacity has " + std::to_string(h_capacity.size()) +
+                                " entries for " + std::to_string(max_slots) + " slots");
+  for (int c : h_capacity)
+    if (c < 0) throw std::invalid_argument("pool: negative h intermediate capacity");
+  if (conv_capacity < 0) throw std::invalid_argument("pool: negative conv intermediate capacity");
+  if (snapshot_slots < 0) throw std::invalid_argument("pool: negative snapshot_slots");
+}
+
+std::string PoolConfig::name() const {
+  std::string caps;
+  for (int s = 0; s < max_slots; ++s) caps += (s ? "," : "") + std::to_string(capacity(s));
+  return std::string("pool(h=") + to_string(h_mode) + ",slots=" + std::to_string(max_slots) +
+         ",cap=[" + caps + "],conv_cap=" + std::to_string(conv_capacity) +
+         ",snap=" + std::to_string(snapshot_slots) + ")";
+}
+
+void StepInputs::validate(const ModelSpec& spec, int expected_rows) const {
+  if (rows != expected_rows)
+    throw std::invalid_argument("inputs: " + std::to_string(rows) + " rows given, " +
+                                std::to_string(expected_rows) + " expected");
+  if (layers.size() != spec.layers.size())
+    throw std::invalid_argument("inputs: " + std::to_string(layers.size()) + " layers given, " +
+                                std::to_string(spec.layers.size()) + " expected");
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerSpec& s = spec.layers[l];
+    const std::string at = "input layer " + std::to_string(l) + " ";
+    const size_t r = size_t(rows);
+    check_vec(layers[l].x, r * size_t(s.conv_dim()), at + "x");
+    check_vec(layers[l].a, r * size_t(s.nv), at + "a");
+    check_vec(layers[l].b, r * size_t(s.nv), at + "b");
+    check_vec(layers[l].z, r * size_t(s.out_dim()), at + "z");
+  }
+}
+
+}  // namespace ssm

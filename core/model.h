@@ -1,0 +1,64 @@
+// A model to run (layer specs + weights), the pool configuration, and per-token inputs/outputs.
+// Inputs and weights are FP32 values (generators round them to BF16-representable values).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/layer_spec.h"
+
+namespace ssm {
+
+// f32: FP32 h. f16: FP32-sized pool, h converted by to_f16 on the first decode step.
+// f16_pool: FP16-sized pool, h_is_f16 from alloc, prefill through an FP32 staging blob.
+enum class HMode { f32, f16, f16_pool };
+const char* to_string(HMode m);  // "f32", "f16", "f16-pool"
+HMode parse_h_mode(const std::string& s);
+
+struct LayerWeights {
+  std::vector<float> conv_w;     // [conv_dim][d_conv]
+  std::vector<float> conv_bias;  // [conv_dim], empty when the layer has none
+  std::vector<float> A_log;      // [nv]
+  std::vector<float> dt_bias;    // [nv]
+  std::vector<float> norm_w;     // [vd]
+};
+
+struct Model {
+  ModelSpec spec;
+  std::vector<LayerWeights> weights;  // one per layer
+  // Throws std::invalid_argument naming layer and field for wrong sizes or non-finite values.
+  void validate() const;
+};
+
+struct PoolConfig {
+  HMode h_mode = HMode::f32;
+  int max_slots = 4;
+  std::vector<int> h_capacity;  // per slot: h intermediates it holds; empty = conv_capacity for all
+  int conv_capacity = 4;        // conv intermediates per slot (uniform)
+  int snapshot_slots = 2;       // prefix-cache snapshot slots of the pool
+  int capacity(int slot) const;  // slot == max_slots (dummy) has the largest capacity
+  int max_capacity() const;
+  void validate() const;
+  std::string name() const;  // "pool(h=f16-pool,slots=4,cap=[4,4,2,2],conv_cap=4,snap=2)"
+};
+
+// Inputs of `rows` consecutive tokens of one sequence, per layer.
+struct LayerRows {
+  std::vector<float> x;  // [rows][conv_dim] pre-conv projection, channels [Q | K | V]
+  std::vector<float> a;  // [rows][nv] gate input (dt)
+  std::vector<float> b;  // [rows][nv] gate input (beta)
+  std::vector<float> z;  // [rows][nv*vd] output gate
+};
+struct StepInputs {
+  int rows = 0;
+  std::vector<LayerRows> layers;
+  // Throws std::invalid_argument naming layer, field, row and element for wrong sizes or NaN/Inf.
+  void validate(const ModelSpec& spec, int expected_rows) const;
+};
+
+// Outputs of `rows` tokens, per layer: [rows][nv*vd].
+struct StepOutputs {
+  int rows = 0;
+  std::vector<std::vector<float>> layers;
+};
+
+}  // namespace ssm

@@ -1,0 +1,182 @@
+// Op names, printing and the script parser (see op.h).
+#include "core/op.h"
+
+#include <cctype>
+#include <stdexcept>
+
+namespace ssm {
+
+namespace {
+struct OpInfo {
+  OpKind kind;
+  const char* name;
+  int min_args, max_args;  // integer args; verify also takes an optional arm word
+};
+constexpr OpInfo kOps[] = {
+    {OpKind::alloc, "alloc", 0, 1},
+    {OpKind::release, "release", 0, 0},
+    {OpKind::prefill, "prefill", 1, 1},
+    {OpKind::decode, "decode", 0, 0},
+    {OpKind::checkpoint, "checkpoint", 0, 0},
+    {OpKind::checkpoint_async, "checkpoint_async", 0, 0},
+    {OpKind::verify, "verify", 1, 1},
+    {OpKind::commit, "commit", 2, 2},
+    {OpKind::rollback, "rollback", 1, 1},
+    {OpKind::rollback_and_checkpoint_async, "rollback_and_checkpoint_async", 1, 1},
+    {OpKind::to_f16, "to_f16", 0, 0},
+    {OpKind::snapshot_save, "snapshot_save", 1, 1},
+    {OpKind::snapshot_restore, "snapshot_restore", 1, 1},
+};
+
+const OpInfo& info(OpKind k) {
+  for (const auto& i : kOps)
+    if (i.kind == k) return i;
+  throw std::logic_error("op kind without info");
+}
+
+std::vector<std::string> split_words(std::string_view s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    size_t j = i;
+    while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+    if (j > i) out.emplace_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+int parse_count(const std::string& w, const std::string& what) {
+  if (w.empty() || w.size() > 9) throw std::invalid_argument(what + " '" + w + "' is not a count");
+  for (char c : w)
+    if (!std::isdigit(static_cast<unsigned char>(c)))
+      throw std::invalid_argument(what + " '" + w + "' is not a non-negative integer");
+  return std::stoi(w);
+}
+
+std::vector<int> parse_selector(const std::string& w) {  // w without '@'
+  std::vector<int> seqs;
+  size_t i = 0;
+  while (i <= w.size()) {
+    size_t j = w.find(',', i);
+    if (j == std::string::npos) j = w.size();
+    const std::string item = w.substr(i, j - i);
+    seqs.push_back(item == "pad" ? kPadRow : parse_count(item, "sequence"));
+    i = j + 1;
+  }
+  return seqs;
+}
+}  // namespace
+
+int Op::rows() const {
+  switch (kind) {
+    case OpKind::prefill: return a;
+    case OpKind::decode: return 1;
+    case OpKind::verify: return a;
+    default: return 0;
+  }
+}
+
+const char* op_name(OpKind k) { return info(k).name; }
+
+std::vector<OpKind> all_op_kinds() {
+  std::vector<OpKind> v;
+  for (const auto& i : kOps) v.push_back(i.kind);
+  return v;
+}
+
+std::string to_string(const Op& op) {
+  const OpInfo& in = info(op.kind);
+  std::string s = in.name;
+  if (op.kind == OpKind::alloc) {
+    if (op.a > 0) s += " " + std::to_string(op.a);
+  } else {
+    if (in.max_args >= 1) s += " " + std::to_string(op.a);
+    if (in.max_args >= 2) s += " " + std::to_string(op.b);
+  }
+  if (op.kind == OpKind::verify && op.arm == VerifyArm::wy) s += " wy";
+  if (op.seqs != std::vector<int>{0}) {
+    s += " @";
+    for (size_t i = 0; i < op.seqs.size(); ++i)
+      s += (i ? "," : "") + (op.seqs[i] == kPadRow ? std::string("pad") : std::to_string(op.seqs[i]));
+  }
+  return s;
+}
+
+std::string to_string(const std::vector<Op>& script) {
+  std::string s;
+  for (size_t i = 0; i < script.size(); ++i) s += (i ? "; " : "") + to_string(script[i]);
+  return s;
+}
+
+Op parse_op(std::string_view text) {
+  std::vector<std::string> w = split_words(text);
+  const std::string where = "op '" + std::string(text) + "': ";
+  if (w.empty()) throw std::invalid_argument(where + "empty");
+  const OpInfo* in = nullptr;
+  for (const auto& i : kOps)
+    if (w[0] == i.name) in = &i;
+  if (!in) {
+    std::string known;
+    for (const auto& i : kOps) known += (known.empty() ? "" : ", ") + std::string(i.name);
+    throw std::invalid_argument(where + "unknown op '" + w[0] + "' (known: " + known + ")");
+  }
+  Op op;
+  op.kind = in->kind;
+  std::vector<int> args;
+  try {
+    for (size_t i = 1; i < w.size(); ++i) {
+      if (w[i][0] == '@') {
+        if (i + 1 != w.size()) throw std::invalid_argument("the @selector must come last");
+        op.seqs = parse_selector(w[i].substr(1));
+      } else if (op.kind == OpKind::verify && (w[i] == "wy" || w[i] == "exact")) {
+        op.arm = w[i] == "wy" ? VerifyArm::wy : VerifyArm::exact;
+      } else {
+        args.push_back(parse_count(w[i], "argument"));
+      }
+    }
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where + e.what());
+  }
+  if (int(args.size()) < in->min_args || int(args.size()) > in->max_args)
+    throw std::invalid_argument(where + "takes " + std::to_string(in->min_args) +
+                                (in->max_args != in->min_args ? ".." + std::to_string(in->max_args) : "") +
+                                " integer argument(s), got " + std::to_string(args.size()));
+  if (!args.empty()) op.a = args[0];
+  if (args.size() > 1) op.b = args[1];
+  if (!op.is_batch() && op.seqs.size() != 1)
+    throw std::invalid_argument(where + "only decode and verify take several sequences");
+  if (!op.is_batch() && op.seqs[0] == kPadRow)
+    throw std::invalid_argument(where + "only decode and verify take padding rows");
+  return op;
+}
+
+std::vector<Op> parse_script(std::string_view text) {
+  std::vector<Op> ops;
+  size_t i = 0, line = 1;
+  while (i <= text.size()) {
+    size_t j = i;
+    while (j < text.size() && text[j] != ';' && text[j] != '\n') ++j;
+    std::string_view item = text.substr(i, j - i);
+    const size_t hash = item.find('#');
+    if (hash != std::string_view::npos) {
+      // a comment runs to the end of the line
+      item = item.substr(0, hash);
+      while (j < text.size() && text[j] != '\n') ++j;
+    }
+    if (!split_words(item).empty()) {
+      try {
+        ops.push_back(parse_op(item));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("script line " + std::to_string(line) + ", op " +
+                                    std::to_string(ops.size()) + ": " + e.what());
+      }
+    }
+    if (j < text.size() && text[j] == '\n') ++line;
+    i = j + 1;
+  }
+  return ops;
+}
+
+}  // namespace ssm

@@ -1,0 +1,69 @@
+// Op dispatch onto a Backend (see runner.h).
+#include "core/runner.h"
+
+#include "core/errors.h"
+
+namespace ssm {
+
+int Runner::slot_of(int seq) const {
+  auto it = slots_.find(seq);
+  if (it == slots_.end())
+    throw StateError(ErrorKind::bad_slot, "script", -1, -1,
+                     "sequence @" + std::to_string(seq) + " is not allocated");
+  return it->second;
+}
+
+std::vector<int> Runner::live_seqs() const {
+  std::vector<int> v;
+  for (const auto& kv : slots_) v.push_back(kv.first);
+  return v;
+}
+
+OpResult Runner::run(const Op& op, int op_index) {
+  OpResult r;
+  r.seqs = op.seqs;
+  const int seq = op.seqs.at(0);
+  switch (op.kind) {
+    case OpKind::alloc: {
+      if (slots_.count(seq))
+        throw StateError(ErrorKind::bad_slot, "alloc", slots_.at(seq), -1,
+                         "sequence @" + std::to_string(seq) + " is already allocated");
+      slots_[seq] = backend_.alloc(op.a);
+      if (slots_[seq] < 0) slots_.erase(seq);
+      return r;
+    }
+    case OpKind::release: {
+      backend_.release(slot_of(seq));
+      slots_.erase(seq);
+      return r;
+    }
+    case OpKind::prefill: {
+      const int slot = slot_of(seq);
+      r.outputs.push_back(backend_.prefill(slot, inputs_(op_index, seq, 0, op.a)));
+      return r;
+    }
+    case OpKind::decode:
+    case OpKind::verify: {
+      std::vector<int> slots;
+      std::vector<StepInputs> in;
+      for (size_t i = 0; i < op.seqs.size(); ++i) {
+        slots.push_back(op.seqs[i] == kPadRow ? kPadRow : slot_of(op.seqs[i]));
+        in.push_back(inputs_(op_index, op.seqs[i], int(i), op.rows()));
+      }
+      r.outputs = op.kind == OpKind::decode ? backend_.decode(slots, in)
+                                            : backend_.verify(slots, op.a, op.arm, in);
+      return r;
+    }
+    case OpKind::checkpoint: backend_.checkpoint(slot_of(seq), false); return r;
+    case OpKind::checkpoint_async: backend_.checkpoint(slot_of(seq), true); return r;
+    case OpKind::commit: backend_.commit(slot_of(seq), op.a, op.b); return r;
+    case OpKind::rollback: backend_.rollback(slot_of(seq), op.a, false); return r;
+    case OpKind::rollback_and_checkpoint_async: backend_.rollback(slot_of(seq), op.a, true); return r;
+    case OpKind::to_f16: backend_.to_f16(slot_of(seq)); return r;
+    case OpKind::snapshot_save: backend_.snapshot_save(slot_of(seq), op.a); return r;
+    case OpKind::snapshot_restore: backend_.snapshot_restore(slot_of(seq), op.a); return r;
+  }
+  return r;
+}
+
+}  // namespace ssm

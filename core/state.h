@@ -1,0 +1,33 @@
+// The exported state of one (sequence, layer) and of one sequence (STATE-MODEL section 2).
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "core/model.h"
+#include "core/tensor.h"
+
+namespace ssm {
+
+struct LayerState {
+  Tensor h;                                // [nv, kd, vd], vd fastest; f16 when h_is_f16
+  Tensor conv;                             // [conv_dim, d_conv] f32, column 0 oldest
+  std::optional<Tensor> h_checkpoint;      // as h, with the dtype h had when it was taken
+  std::optional<Tensor> conv_checkpoint;   // as conv
+  std::vector<Tensor> h_intermediates;     // valid ones only: t = 0..K-2 of the last verify
+  std::vector<Tensor> conv_intermediates;  // valid ones only: t = 0..K-2 of the last verify
+  bool h_is_f16 = false;
+};
+
+struct SequenceState {
+  int slot = -1;
+  int last_verify_k = 0;  // K of the sequence's most recent verify, 0 when none
+  std::vector<LayerState> layers;
+  std::optional<Tensor> h_prefill_stage;  // f16-pool only: [max nv*kd*vd over layers] f32
+};
+
+// Shapes of the fields of one layer.
+inline std::vector<int64_t> h_shape(const LayerSpec& s) { return {s.nv, s.kd, s.vd}; }
+inline std::vector<int64_t> conv_shape(const LayerSpec& s) { return {s.conv_dim(), s.d_conv}; }
+int64_t stage_elems(const ModelSpec& m);  // FP32 elements of the shared staging blob
+
+}  // namespace ssm

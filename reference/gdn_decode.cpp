@@ -1,0 +1,35 @@
+// Reference decode: one token per sequence, batched over slots (padding rows on the dummy slot).
+// In f16 mode a decode on FP32 h converts it first (to_f16 on the first decode step).
+// Counterpart: cuda/gdn_decode.cu.
+#include "reference/gdn_math.h"
+#include "reference/reference_backend.h"
+
+namespace ssm::ref {
+
+void ReferenceBackend::step(int slot, const StepInputs& in, int row, StepOutputs& out) {
+  Slot& s = slots_[size_t(slot)];
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    const LayerSpec& ls = model_.spec.layers[l];
+    const LayerRows& r = in.layers[l];
+    const size_t t = size_t(row);
+    gdn_step(ls, model_.weights[l], s.layers[l].h, s.layers[l].conv.f32(),
+             r.x.data() + t * size_t(ls.conv_dim()), r.a.data() + t * size_t(ls.nv),
+             r.b.data() + t * size_t(ls.nv), r.z.data() + t * size_t(ls.out_dim()),
+             out.layers[l].data() + t * size_t(ls.out_dim()));
+  }
+}
+
+std::vector<StepOutputs> ReferenceBackend::decode(const std::vector<int>& slots,
+                                                  const std::vector<StepInputs>& in) {
+  contract_.check_batch(OpKind::decode, slots, 1, in);
+  std::vector<StepOutputs> outs;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const int slot = slot_index(slots[i]);
+    if (contract_.needs_to_f16(slot)) convert_h_to_f16(slot);
+    outs.push_back(empty_outputs(model_.spec, 1));
+    step(slot, in[i], 0, outs.back());
+  }
+  return outs;
+}
+
+}  // namespace ssm::ref

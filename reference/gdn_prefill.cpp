@@ -1,0 +1,46 @@
+// Reference prefill: T tokens in FP32. f16 mode widens FP16 h back to FP32 first (exact) and
+// clears h_is_f16; f16-pool widens each layer into the slot's FP32 stage, runs there, and
+// narrows back with the converter (round to nearest even, no saturation).
+// Counterpart: cuda/gdn_prefill.cu.
+#include "reference/gdn_math.h"
+#include "reference/reference_backend.h"
+
+namespace ssm::ref {
+
+namespace {
+Tensor widen(const Tensor& h16) {
+  Tensor h = Tensor::zeros(DType::f32, h16.shape());
+  for (int64_t i = 0; i < h16.size(); ++i) h.f32()[i] = h16.get(i);
+  return h;
+}
+}  // namespace
+
+StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
+  contract_.check_prefill(slot, in);
+  const HMode mode = contract_.pool().h_mode;
+  Slot& s = slots_[size_t(slot)];
+  StepOutputs out = empty_outputs(model_.spec, in.rows);
+  for (size_t l = 0; l < s.layers.size(); ++l) {
+    const LayerSpec& ls = model_.spec.layers[l];
+    LayerSlot& L = s.layers[l];
+    Tensor work = L.h.dtype() == DType::f16 ? widen(L.h) : L.h;  // FP32 working h
+    const LayerRows& r = in.layers[l];
+    for (int t = 0; t < in.rows; ++t) {
+      const size_t tt = size_t(t);
+      gdn_step(ls, model_.weights[l], work, L.conv.f32(), r.x.data() + tt * size_t(ls.conv_dim()),
+               r.a.data() + tt * size_t(ls.nv), r.b.data() + tt * size_t(ls.nv),
+               r.z.data() + tt * size_t(ls.out_dim()), out.layers[l].data() + tt * size_t(ls.out_dim()));
+    }
+    if (mode == HMode::f16_pool) {
+      // the stage holds this layer's FP32 result until the next layer widens into it
+      std::copy(work.f32(), work.f32() + work.size(), s.stage.f32());
+      for (int64_t i = 0; i < work.size(); ++i) L.h.f16()[i] = float_to_half_rne(work.f32()[i]);
+    } else {
+      L.h = std::move(work);  // f16 mode: h is FP32 again until the next decode converts it
+    }
+  }
+  contract_.on_prefill(slot);
+  return out;
+}
+
+}  // namespace ssm::ref

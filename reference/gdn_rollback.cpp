@@ -1,0 +1,29 @@
+// Reference rollback(n) and rollback_and_checkpoint_async(n): n == 0 restores the checkpoint
+// (each half only if allocated), n >= 1 restores intermediates[n-1] of the last verify; the
+// _and_checkpoint variant then copies the rolled-back live state to the checkpoint.
+// Counterpart: cuda/gdn_rollback.cu.
+#include "reference/reference_backend.h"
+
+namespace ssm::ref {
+
+void ReferenceBackend::restore_live(int slot, int n) {
+  const SlotMeta& m = contract_.slot(slot);
+  for (LayerSlot& L : slots_[size_t(slot)].layers) {
+    if (n == 0) {
+      if (m.has_h_checkpoint) L.h = L.h_checkpoint;
+      if (m.has_conv_checkpoint) L.conv = L.conv_checkpoint;
+    } else {
+      L.h = L.h_intermediates[size_t(n - 1)];
+      L.conv = L.conv_intermediates[size_t(n - 1)];
+    }
+  }
+}
+
+void ReferenceBackend::rollback(int slot, int n, bool and_checkpoint) {
+  contract_.check_rollback(and_checkpoint ? OpKind::rollback_and_checkpoint_async : OpKind::rollback,
+                           slot, n);
+  restore_live(slot, n);
+  if (and_checkpoint) copy_live_to_checkpoint(slot);
+}
+
+}  // namespace ssm::ref

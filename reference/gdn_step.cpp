@@ -1,0 +1,59 @@
+// One token through one GDN layer with storage rounding at the GPU's store points.
+// Used by decode, prefill and verify alike, so their rows agree bit for bit.
+#include <cmath>
+
+#include "reference/gdn_math.h"
+
+namespace ssm::ref {
+
+namespace {
+// Loads one value head of h, [kd x vd], widening FP16 exactly.
+MatD load_head(const LayerSpec& s, const Tensor& h, int vh) {
+  MatD H(s.kd, s.vd);
+  const int64_t base = int64_t(vh) * s.kd * s.vd;
+  for (int i = 0; i < s.kd; ++i)
+    for (int j = 0; j < s.vd; ++j) H(i, j) = h.get(base + int64_t(i) * s.vd + j);
+  return H;
+}
+
+// Stores one head: FP32 rounds to nearest; FP16 is a kernel store (clamp, NaN -> -65504).
+// Returns the stored values widened back, which is what the output reads.
+MatD store_head(const LayerSpec& s, Tensor& h, int vh, const MatD& H) {
+  MatD stored(s.kd, s.vd);
+  const int64_t base = int64_t(vh) * s.kd * s.vd;
+  for (int i = 0; i < s.kd; ++i)
+    for (int j = 0; j < s.vd; ++j) {
+      const size_t e = size_t(base + int64_t(i) * s.vd + j);
+      const float f = float(H(i, j));
+      if (h.dtype() == DType::f32) {
+        h.f32()[e] = f;
+        stored(i, j) = f;
+      } else {
+        h.f16()[e] = store_half_clamped(f);
+        stored(i, j) = half_to_float(h.f16()[e]);
+      }
+    }
+  return stored;
+}
+}  // namespace
+
+void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window,
+              const float* x, const float* a, const float* b, const float* z, float* out) {
+  const VecD y = conv_update(s, w, window, x);  // [conv_dim]: Q | K | V
+  const Gates gt = gates(s, w, a, b);
+  const double qscale = 1.0 / std::sqrt(double(s.kd));
+  for (int vh = 0; vh < s.nv; ++vh) {
+    const int kh = vh / s.heads_per_key();
+    const VecD q = y.segment(Eigen::Index(kh) * s.kd, s.kd);
+    const VecD k = y.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd);
+    const VecD v = y.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd);
+    MatD H = load_head(s, h, vh);
+    delta_rule(H, k, v, gt.g[vh], gt.beta[vh]);
+    const MatD Hs = store_head(s, h, vh, H);
+    const VecD o = Hs.transpose() * q * qscale;  // the UPDATED, stored state
+    const VecD o_normed = output_norm(s, w, o, z + size_t(vh) * size_t(s.vd));
+    for (int j = 0; j < s.vd; ++j) out[size_t(vh) * size_t(s.vd) + size_t(j)] = float(o_normed[j]);
+  }
+}
+
+}  // namespace ssm::ref

@@ -1,0 +1,32 @@
+// Reference verify(K): K rows per sequence on the live state; after row t (t = 0..K-2) the
+// state is copied to intermediates[t]. FP16 h is rounded at each row's store, so intermediates
+// equal the carried state bit for bit. Both arms have the same reference (the WY arm is
+// tolerance-equal on the GPU). Counterpart: cuda/gdn_verify.cu.
+#include "reference/gdn_math.h"
+#include "reference/reference_backend.h"
+
+namespace ssm::ref {
+
+std::vector<StepOutputs> ReferenceBackend::verify(const std::vector<int>& slots, int k, VerifyArm,
+                                                  const std::vector<StepInputs>& in) {
+  contract_.check_batch(OpKind::verify, slots, k, in);
+  std::vector<StepOutputs> outs;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const int slot = slot_index(slots[i]);
+    if (contract_.needs_to_f16(slot)) convert_h_to_f16(slot);
+    outs.push_back(empty_outputs(model_.spec, k));
+    Slot& s = slots_[size_t(slot)];
+    for (int t = 0; t < k; ++t) {
+      step(slot, in[i], t, outs.back());
+      if (t > k - 2) continue;
+      for (LayerSlot& L : s.layers) {
+        L.h_intermediates[size_t(t)] = L.h;
+        L.conv_intermediates[size_t(t)] = L.conv;
+      }
+    }
+    if (slots[i] != kPadRow) contract_.on_verify(slot, k);
+  }
+  return outs;
+}
+
+}  // namespace ssm::ref

@@ -1,0 +1,79 @@
+// Reference pool: slots, the dummy slot, tiered h intermediate capacities, exhaustion, export.
+// Counterpart: cuda/pool.cu.
+#include "reference/reference_backend.h"
+
+namespace ssm::ref {
+
+void ReferenceBackend::create_pool(const Model& model, const PoolConfig& pool) {
+  model.validate();
+  pool.validate();
+  model_ = model;
+  contract_ = Contract(model.spec, pool);
+  slots_.clear();
+  for (int s = 0; s <= pool.max_slots; ++s) slots_.push_back(fresh_slot(s));
+  snapshots_.assign(size_t(pool.snapshot_slots), Snapshot{});
+}
+
+ReferenceBackend::Slot ReferenceBackend::fresh_slot(int slot) const {
+  const PoolConfig& pool = contract_.pool();
+  const DType hd = pool.h_mode == HMode::f16_pool || (slot == pool.max_slots && pool.h_mode == HMode::f16)
+                       ? DType::f16 : DType::f32;
+  Slot s;
+  for (const LayerSpec& ls : model_.spec.layers) {
+    LayerSlot l;
+    l.h = Tensor::zeros(hd, h_shape(ls));
+    l.conv = Tensor::zeros(DType::f32, conv_shape(ls));
+    l.h_checkpoint = l.h;
+    l.conv_checkpoint = l.conv;
+    l.h_intermediates.assign(size_t(pool.capacity(slot)), l.h);
+    l.conv_intermediates.assign(size_t(pool.conv_capacity), l.conv);
+    s.layers.push_back(std::move(l));
+  }
+  if (pool.h_mode == HMode::f16_pool) s.stage = Tensor::zeros(DType::f32, {stage_elems(model_.spec)});
+  return s;
+}
+
+int ReferenceBackend::alloc(int min_capacity) {
+  const int slot = contract_.check_alloc(min_capacity);
+  slots_[size_t(slot)] = fresh_slot(slot);  // a claimed slot is zeroed before first use
+  contract_.on_alloc(slot);
+  return slot;
+}
+
+void ReferenceBackend::release(int slot) {
+  contract_.check_claimed("release", slot);
+  contract_.on_release(slot);  // the bytes stay until the next alloc zeroes them
+}
+
+StepOutputs ReferenceBackend::empty_outputs(const ModelSpec& spec, int rows) {
+  StepOutputs o;
+  o.rows = rows;
+  for (const LayerSpec& s : spec.layers) o.layers.emplace_back(size_t(rows) * size_t(s.out_dim()), 0.0f);
+  return o;
+}
+
+SequenceState ReferenceBackend::export_state(int slot) {
+  contract_.check_claimed("export", slot);
+  const SlotMeta& m = contract_.slot(slot);
+  const Slot& s = slots_[size_t(slot)];
+  SequenceState out;
+  out.slot = slot;
+  out.last_verify_k = m.last_verify_k;
+  for (const LayerSlot& l : s.layers) {
+    LayerState ls;
+    ls.h = l.h;
+    ls.conv = l.conv;
+    ls.h_is_f16 = m.h_is_f16;
+    if (m.has_h_checkpoint) ls.h_checkpoint = l.h_checkpoint;
+    if (m.has_conv_checkpoint) ls.conv_checkpoint = l.conv_checkpoint;
+    for (int t = 0; t + 1 < m.last_verify_k; ++t) {
+      ls.h_intermediates.push_back(l.h_intermediates[size_t(t)]);
+      ls.conv_intermediates.push_back(l.conv_intermediates[size_t(t)]);
+    }
+    out.layers.push_back(std::move(ls));
+  }
+  if (contract_.pool().h_mode == HMode::f16_pool) out.h_prefill_stage = s.stage;
+  return out;
+}
+
+}  // namespace ssm::ref

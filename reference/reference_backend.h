@@ -1,0 +1,63 @@
+// The CPU reference Backend: every transition of STATE-MODEL sections 4-6 on host tensors.
+// Method bodies live one transition per file (pool.cpp, gdn_decode.cpp, gdn_verify.cpp, ...).
+#pragma once
+#include <vector>
+
+#include "core/backend.h"
+#include "core/contract.h"
+
+namespace ssm::ref {
+
+class ReferenceBackend : public Backend {
+ public:
+  std::string name() const override { return "reference"; }
+  void create_pool(const Model& model, const PoolConfig& pool) override;
+  int alloc(int min_capacity) override;
+  void release(int slot) override;
+  StepOutputs prefill(int slot, const StepInputs& in) override;
+  std::vector<StepOutputs> decode(const std::vector<int>& slots, const std::vector<StepInputs>& in) override;
+  std::vector<StepOutputs> verify(const std::vector<int>& slots, int k, VerifyArm arm,
+                                  const std::vector<StepInputs>& in) override;
+  void checkpoint(int slot, bool async) override;
+  void commit(int slot, int n, int k) override;
+  void rollback(int slot, int n, bool and_checkpoint) override;
+  void to_f16(int slot) override;
+  void snapshot_save(int slot, int snap) override;
+  void snapshot_restore(int slot, int snap) override;
+  SequenceState export_state(int slot) override;
+
+  const Contract& contract() const { return contract_; }
+  const Model& model() const { return model_; }
+
+ private:
+  struct LayerSlot {
+    Tensor h;     // [nv, kd, vd] in the slot's current h dtype
+    Tensor conv;  // [conv_dim, d_conv] f32
+    Tensor h_checkpoint, conv_checkpoint;
+    std::vector<Tensor> h_intermediates;     // capacity(slot) entries
+    std::vector<Tensor> conv_intermediates;  // conv_capacity entries
+  };
+  struct Slot {
+    std::vector<LayerSlot> layers;
+    Tensor stage;  // f16-pool: FP32 staging blob shared by the slot's layers
+  };
+  struct Snapshot {
+    std::vector<Tensor> h, conv;  // per layer
+  };
+
+  Slot fresh_slot(int slot) const;  // every field zero, h in the mode's initial dtype
+  int slot_index(int slot) const { return slot < 0 ? contract_.dummy_slot() : slot; }
+  // One token of every layer on a slot, in the slot's h dtype; outputs row `row` of out.
+  void step(int slot, const StepInputs& in, int row, StepOutputs& out);
+  void convert_h_to_f16(int slot);  // to_f16 without the checks
+  void restore_live(int slot, int n);  // rollback/commit copies, without the checks
+  void copy_live_to_checkpoint(int slot);
+  static StepOutputs empty_outputs(const ModelSpec& spec, int rows);
+
+  Model model_;
+  Contract contract_;
+  std::vector<Slot> slots_;  // max_slots + 1 (the dummy slot last)
+  std::vector<Snapshot> snapshots_;
+};
+
+}  // namespace ssm::ref
