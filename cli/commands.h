@@ -1,0 +1,16 @@
+// Subcommands of the ssmcheck command line tool, one file each (cli/cmd_<name>.cpp).
+// Exit codes shared by every subcommand: 0 ok / equal, 1 different / diverged, 2 bad input.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace ssm::cli {
+
+constexpr int kExitOk = 0, kExitDiffer = 1, kExitBadInput = 2;
+
+// Each add_* registers a subcommand; the callback stores the subcommand's exit code in *rc.
+void add_run_command(CLI::App& app, int* rc);   // cmd_run.cpp
+void add_dump_command(CLI::App& app, int* rc);  // cmd_dump.cpp
+void add_diff_command(CLI::App& app, int* rc);  // cmd_diff.cpp
+
+}  // namespace ssm::cli
