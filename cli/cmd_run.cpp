@@ -31,6 +31,7 @@ std::string field_change(const std::vector<const Tensor*>& before, const std::ve
     r1 += rms(*after[l]);
   }
   if (!present) return "absent";
+  if (before.empty()) return fmt::format("claimed, {} layers zeroed", after.size());
   const double n = double(after.size());
   return fmt::format("{}/{} layers changed, mean rms {:.6g} -> {:.6g}", changed, after.size(), r0 / n, r1 / n);
 }

@@ -62,3 +62,9 @@ struct StepOutputs {
 };
 
 }  // namespace ssm
+
+#include <ostream>
+namespace ssm {
+// gtest and logs print modes by name
+inline std::ostream& operator<<(std::ostream& os, HMode m) { return os << to_string(m); }
+}  // namespace ssm

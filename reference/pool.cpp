@@ -9,8 +9,9 @@ void ReferenceBackend::create_pool(const Model& model, const PoolConfig& pool) {
   pool.validate();
   model_ = model;
   contract_ = Contract(model.spec, pool);
-  slots_.clear();
-  for (int s = 0; s <= pool.max_slots; ++s) slots_.push_back(fresh_slot(s));
+  // Slot storage is created when a slot is claimed (the dummy on its first padding row), so a
+  // large pool of a big preset costs host memory only for the sequences in use.
+  slots_.assign(size_t(pool.max_slots) + 1, Slot{});
   snapshots_.assign(size_t(pool.snapshot_slots), Snapshot{});
 }
 
@@ -23,14 +24,20 @@ ReferenceBackend::Slot ReferenceBackend::fresh_slot(int slot) const {
     LayerSlot l;
     l.h = Tensor::zeros(hd, h_shape(ls));
     l.conv = Tensor::zeros(DType::f32, conv_shape(ls));
-    l.h_checkpoint = l.h;
-    l.conv_checkpoint = l.conv;
-    l.h_intermediates.assign(size_t(pool.capacity(slot)), l.h);
-    l.conv_intermediates.assign(size_t(pool.conv_capacity), l.conv);
+    // checkpoints and intermediates are written whole before they are ever read
+    l.h_intermediates.resize(size_t(pool.capacity(slot)));
+    l.conv_intermediates.resize(size_t(pool.conv_capacity));
     s.layers.push_back(std::move(l));
   }
   if (pool.h_mode == HMode::f16_pool) s.stage = Tensor::zeros(DType::f32, {stage_elems(model_.spec)});
   return s;
+}
+
+int ReferenceBackend::slot_index(int slot) {
+  if (slot != kPadRow) return slot;
+  const int dummy = contract_.dummy_slot();
+  if (slots_[size_t(dummy)].layers.empty()) slots_[size_t(dummy)] = fresh_slot(dummy);
+  return dummy;
 }
 
 int ReferenceBackend::alloc(int min_capacity) {
@@ -42,7 +49,8 @@ int ReferenceBackend::alloc(int min_capacity) {
 
 void ReferenceBackend::release(int slot) {
   contract_.check_claimed("release", slot);
-  contract_.on_release(slot);  // the bytes stay until the next alloc zeroes them
+  contract_.on_release(slot);
+  slots_[size_t(slot)] = Slot{};  // the next alloc zeroes it anyway
 }
 
 StepOutputs ReferenceBackend::empty_outputs(const ModelSpec& spec, int rows) {

@@ -33,8 +33,8 @@ class ReferenceBackend : public Backend {
   struct LayerSlot {
     Tensor h;     // [nv, kd, vd] in the slot's current h dtype
     Tensor conv;  // [conv_dim, d_conv] f32
-    Tensor h_checkpoint, conv_checkpoint;
-    std::vector<Tensor> h_intermediates;     // capacity(slot) entries
+    Tensor h_checkpoint, conv_checkpoint;   // empty until the first checkpoint
+    std::vector<Tensor> h_intermediates;     // capacity(slot) entries, empty until written
     std::vector<Tensor> conv_intermediates;  // conv_capacity entries
   };
   struct Slot {
@@ -46,7 +46,7 @@ class ReferenceBackend : public Backend {
   };
 
   Slot fresh_slot(int slot) const;  // every field zero, h in the mode's initial dtype
-  int slot_index(int slot) const { return slot < 0 ? contract_.dummy_slot() : slot; }
+  int slot_index(int slot);  // kPadRow -> the dummy slot, created on first use
   // One token of every layer on a slot, in the slot's h dtype; outputs row `row` of out.
   void step(int slot, const StepInputs& in, int row, StepOutputs& out);
   void convert_h_to_f16(int slot);  // to_f16 without the checks
