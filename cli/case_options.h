@@ -7,28 +7,22 @@
 #include <string>
 
 #include "core/backend.h"
-#include "fixtures/generators.h"
+#include "fixtures/case_config.h"
 
 namespace ssm::cli {
 
 struct CaseOptions {
-  std::string preset = "tiny";
-  int layers = 0;
+  CaseConfig config;
   std::string h_mode = "f32";
-  int slots = 4;
   std::string capacity = "4";  // one number for all slots, or a comma list per slot
-  int conv_capacity = 4;
-  int snapshots = 2;
-  uint64_t seed = 1;
-  double decay = 0.5;
-  double value_scale = 1.0;
   std::string backend = "reference";
 
   void add_to(CLI::App* cmd, bool with_backend = true);
-  ModelSpec spec() const;
-  PoolConfig pool() const;
-  GenConfig gen() const;
-  std::string name() const;  // one string that reproduces the case
+  CaseConfig resolve() const;  // parses h mode and capacities; throws std::invalid_argument
+  ModelSpec spec() const { return resolve().spec(); }
+  PoolConfig pool() const { return resolve().pool(); }
+  GenConfig gen() const { return config.gen; }
+  std::string name() const { return resolve().flags(); }
 };
 
 // "reference" or "cuda" (when built with CUDA). Throws std::invalid_argument otherwise.

@@ -62,9 +62,10 @@ void print_state_change(const SequenceState* before, const SequenceState& after)
 }
 
 int run_script(const CaseOptions& opt, const std::string& ops, bool keep_going) {
-  const ModelSpec spec = opt.spec();
-  const PoolConfig pool = opt.pool();
-  const GenConfig gen = opt.gen();
+  const CaseConfig cfg = opt.resolve();
+  const ModelSpec spec = cfg.spec();
+  const PoolConfig pool = cfg.pool();
+  const GenConfig gen = cfg.gen;
   const std::vector<Op> script = parse_script(ops);
   auto backend = make_backend(opt.backend);
   backend->create_pool(make_model(spec, gen), pool);

@@ -12,5 +12,7 @@ constexpr int kExitOk = 0, kExitDiffer = 1, kExitBadInput = 2;
 void add_run_command(CLI::App& app, int* rc);   // cmd_run.cpp
 void add_dump_command(CLI::App& app, int* rc);  // cmd_dump.cpp
 void add_diff_command(CLI::App& app, int* rc);  // cmd_diff.cpp
+void add_fuzz_command(CLI::App& app, int* rc);   // cmd_fuzz.cpp
+void add_check_command(CLI::App& app, int* rc);  // cmd_fuzz.cpp
 
 }  // namespace ssm::cli

@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   ssm::cli::add_run_command(app, &rc);
   ssm::cli::add_dump_command(app, &rc);
   ssm::cli::add_diff_command(app, &rc);
+  ssm::cli::add_fuzz_command(app, &rc);
+  ssm::cli::add_check_command(app, &rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

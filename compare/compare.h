@@ -1,6 +1,10 @@
 // The judge: compares tensors, outputs and whole sequence states under named tolerance
-// classes and produces mismatch reports (human text and JSON). Implemented in compare/*.cpp.
+// classes and produces mismatch reports (human text and JSON). Implemented in
+// compare/tolerance.cpp (classes, defaults, overrides), compare/compare_tensor.cpp (metrics),
+// compare/report.cpp (text/JSON), compare/compare_state.cpp (fields, flags, outputs).
+// Dumps (HDF5) are compare/dump.h. Tolerance defaults and their derivation: docs/tolerances.md.
 #pragma once
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,27 +17,55 @@ namespace ssm::cmp {
 
 // exact: data movement (conv windows, copies, restores, untouched slots, arms promising equal bits).
 // fp16_state: FP16 h against the emulated-storage reference (ULP bound + normalised error).
+//   Its ULP unit is floored at the tensor's scale: an element's error counts in FP16 ULPs at
+//   max(|ref|, rms(ref)), because one rounding flip at the head's scale leaks through H^T k
+//   into every element of the column, so tiny elements see thousands of their own ULPs
+//   (docs/tolerances.md).
 // fp32_state / output: FP32 values against the FP64 reference (atol + rtol*|ref|, normalised RMS).
-enum class TolClass { exact, fp16_state, fp32_state, output };
+// output_f16: per-token outputs of a step that read FP16 state (same metrics as output; the
+//   rounded state makes them differ far more than outputs of FP32 state).
+enum class TolClass { exact, fp16_state, fp32_state, output, output_f16 };
+// "exact", "fp16-state", "fp32-state", "output", "output-f16"
 const char* to_string(TolClass c);
-TolClass parse_tol_class(const std::string& s);
+TolClass parse_tol_class(const std::string& s);  // also accepts '_' for '-'; throws invalid_argument
 
 struct Tolerance {
   double atol = 0, rtol = 0;  // elementwise: |got - ref| <= atol + rtol*|ref|
-  double max_ulp = 0;         // fp16_state: FP16 ULP distance per element
+  double max_ulp = 0;         // fp16_state: FP16 ULPs per element, at max(|ref|, rms(ref))
   double max_nrmse = 0;       // whole tensor: rms(got - ref) / rms(ref)
 };
 
 struct Tolerances {
-  Tolerance exact, fp16_state, fp32_state, output;
-  static Tolerances defaults();
+  Tolerance exact, fp16_state, fp32_state, output, output_f16;
+  static Tolerances defaults();  // the one place the defaults live (docs/tolerances.md)
   const Tolerance& of(TolClass c) const;
   Tolerance& of(TolClass c);
   // "fp16-state.max_ulp=4,output.rtol=1e-3": throws std::invalid_argument naming the bad key.
+  // Values must be finite and >= 0; `exact` has no tolerance to override.
   void override_from(const std::string& spec);
   void override_from_json(const nlohmann::json& j);  // {"fp16-state": {"max_ulp": 4}, ...}
   nlohmann::json json() const;
 };
+
+enum class Strictness { classes, bitwise };  // bitwise: every tensor under `exact`
+
+// Class of a state field by what produced it. field: "h", "h_checkpoint", "h_intermediate[t]"
+// (fp16_state when dtype is f16, else fp32_state), "conv", "conv_checkpoint",
+// "conv_intermediate[t]" (exact: conv windows hold raw inputs), "h_prefill_stage"
+// (fp32_state), "output" (dtype = the dtype of the h the step read: output or output_f16).
+// bitwise: always exact.
+TolClass class_of(const std::string& field, DType dtype, Strictness strictness = Strictness::classes);
+
+// Spacing of FP16 values at magnitude |x| (2^-24 below the normal range).
+double half_ulp_at(double x);
+// Distance on the format's ordered integer line (sign-magnitude mapped to two's complement):
+// +0 and -0 are 0 apart, adjacent representable values 1 apart, across zero it adds up.
+int64_t ulp_distance_f16(uint16_t a, uint16_t b);
+int64_t ulp_distance_f32(float a, float b);
+
+// Names of the logical axes of a tensor: h-like [nv][kd][vd] -> (head, row, col); conv-like
+// [conv_dim][d_conv] -> (channel, col); output [rows][nv][vd] -> (row, head, col); else i0..
+std::vector<std::string> axis_names(const std::string& tensor, size_t rank);
 
 // Where a tensor came from; printed in every report.
 struct Where {
@@ -49,8 +81,13 @@ struct Where {
 
 struct Element {
   std::vector<int64_t> index;  // logical index, e.g. (head, row, col)
-  double ref = 0, got = 0, abs_err = 0, rel_err = 0, ulp = 0;
+  double ref = 0, got = 0, abs_err = 0, rel_err = 0;
+  double ulp = 0;         // distance on the storage format's ordered line
+  double ulp_scaled = 0;  // fp16_state: |got - ref| in FP16 ULPs at max(|ref|, rms(ref))
+  uint32_t ref_bits = 0, got_bits = 0;                          // raw storage bits (f16 or f32)
 };
+
+constexpr int kWorstElements = 5;  // elements listed per report
 
 struct TensorReport {
   Where where;
@@ -58,38 +95,55 @@ struct TensorReport {
   Tolerance tol;
   bool pass = true;
   std::string failure;             // first reason: "non-finite got at (3, 1, 7)", "reference all zero", ...
+  std::string shape;               // "[2, 8, 12] f16" (of the reference)
+  std::vector<std::string> axes;   // names of the logical index axes
+  DType dtype = DType::f32;
+  bool zero_ref = false;           // reference all zero (allowed): got must be all zero too
+  bool measured = false;           // metrics below were computed (not for shape/dtype/non-finite)
   int64_t elements = 0, mismatched = 0;
   double max_abs = 0, max_rel = 0, max_ulp = 0, nrmse = 0;
+  double max_ulp_scaled = 0;       // fp16_state: the judged ULP count (see TolClass)
   std::vector<Element> worst;      // worst few, largest error first
-  std::vector<int64_t> histogram;  // log10 bins of the absolute error
-  Tolerance smallest_passing;      // the smallest tolerance that would have passed
+  // exact: bins of the ULP distance; fp16_state: of the scaled ULPs; fp32_state and output*:
+  // log10 bins of the absolute error. Labels name each bin.
+  std::vector<int64_t> histogram;
+  std::vector<std::string> histogram_labels;
+  // The smallest tolerance that would have passed. fp32_state/output: atol with rtol kept, rtol
+  // with atol kept (inf when a mismatch sits on a zero reference), and max_nrmse. fp16_state:
+  // max_ulp (atol/rtol kept) and max_nrmse. exact: nothing but identical bits passes (all 0).
+  Tolerance smallest_passing;
   std::string text() const;        // terminal report, never the whole tensor
   nlohmann::json json() const;
 };
 
 // Compare one tensor. NaN/Inf in either side fails first, naming the element; a reference that
 // is all zero or non-finite is itself a failure (nothing passes vacuously) unless allow_zero_ref
-// (legitimately zero tensors: fresh state, zero checkpoints).
+// (legitimately zero tensors: fresh state, zero checkpoints): then got must be all zero as well.
+// Different dtype or shape fails before anything else.
 TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tol,
                             const Where& where, bool allow_zero_ref = false);
 
 struct StateReport {
   int64_t tensors = 0;
-  std::vector<TensorReport> failures;
+  std::vector<TensorReport> failures;  // tensor mismatches and flag/presence/count mismatches
   bool pass() const { return failures.empty(); }
   std::string text() const;
   nlohmann::json json() const;
   void merge(StateReport other);
 };
 
-enum class Strictness { classes, bitwise };  // bitwise: every tensor under `exact`
-
 // Every field of every layer: h, conv, checkpoints (presence too), valid intermediates, flags,
-// the staging blob. The class of each field follows what produced it (h-like fields by dtype).
+// the staging blob. The class of each field follows class_of. Every state field is compared
+// with allow_zero_ref (a fresh or untouched field is legitimately zero; then got must be zero
+// too). Callers that know a tensor was computed check it with compare_tensor directly.
+// Flag mismatches (h_is_f16, last_verify_k, layer count, checkpoint/stage presence, number of
+// valid intermediates) are failures with tensor named after the flag and an explaining text.
 StateReport compare_state(const SequenceState& ref, const SequenceState& got, const Tolerances& tol,
                           const Where& base, Strictness strictness = Strictness::classes);
+// Outputs of every layer as [rows][nv][vd] under `output`, or `output_f16` when the step read
+// FP16 h (state_dtype f16); an all-zero reference fails.
 StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const StepOutputs& got,
                             const Tolerances& tol, const Where& base,
-                            Strictness strictness = Strictness::classes);
+                            Strictness strictness = Strictness::classes, DType state_dtype = DType::f32);
 
 }  // namespace ssm::cmp

@@ -52,17 +52,12 @@ void Contract::check_prefill(int slot, const StepInputs& in) const {
   }
 }
 
-void Contract::check_batch(OpKind op, const std::vector<int>& slots, int rows,
-                           const std::vector<StepInputs>& in) const {
+void Contract::check_batch_slots(OpKind op, const std::vector<int>& slots, int rows) const {
   const char* name = op_name(op);
   if (slots.empty()) throw StateError(ErrorKind::bad_argument, name, -1, -1, "empty batch");
-  if (in.size() != slots.size())
-    throw StateError(ErrorKind::bad_input, name, -1, -1,
-                     str(int(in.size())) + " input sets for " + str(int(slots.size())) + " rows");
   if (rows < 1) throw StateError(ErrorKind::bad_argument, name, -1, -1, "K must be >= 1");
   std::set<int> seen;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const int s = slots[i];
+  for (const int s : slots) {
     const int cap_slot = s == kPadRow ? dummy_slot() : s;
     if (s != kPadRow) {
       check_claimed(name, s);
@@ -77,10 +72,21 @@ void Contract::check_batch(OpKind op, const std::vector<int>& slots, int rows,
                              str(pool_.capacity(cap_slot)) + " h and " + str(pool_.conv_capacity) +
                              " conv intermediates");
     }
+  }
+}
+
+void Contract::check_batch(OpKind op, const std::vector<int>& slots, int rows,
+                           const std::vector<StepInputs>& in) const {
+  const char* name = op_name(op);
+  if (in.size() != slots.size())
+    throw StateError(ErrorKind::bad_input, name, -1, -1,
+                     str(int(in.size())) + " input sets for " + str(int(slots.size())) + " rows");
+  check_batch_slots(op, slots, rows);
+  for (size_t i = 0; i < slots.size(); ++i) {
     try {
       in[i].validate(spec_, rows);
     } catch (const std::invalid_argument& e) {
-      throw StateError(ErrorKind::bad_input, name, cap_slot, -1,
+      throw StateError(ErrorKind::bad_input, name, slots[i] == kPadRow ? dummy_slot() : slots[i], -1,
                        "batch row " + str(int(i)) + ": " + e.what());
     }
   }

@@ -42,7 +42,9 @@ class Contract {
   int check_alloc(int min_capacity) const;  // returns the slot to claim
   void check_claimed(const char* op, int slot) const;
   void check_prefill(int slot, const StepInputs& in) const;
-  // slots may hold kPadRow; rows = 1 for decode, K for verify.
+  // slots may hold kPadRow; rows = 1 for decode, K for verify. check_batch_slots checks
+  // everything but the inputs; check_batch checks both.
+  void check_batch_slots(OpKind op, const std::vector<int>& slots, int rows) const;
   void check_batch(OpKind op, const std::vector<int>& slots, int rows,
                    const std::vector<StepInputs>& in) const;
   void check_commit(int slot, int n, int k) const;

@@ -1,0 +1,114 @@
+// `ssmcheck fuzz`: a property-based campaign from the command line (the model is always the
+// reference; --backend names the system under test, `reference` meaning its alternate path),
+// and `ssmcheck check`: one op script through the same lockstep comparison.
+#include <fmt/core.h>
+
+#include "cli/case_options.h"
+#include "cli/commands.h"
+#include "cli/tolerance_options.h"
+#include "fuzz/alt_reference.h"
+#include "fuzz/campaign.h"
+
+namespace ssm::cli {
+
+namespace {
+
+// The system under test named by --backend; the reference is tested through its alternate path.
+fuzz::BackendFactory sut_factory(const std::string& backend) {
+  if (backend == "reference") return [] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); };
+  make_backend(backend);  // throws for unknown or unavailable backends
+  return [backend] { return make_backend(backend); };
+}
+
+fuzz::BackendFactory model_factory() {
+  return [] { return make_backend("reference"); };
+}
+
+// The alternate reference path must agree bit for bit; other backends under the classes.
+cmp::Strictness strictness_for(const std::string& backend) {
+  return backend == "reference" ? cmp::Strictness::bitwise : cmp::Strictness::classes;
+}
+
+struct FuzzFlags {
+  uint64_t seed = 1;
+  int cases = 100;
+  int max_ops = 40;
+  double time_budget = 0;
+  std::string backend = "reference", preset, h_mode, out = "ssmcheck-fuzz";
+  int layers = 0;
+  bool no_shrink = false;
+  ToleranceOptions tol;
+};
+
+int run_fuzz(const FuzzFlags& f) {
+  fuzz::CampaignOptions o;
+  o.seed = f.seed;
+  o.cases = f.cases;
+  o.max_ops = f.max_ops;
+  o.time_budget_s = f.time_budget;
+  o.shrink = !f.no_shrink;
+  if (!f.preset.empty()) o.preset = make_preset(f.preset, f.layers).name;
+  if (!f.h_mode.empty()) o.h_mode = parse_h_mode(f.h_mode);
+  o.layers = f.layers;
+  o.out_dir = f.out;
+  o.backend_label = f.backend;
+  o.tolerances = f.tol.resolve();
+  o.strictness = strictness_for(f.backend);
+  o.progress = [](const std::string& line) { fmt::print(stderr, "ssmcheck fuzz: {}\n", line); };
+  const auto sut = sut_factory(f.backend);
+  fmt::print("ssmcheck fuzz: seed {}, {} cases of up to {} ops, reference vs {}{}\n", f.seed, f.cases, f.max_ops,
+             sut()->name(), f.time_budget > 0 ? fmt::format(", budget {} s", f.time_budget) : "");
+  const fuzz::CampaignResult r = fuzz::run_campaign(o, model_factory(), sut);
+  fmt::print("{}", r.summary());
+  if (r.gave_up) return kExitBadInput;
+  return r.failed ? kExitDiffer : kExitOk;
+}
+
+int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOptions& tol,
+              const std::string& dump) {
+  const CaseConfig cfg = opt.resolve();
+  const std::vector<Op> script = parse_script(ops);
+  const auto sut = sut_factory(opt.backend);
+  const fuzz::ReplayResult r = fuzz::check_script(cfg, script, model_factory(), sut, tol.resolve(),
+                                                  strictness_for(opt.backend), dump);
+  fmt::print("ssmcheck check: {} ops of {} on {}: reference vs {}: {}\n", r.ops, script.size(), cfg.flags(),
+             sut()->name(), r.pass ? "agree" : "DIVERGED");
+  fmt::print("{}", r.report);
+  if (!dump.empty()) fmt::print("  wrote {}.model.h5 and {}.sut.h5\n", dump, dump);
+  return r.pass ? kExitOk : kExitDiffer;
+}
+
+}  // namespace
+
+void add_fuzz_command(CLI::App& app, int* rc) {
+  auto* cmd = app.add_subcommand("fuzz", "random op sequences through the reference and a backend, in lockstep");
+  auto f = std::make_shared<FuzzFlags>();
+  cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str();
+  cmd->add_option("--cases", f->cases, "cases (op sequences)")->capture_default_str();
+  cmd->add_option("--max-ops", f->max_ops, "longest op sequence")->capture_default_str()->check(CLI::Range(1, 1000));
+  cmd->add_option("--time-budget", f->time_budget, "seconds; stops starting new chunks of 10 cases after this");
+  cmd->add_option("--backend", f->backend, "system under test: reference (its alternate path) or cuda")
+      ->capture_default_str();
+  cmd->add_option("--preset", f->preset, "fixed preset (default: drawn from the small odd presets)");
+  cmd->add_option("--layers", f->layers, "with --preset: keep the first N layers");
+  cmd->add_option("--h-mode", f->h_mode, "fixed h mode (default: drawn)");
+  cmd->add_option("--out", f->out, "directory for failing cases")->capture_default_str();
+  cmd->add_flag("--no-shrink", f->no_shrink, "report the first failure as found");
+  f->tol.add_to(cmd);
+  cmd->callback([=] { *rc = run_fuzz(*f); });
+}
+
+void add_check_command(CLI::App& app, int* rc) {
+  auto* cmd = app.add_subcommand("check", "one op script through the reference and a backend, compared after every op");
+  auto opt = std::make_shared<CaseOptions>();
+  auto ops = std::make_shared<std::string>();
+  auto dump = std::make_shared<std::string>();
+  auto tol = std::make_shared<ToleranceOptions>();
+  opt->add_to(cmd);
+  cmd->add_option("--ops", *ops, "op script")->required();
+  cmd->add_option("--dump", *dump, "write both sides' final states to PREFIX.model.h5 and PREFIX.sut.h5");
+  tol->add_to(cmd);
+  cmd->callback([=] { *rc = run_check(*opt, *ops, *tol, *dump); });
+}
+
+}  // namespace ssm::cli

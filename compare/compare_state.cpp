@@ -1,0 +1,131 @@
+// Whole-sequence comparisons (see compare.h): every field of every layer under its class,
+// flags, presence and counts as failures of their own, and per-layer outputs.
+#include <cstring>
+#include <fmt/core.h>
+
+#include "compare/compare.h"
+
+namespace ssm::cmp {
+
+namespace {
+
+// A failure that is not about tensor values: a flag, a presence or a count.
+TensorReport flag_failure(const Where& base, int layer, const std::string& what, const std::string& text) {
+  TensorReport r;
+  r.where = base;
+  r.where.layer = layer;
+  r.where.tensor = what;
+  r.cls = TolClass::exact;
+  r.pass = false;
+  r.failure = text;
+  return r;
+}
+
+void compare_field(StateReport& rep, const Tensor& ref, const Tensor& got, const std::string& field,
+                   const std::string& name, const Tolerances& tol, const Where& base, int layer, Strictness s) {
+  Where w = base;
+  w.layer = layer;
+  w.tensor = name;
+  ++rep.tensors;
+  TensorReport r = compare_tensor(ref, got, class_of(field, ref.dtype(), s), tol, w, /*allow_zero_ref=*/true);
+  if (!r.pass) rep.failures.push_back(std::move(r));
+}
+
+void compare_optional(StateReport& rep, const std::optional<Tensor>& ref, const std::optional<Tensor>& got,
+                      const std::string& field, const Tolerances& tol, const Where& base, int layer,
+                      Strictness s) {
+  if (ref.has_value() != got.has_value()) {
+    rep.failures.push_back(flag_failure(base, layer, field,
+                                        fmt::format("{} present in ref: {}, in got: {}", field,
+                                                    ref ? "yes" : "no", got ? "yes" : "no")));
+    return;
+  }
+  if (ref) compare_field(rep, *ref, *got, field, field, tol, base, layer, s);
+}
+
+std::string yes_no(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+StateReport compare_state(const SequenceState& ref, const SequenceState& got, const Tolerances& tol,
+                          const Where& base_in, Strictness strictness) {
+  StateReport rep;
+  Where base = base_in;
+  if (base.slot < 0) base.slot = ref.slot;
+  if (ref.last_verify_k != got.last_verify_k)
+    rep.failures.push_back(flag_failure(base, -1, "last_verify_k",
+                                        fmt::format("last_verify_k differs: ref {}, got {}", ref.last_verify_k,
+                                                    got.last_verify_k)));
+  if (ref.layers.size() != got.layers.size()) {
+    rep.failures.push_back(flag_failure(base, -1, "layers",
+                                        fmt::format("number of layers differs: ref {}, got {}", ref.layers.size(),
+                                                    got.layers.size())));
+    return rep;
+  }
+  for (size_t li = 0; li < ref.layers.size(); ++li) {
+    const int l = int(li);
+    const LayerState& a = ref.layers[li];
+    const LayerState& b = got.layers[li];
+    if (a.h_is_f16 != b.h_is_f16)
+      rep.failures.push_back(flag_failure(base, l, "h_is_f16",
+                                          fmt::format("h_is_f16 differs: ref {}, got {} (FP16 bytes read as FP32 "
+                                                      "or the reverse)", yes_no(a.h_is_f16), yes_no(b.h_is_f16))));
+    compare_field(rep, a.h, b.h, "h", "h", tol, base, l, strictness);
+    compare_field(rep, a.conv, b.conv, "conv", "conv", tol, base, l, strictness);
+    compare_optional(rep, a.h_checkpoint, b.h_checkpoint, "h_checkpoint", tol, base, l, strictness);
+    compare_optional(rep, a.conv_checkpoint, b.conv_checkpoint, "conv_checkpoint", tol, base, l, strictness);
+    auto intermediates = [&](const std::vector<Tensor>& ra, const std::vector<Tensor>& rb, const std::string& field) {
+      if (ra.size() != rb.size())
+        rep.failures.push_back(flag_failure(base, l, field + "s",
+                                            fmt::format("number of valid {}s differs: ref {}, got {}", field,
+                                                        ra.size(), rb.size())));
+      for (size_t t = 0; t < ra.size() && t < rb.size(); ++t)
+        compare_field(rep, ra[t], rb[t], field, fmt::format("{}[{}]", field, t), tol, base, l, strictness);
+    };
+    intermediates(a.h_intermediates, b.h_intermediates, "h_intermediate");
+    intermediates(a.conv_intermediates, b.conv_intermediates, "conv_intermediate");
+  }
+  compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness);
+  return rep;
+}
+
+StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const StepOutputs& got,
+                            const Tolerances& tol, const Where& base, Strictness strictness,
+                            DType state_dtype) {
+  StateReport rep;
+  if (ref.rows != got.rows) {
+    rep.failures.push_back(flag_failure(base, -1, "output",
+                                        fmt::format("output rows differ: ref {}, got {}", ref.rows, got.rows)));
+    return rep;
+  }
+  if (ref.layers.size() != spec.layers.size() || got.layers.size() != spec.layers.size()) {
+    rep.failures.push_back(flag_failure(base, -1, "output",
+                                        fmt::format("output layers: ref {}, got {}, model {}", ref.layers.size(),
+                                                    got.layers.size(), spec.layers.size())));
+    return rep;
+  }
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const LayerSpec& s = spec.layers[l];
+    const size_t n = size_t(ref.rows) * size_t(s.out_dim());
+    if (ref.layers[l].size() != n || got.layers[l].size() != n) {
+      rep.failures.push_back(flag_failure(base, int(l), "output",
+                                          fmt::format("output size: ref {}, got {}, expected {} = {} rows x {}",
+                                                      ref.layers[l].size(), got.layers[l].size(), n, ref.rows,
+                                                      s.out_dim())));
+      continue;
+    }
+    const std::vector<int64_t> shape = {ref.rows, s.nv, s.vd};  // [rows][nv][vd], vd fastest
+    Tensor tr = Tensor::zeros(DType::f32, shape), tg = Tensor::zeros(DType::f32, shape);
+    std::memcpy(tr.f32(), ref.layers[l].data(), n * 4);
+    std::memcpy(tg.f32(), got.layers[l].data(), n * 4);
+    Where w = base;
+    w.layer = int(l);
+    w.tensor = "output";
+    ++rep.tensors;
+    TensorReport r = compare_tensor(tr, tg, class_of("output", state_dtype, strictness), tol, w, false);
+    if (!r.pass) rep.failures.push_back(std::move(r));
+  }
+  return rep;
+}
+
+}  // namespace ssm::cmp

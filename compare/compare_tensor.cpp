@@ -1,0 +1,231 @@
+// Metrics of one tensor comparison under a tolerance class (see compare.h): non-finite and
+// vacuity checks first, then elementwise limits, normalised RMS error, worst elements,
+// histogram and the smallest passing tolerance. Text/JSON forms: compare/report.cpp.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fmt/core.h>
+#include <limits>
+
+#include "compare/compare.h"
+
+namespace ssm::cmp {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<int64_t> unravel(const std::vector<int64_t>& shape, int64_t i) {
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (size_t d = shape.size(); d-- > 0;) {
+    const int64_t n = shape[d] > 0 ? shape[d] : 1;
+    idx[d] = i % n;
+    i /= n;
+  }
+  return idx;
+}
+
+uint32_t bits_of(const Tensor& t, int64_t i) {
+  if (t.dtype() == DType::f16) return t.f16()[size_t(i)];
+  uint32_t x;
+  std::memcpy(&x, t.f32() + i, 4);
+  return x;
+}
+
+bool finite_at(const Tensor& t, int64_t i) {
+  return t.dtype() == DType::f16 ? half_is_finite(t.f16()[size_t(i)]) : std::isfinite(t.f32()[size_t(i)]);
+}
+
+std::string index_text(const std::vector<std::string>& axes, const std::vector<int64_t>& idx) {
+  std::string s = "(";
+  for (size_t d = 0; d < idx.size(); ++d)
+    s += (d ? ", " : "") + (d < axes.size() ? axes[d] + " " : std::string()) + std::to_string(idx[d]);
+  return s + ")";
+}
+
+bool ulp_bins(TolClass c) { return c == TolClass::exact || c == TolClass::fp16_state; }
+
+std::vector<std::string> bin_labels(TolClass c) {
+  if (ulp_bins(c)) return {"0", "<=1", "<=2", "<=4", "<=8", "<=16", "<=64", "<=256", "<=4096", ">4096"};
+  return {"0", "<1e-9", "[1e-9,1e-8)", "[1e-8,1e-7)", "[1e-7,1e-6)", "[1e-6,1e-5)", "[1e-5,1e-4)",
+          "[1e-4,1e-3)", "[1e-3,1e-2)", "[1e-2,1e-1)", "[1e-1,1)", ">=1"};
+}
+
+size_t bin_of(TolClass c, double abs_err, double ulp) {
+  if (ulp_bins(c)) {
+    const double edges[] = {0, 1, 2, 4, 8, 16, 64, 256, 4096};
+    for (size_t b = 0; b < 9; ++b)
+      if (ulp <= edges[b]) return b;
+    return 9;
+  }
+  if (abs_err == 0) return 0;
+  if (abs_err < 1e-9) return 1;
+  if (abs_err >= 1) return 11;
+  const int dec = int(std::floor(std::log10(abs_err)));  // -9 .. -1
+  return size_t(std::clamp(dec + 11, 2, 10));
+}
+
+}  // namespace
+
+TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tols,
+                            const Where& where, bool allow_zero_ref) {
+  TensorReport r;
+  r.where = where;
+  r.cls = cls;
+  r.tol = tols.of(cls);
+  r.shape = ref.shape_string();
+  r.dtype = ref.dtype();
+  r.axes = axis_names(where.tensor, ref.shape().size());
+  r.elements = ref.size();
+  r.histogram_labels = bin_labels(cls);
+  r.histogram.assign(r.histogram_labels.size(), 0);
+  auto fail = [&r](std::string why) {
+    r.pass = false;
+    r.failure = std::move(why);
+    return r;
+  };
+
+  if (ref.dtype() != got.dtype() || ref.shape() != got.shape())
+    return fail("shape or dtype differs: ref " + ref.shape_string() + ", got " + got.shape_string());
+  if (cls == TolClass::fp16_state && ref.dtype() != DType::f16)
+    return fail("class fp16-state compares FP16 tensors, this one is " + std::string(to_string(ref.dtype())));
+  if (ref.size() == 0) {
+    if (allow_zero_ref) return r;
+    return fail("reference is empty: nothing would be checked");
+  }
+
+  // Non-finite values fail before any metric: the reference first (a broken reference is an
+  // error of its own), then got. The first few bad elements are listed.
+  for (const Tensor* side : {&ref, &got}) {
+    const bool is_ref = side == &ref;
+    int64_t count = 0, first = -1;
+    for (int64_t i = 0; i < side->size(); ++i)
+      if (!finite_at(*side, i)) {
+        if (first < 0) first = i;
+        ++count;
+        if (r.worst.size() < size_t(kWorstElements)) {
+          Element e;
+          e.index = unravel(ref.shape(), i);
+          e.ref = ref.get(i);
+          e.got = got.get(i);
+          e.abs_err = e.rel_err = e.ulp = kInf;
+          e.ref_bits = bits_of(ref, i);
+          e.got_bits = bits_of(got, i);
+          r.worst.push_back(e);
+        }
+      }
+    if (count) {
+      r.mismatched = count;
+      const float v = side->get(first);
+      return fail(fmt::format("{} non-finite value{} in {}, first {} at {}", count, count > 1 ? "s" : "",
+                              is_ref ? "the reference" : "got", v, index_text(r.axes, unravel(ref.shape(), first))));
+    }
+  }
+
+  bool ref_zero = true;
+  double ref_sq = 0;
+  for (int64_t i = 0; i < ref.size(); ++i) {
+    const double v = ref.get(i);
+    ref_zero = ref_zero && v == 0.0;
+    ref_sq += v * v;
+  }
+  const double ref_rms = std::sqrt(ref_sq / double(ref.size()));
+  if (ref_zero && !allow_zero_ref) return fail("reference is all zero: nothing would be checked");
+  r.zero_ref = ref_zero;
+
+  const Tolerance& t = r.tol;
+  const bool f16 = ref.dtype() == DType::f16;
+  double sum_d2 = 0, sum_r2 = 0;
+  double need_atol = 0, need_rtol = 0, need_ulp = 0;
+  std::vector<std::pair<double, int64_t>> worst;  // (score, index), kept sorted descending
+  for (int64_t i = 0; i < ref.size(); ++i) {
+    const double rv = ref.get(i), gv = got.get(i);
+    const double d = gv - rv, ad = std::fabs(d), ar = std::fabs(rv);
+    const double ulp = f16 ? double(ulp_distance_f16(ref.f16()[size_t(i)], got.f16()[size_t(i)]))
+                           : double(ulp_distance_f32(ref.f32()[size_t(i)], got.f32()[size_t(i)]));
+    const double rel = ad == 0 ? 0 : (ar == 0 ? kInf : ad / ar);
+    const double sulp = f16 ? ad / half_ulp_at(std::max(ar, ref_rms)) : 0.0;
+    r.max_ulp_scaled = std::max(r.max_ulp_scaled, sulp);
+    const bool bits_differ = bits_of(ref, i) != bits_of(got, i);
+    sum_d2 += d * d;
+    sum_r2 += rv * rv;
+    r.max_abs = std::max(r.max_abs, ad);
+    r.max_rel = std::max(r.max_rel, rel);
+    r.max_ulp = std::max(r.max_ulp, ulp);
+    ++r.histogram[bin_of(cls, ad, cls == TolClass::fp16_state ? sulp : ulp)];
+
+    const double bound = t.atol + t.rtol * ar;
+    bool bad = false;
+    double score = 0;
+    switch (cls) {
+      case TolClass::exact:
+        bad = bits_differ;
+        score = bits_differ ? std::max(ad, 1e-300) : 0;  // -0 vs +0 still ranks
+        break;
+      case TolClass::fp16_state:
+        bad = sulp > t.max_ulp && ad > bound;
+        score = sulp;
+        if (ad > bound) need_ulp = std::max(need_ulp, sulp);
+        break;
+      case TolClass::fp32_state:
+      case TolClass::output:
+      case TolClass::output_f16:
+        bad = ad > bound;
+        score = bound > 0 ? ad / bound : ad;
+        need_atol = std::max(need_atol, ad - t.rtol * ar);
+        if (ad > t.atol) need_rtol = std::max(need_rtol, ar > 0 ? (ad - t.atol) / ar : kInf);
+        break;
+    }
+    // An all-zero reference (allowed) is only matched by zeros: an untouched field stays zero.
+    if (ref_zero) bad = cls == TolClass::exact ? bits_differ : gv != 0.0;
+    if (bad) ++r.mismatched;
+    if (score > 0 && (worst.size() < size_t(kWorstElements) || score > worst.back().first)) {
+      worst.emplace_back(score, i);
+      std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      if (worst.size() > size_t(kWorstElements)) worst.pop_back();
+    }
+  }
+  for (const auto& [score, i] : worst) {
+    Element e;
+    e.index = unravel(ref.shape(), i);
+    e.ref = ref.get(i);
+    e.got = got.get(i);
+    e.abs_err = std::fabs(e.got - e.ref);
+    e.rel_err = e.abs_err == 0 ? 0 : (e.ref == 0 ? kInf : e.abs_err / std::fabs(e.ref));
+    e.ulp = f16 ? double(ulp_distance_f16(ref.f16()[size_t(i)], got.f16()[size_t(i)]))
+                : double(ulp_distance_f32(ref.f32()[size_t(i)], got.f32()[size_t(i)]));
+    e.ulp_scaled = f16 ? e.abs_err / half_ulp_at(std::max(std::fabs(e.ref), ref_rms)) : 0.0;
+    e.ref_bits = bits_of(ref, i);
+    e.got_bits = bits_of(got, i);
+    r.worst.push_back(e);
+  }
+
+  r.measured = true;
+  r.nrmse = sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? kInf : 0.0);
+  switch (cls) {
+    case TolClass::exact: break;
+    case TolClass::fp16_state:
+      r.smallest_passing = Tolerance{t.atol, t.rtol, need_ulp, r.nrmse};
+      break;
+    case TolClass::fp32_state:
+    case TolClass::output:
+    case TolClass::output_f16:
+      r.smallest_passing = Tolerance{std::max(0.0, need_atol), need_rtol, 0, r.nrmse};
+      break;
+  }
+
+  if (r.mismatched) {
+    const double pct = 100.0 * double(r.mismatched) / double(r.elements);
+    if (ref_zero)
+      return fail(fmt::format("reference is all zero (an untouched field) but got has {} non-zero element{} "
+                              "({:.4g}%)", r.mismatched, r.mismatched > 1 ? "s" : "", pct));
+    return fail(fmt::format("{} of {} elements ({:.4g}%) outside the limits", r.mismatched, r.elements, pct));
+  }
+  if (cls != TolClass::exact && !ref_zero && r.nrmse > t.max_nrmse)
+    return fail(fmt::format("normalised RMS error {:.4g} > max_nrmse {:.4g}", r.nrmse, t.max_nrmse));
+  return r;
+}
+
+}  // namespace ssm::cmp

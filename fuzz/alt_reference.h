@@ -1,0 +1,38 @@
+// The reference driven through a different but equivalent path: the system under test of
+// CPU-only campaigns, so the campaign machinery runs in CI. Batches run row by row in reverse
+// order, FP32 prefill runs as single decodes, commit runs as rollback, async copies run as
+// synchronous ones. Bitwise equal to ReferenceBackend.
+// A test-only build compiles alt_reference.cpp with SSMCHECK_MUTANT=<name> and
+// SSM_ALT_NS=<namespace> to get a deliberately broken copy (see README, "Adding a mutant").
+#pragma once
+#include "reference/reference_backend.h"
+
+#ifndef SSM_ALT_NS
+#define SSM_ALT_NS alt
+#endif
+
+namespace ssm::fuzz::SSM_ALT_NS {
+
+class AltReferenceBackend : public Backend {
+ public:
+  std::string name() const override;
+  void create_pool(const Model& model, const PoolConfig& pool) override { inner_.create_pool(model, pool); }
+  int alloc(int min_capacity) override { return inner_.alloc(min_capacity); }
+  void release(int slot) override { inner_.release(slot); }
+  StepOutputs prefill(int slot, const StepInputs& in) override;
+  std::vector<StepOutputs> decode(const std::vector<int>& slots, const std::vector<StepInputs>& in) override;
+  std::vector<StepOutputs> verify(const std::vector<int>& slots, int k, VerifyArm arm,
+                                  const std::vector<StepInputs>& in) override;
+  void checkpoint(int slot, bool) override { inner_.checkpoint(slot, false); }
+  void commit(int slot, int n, int k) override;
+  void rollback(int slot, int n, bool and_checkpoint) override;
+  void to_f16(int slot) override { inner_.to_f16(slot); }
+  void snapshot_save(int slot, int snap) override { inner_.snapshot_save(slot, snap); }
+  void snapshot_restore(int slot, int snap) override { inner_.snapshot_restore(slot, snap); }
+  SequenceState export_state(int slot) override { return inner_.export_state(slot); }
+
+ private:
+  ref::ReferenceBackend inner_;
+};
+
+}  // namespace ssm::fuzz::SSM_ALT_NS

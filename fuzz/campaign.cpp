@@ -1,0 +1,345 @@
+// RapidCheck state-machine campaigns (see campaign.h).
+#include "fuzz/campaign.h"
+
+#include <fmt/core.h>
+#include <rapidcheck.h>
+#include <rapidcheck/state.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "fuzz/op_model.h"
+
+namespace ssm::fuzz {
+
+namespace {
+
+struct RcModel {
+  OpModel m;
+  int snapshots = 0;
+  int max_capacity = 0;
+  HMode mode = HMode::f32;
+};
+
+// What one campaign chunk learns from inside the property (RapidCheck builds the commands).
+struct Context {
+  int64_t ops = 0;
+  int cases = 0;
+  int shrinks = 0;
+  bool failing = false;  // a failure was seen: later runs are shrink candidates
+  Coverage coverage;
+  CaseConfig config;
+  std::string script, report;
+  int length = 0;
+};
+thread_local Context* g_ctx = nullptr;
+
+using Command = rc::state::Command<RcModel, Lockstep>;
+
+// RapidCheck's inRange narrows its range with the size, which follows the sequence length
+// here; op arguments and configurations should not depend on it.
+int uniform(int lo, int hi) { return *rc::gen::resize(100, rc::gen::inRange(lo, hi)); }
+
+struct OpCommand : Command {
+  Op op;
+  void checkPreconditions(const RcModel& s) const override { RC_PRE(s.m.seqs_ok(op)); }
+  void apply(RcModel& s) const override { s.m.apply(op); }
+  void run(const RcModel&, Lockstep& sut) const override {
+    const Lockstep::Step step = sut.apply(op);
+    ++g_ctx->ops;
+    if (step.pass) return;
+    // the last failing run is the minimal one: it runs again after shrinking ends
+    g_ctx->failing = true;
+    g_ctx->config = sut.config();
+    g_ctx->script = to_string(sut.script());
+    g_ctx->length = int(sut.script().size());
+    g_ctx->report = step.text;
+    RC_FAIL(step.text);
+  }
+  void show(std::ostream& os) const override { os << to_string(op); }
+
+ protected:
+  // Commands that need a live sequence become an alloc when there is none, so that
+  // generation never runs out of valid commands.
+  bool pick(const RcModel& s, int& seq) {
+    const std::vector<int> live = s.m.live();
+    if (live.empty()) {
+      op.kind = OpKind::alloc;
+      op.seqs = {s.m.next_seq()};
+      return false;
+    }
+    seq = *rc::gen::elementOf(live);
+    op.seqs = {seq};
+    return true;
+  }
+  // A batch of distinct live sequences in random order with 0..2 padding rows.
+  bool pick_batch(const RcModel& s) {
+    int seq = 0;
+    if (!pick(s, seq)) return false;
+    std::vector<int> live = s.m.live();
+    std::vector<int> rows;
+    const auto order = *rc::gen::container<std::vector<int>>(
+        size_t(uniform(1, int(live.size()) + 1)), rc::gen::resize(100, rc::gen::inRange(0, int(live.size()))));
+    for (int i : order)
+      if (std::find(rows.begin(), rows.end(), live[size_t(i)]) == rows.end()) rows.push_back(live[size_t(i)]);
+    const int pads = *rc::gen::weightedElement<int>({{6, 0}, {2, 1}, {1, 2}});
+    for (int p = 0; p < pads; ++p) rows.insert(rows.begin() + uniform(0, int(rows.size()) + 1), kPadRow);
+    op.seqs = rows;
+    return true;
+  }
+};
+
+struct AllocCmd : OpCommand {
+  explicit AllocCmd(const RcModel& s) {
+    op.kind = OpKind::alloc;
+    op.seqs = {s.m.next_seq()};
+    op.a = *rc::gen::weightedElement<int>({{6, 0}, {1, 1}, {1, 2}, {1, 4}});
+  }
+};
+
+struct ReleaseCmd : OpCommand {
+  explicit ReleaseCmd(const RcModel& s) {
+    int seq;
+    if (pick(s, seq)) op.kind = OpKind::release;
+  }
+};
+
+struct PrefillCmd : OpCommand {
+  explicit PrefillCmd(const RcModel& s) {
+    int seq;
+    if (!pick(s, seq)) return;
+    op.kind = OpKind::prefill;
+    op.a = uniform(1, 7);
+  }
+};
+
+struct DecodeCmd : OpCommand {
+  explicit DecodeCmd(const RcModel& s) {
+    if (pick_batch(s)) op.kind = OpKind::decode;
+  }
+};
+
+struct VerifyCmd : OpCommand {
+  explicit VerifyCmd(const RcModel& s) {
+    if (!pick_batch(s)) return;
+    op.kind = OpKind::verify;
+    op.a = uniform(1, std::max(s.max_capacity, 1) + 2);  // K = capacity + 2 is refused
+    op.arm = *rc::gen::element(VerifyArm::exact, VerifyArm::wy);
+  }
+};
+
+struct CheckpointCmd : OpCommand {
+  explicit CheckpointCmd(const RcModel& s) {
+    int seq;
+    if (pick(s, seq)) op.kind = *rc::gen::element(OpKind::checkpoint, OpKind::checkpoint_async);
+  }
+};
+
+struct CommitCmd : OpCommand {
+  explicit CommitCmd(const RcModel& s) {
+    int seq;
+    if (!pick(s, seq)) return;
+    op.kind = OpKind::commit;
+    op.b = s.m.meta(seq).last_verify_k > 0 ? s.m.meta(seq).last_verify_k : uniform(1, 4);
+    op.a = uniform(1, op.b + 1);
+  }
+};
+
+struct RollbackCmd : OpCommand {
+  explicit RollbackCmd(const RcModel& s) {
+    int seq;
+    if (!pick(s, seq)) return;
+    op.kind = *rc::gen::element(OpKind::rollback, OpKind::rollback_and_checkpoint_async);
+    op.a = uniform(0, std::max(s.m.meta(seq).last_verify_k, 1));
+  }
+};
+
+struct ToF16Cmd : OpCommand {
+  explicit ToF16Cmd(const RcModel& s) {
+    int seq;
+    if (pick(s, seq)) op.kind = OpKind::to_f16;
+  }
+};
+
+struct SnapshotCmd : OpCommand {
+  explicit SnapshotCmd(const RcModel& s) {
+    int seq;
+    if (!pick(s, seq)) return;
+    op.kind = *rc::gen::element(OpKind::snapshot_save, OpKind::snapshot_restore);
+    // mostly snapshot 0 so that restores find a save; == snapshots is out of range
+    op.a = *rc::gen::weightedElement<int>({{6, 0}, {2, 1}, {1, s.snapshots}});
+  }
+};
+
+// Ops the contract forbids: both sides must refuse them and change nothing.
+struct IllegalCmd : OpCommand {
+  explicit IllegalCmd(const RcModel& s) {
+    int seq;
+    if (!pick(s, seq)) return;
+    const int k = s.m.meta(seq).last_verify_k;
+    switch (uniform(0, 6)) {
+      case 0: op.kind = OpKind::commit; op.a = 0; op.b = std::max(k, 1); break;           // n == 0
+      case 1: op.kind = OpKind::commit; op.b = std::max(k, 1); op.a = op.b + 1; break;    // n > k
+      case 2: op.kind = OpKind::commit; op.a = 1; op.b = k + 1; break;                    // k mismatch
+      case 3: op.kind = OpKind::verify; op.a = s.max_capacity + 2; break;                 // capacity
+      case 4: op.kind = OpKind::rollback; op.a = std::max(k, 1); break;                   // past intermediates
+      default: op.kind = OpKind::decode; op.seqs = {seq, seq}; break;                     // slot twice
+    }
+  }
+};
+
+rc::Gen<std::string> preset_gen() {
+  return rc::gen::element<std::string>("tiny", "odd-a", "odd-b", "odd-c", "odd-d");
+}
+
+CaseConfig gen_config(const CampaignOptions& o) {
+  CaseConfig c;
+  c.preset = o.preset ? *o.preset : *preset_gen();
+  c.layers = o.layers;
+  c.h_mode = o.h_mode ? *o.h_mode : *rc::gen::element(HMode::f32, HMode::f16, HMode::f16_pool);
+  c.slots = uniform(1, 5);
+  c.capacity.clear();
+  for (int s = 0; s < c.slots; ++s) c.capacity.push_back(uniform(0, 6));
+  c.conv_capacity = *std::max_element(c.capacity.begin(), c.capacity.end());
+  c.snapshots = 2;
+  c.gen.seed = uint64_t(uniform(0, 1 << 30));
+  // decay swept from g ~ 1 (no forgetting) to strongly decaying
+  c.gen.decay = *rc::gen::element(0.5, 0.0, 0.1, 0.9, 1.0);
+  // max|h| is about 0.7 x value_scale (docs/fuzzing.md): 60000 takes h close to 65504
+  c.gen.value_scale = *rc::gen::element(1.0, 30.0, 2000.0, 60000.0);
+  return c;
+}
+
+class Listener : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool accepted) override {
+    if (accepted) ++g_ctx->shrinks;
+  }
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::string CampaignResult::summary() const {
+  std::string s = fmt::format("{} cases, {} ops in {:.1f} s ({:.0f} ops/s): {}\n", cases, ops, seconds,
+                              seconds > 0 ? double(ops) / seconds : 0.0,
+                              failed ? "FAILED" : gave_up ? "GAVE UP" : "passed");
+  s += coverage.text();
+  if (gave_up) s += "  " + message + "\n";
+  if (failed) {
+    s += fmt::format("minimal failing case ({} ops):\n  case:   {}\n  script: {}\n  rerun:  {}\n", script_length,
+                     case_flags, script, rerun);
+    s += report;
+    for (const auto& f : files) s += "  wrote " + f + "\n";
+  }
+  return s;
+}
+
+CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut) {
+  CampaignResult result;
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const int chunk = 10;
+  for (int c = 0; result.cases < o.cases; ++c) {
+    if (o.time_budget_s > 0 && elapsed() > o.time_budget_s) break;
+    Context ctx;
+    g_ctx = &ctx;
+    rc::detail::TestParams params;
+    params.seed = mix(o.seed ^ mix(uint64_t(c)));
+    params.maxSuccess = std::min(chunk, o.cases - result.cases);
+    params.maxSize = std::max(o.max_ops - 1, 0);
+    params.disableShrinking = !o.shrink;
+    Listener listener;
+    const auto property = [&] {
+      const CaseConfig cfg = gen_config(o);
+      Lockstep lock(cfg, model, sut, o.tolerances, o.strictness, o.sut_invariant);
+      const PoolConfig pool = cfg.pool();
+      RcModel initial{OpModel(cfg.spec(), pool), pool.snapshot_slots, pool.max_capacity(), pool.h_mode};
+      rc::state::check(initial, lock,
+                       rc::state::gen::execOneOfWithArgs<
+                           AllocCmd, ReleaseCmd, PrefillCmd, PrefillCmd, DecodeCmd, DecodeCmd, DecodeCmd,
+                           CheckpointCmd, CheckpointCmd, VerifyCmd, VerifyCmd, VerifyCmd, CommitCmd, CommitCmd,
+                           CommitCmd, RollbackCmd, RollbackCmd, ToF16Cmd, SnapshotCmd, IllegalCmd>());
+      if (!ctx.failing) {
+        ++ctx.cases;
+        ctx.coverage.merge(lock.coverage());
+      }
+    };
+    const rc::detail::TestResult r =
+        rc::detail::checkProperty(rc::detail::toProperty(property), rc::detail::TestMetadata{}, params, listener);
+    g_ctx = nullptr;
+    result.cases += ctx.cases;
+    result.ops += ctx.ops;
+    result.coverage.merge(ctx.coverage);
+    rc::detail::FailureResult failure;
+    rc::detail::GaveUpResult gave_up;
+    rc::detail::Error error;
+    if (r.match(failure)) {
+      result.failed = true;
+      result.cases += 1;
+      result.message = failure.description;
+      result.config = ctx.config;
+      result.case_flags = ctx.config.flags();
+      result.script = ctx.script;
+      result.script_length = ctx.length;
+      result.report = ctx.report;
+      result.rerun = fmt::format("ssmcheck check {} --backend {} --ops '{}'", result.case_flags, o.backend_label,
+                                 result.script);
+    } else if (r.match(gave_up)) {
+      result.gave_up = true;
+      result.message = gave_up.description;
+    } else if (r.match(error)) {
+      result.gave_up = true;
+      result.message = "RapidCheck error: " + error.description;
+    }
+    if (o.progress)
+      o.progress(fmt::format("chunk {}: {} cases, {} ops, {:.1f} s{}", c, result.cases, result.ops, elapsed(),
+                             result.failed ? fmt::format(", failure shrunk to {} ops ({} shrinks)", ctx.length,
+                                                         ctx.shrinks)
+                                           : ""));
+    if (result.failed || result.gave_up) break;
+  }
+  result.seconds = elapsed();
+  if (result.failed && !o.out_dir.empty()) {
+    // replay the minimal case once more to write both sides' states at the failing op
+    std::filesystem::create_directories(o.out_dir);
+    const std::string prefix = o.out_dir + "/case-seed" + std::to_string(o.seed);
+    check_script(result.config, parse_script(result.script), model, sut, o.tolerances, o.strictness, prefix,
+                 o.sut_invariant);
+    result.files = {prefix + ".model.h5", prefix + ".sut.h5", prefix + ".txt"};
+    std::ofstream txt(prefix + ".txt");
+    txt << "# ssmcheck: minimal failing case of the campaign with seed " << o.seed << "\n"
+        << "# rerun: " << result.rerun << "\n"
+        << result.report;
+  }
+  return result;
+}
+
+ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& script, const BackendFactory& model,
+                          const BackendFactory& sut, const cmp::Tolerances& tol, cmp::Strictness strictness,
+                          const std::string& dump_prefix, const Invariant& invariant) {
+  ReplayResult r;
+  Lockstep lock(config, model, sut, tol, strictness, invariant);
+  for (const Op& op : script) {
+    const Lockstep::Step step = lock.apply(op);
+    ++r.ops;
+    if (!step.pass) {
+      r.pass = false;
+      r.report = step.text;
+      break;
+    }
+  }
+  if (!dump_prefix.empty()) lock.dump(dump_prefix);
+  return r;
+}
+
+}  // namespace ssm::fuzz

@@ -1,0 +1,62 @@
+// Property-based campaigns: RapidCheck's state machine drives random sequences of ops
+// (alloc/release, prefill, decode, checkpoint(_async), verify (both arms), commit, rollback,
+// rollback_and_checkpoint_async, to_f16, snapshots, batched ops with padding rows, and illegal
+// ops) through the reference (the model) and a system under test in lockstep, comparing every
+// live sequence after every op. Failures shrink to a minimal op script that is printed and
+// dumped. Used by tests/property_test.cpp and `ssmcheck fuzz`.
+#pragma once
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "fuzz/lockstep.h"
+
+namespace ssm::fuzz {
+
+struct CampaignOptions {
+  uint64_t seed = 1;
+  int cases = 100;
+  int max_ops = 40;              // longest op sequence of a case
+  double time_budget_s = 0;      // 0: none; otherwise stop starting new chunks after this
+  bool shrink = true;
+  std::optional<std::string> preset;  // fixed preset, else drawn from the small odd presets
+  std::optional<HMode> h_mode;        // fixed h mode, else drawn
+  int layers = 0;                     // with a fixed big preset: keep the first N layers
+  std::string out_dir;                // where failing cases are written ("" = nowhere)
+  std::string backend_label = "reference";  // --backend value that reruns the case
+  cmp::Tolerances tolerances = cmp::Tolerances::defaults();
+  cmp::Strictness strictness = cmp::Strictness::classes;
+  Invariant sut_invariant;                           // checked after every op (e.g. guard bands)
+  std::function<void(const std::string&)> progress;  // one-line progress updates
+};
+
+struct CampaignResult {
+  int cases = 0;     // cases that ran to completion or failure
+  int64_t ops = 0;   // ops applied (shrinking included)
+  double seconds = 0;
+  bool failed = false;
+  bool gave_up = false;
+  std::string message;       // RapidCheck's description or the gave-up reason
+  Coverage coverage;
+  // The minimal failing case: configuration flags, op script, and what differed.
+  CaseConfig config;
+  std::string case_flags, script, report, rerun;
+  int script_length = 0;
+  std::vector<std::string> files;  // dumps and the case text file
+  std::string summary() const;
+};
+
+CampaignResult run_campaign(const CampaignOptions& options, const BackendFactory& model,
+                            const BackendFactory& sut);
+
+// Replays one op script in lockstep; stops at the first divergence.
+struct ReplayResult {
+  bool pass = true;
+  int ops = 0;
+  std::string report;
+};
+ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& script, const BackendFactory& model,
+                          const BackendFactory& sut, const cmp::Tolerances& tol, cmp::Strictness strictness,
+                          const std::string& dump_prefix = "", const Invariant& invariant = nullptr);
+
+}  // namespace ssm::fuzz

@@ -1,0 +1,214 @@
+// The measurement behind Tolerances::defaults() (docs/tolerances.md): an FP32-compute
+// emulation of the GPU's decode step, storing h where the GPU stores it, run against the FP64
+// reference for many steps on several shapes, decays and value scales. It prints the measured
+// errors per horizon and checks that (1) every default holds with margin over what was
+// measured and (2) the FP16 error does not grow with the horizon (the reference rounds where
+// the GPU rounds).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "compare/compare.h"
+#include "fixtures/generators.h"
+#include "reference/gdn_math.h"
+
+namespace ssm::cmp {
+namespace {
+
+// One token of one layer in FP32 arithmetic (what a CUDA kernel does), same formulas and
+// store points as reference/gdn_step.cpp.
+void step_f32(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window, const float* x,
+              const float* a, const float* b, const float* z, float* out) {
+  const int C = s.conv_dim(), D = s.d_conv;
+  std::vector<float> y(static_cast<size_t>(C));
+  for (int c = 0; c < C; ++c) {
+    float* win = window + size_t(c) * size_t(D);
+    for (int j = 0; j + 1 < D; ++j) win[j] = win[j + 1];
+    win[D - 1] = x[c];
+    float acc = s.conv_bias ? w.conv_bias[size_t(c)] : 0.0f;
+    for (int j = 0; j < D; ++j) acc += w.conv_w[size_t(c) * size_t(D) + size_t(j)] * win[j];
+    y[size_t(c)] = acc / (1.0f + std::exp(-acc));
+  }
+  for (int head = 0; head < 2 * s.nk; ++head) {
+    float ss = 0;
+    for (int i = 0; i < s.kd; ++i) ss += y[size_t(head * s.kd + i)] * y[size_t(head * s.kd + i)];
+    const float r = 1.0f / std::sqrt(ss + 1e-6f);
+    for (int i = 0; i < s.kd; ++i) y[size_t(head * s.kd + i)] *= r;
+  }
+  const float qscale = 1.0f / std::sqrt(float(s.kd));
+  std::vector<float> H(size_t(s.kd) * size_t(s.vd)), hk(size_t(s.vd)), vn(size_t(s.vd)), o(size_t(s.vd));
+  for (int vh = 0; vh < s.nv; ++vh) {
+    const float beta = 1.0f / (1.0f + std::exp(-b[vh]));
+    const float dt = std::log1p(std::exp(std::min(a[vh] + w.dt_bias[size_t(vh)], 20.0f)));
+    const float A = std::exp(std::min(w.A_log[size_t(vh)], 20.0f));
+    const float g = std::clamp(std::exp(-A * dt), 1e-6f, 1.0f - 1e-6f);
+    const int kh = vh / s.heads_per_key();
+    const float* q = y.data() + size_t(kh) * size_t(s.kd);
+    const float* k = y.data() + size_t(s.nk + kh) * size_t(s.kd);
+    const float* v = y.data() + size_t(2 * s.nk * s.kd) + size_t(vh) * size_t(s.vd);
+    const int64_t base = int64_t(vh) * s.kd * s.vd;
+    for (int64_t e = 0; e < int64_t(H.size()); ++e) H[size_t(e)] = h.get(base + e);
+    for (int j = 0; j < s.vd; ++j) {
+      float acc = 0;
+      for (int i = 0; i < s.kd; ++i) acc += H[size_t(i * s.vd + j)] * k[i];
+      hk[size_t(j)] = acc;
+      vn[size_t(j)] = (v[j] - g * acc) * beta;
+    }
+    for (int i = 0; i < s.kd; ++i)
+      for (int j = 0; j < s.vd; ++j) {
+        float& hij = H[size_t(i * s.vd + j)];
+        hij = g * hij + k[i] * vn[size_t(j)];
+        const size_t e = size_t(base + i * s.vd + j);
+        if (h.dtype() == DType::f32) {
+          h.f32()[e] = hij;
+        } else {
+          h.f16()[e] = store_half_clamped(hij);
+          hij = half_to_float(h.f16()[e]);  // the output reads the stored state
+        }
+      }
+    float ms = 0;
+    for (int j = 0; j < s.vd; ++j) {
+      float acc = 0;
+      for (int i = 0; i < s.kd; ++i) acc += H[size_t(i * s.vd + j)] * q[i];
+      o[size_t(j)] = acc * qscale;
+      ms += o[size_t(j)] * o[size_t(j)];
+    }
+    const float r = 1.0f / std::sqrt(ms / float(s.vd) + s.eps);
+    for (int j = 0; j < s.vd; ++j) {
+      const float zj = z[size_t(vh) * size_t(s.vd) + size_t(j)];
+      const float sig = 1.0f / (1.0f + std::exp(-zj));
+      const float gate = s.output_gate == OutputGate::silu ? zj * sig : sig;
+      out[size_t(vh) * size_t(s.vd) + size_t(j)] = o[size_t(j)] * r * w.norm_w[size_t(j)] * gate;
+    }
+  }
+}
+
+struct Measured {
+  double sulp = 0;       // FP16 h: max |d| in FP16 ULPs at max(|ref|, rms(ref)) (the fp16-state unit)
+  double h_nrmse = 0;    // h: rms(d) / rms(ref)
+  double h_atol = 0;     // FP32 h: smallest atol passing with the default rtol
+  double out_atol = 0;   // outputs: smallest atol passing with the class's default rtol
+  double out_nrmse = 0;
+  void max_with(const Measured& m) {
+    sulp = std::max(sulp, m.sulp);
+    h_nrmse = std::max(h_nrmse, m.h_nrmse);
+    h_atol = std::max(h_atol, m.h_atol);
+    out_atol = std::max(out_atol, m.out_atol);
+    out_nrmse = std::max(out_nrmse, m.out_nrmse);
+  }
+};
+
+// Runs `steps` decode steps of one layer from zero state in both arithmetics; returns the
+// worst errors over the first and the second half of the horizon.
+std::pair<Measured, Measured> measure(const LayerSpec& s, DType hd, double decay, double vscale, uint64_t seed,
+                                      int steps) {
+  ModelSpec spec{"measure", {s}};
+  GenConfig g;
+  g.seed = seed;
+  g.decay = decay;
+  g.value_scale = vscale;
+  const Model m = make_model(spec, g);
+  Tensor h_ref = Tensor::zeros(hd, h_shape(s)), h_emu = h_ref;
+  Tensor w_ref = Tensor::zeros(DType::f32, conv_shape(s)), w_emu = w_ref;
+  std::vector<float> o_ref(size_t(s.out_dim())), o_emu(o_ref.size());
+  // Limits that never fail: only the measured quantities matter here; rtol as the defaults.
+  const Tolerances d = Tolerances::defaults();
+  Tolerances loose = d;
+  loose.fp16_state = Tolerance{0, 0, 1e9, 1e9};
+  loose.fp32_state = Tolerance{0, d.fp32_state.rtol, 0, 1e9};
+  loose.output = Tolerance{0, d.output.rtol, 0, 1e9};
+  loose.output_f16 = Tolerance{0, d.output_f16.rtol, 0, 1e9};
+  std::pair<Measured, Measured> halves;
+  for (int t = 0; t < steps; ++t) {
+    const StepInputs in = make_inputs(spec, g, t, 0, 0, 1);
+    const LayerRows& r = in.layers[0];
+    ref::gdn_step(s, m.weights[0], h_ref, w_ref.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(), o_ref.data());
+    step_f32(s, m.weights[0], h_emu, w_emu.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(), o_emu.data());
+    EXPECT_TRUE(w_ref.bit_equal(w_emu)) << "conv windows are data movement: exact";
+    Where wh;
+    wh.tensor = "h";
+    const TensorReport hr = compare_tensor(h_ref, h_emu, class_of("h", hd), loose, wh, true);
+    EXPECT_TRUE(hr.measured) << hr.text();
+    Tensor tr = Tensor::zeros(DType::f32, {1, s.nv, s.vd}), tg = tr;
+    std::copy(o_ref.begin(), o_ref.end(), tr.f32());
+    std::copy(o_emu.begin(), o_emu.end(), tg.f32());
+    Where wo;
+    wo.tensor = "output";
+    const TensorReport orr = compare_tensor(tr, tg, class_of("output", hd), loose, wo);
+    EXPECT_TRUE(orr.measured) << orr.text();
+    Measured mm;
+    mm.sulp = hr.max_ulp_scaled;
+    mm.h_nrmse = hr.nrmse;
+    mm.h_atol = hd == DType::f32 ? hr.smallest_passing.atol : 0;
+    mm.out_atol = orr.smallest_passing.atol;
+    mm.out_nrmse = orr.nrmse;
+    (t < steps / 2 ? halves.first : halves.second).max_with(mm);
+  }
+  return halves;
+}
+
+LayerSpec gdn(int nk, int nv, int kd, int vd, int d_conv) {
+  LayerSpec s;
+  s.nk = nk;
+  s.nv = nv;
+  s.kd = kd;
+  s.vd = vd;
+  s.d_conv = d_conv;
+  return s;
+}
+
+TEST(compare_derivation, defaults_hold_with_margin_and_fp16_error_does_not_grow) {
+  const Tolerances d = Tolerances::defaults();
+  const std::vector<LayerSpec> shapes = {make_preset("tiny").layers[0], make_preset("odd-a").layers[0],
+                                         make_preset("odd-b").layers[0], make_preset("odd-c").layers[0],
+                                         gdn(1, 2, 128, 128, 4)};
+  Measured w16, w32;
+  std::printf("%-38s %-4s %-5s %-4s %-5s| %-17s| %-21s| %-21s| %-21s\n", "shape", "h", "decay", "vsc", "steps",
+              "ulp@scale 1st/2nd", "h nrmse 1st/2nd", "out atol 1st/2nd", "out nrmse 1st/2nd");
+  for (const LayerSpec& s : shapes)
+    for (DType hd : {DType::f16, DType::f32})
+      for (double decay : {0.0, 0.5, 1.0})
+        for (double vscale : {1.0, 4.0}) {
+          const uint64_t seed = 1000 + uint64_t(s.kd) * 7 + uint64_t(s.vd);
+          const bool big = s.h_elems() > 10000;
+          const int steps = big ? 256 : 1024;
+          SCOPED_TRACE(s.name() + " h=" + to_string(hd) + " decay=" + std::to_string(decay) +
+                       " vscale=" + std::to_string(vscale) + " seed=" + std::to_string(seed));
+          const auto [first, second] = measure(s, hd, decay, vscale, seed, steps);
+          std::printf("%-38s %-4s %-5.1f %-4.0f %-5d| %7.1f / %-7.1f | %8.3g / %-9.3g | %8.3g / %-9.3g | %8.3g / %-9.3g\n",
+                      s.name().c_str(), to_string(hd), decay, vscale, steps, first.sulp, second.sulp, first.h_nrmse,
+                      second.h_nrmse, first.out_atol, second.out_atol, first.out_nrmse, second.out_nrmse);
+          Measured both = first;
+          both.max_with(second);
+          (hd == DType::f16 ? w16 : w32).max_with(both);
+          if (hd == DType::f16 && !big) {
+            // Horizon independence, past the transient of filling h from zero: the second
+            // 512 steps are no worse than twice the first 512 plus a small constant.
+            EXPECT_LE(second.sulp, 2 * first.sulp + 4);
+            EXPECT_LE(second.h_nrmse, 2 * first.h_nrmse + 2e-4);
+          }
+        }
+  std::printf("worst fp16-state: %.1f ulp at scale, nrmse %.3g   (defaults: max_ulp %g, max_nrmse %g)\n", w16.sulp,
+              w16.h_nrmse, d.fp16_state.max_ulp, d.fp16_state.max_nrmse);
+  std::printf("worst fp32-state: atol %.3g at rtol %g, nrmse %.3g   (defaults: atol %g, max_nrmse %g)\n", w32.h_atol,
+              d.fp32_state.rtol, w32.h_nrmse, d.fp32_state.atol, d.fp32_state.max_nrmse);
+  std::printf("worst output:     atol %.3g at rtol %g, nrmse %.3g   (defaults: atol %g, max_nrmse %g)\n", w32.out_atol,
+              d.output.rtol, w32.out_nrmse, d.output.atol, d.output.max_nrmse);
+  std::printf("worst output-f16: atol %.3g at rtol %g, nrmse %.3g   (defaults: atol %g, max_nrmse %g)\n",
+              w16.out_atol, d.output_f16.rtol, w16.out_nrmse, d.output_f16.atol, d.output_f16.max_nrmse);
+  // Each default is at least twice the worst measurement (docs/tolerances.md).
+  EXPECT_LE(2 * w16.sulp, d.fp16_state.max_ulp);
+  EXPECT_LE(2 * w16.h_nrmse, d.fp16_state.max_nrmse);
+  EXPECT_LE(2 * w32.h_atol, d.fp32_state.atol);
+  EXPECT_LE(2 * w32.h_nrmse, d.fp32_state.max_nrmse);
+  EXPECT_LE(2 * w32.out_atol, d.output.atol);
+  EXPECT_LE(2 * w32.out_nrmse, d.output.max_nrmse);
+  EXPECT_LE(2 * w16.out_atol, d.output_f16.atol);
+  EXPECT_LE(2 * w16.out_nrmse, d.output_f16.max_nrmse);
+}
+
+}  // namespace
+}  // namespace ssm::cmp

@@ -1,0 +1,197 @@
+// compare_state / compare_outputs on states the reference produces: equal runs pass, and each
+// kind of difference (a bit of conv, ULPs of an FP16 intermediate, flags, presence, counts,
+// outputs) fails with the field, layer and class named.
+#include <gtest/gtest.h>
+
+#include "compare/compare.h"
+#include "core/runner.h"
+#include "fixtures/generators.h"
+#include "reference/reference_backend.h"
+
+namespace ssm::cmp {
+namespace {
+
+struct ScriptRun {
+  SequenceState state;
+  std::vector<OpResult> results;
+};
+
+ScriptRun run_script(const std::string& preset, HMode mode, uint64_t seed, const std::string& ops) {
+  const ModelSpec spec = make_preset(preset);
+  GenConfig g;
+  g.seed = seed;
+  PoolConfig pool;
+  pool.h_mode = mode;
+  ref::ReferenceBackend b;
+  b.create_pool(make_model(spec, g), pool);
+  Runner r(b, input_source(spec, g));
+  ScriptRun out;
+  const auto script = parse_script(ops);
+  for (size_t i = 0; i < script.size(); ++i) out.results.push_back(r.run(script[i], int(i)));
+  out.state = b.export_state(r.slot_of(0));
+  return out;
+}
+
+const char* kOps = "alloc; prefill 7; checkpoint; decode; verify 4";
+
+Where base() {
+  Where w;
+  w.op_index = 4;
+  w.op = "verify 4";
+  w.seq = 0;
+  return w;
+}
+
+bool has_failure(const StateReport& r, const std::string& tensor, int layer) {
+  for (const auto& f : r.failures)
+    if (f.where.tensor == tensor && f.where.layer == layer) return true;
+  return false;
+}
+
+class compare_state_modes : public ::testing::TestWithParam<HMode> {};
+
+TEST_P(compare_state_modes, identical_runs_pass_under_both_strictnesses) {
+  const uint64_t seed = 21;
+  SCOPED_TRACE("seed=" + std::to_string(seed) + " mode=" + to_string(GetParam()));
+  const ScriptRun a = run_script("odd-a", GetParam(), seed, kOps);
+  const ScriptRun b = run_script("odd-a", GetParam(), seed, kOps);
+  const StateReport r = compare_state(a.state, b.state, Tolerances::defaults(), base());
+  EXPECT_TRUE(r.pass()) << r.text();
+  // 2 layers x (h, conv, 2 checkpoints, 3+3 intermediates) (+ stage in f16-pool)
+  EXPECT_EQ(r.tensors, 2 * 10 + (GetParam() == HMode::f16_pool ? 1 : 0));
+  EXPECT_TRUE(compare_state(a.state, b.state, Tolerances::defaults(), base(), Strictness::bitwise).pass());
+}
+
+INSTANTIATE_TEST_SUITE_P(modes, compare_state_modes, ::testing::Values(HMode::f32, HMode::f16, HMode::f16_pool),
+                         [](const auto& info) { return std::string(info.param == HMode::f16_pool ? "f16_pool" : to_string(info.param)); });
+
+TEST(compare_state, one_bit_of_conv_is_an_exact_failure) {
+  const uint64_t seed = 22;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const ScriptRun a = run_script("tiny", HMode::f32, seed, kOps);
+  SequenceState got = a.state;
+  got.layers[1].conv_intermediates[2].f32()[13] = std::nextafter(got.layers[1].conv_intermediates[2].f32()[13], 9.0f);
+  const StateReport r = compare_state(a.state, got, Tolerances::defaults(), base());
+  ASSERT_EQ(r.failures.size(), 1u) << r.text();
+  const TensorReport& f = r.failures[0];
+  EXPECT_EQ(f.where.tensor, "conv_intermediate[2]");
+  EXPECT_EQ(f.where.layer, 1);
+  EXPECT_EQ(f.cls, TolClass::exact);
+  EXPECT_EQ(f.worst.at(0).index, (std::vector<int64_t>{3, 1}));  // channel 3, col 1 of d_conv 4
+  EXPECT_NE(r.text().find("op 4 'verify 4'"), std::string::npos) << r.text();
+}
+
+TEST(compare_state, f16_intermediate_ulps_classes_vs_bitwise) {
+  const uint64_t seed = 23;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const ScriptRun a = run_script("tiny", HMode::f16, seed, kOps);
+  ASSERT_TRUE(a.state.layers[0].h_is_f16);
+  SequenceState got = a.state;
+  Tensor& t = got.layers[0].h_intermediates[1];
+  ASSERT_EQ(t.dtype(), DType::f16);
+  t.f16()[5] = uint16_t(t.f16()[5] + 1);
+  EXPECT_TRUE(compare_state(a.state, got, Tolerances::defaults(), base()).pass());
+  const StateReport bw = compare_state(a.state, got, Tolerances::defaults(), base(), Strictness::bitwise);
+  EXPECT_TRUE(has_failure(bw, "h_intermediate[1]", 0)) << bw.text();
+  t.f16()[5] = float_to_half_rne(half_to_float(t.f16()[5]) + 0.25f);  // far beyond rounding noise
+  const StateReport r = compare_state(a.state, got, Tolerances::defaults(), base());
+  ASSERT_EQ(r.failures.size(), 1u) << r.text();
+  EXPECT_EQ(r.failures[0].cls, TolClass::fp16_state);
+  EXPECT_EQ(r.failures[0].where.tensor, "h_intermediate[1]");
+  EXPECT_GT(r.failures[0].worst.at(0).ulp_scaled, Tolerances::defaults().fp16_state.max_ulp);
+}
+
+TEST(compare_state, flags_presence_and_counts) {
+  const uint64_t seed = 24;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const ScriptRun a = run_script("tiny", HMode::f16, seed, kOps);
+  const Tolerances tol = Tolerances::defaults();
+  {
+    SequenceState got = a.state;
+    got.layers[1].h_is_f16 = false;
+    const StateReport r = compare_state(a.state, got, tol, base());
+    EXPECT_TRUE(has_failure(r, "h_is_f16", 1)) << r.text();
+  }
+  {
+    SequenceState got = a.state;
+    got.layers[0].conv_checkpoint.reset();
+    const StateReport r = compare_state(a.state, got, tol, base());
+    EXPECT_TRUE(has_failure(r, "conv_checkpoint", 0)) << r.text();
+    EXPECT_NE(r.text().find("present in ref: yes, in got: no"), std::string::npos) << r.text();
+  }
+  {
+    SequenceState got = a.state;
+    got.last_verify_k = 3;
+    got.layers[0].h_intermediates.pop_back();
+    const StateReport r = compare_state(a.state, got, tol, base());
+    EXPECT_TRUE(has_failure(r, "last_verify_k", -1)) << r.text();
+    EXPECT_TRUE(has_failure(r, "h_intermediates", 0)) << r.text();
+  }
+  {
+    SequenceState got = a.state;
+    got.layers.pop_back();
+    EXPECT_TRUE(has_failure(compare_state(a.state, got, tol, base()), "layers", -1));
+  }
+  {  // FP32 bytes where FP16 were expected: a dtype failure of h, not a crash
+    SequenceState got = a.state;
+    Tensor h32 = Tensor::zeros(DType::f32, got.layers[0].h.shape());
+    for (int64_t i = 0; i < h32.size(); ++i) h32.f32()[i] = got.layers[0].h.get(i);
+    got.layers[0].h = h32;
+    const StateReport r = compare_state(a.state, got, tol, base());
+    EXPECT_TRUE(has_failure(r, "h", 0)) << r.text();
+  }
+}
+
+TEST(compare_state, fresh_zero_state_passes_only_against_zeros) {
+  const ScriptRun a = run_script("tiny", HMode::f16_pool, 25, "alloc");
+  EXPECT_TRUE(compare_state(a.state, a.state, Tolerances::defaults(), base()).pass());
+  SequenceState got = a.state;
+  got.h_prefill_stage->f32()[3] = 1e-12f;
+  const StateReport r = compare_state(a.state, got, Tolerances::defaults(), base());
+  EXPECT_TRUE(has_failure(r, "h_prefill_stage", -1)) << r.text();
+}
+
+TEST(compare_outputs, output_row_head_col_and_zero_reference) {
+  const uint64_t seed = 26;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const ScriptRun a = run_script("odd-b", HMode::f32, seed, kOps);
+  const ModelSpec spec = make_preset("odd-b");
+  const StepOutputs& ref = a.results[4].outputs.at(0);  // verify 4: 4 rows
+  ASSERT_EQ(ref.rows, 4);
+  EXPECT_TRUE(compare_outputs(spec, ref, ref, Tolerances::defaults(), base()).pass());
+  StepOutputs got = ref;
+  const LayerSpec& s = spec.layers[2];
+  const size_t e = size_t(2) * size_t(s.out_dim()) + size_t(1) * size_t(s.vd) + 4;  // row 2, head 1, col 4
+  got.layers[2][e] += 0.5f;
+  const StateReport r = compare_outputs(spec, ref, got, Tolerances::defaults(), base());
+  ASSERT_EQ(r.failures.size(), 1u) << r.text();
+  EXPECT_EQ(r.failures[0].where.layer, 2);
+  EXPECT_EQ(r.failures[0].cls, TolClass::output);
+  EXPECT_EQ(r.failures[0].worst.at(0).index, (std::vector<int64_t>{2, 1, 4}));
+  EXPECT_NE(r.failures[0].text().find("(row, head, col)"), std::string::npos);
+  StepOutputs zero = ref;
+  for (auto& l : zero.layers) std::fill(l.begin(), l.end(), 0.0f);
+  const StateReport z = compare_outputs(spec, zero, zero, Tolerances::defaults(), base());
+  EXPECT_EQ(z.failures.size(), spec.layers.size()) << "an all-zero reference output must fail";
+  got.rows = 3;
+  EXPECT_FALSE(compare_outputs(spec, ref, got, Tolerances::defaults(), base()).pass());
+}
+
+TEST(compare_state, report_json_and_merge) {
+  const ScriptRun a = run_script("tiny", HMode::f32, 27, kOps);
+  SequenceState got = a.state;
+  got.layers[0].h.f32()[0] += 1.0f;
+  StateReport r = compare_state(a.state, got, Tolerances::defaults(), base());
+  StateReport total;
+  total.merge(r);
+  total.merge(compare_state(a.state, a.state, Tolerances::defaults(), base()));
+  EXPECT_EQ(total.tensors, 2 * r.tensors);
+  EXPECT_EQ(total.failures.size(), 1u);
+  const nlohmann::json j = total.json();
+  EXPECT_EQ(j["pass"], false);
+  EXPECT_EQ(j["failures"][0]["tensor"], "h");
+  EXPECT_EQ(j["failures"][0]["class"], "fp32-state");
+}
+
+}  // namespace
+}  // namespace ssm::cmp

@@ -1,0 +1,343 @@
+// Tolerance classes on crafted inputs (compare/compare.h): ULP distance, an off-by-one ULP, a
+// single NaN/Inf, one wrong element in a 1M-element tensor, all-zero references, elementwise
+// bounds, the normalised error, overrides, and the report forms.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "compare/compare.h"
+
+namespace ssm::cmp {
+namespace {
+
+Tensor random_f32(std::vector<int64_t> shape, uint64_t seed, float lo = -1, float hi = 1) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
+  for (int64_t i = 0; i < t.size(); ++i) t.f32()[i] = u(rng);
+  return t;
+}
+
+Tensor random_f16(std::vector<int64_t> shape, uint64_t seed) {
+  const Tensor f = random_f32(shape, seed);
+  Tensor t = Tensor::zeros(DType::f16, shape);
+  for (int64_t i = 0; i < t.size(); ++i) t.f16()[i] = float_to_half_rne(f.f32()[i]);
+  return t;
+}
+
+int64_t flat(const std::vector<int64_t>& shape, const std::vector<int64_t>& idx) {
+  int64_t i = 0;
+  for (size_t d = 0; d < shape.size(); ++d) i = i * shape[d] + idx[d];
+  return i;
+}
+
+Where where_h() {
+  Where w;
+  w.op_index = 3;
+  w.op = "verify 4";
+  w.seq = 0;
+  w.slot = 1;
+  w.layer = 2;
+  w.tensor = "h";
+  return w;
+}
+
+// One FP16 step away from v on the ordered line, away from zero.
+uint16_t next_half(uint16_t v) { return uint16_t(v + 1); }
+
+TEST(compare_ulp, f16_distance_on_the_ordered_line) {
+  EXPECT_EQ(ulp_distance_f16(0x3c00, 0x3c01), 1);  // 1.0 and its successor
+  EXPECT_EQ(ulp_distance_f16(0x0000, 0x8000), 0);  // +0 and -0
+  EXPECT_EQ(ulp_distance_f16(0x0001, 0x8001), 2);  // smallest subnormals either side of zero
+  EXPECT_EQ(ulp_distance_f16(0x3bff, 0x3c00), 1);  // across a binade
+  EXPECT_EQ(ulp_distance_f16(0x7bff, 0xfbff), 2 * 0x7bff);
+  EXPECT_EQ(ulp_distance_f16(0xbc00, 0xbc02), 2);  // negative side
+}
+
+TEST(compare_ulp, f32_distance_on_the_ordered_line) {
+  EXPECT_EQ(ulp_distance_f32(1.0f, std::nextafter(1.0f, 2.0f)), 1);
+  EXPECT_EQ(ulp_distance_f32(0.0f, -0.0f), 0);
+  EXPECT_EQ(ulp_distance_f32(std::nextafter(0.0f, 1.0f), -std::nextafter(0.0f, 1.0f)), 2);
+}
+
+TEST(compare_class, of_each_field) {
+  EXPECT_EQ(class_of("h", DType::f16), TolClass::fp16_state);
+  EXPECT_EQ(class_of("h", DType::f32), TolClass::fp32_state);
+  EXPECT_EQ(class_of("h_checkpoint", DType::f16), TolClass::fp16_state);
+  EXPECT_EQ(class_of("h_intermediate", DType::f32), TolClass::fp32_state);
+  EXPECT_EQ(class_of("conv", DType::f32), TolClass::exact);
+  EXPECT_EQ(class_of("conv_intermediate", DType::f32), TolClass::exact);
+  EXPECT_EQ(class_of("h_prefill_stage", DType::f32), TolClass::fp32_state);
+  EXPECT_EQ(class_of("output", DType::f32), TolClass::output);
+  EXPECT_EQ(class_of("h", DType::f16, Strictness::bitwise), TolClass::exact);
+  EXPECT_EQ(class_of("output", DType::f32, Strictness::bitwise), TolClass::exact);
+  EXPECT_THROW(class_of("bogus", DType::f32), std::invalid_argument);
+  EXPECT_EQ(class_of("output", DType::f16), TolClass::output_f16);
+  for (TolClass c : {TolClass::exact, TolClass::fp16_state, TolClass::fp32_state, TolClass::output, TolClass::output_f16})
+    EXPECT_EQ(parse_tol_class(to_string(c)), c);
+}
+
+TEST(compare_tensor, off_by_one_ulp_f16) {
+  const uint64_t seed = 11;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::vector<int64_t> shape = {4, 16, 24};
+  Tensor ref = random_f16(shape, seed);
+  const int64_t i = flat(shape, {1, 2, 3});
+  ref.f16()[i] = 0x3c00;  // 1.0: above rms(ref), so its own ULP is the unit
+  Tensor got = ref;
+  got.f16()[i] = next_half(ref.f16()[i]);
+  const Tolerances tol = Tolerances::defaults();
+
+  const TensorReport ex = compare_tensor(ref, got, TolClass::exact, tol, where_h());
+  EXPECT_FALSE(ex.pass);
+  EXPECT_EQ(ex.mismatched, 1);
+  ASSERT_FALSE(ex.worst.empty());
+  EXPECT_EQ(ex.worst[0].index, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(ex.worst[0].ulp, 1);
+  EXPECT_EQ(ex.worst[0].ref_bits, ref.f16()[i]);
+  EXPECT_EQ(ex.worst[0].got_bits, got.f16()[i]);
+
+  const TensorReport cl = compare_tensor(ref, got, TolClass::fp16_state, tol, where_h());
+  EXPECT_TRUE(cl.pass) << cl.text();
+  EXPECT_EQ(cl.max_ulp, 1);
+  EXPECT_EQ(cl.max_ulp_scaled, 1);
+
+  Tolerances zero = tol;
+  zero.override_from("fp16-state.max_ulp=0");
+  const TensorReport z = compare_tensor(ref, got, TolClass::fp16_state, zero, where_h());
+  EXPECT_FALSE(z.pass);
+  EXPECT_EQ(z.smallest_passing.max_ulp, 1);
+  EXPECT_NE(z.text().find("(1, 2, 3)"), std::string::npos) << z.text();
+
+  // max_ulp + 1 away fails under the defaults
+  got.f16()[i] = uint16_t(ref.f16()[i] + uint16_t(tol.fp16_state.max_ulp) + 1);
+  const TensorReport far = compare_tensor(ref, got, TolClass::fp16_state, tol, where_h());
+  EXPECT_FALSE(far.pass);
+  EXPECT_EQ(far.mismatched, 1);
+}
+
+TEST(compare_tensor, fp16_ulps_of_small_elements_count_at_the_tensor_scale) {
+  // ref: one element at 1.0, the rest tiny. An error of one ULP-at-1.0 on a tiny element is
+  // 1024+ of its own ULPs but one ULP at the tensor's scale (what FP16 rounding leaks there).
+  Tensor ref = Tensor::zeros(DType::f16, {1, 4, 4});
+  for (int64_t i = 0; i < ref.size(); ++i) ref.f16()[i] = float_to_half_rne(1e-4f * float(i + 1));
+  ref.f16()[0] = 0x3c00;  // rms(ref) = 0.25 (about), ULP there 2^-12
+  Tensor got = ref;
+  got.f16()[9] = float_to_half_rne(half_to_float(ref.f16()[9]) + 0.000244140625f);  // + 2^-12
+  const TensorReport r = compare_tensor(ref, got, TolClass::fp16_state, Tolerances::defaults(), where_h());
+  EXPECT_TRUE(r.pass) << r.text();
+  EXPECT_GT(r.max_ulp, 100);
+  EXPECT_LE(r.max_ulp_scaled, 1.01);
+  EXPECT_EQ(half_ulp_at(1.0), 1.0 / 1024);
+  EXPECT_EQ(half_ulp_at(0.75), 1.0 / 2048);
+  EXPECT_EQ(half_ulp_at(1e-7), 1.0 / (1 << 24));
+}
+
+TEST(compare_tensor, off_by_one_ulp_f32_is_exact_failure_and_fp32_pass) {
+  const uint64_t seed = 12;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Tensor ref = random_f32({3, 5, 7}, seed);
+  Tensor got = ref;
+  got.f32()[17] = std::nextafter(ref.f32()[17], 10.0f);
+  const Tolerances tol = Tolerances::defaults();
+  EXPECT_FALSE(compare_tensor(ref, got, TolClass::exact, tol, where_h()).pass);
+  EXPECT_TRUE(compare_tensor(ref, got, TolClass::fp32_state, tol, where_h()).pass);
+  // -0 vs +0: identical value, different bits
+  Tensor z = ref;
+  z.f32()[0] = 0.0f;
+  Tensor nz = z;
+  nz.f32()[0] = -0.0f;
+  EXPECT_FALSE(compare_tensor(z, nz, TolClass::exact, tol, where_h()).pass);
+  EXPECT_TRUE(compare_tensor(z, nz, TolClass::fp32_state, tol, where_h()).pass);
+}
+
+TEST(compare_tensor, single_nan_fails_first_and_says_where) {
+  const uint64_t seed = 13;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::vector<int64_t> shape = {2, 8, 12};
+  const Tensor ref = random_f32(shape, seed);
+  Tensor got = ref;
+  got.f32()[flat(shape, {1, 7, 11})] = std::nanf("");
+  for (TolClass c : {TolClass::exact, TolClass::fp32_state, TolClass::output}) {
+    Tolerances loose = Tolerances::defaults();
+    if (c != TolClass::exact) loose.of(c) = Tolerance{1e9, 1e9, 1e9, 1e9};  // no metric could fail
+    const TensorReport r = compare_tensor(ref, got, c, loose, where_h());
+    EXPECT_FALSE(r.pass) << to_string(c);
+    EXPECT_NE(r.failure.find("non-finite"), std::string::npos) << r.failure;
+    EXPECT_NE(r.failure.find("in got"), std::string::npos) << r.failure;
+    EXPECT_NE(r.failure.find("(head 1, row 7, col 11)"), std::string::npos) << r.failure;
+    EXPECT_FALSE(r.measured);
+  }
+  // In the reference: an error of the reference, named as such.
+  const TensorReport rr = compare_tensor(got, ref, TolClass::fp32_state, Tolerances::defaults(), where_h());
+  EXPECT_FALSE(rr.pass);
+  EXPECT_NE(rr.failure.find("the reference"), std::string::npos) << rr.failure;
+}
+
+TEST(compare_tensor, single_inf_in_f16) {
+  const uint64_t seed = 14;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Tensor ref = random_f16({2, 4, 4}, seed);
+  Tensor got = ref;
+  got.f16()[5] = 0xfc00;  // -inf
+  const TensorReport r = compare_tensor(ref, got, TolClass::fp16_state, Tolerances::defaults(), where_h());
+  EXPECT_FALSE(r.pass);
+  EXPECT_NE(r.failure.find("non-finite"), std::string::npos);
+  EXPECT_NE(r.failure.find("(head 0, row 1, col 1)"), std::string::npos) << r.failure;
+}
+
+TEST(compare_tensor, one_wrong_element_in_a_million) {
+  const uint64_t seed = 15;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::vector<int64_t> shape = {64, 128, 128};  // 1,048,576 elements
+  const Tensor ref = random_f32(shape, seed, 0.5f, 1.0f);
+  Tensor got = ref;
+  const int64_t i = flat(shape, {37, 99, 5});
+  got.f32()[i] = ref.f32()[i] * 1.01f;
+  const TensorReport r = compare_tensor(ref, got, TolClass::fp32_state, Tolerances::defaults(), where_h());
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.elements, 1 << 20);
+  EXPECT_EQ(r.mismatched, 1);
+  ASSERT_FALSE(r.worst.empty());
+  EXPECT_EQ(r.worst[0].index, (std::vector<int64_t>{37, 99, 5}));
+  EXPECT_NEAR(r.worst[0].rel_err, 0.01, 1e-6);
+  EXPECT_LT(r.nrmse, Tolerances::defaults().fp32_state.max_nrmse);  // caught elementwise, not by the norm
+  EXPECT_NEAR(r.smallest_passing.atol, r.worst[0].abs_err - 1e-4 * std::fabs(r.worst[0].ref), 1e-9);
+  const std::string text = r.text();
+  EXPECT_NE(text.find("1 / 1048576"), std::string::npos) << text;
+  EXPECT_NE(text.find("(37, 99, 5)"), std::string::npos) << text;
+  EXPECT_LT(text.size(), 2000u) << "a report never prints a whole tensor";
+  int64_t total = 0;
+  for (int64_t n : r.histogram) total += n;
+  EXPECT_EQ(total, r.elements);
+}
+
+TEST(compare_tensor, all_zero_reference) {
+  const Tensor zero = Tensor::zeros(DType::f32, {2, 3, 4});
+  const Tolerances tol = Tolerances::defaults();
+  for (TolClass c : {TolClass::exact, TolClass::fp32_state, TolClass::output}) {
+    const TensorReport r = compare_tensor(zero, zero, c, tol, where_h());
+    EXPECT_FALSE(r.pass) << "an all-zero reference must not pass vacuously (" << to_string(c) << ")";
+    EXPECT_NE(r.failure.find("all zero"), std::string::npos) << r.failure;
+  }
+  // Legitimately zero (fresh state): passes only against zeros.
+  EXPECT_TRUE(compare_tensor(zero, zero, TolClass::fp32_state, tol, where_h(), true).pass);
+  Tensor tiny = zero;
+  tiny.f32()[7] = 1e-9f;  // would be inside atol, but an untouched field must stay zero
+  const TensorReport r = compare_tensor(zero, tiny, TolClass::fp32_state, tol, where_h(), true);
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.mismatched, 1);
+  EXPECT_EQ(r.worst.at(0).index, (std::vector<int64_t>{0, 1, 3}));
+  const Tensor zero16 = Tensor::zeros(DType::f16, {2, 3, 4});
+  EXPECT_FALSE(compare_tensor(zero16, zero16, TolClass::fp16_state, tol, where_h()).pass);
+  EXPECT_TRUE(compare_tensor(zero16, zero16, TolClass::fp16_state, tol, where_h(), true).pass);
+}
+
+TEST(compare_tensor, elementwise_bound_edges_and_smallest_passing) {
+  Tensor ref = Tensor::zeros(DType::f32, {4});
+  ref.f32()[0] = 1.0f;
+  ref.f32()[1] = -2.0f;
+  ref.f32()[2] = 4.0f;
+  ref.f32()[3] = 0.5f;
+  Tolerances tol = Tolerances::defaults();
+  tol.output = Tolerance{0.01, 0.1, 0, 1.0};
+  Tensor got = ref;
+  got.f32()[2] = 4.0f + 0.40f;  // bound 0.01 + 0.4 = 0.41: inside
+  Where w = where_h();
+  w.tensor = "x";
+  EXPECT_TRUE(compare_tensor(ref, got, TolClass::output, tol, w).pass);
+  got.f32()[2] = 4.0f + 0.42f;  // outside by 0.01
+  const TensorReport r = compare_tensor(ref, got, TolClass::output, tol, w);
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.mismatched, 1);
+  EXPECT_EQ(r.worst.at(0).index, (std::vector<int64_t>{2}));
+  EXPECT_NEAR(r.smallest_passing.atol, 0.42 - 0.4, 1e-6);    // rtol 0.1 kept
+  EXPECT_NEAR(r.smallest_passing.rtol, (0.42 - 0.01) / 4, 1e-6);  // atol 0.01 kept
+  // the suggested tolerance passes
+  Tolerances fixed = tol;
+  fixed.output.atol = r.smallest_passing.atol * 1.0001;
+  EXPECT_TRUE(compare_tensor(ref, got, TolClass::output, fixed, w).pass);
+}
+
+TEST(compare_tensor, normalised_error_fails_when_every_element_is_inside) {
+  const uint64_t seed = 16;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Tensor ref = random_f32({8, 8, 8}, seed, 0.5f, 1.0f);
+  Tensor got = ref;
+  for (int64_t i = 0; i < got.size(); ++i) got.f32()[i] *= 1.0005f;  // inside rtol 1e-3, nrmse 5e-4 > 1e-4
+  const TensorReport r = compare_tensor(ref, got, TolClass::output, Tolerances::defaults(), where_h());
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.mismatched, 0);
+  EXPECT_NEAR(r.nrmse, 5e-4, 1e-5);
+  EXPECT_NE(r.failure.find("normalised RMS"), std::string::npos) << r.failure;
+  EXPECT_NEAR(r.smallest_passing.max_nrmse, r.nrmse, 1e-12);
+}
+
+TEST(compare_tensor, dtype_or_shape_mismatch_fails) {
+  const Tensor a = random_f32({2, 3}, 1);
+  const Tensor b = random_f16({2, 3}, 1);
+  const Tensor c = random_f32({3, 2}, 1);
+  EXPECT_FALSE(compare_tensor(a, b, TolClass::exact, Tolerances::defaults(), where_h()).pass);
+  EXPECT_FALSE(compare_tensor(a, c, TolClass::fp32_state, Tolerances::defaults(), where_h()).pass);
+  EXPECT_FALSE(compare_tensor(a, a, TolClass::fp16_state, Tolerances::defaults(), where_h()).pass);
+}
+
+TEST(compare_tolerances, overrides_from_spec_and_json) {
+  Tolerances t = Tolerances::defaults();
+  t.override_from("fp16-state.max_ulp=4, output.rtol=2e-3,fp32_state.max_nrmse=1e-6");
+  EXPECT_EQ(t.fp16_state.max_ulp, 4);
+  EXPECT_EQ(t.output.rtol, 2e-3);
+  EXPECT_EQ(t.fp32_state.max_nrmse, 1e-6);
+  t.override_from_json(nlohmann::json::parse(R"({"output": {"atol": 0.5}, "fp16-state": {"max_nrmse": 0.01}})"));
+  EXPECT_EQ(t.output.atol, 0.5);
+  EXPECT_EQ(t.fp16_state.max_nrmse, 0.01);
+  EXPECT_EQ(t.fp16_state.max_ulp, 4);
+  auto throws_naming = [](auto f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "no exception, expected one naming " << needle;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  throws_naming([&] { t.override_from("output.bogus=1"); }, "bogus");
+  throws_naming([&] { t.override_from("fp64-state.atol=1"); }, "fp64-state");
+  throws_naming([&] { t.override_from("exact.atol=1"); }, "exact");
+  throws_naming([&] { t.override_from("output.atol=-1"); }, "output.atol=-1");
+  throws_naming([&] { t.override_from("output.atol=abc"); }, "abc");
+  throws_naming([&] { t.override_from("output.atol"); }, "CLASS.KEY=VALUE");
+  throws_naming([&] { t.override_from_json(nlohmann::json::parse(R"({"output": {"rtol": "x"}})")); }, "output.rtol");
+  const Tolerances d = Tolerances::defaults();
+  EXPECT_EQ(d.json()["fp16-state"]["max_ulp"], d.fp16_state.max_ulp);
+}
+
+TEST(compare_report, text_and_json_name_everything) {
+  const uint64_t seed = 17;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  Tensor ref = random_f16({2, 4, 8}, seed);
+  for (int64_t i : {3, 9, 40}) ref.f16()[i] = 0x3c00;  // 1.0: above rms, own ULP is the unit
+  Tensor got = ref;
+  for (int64_t i : {3, 9, 40}) got.f16()[i] = uint16_t(got.f16()[i] + 7);
+  Tolerances tol = Tolerances::defaults();
+  tol.override_from("fp16-state.max_ulp=2");
+  const TensorReport r = compare_tensor(ref, got, TolClass::fp16_state, tol, where_h());
+  ASSERT_FALSE(r.pass);
+  const std::string t = r.text();
+  for (const char* needle : {"op 3 'verify 4'", "seq 0 (slot 1)", "layer 2", " h ", "fp16-state", "max_ulp 2",
+                             "3 / 64", "(head, row, col)", "ulp 7 (at scale 7)", "histogram", "smallest passing",
+                             "max_ulp >= 7"})
+    EXPECT_NE(t.find(needle), std::string::npos) << "missing '" << needle << "' in\n" << t;
+  const nlohmann::json j = r.json();
+  EXPECT_EQ(j["class"], "fp16-state");
+  EXPECT_EQ(j["op_index"], 3);
+  EXPECT_EQ(j["layer"], 2);
+  EXPECT_EQ(j["mismatched"], 3);
+  EXPECT_EQ(j["worst"].size(), 3u);
+  EXPECT_EQ(j["smallest_passing"]["max_ulp"], 7);
+  EXPECT_EQ(j["histogram"]["<=8"], 3);
+}
+
+}  // namespace
+}  // namespace ssm::cmp

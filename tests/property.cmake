@@ -1,0 +1,20 @@
+# Property-based campaigns. property_test: reference vs its alternate path (cpu).
+# property_mutant_test: the same campaign against a deliberately broken copy of commit,
+# compiled only here (see README, "Adding a mutant").
+ssmcheck_test(property_test LABEL cpu TIMEOUT 900
+  SOURCES property_test.cpp
+  LIBS ssmcheck_fuzz)
+
+add_library(ssmcheck_alt_mutant STATIC ${PROJECT_SOURCE_DIR}/fuzz/alt_reference.cpp)
+target_link_libraries(ssmcheck_alt_mutant PUBLIC ssmcheck_reference)
+target_compile_definitions(ssmcheck_alt_mutant PUBLIC SSM_ALT_NS=alt_mutant
+  SSMCHECK_MUTANT="commit_off_by_one" SSMCHECK_MUTANT_COMMIT_OFF_BY_ONE=1)
+ssmcheck_test(property_mutant_test LABEL cpu TIMEOUT 900
+  SOURCES property_mutant_test.cpp
+  LIBS ssmcheck_alt_mutant ssmcheck_fuzz)
+
+if(TARGET ssmcheck_cuda)
+  ssmcheck_test(property_gpu_test LABEL gpu TIMEOUT 1200
+    SOURCES property_gpu_test.cpp
+    LIBS ssmcheck_fuzz ssmcheck_cuda)
+endif()

@@ -1,0 +1,63 @@
+// The GPU campaign: the reference (model) against the CUDA implementation, under the compare
+// classes, with the guard bands of every device allocation checked after every op.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "cuda/cuda_backend.h"
+#include "fuzz/campaign.h"
+#include "reference/reference_backend.h"
+#include "tests/support/campaign_env.h"
+
+namespace ssm::test {
+
+namespace {
+class PropertyGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (cuda::device_available(&why)) return;
+    const char* req = std::getenv("SSMCHECK_REQUIRE_GPU");
+    if (req && std::string(req) == "1") FAIL() << "SSMCHECK_REQUIRE_GPU=1 but no CUDA device: " << why;
+    GTEST_SKIP() << "no CUDA device: " << why;
+  }
+
+  fuzz::CampaignResult run(fuzz::CampaignOptions o) {
+    o.strictness = cmp::Strictness::classes;
+    o.backend_label = "cuda";
+    o.out_dir = std::getenv("SSMCHECK_FAIL_DIR") ? std::getenv("SSMCHECK_FAIL_DIR") : "ssmcheck-fuzz-gpu";
+    o.sut_invariant = [](Backend& b) { return static_cast<cuda::CudaBackend&>(b).check_guards(); };
+    o.progress = [](const std::string& line) { std::printf("  %s\n", line.c_str()); };
+    const fuzz::CampaignResult r = fuzz::run_campaign(
+        o, [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); },
+        [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); });
+    std::printf("%s", r.summary().c_str());
+    return r;
+  }
+};
+}  // namespace
+
+TEST_F(PropertyGpu, CudaAgreesWithTheReferenceOnOddShapes) {
+  fuzz::CampaignOptions o;
+  o.seed = campaign_seed(4242);
+  o.cases = int(env_u64("SSMCHECK_CASES", 100));
+  o.max_ops = int(env_u64("SSMCHECK_MAX_OPS", 40));
+  const fuzz::CampaignResult r = run(o);
+  ASSERT_FALSE(r.failed) << r.summary();
+  ASSERT_FALSE(r.gave_up) << r.message;
+  EXPECT_EQ(r.cases, o.cases);
+}
+
+TEST_F(PropertyGpu, CudaAgreesWithTheReferenceOnQwen3Next) {
+  fuzz::CampaignOptions o;
+  o.seed = campaign_seed(80);
+  o.cases = int(env_u64("SSMCHECK_CASES_BIG", 12));
+  o.max_ops = 16;
+  o.preset = "qwen3-next-80b";
+  o.layers = 2;
+  const fuzz::CampaignResult r = run(o);
+  ASSERT_FALSE(r.failed) << r.summary();
+  ASSERT_FALSE(r.gave_up) << r.message;
+}
+
+}  // namespace ssm::test
