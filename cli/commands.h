@@ -14,5 +14,8 @@ void add_dump_command(CLI::App& app, int* rc);  // cmd_dump.cpp
 void add_diff_command(CLI::App& app, int* rc);  // cmd_diff.cpp
 void add_fuzz_command(CLI::App& app, int* rc);   // cmd_fuzz.cpp
 void add_check_command(CLI::App& app, int* rc);  // cmd_fuzz.cpp
+void add_record_command(CLI::App& app, int* rc);  // cmd_record.cpp
+void add_replay_command(CLI::App& app, int* rc);  // cmd_replay.cpp
+void add_gate_command(CLI::App& app, int* rc);    // cmd_gate.cpp
 
 }  // namespace ssm::cli

@@ -53,8 +53,11 @@ enum class Strictness { classes, bitwise };  // bitwise: every tensor under `exa
 // (fp16_state when dtype is f16, else fp32_state), "conv", "conv_checkpoint",
 // "conv_intermediate[t]" (exact: conv windows hold raw inputs), "h_prefill_stage"
 // (fp32_state), "output" (dtype = the dtype of the h the step read: output or output_f16).
-// bitwise: always exact.
-TolClass class_of(const std::string& field, DType dtype, Strictness strictness = Strictness::classes);
+// fp16_lineage (pools in f16 or f16-pool mode): FP32 h-like fields and the stage descend from
+// FP16-stored state (a widening prefill, the staging blob), so they are fp16_state (FP16 ULPs
+// at scale on their values) and outputs are output_f16. bitwise: always exact.
+TolClass class_of(const std::string& field, DType dtype, Strictness strictness = Strictness::classes,
+                  bool fp16_lineage = false);
 
 // Spacing of FP16 values at magnitude |x| (2^-24 below the normal range).
 double half_ulp_at(double x);
@@ -138,8 +141,10 @@ struct StateReport {
 // too). Callers that know a tensor was computed check it with compare_tensor directly.
 // Flag mismatches (h_is_f16, last_verify_k, layer count, checkpoint/stage presence, number of
 // valid intermediates) are failures with tensor named after the flag and an explaining text.
+// mode: the pool's h mode; f16 and f16-pool select the FP16 lineage classes (see class_of).
 StateReport compare_state(const SequenceState& ref, const SequenceState& got, const Tolerances& tol,
-                          const Where& base, Strictness strictness = Strictness::classes);
+                          const Where& base, Strictness strictness = Strictness::classes,
+                          HMode mode = HMode::f32);
 // Outputs of every layer as [rows][nv][vd] under `output`, or `output_f16` when the step read
 // FP16 h (state_dtype f16); an all-zero reference fails.
 StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const StepOutputs& got,

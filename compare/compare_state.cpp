@@ -22,25 +22,26 @@ TensorReport flag_failure(const Where& base, int layer, const std::string& what,
 }
 
 void compare_field(StateReport& rep, const Tensor& ref, const Tensor& got, const std::string& field,
-                   const std::string& name, const Tolerances& tol, const Where& base, int layer, Strictness s) {
+                   const std::string& name, const Tolerances& tol, const Where& base, int layer, Strictness s,
+                   bool lineage) {
   Where w = base;
   w.layer = layer;
   w.tensor = name;
   ++rep.tensors;
-  TensorReport r = compare_tensor(ref, got, class_of(field, ref.dtype(), s), tol, w, /*allow_zero_ref=*/true);
+  TensorReport r = compare_tensor(ref, got, class_of(field, ref.dtype(), s, lineage), tol, w, /*allow_zero_ref=*/true);
   if (!r.pass) rep.failures.push_back(std::move(r));
 }
 
 void compare_optional(StateReport& rep, const std::optional<Tensor>& ref, const std::optional<Tensor>& got,
                       const std::string& field, const Tolerances& tol, const Where& base, int layer,
-                      Strictness s) {
+                      Strictness s, bool lineage) {
   if (ref.has_value() != got.has_value()) {
     rep.failures.push_back(flag_failure(base, layer, field,
                                         fmt::format("{} present in ref: {}, in got: {}", field,
                                                     ref ? "yes" : "no", got ? "yes" : "no")));
     return;
   }
-  if (ref) compare_field(rep, *ref, *got, field, field, tol, base, layer, s);
+  if (ref) compare_field(rep, *ref, *got, field, field, tol, base, layer, s, lineage);
 }
 
 std::string yes_no(bool b) { return b ? "true" : "false"; }
@@ -48,8 +49,9 @@ std::string yes_no(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
 StateReport compare_state(const SequenceState& ref, const SequenceState& got, const Tolerances& tol,
-                          const Where& base_in, Strictness strictness) {
+                          const Where& base_in, Strictness strictness, HMode mode) {
   StateReport rep;
+  const bool lineage = mode != HMode::f32;
   Where base = base_in;
   if (base.slot < 0) base.slot = ref.slot;
   if (ref.last_verify_k != got.last_verify_k)
@@ -70,22 +72,22 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
       rep.failures.push_back(flag_failure(base, l, "h_is_f16",
                                           fmt::format("h_is_f16 differs: ref {}, got {} (FP16 bytes read as FP32 "
                                                       "or the reverse)", yes_no(a.h_is_f16), yes_no(b.h_is_f16))));
-    compare_field(rep, a.h, b.h, "h", "h", tol, base, l, strictness);
-    compare_field(rep, a.conv, b.conv, "conv", "conv", tol, base, l, strictness);
-    compare_optional(rep, a.h_checkpoint, b.h_checkpoint, "h_checkpoint", tol, base, l, strictness);
-    compare_optional(rep, a.conv_checkpoint, b.conv_checkpoint, "conv_checkpoint", tol, base, l, strictness);
+    compare_field(rep, a.h, b.h, "h", "h", tol, base, l, strictness, lineage);
+    compare_field(rep, a.conv, b.conv, "conv", "conv", tol, base, l, strictness, lineage);
+    compare_optional(rep, a.h_checkpoint, b.h_checkpoint, "h_checkpoint", tol, base, l, strictness, lineage);
+    compare_optional(rep, a.conv_checkpoint, b.conv_checkpoint, "conv_checkpoint", tol, base, l, strictness, lineage);
     auto intermediates = [&](const std::vector<Tensor>& ra, const std::vector<Tensor>& rb, const std::string& field) {
       if (ra.size() != rb.size())
         rep.failures.push_back(flag_failure(base, l, field + "s",
                                             fmt::format("number of valid {}s differs: ref {}, got {}", field,
                                                         ra.size(), rb.size())));
       for (size_t t = 0; t < ra.size() && t < rb.size(); ++t)
-        compare_field(rep, ra[t], rb[t], field, fmt::format("{}[{}]", field, t), tol, base, l, strictness);
+        compare_field(rep, ra[t], rb[t], field, fmt::format("{}[{}]", field, t), tol, base, l, strictness, lineage);
     };
     intermediates(a.h_intermediates, b.h_intermediates, "h_intermediate");
     intermediates(a.conv_intermediates, b.conv_intermediates, "conv_intermediate");
   }
-  compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness);
+  compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness, lineage);
   return rep;
 }
 

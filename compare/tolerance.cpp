@@ -33,12 +33,13 @@ TolClass parse_tol_class(const std::string& s) {
                               "' (expected exact, fp16-state, fp32-state, output or output-f16)");
 }
 
-TolClass class_of(const std::string& field, DType dtype, Strictness strictness) {
+TolClass class_of(const std::string& field, DType dtype, Strictness strictness, bool fp16_lineage) {
   if (strictness == Strictness::bitwise) return TolClass::exact;
   if (field.rfind("conv", 0) == 0) return TolClass::exact;
-  if (field == "output") return dtype == DType::f16 ? TolClass::output_f16 : TolClass::output;
-  if (field == "h_prefill_stage") return TolClass::fp32_state;
-  if (field.rfind("h", 0) == 0) return dtype == DType::f16 ? TolClass::fp16_state : TolClass::fp32_state;
+  const bool f16 = dtype == DType::f16 || fp16_lineage;
+  if (field == "output") return f16 ? TolClass::output_f16 : TolClass::output;
+  if (field == "h_prefill_stage") return fp16_lineage ? TolClass::fp16_state : TolClass::fp32_state;
+  if (field.rfind("h", 0) == 0) return f16 ? TolClass::fp16_state : TolClass::fp32_state;
   throw std::invalid_argument("class_of: unknown state field '" + field + "'");
 }
 

@@ -1,13 +1,20 @@
 // IEEE binary16 <-> binary32 bit conversions, shared by every folder (no Eigen, no CUDA).
 // float_to_half_rne: round to nearest even, no saturation (overflow -> inf), NaN stays NaN.
 // The kernel-store variant (clamp to +-65504, NaN -> -65504) is store_half_clamped.
+// Host and device code (nvcc) share these exact functions, so the CUDA converters cannot drift.
 #pragma once
 #include <cstdint>
 #include <cstring>
 
+#ifdef __CUDACC__
+#define SSM_HOST_DEVICE __host__ __device__
+#else
+#define SSM_HOST_DEVICE
+#endif
+
 namespace ssm {
 
-inline float half_to_float(uint16_t h) {
+SSM_HOST_DEVICE inline float half_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -26,13 +33,13 @@ inline float half_to_float(uint16_t h) {
     bits = sign | (exp + 127 - 15) << 23 | mant << 13;
   }
   float f;
-  std::memcpy(&f, &bits, 4);
+  memcpy(&f, &bits, 4);
   return f;
 }
 
-inline uint16_t float_to_half_rne(float f) {
+SSM_HOST_DEVICE inline uint16_t float_to_half_rne(float f) {
   uint32_t x;
-  std::memcpy(&x, &f, 4);
+  memcpy(&x, &f, 4);
   const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
   const uint32_t ax = x & 0x7fffffffu;
   if (ax >= 0x7f800000u) return sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN / inf
@@ -56,13 +63,13 @@ inline uint16_t float_to_half_rne(float f) {
 }
 
 // What a kernel does when it stores FP16 state: clamp to the finite range, NaN -> -65504.
-inline uint16_t store_half_clamped(float f) {
+SSM_HOST_DEVICE inline uint16_t store_half_clamped(float f) {
   if (f != f) return 0xfbffu;  // -65504
   if (f > 65504.0f) f = 65504.0f;
   if (f < -65504.0f) f = -65504.0f;
   return float_to_half_rne(f);
 }
 
-inline bool half_is_finite(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
+SSM_HOST_DEVICE inline bool half_is_finite(uint16_t h) { return (h & 0x7c00u) != 0x7c00u; }
 
 }  // namespace ssm

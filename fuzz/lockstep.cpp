@@ -85,10 +85,8 @@ Lockstep::Step Lockstep::apply(const Op& op) {
       cmp::Where w = base;
       w.seq = m.result.seqs[i];
       w.slot = model_run_->slot_of(w.seq);
-      // prefill computes in FP32 in every mode; decode and verify rows read the stored h
-      const DType state_dtype = op.kind == OpKind::prefill
-                                    ? DType::f32
-                                    : model_->export_state(w.slot).layers.at(0).h.dtype();
+      // in f16 modes every output descends from FP16-stored state (see compare/class_of)
+      const DType state_dtype = config_.h_mode == HMode::f32 ? DType::f32 : DType::f16;
       report.merge(cmp::compare_outputs(spec_, m.result.outputs[i], s.result.outputs[i], tol_, w, strictness_,
                                         state_dtype));
     }
@@ -106,7 +104,8 @@ Lockstep::Step Lockstep::apply(const Op& op) {
     cmp::Where w = base;
     w.seq = seq;
     w.slot = ms;
-    report.merge(cmp::compare_state(model_->export_state(ms), sut_->export_state(ss), tol_, w, strictness_));
+    report.merge(
+        cmp::compare_state(model_->export_state(ms), sut_->export_state(ss), tol_, w, strictness_, config_.h_mode));
   }
   if (!report.pass()) fail(report.text());
   if (invariant_) {

@@ -281,7 +281,23 @@ TEST(compare_tensor, dtype_or_shape_mismatch_fails) {
   const Tensor c = random_f32({3, 2}, 1);
   EXPECT_FALSE(compare_tensor(a, b, TolClass::exact, Tolerances::defaults(), where_h()).pass);
   EXPECT_FALSE(compare_tensor(a, c, TolClass::fp32_state, Tolerances::defaults(), where_h()).pass);
-  EXPECT_FALSE(compare_tensor(a, a, TolClass::fp16_state, Tolerances::defaults(), where_h()).pass);
+}
+
+// FP32 tensors that descend from FP16 state (f16 modes) are measured in FP16 ULPs at scale.
+TEST(compare_tensor, fp16_state_on_fp32_values_counts_half_ulps_at_scale) {
+  const Tensor a = random_f32({4, 8, 8}, 3);
+  double sq = 0;
+  for (int64_t i = 0; i < a.size(); ++i) sq += double(a.get(i)) * a.get(i);
+  const double rms = std::sqrt(sq / double(a.size()));
+  const int64_t at = 5;
+  const double scale = std::max(std::fabs(double(a.get(at))), rms);
+  for (const auto& [ulps, pass] : {std::pair<double, bool>{2.0, true}, {1000.0, false}}) {
+    Tensor b = a;
+    b.f32()[at] = float(a.get(at) + ulps * half_ulp_at(scale));
+    const TensorReport r = compare_tensor(a, b, TolClass::fp16_state, Tolerances::defaults(), where_h());
+    EXPECT_EQ(r.pass, pass) << ulps << " ULPs\n" << r.text();
+    EXPECT_NEAR(r.max_ulp_scaled, ulps, 0.01 * ulps);
+  }
 }
 
 TEST(compare_tolerances, overrides_from_spec_and_json) {

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "cuda/cuda_backend.h"
+#include "tests/cuda_test_support.h"
 #include "fuzz/campaign.h"
 #include "reference/reference_backend.h"
 #include "tests/support/campaign_env.h"
@@ -12,16 +12,8 @@
 namespace ssm::test {
 
 namespace {
-class PropertyGpu : public ::testing::Test {
+class PropertyGpu : public GpuTest {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (cuda::device_available(&why)) return;
-    const char* req = std::getenv("SSMCHECK_REQUIRE_GPU");
-    if (req && std::string(req) == "1") FAIL() << "SSMCHECK_REQUIRE_GPU=1 but no CUDA device: " << why;
-    GTEST_SKIP() << "no CUDA device: " << why;
-  }
-
   fuzz::CampaignResult run(fuzz::CampaignOptions o) {
     o.strictness = cmp::Strictness::classes;
     o.backend_label = "cuda";

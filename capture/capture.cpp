@@ -1,0 +1,432 @@
+// The C ABI of ssmcheck_capture.h over cmp::TraceWriter: collects one op at a time (inputs,
+// outputs, refusal, states copied from host or device memory) and appends it on ssmc_end_op.
+#include "ssmcheck_capture.h"
+
+#include <cstring>
+#include <fmt/core.h>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "compare/trace.h"
+#ifdef SSMC_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace {
+
+using namespace ssm;
+
+thread_local std::string g_error;
+
+struct Failure {
+  ssmc_status status;
+  std::string what;
+};
+
+// A layer's state fields as they arrive.
+struct PendingLayer {
+  std::optional<Tensor> h, conv, h_checkpoint, conv_checkpoint;
+  std::map<int, Tensor> h_inter, conv_inter;
+};
+struct PendingSeq {
+  int slot = -1, last_verify_k = 0;
+  std::map<int, PendingLayer> layers;
+  std::optional<Tensor> stage;
+};
+
+struct PendingOp {
+  cmp::TraceOp op;
+  std::map<int, PendingSeq> states;
+};
+
+void copy_in(void* dst, const void* src, size_t bytes, ssmc_memory mem, const char* what) {
+  if (!src) throw Failure{SSMC_ERR_ARGUMENT, std::string(what) + ": null pointer"};
+  if (bytes == 0) return;
+  if (mem == SSMC_HOST) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  if (mem != SSMC_DEVICE) throw Failure{SSMC_ERR_ARGUMENT, std::string(what) + ": memory must be SSMC_HOST or SSMC_DEVICE"};
+#ifdef SSMC_WITH_CUDA
+  const cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess)
+    throw Failure{SSMC_ERR_DEVICE, fmt::format("{}: cudaMemcpy of {} bytes from device pointer {} failed: {}", what,
+                                               bytes, src, cudaGetErrorString(e))};
+#else
+  throw Failure{SSMC_ERR_DEVICE, std::string(what) +
+                                     ": SSMC_DEVICE pointer, but this libssmcheck_capture was built without CUDA "
+                                     "(copy to host first, or rebuild with CUDA)"};
+#endif
+}
+
+std::vector<float> floats(const float* p, size_t n, ssmc_memory mem, const char* what) {
+  std::vector<float> v(n);
+  copy_in(v.data(), p, n * 4, mem, what);
+  return v;
+}
+
+}  // namespace
+
+struct ssmc_trace {
+  std::string path;
+  cmp::TraceHeader header;
+  bool pool_set = false;
+  std::unique_ptr<cmp::TraceWriter> writer;  // created by the first begin_op
+  std::optional<PendingOp> op;
+};
+
+namespace {
+
+ssmc_status fail(ssmc_status s, const std::string& what) {
+  g_error = what;
+  return s;
+}
+
+// Runs f, turning Failure / TraceError / anything else into a status and g_error.
+template <class F>
+ssmc_status call(ssmc_trace* t, bool drops_op, F f) {
+  g_error.clear();
+  try {
+    f();
+    return SSMC_OK;
+  } catch (const Failure& e) {
+    if (drops_op && t) t->op.reset();
+    return fail(e.status, e.what);
+  } catch (const ssm::cmp::TraceError& e) {
+    if (drops_op && t) t->op.reset();
+    const bool io = std::string(e.what()).find("writing failed") != std::string::npos ||
+                    std::string(e.what()).find("rename") != std::string::npos;
+    return fail(io ? SSMC_ERR_IO : SSMC_ERR_INVALID, e.what());
+  } catch (const std::exception& e) {
+    if (drops_op && t) t->op.reset();
+    return fail(SSMC_ERR_INVALID, e.what());
+  }
+}
+
+void need(bool ok, ssmc_status s, const std::string& what) {
+  if (!ok) throw Failure{s, what};
+}
+
+const LayerSpec& layer_of(ssmc_trace* t, int layer) {
+  need(layer >= 0 && size_t(layer) < t->header.model.spec.layers.size(), SSMC_ERR_ARGUMENT,
+       fmt::format("layer {} outside 0..{}", layer, int(t->header.model.spec.layers.size()) - 1));
+  return t->header.model.spec.layers[size_t(layer)];
+}
+
+PendingOp& current(ssmc_trace* t) {
+  need(t->op.has_value(), SSMC_ERR_ORDER, "no op begun (call ssmc_begin_op first)");
+  return *t->op;
+}
+
+void check_entry(const PendingOp& p, int entry) {
+  const Op& o = p.op.op;
+  need(o.kind == OpKind::prefill || o.is_batch(), SSMC_ERR_ORDER,
+       "op '" + to_string(o) + "' takes no inputs and makes no outputs");
+  need(entry >= 0 && size_t(entry) < o.seqs.size(), SSMC_ERR_ARGUMENT,
+       fmt::format("entry {} outside the selector's 0..{}", entry, int(o.seqs.size()) - 1));
+}
+
+// The op as TraceOp: pending states turned into TraceStates.
+cmp::TraceOp assemble(const ssmc_trace* t, PendingOp& p) {
+  cmp::TraceOp op = p.op;
+  const size_t L = t->header.model.spec.layers.size();
+  for (auto& kv : p.states) {
+    cmp::TraceState ts;
+    ts.seq = kv.first;
+    ts.state.slot = kv.second.slot;
+    ts.state.last_verify_k = kv.second.last_verify_k;
+    ts.state.h_prefill_stage = kv.second.stage;
+    for (auto& lkv : kv.second.layers) {
+      PendingLayer& pl = lkv.second;
+      const std::string where = fmt::format("state of seq {} layer {}", kv.first, lkv.first);
+      need(pl.h.has_value(), SSMC_ERR_INVALID, where + ": fields given but no \"h\"");
+      need(pl.conv.has_value(), SSMC_ERR_INVALID, where + ": no \"conv\"");
+      LayerState ls;
+      ls.h = *pl.h;
+      ls.h_is_f16 = pl.h->dtype() == DType::f16;
+      ls.conv = *pl.conv;
+      ls.h_checkpoint = pl.h_checkpoint;
+      ls.conv_checkpoint = pl.conv_checkpoint;
+      const int n = std::max(0, kv.second.last_verify_k - 1);
+      for (int i = 0; i < n; ++i) {
+        need(pl.h_inter.count(i) && pl.conv_inter.count(i), SSMC_ERR_INVALID,
+             fmt::format("{}: last_verify_k {} needs h and conv intermediates 0..{}, index {} missing", where,
+                         kv.second.last_verify_k, n - 1, i));
+        ls.h_intermediates.push_back(pl.h_inter.at(i));
+        ls.conv_intermediates.push_back(pl.conv_inter.at(i));
+      }
+      need(pl.h_inter.size() <= size_t(n) && pl.conv_inter.size() <= size_t(n), SSMC_ERR_INVALID,
+           fmt::format("{}: intermediates beyond the {} that last_verify_k {} makes valid", where, n,
+                       kv.second.last_verify_k));
+      ts.layers.push_back(lkv.first);
+      ts.state.layers.push_back(std::move(ls));
+    }
+    need(!ts.layers.empty() && ts.layers.back() < int(L), SSMC_ERR_INVALID,
+         fmt::format("state of seq {}: no layer recorded (give at least one layer's \"h\")", kv.first));
+    op.states.push_back(std::move(ts));
+  }
+  return op;
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* ssmc_last_error(void) { return g_error.c_str(); }
+int ssmc_trace_version(void) { return ssm::cmp::kTraceVersion; }
+int ssmc_device_support(void) {
+#ifdef SSMC_WITH_CUDA
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+ssmc_status ssmc_open(const char* path, const char* producer, const char* backend, const char* model_name,
+                      const char* h_mode, ssmc_trace** out) {
+  if (!out) return fail(SSMC_ERR_ARGUMENT, "ssmc_open: out is null");
+  *out = nullptr;
+  auto t = std::make_unique<ssmc_trace>();
+  const ssmc_status s = call(nullptr, false, [&] {
+    need(path && *path, SSMC_ERR_ARGUMENT, "ssmc_open: empty path");
+    need(producer != nullptr, SSMC_ERR_ARGUMENT, "ssmc_open: producer is null");
+    need(h_mode != nullptr, SSMC_ERR_ARGUMENT, "ssmc_open: h_mode is null");
+    t->path = path;
+    t->header.producer = producer;
+    t->header.backend = backend ? backend : producer;
+    t->header.model.spec.name = model_name ? model_name : "";
+    try {
+      t->header.pool.h_mode = parse_h_mode(h_mode);
+    } catch (const std::exception& e) {
+      throw Failure{SSMC_ERR_ARGUMENT, std::string("ssmc_open: ") + e.what()};
+    }
+  });
+  if (s == SSMC_OK) *out = t.release();
+  return s;
+}
+
+ssmc_status ssmc_set_pool(ssmc_trace* t, int max_slots, const int* h_capacity, int conv_capacity,
+                          int snapshot_slots) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_set_pool: null trace");
+  return call(t, false, [&] {
+    need(!t->writer, SSMC_ERR_ORDER, "ssmc_set_pool after the first op");
+    need(max_slots >= 1 && max_slots <= 65536, SSMC_ERR_ARGUMENT, "ssmc_set_pool: max_slots must be in 1..65536");
+    PoolConfig& p = t->header.pool;
+    p.max_slots = max_slots;
+    p.conv_capacity = conv_capacity;
+    p.snapshot_slots = snapshot_slots;
+    p.h_capacity.clear();
+    if (h_capacity) p.h_capacity.assign(h_capacity, h_capacity + max_slots);
+    try {
+      p.validate();
+    } catch (const std::exception& e) {
+      throw Failure{SSMC_ERR_ARGUMENT, std::string("ssmc_set_pool: ") + e.what()};
+    }
+    t->pool_set = true;
+  });
+}
+
+ssmc_status ssmc_add_layer(ssmc_trace* t, const ssmc_layer_desc* d, const float* conv_w, const float* conv_bias,
+                           const float* A_log, const float* dt_bias, const float* norm_w) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_add_layer: null trace");
+  return call(t, false, [&] {
+    need(!t->writer, SSMC_ERR_ORDER, "ssmc_add_layer after the first op");
+    need(d != nullptr, SSMC_ERR_ARGUMENT, "ssmc_add_layer: desc is null");
+    LayerSpec s;
+    s.nk = d->nk; s.nv = d->nv; s.kd = d->kd; s.vd = d->vd; s.d_conv = d->d_conv;
+    s.conv_bias = d->conv_bias != 0;
+    s.output_gate = d->sigmoid_gate ? OutputGate::sigmoid : OutputGate::silu;
+    s.eps = d->eps;
+    try {
+      s.validate();
+    } catch (const std::exception& e) {
+      throw Failure{SSMC_ERR_ARGUMENT, std::string("ssmc_add_layer: ") + e.what()};
+    }
+    need(!s.conv_bias || conv_bias, SSMC_ERR_ARGUMENT, "ssmc_add_layer: desc says conv_bias but the pointer is null");
+    LayerWeights w;
+    w.conv_w = floats(conv_w, size_t(s.conv_elems()), SSMC_HOST, "conv_w");
+    if (s.conv_bias) w.conv_bias = floats(conv_bias, size_t(s.conv_dim()), SSMC_HOST, "conv_bias");
+    w.A_log = floats(A_log, size_t(s.nv), SSMC_HOST, "A_log");
+    w.dt_bias = floats(dt_bias, size_t(s.nv), SSMC_HOST, "dt_bias");
+    w.norm_w = floats(norm_w, size_t(s.vd), SSMC_HOST, "norm_w");
+    t->header.model.spec.layers.push_back(s);
+    t->header.model.weights.push_back(std::move(w));
+  });
+}
+
+ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_begin_op: null trace");
+  return call(t, true, [&] {
+    need(!t->op.has_value(), SSMC_ERR_ORDER, "ssmc_begin_op: the previous op was not ended (ssmc_end_op)");
+    need(op != nullptr, SSMC_ERR_ARGUMENT, "ssmc_begin_op: op is null");
+    if (!t->writer) {
+      need(t->pool_set, SSMC_ERR_ORDER, "ssmc_begin_op before ssmc_set_pool");
+      need(!t->header.model.spec.layers.empty(), SSMC_ERR_ORDER, "ssmc_begin_op before any ssmc_add_layer");
+      t->writer = std::make_unique<cmp::TraceWriter>(t->path, t->header);
+    }
+    PendingOp p;
+    try {
+      p.op.op = parse_op(op);
+    } catch (const std::exception& e) {
+      throw Failure{SSMC_ERR_ARGUMENT, std::string("ssmc_begin_op: ") + e.what()};
+    }
+    const Op& o = p.op.op;
+    if (o.kind == OpKind::prefill || o.is_batch()) p.op.inputs.resize(o.seqs.size());
+    t->op = std::move(p);
+  });
+}
+
+ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, const float* a, const float* b,
+                           const float* z, ssmc_memory mem) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_inputs: null trace");
+  return call(t, true, [&] {
+    PendingOp& p = current(t);
+    check_entry(p, entry);
+    const LayerSpec& s = layer_of(t, layer);
+    StepInputs& in = p.op.inputs[size_t(entry)];
+    const size_t L = t->header.model.spec.layers.size();
+    const int rows = p.op.op.rows();
+    if (in.layers.empty()) {
+      in.rows = rows;
+      in.layers.resize(L);
+    }
+    const size_t T = size_t(rows);
+    LayerRows& r = in.layers[size_t(layer)];
+    need(r.x.empty(), SSMC_ERR_ORDER, fmt::format("ssmc_op_inputs: entry {} layer {} given twice", entry, layer));
+    r.x = floats(x, T * size_t(s.conv_dim()), mem, "x");
+    r.a = floats(a, T * size_t(s.nv), mem, "a");
+    r.b = floats(b, T * size_t(s.nv), mem, "b");
+    r.z = floats(z, T * size_t(s.out_dim()), mem, "z");
+  });
+}
+
+ssmc_status ssmc_op_outputs(ssmc_trace* t, int entry, int layer, const float* out, ssmc_memory mem) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_outputs: null trace");
+  return call(t, true, [&] {
+    PendingOp& p = current(t);
+    check_entry(p, entry);
+    const LayerSpec& s = layer_of(t, layer);
+    if (p.op.outputs.empty()) p.op.outputs.resize(p.op.op.seqs.size());
+    auto& o = p.op.outputs[size_t(entry)];
+    if (!o) {
+      o = StepOutputs();
+      o->rows = p.op.op.rows();
+      o->layers.resize(t->header.model.spec.layers.size());
+    }
+    need(o->layers[size_t(layer)].empty(), SSMC_ERR_ORDER,
+         fmt::format("ssmc_op_outputs: entry {} layer {} given twice", entry, layer));
+    o->layers[size_t(layer)] = floats(out, size_t(o->rows) * size_t(s.out_dim()), mem, "out");
+  });
+}
+
+ssmc_status ssmc_op_refused(ssmc_trace* t, const char* kind) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_refused: null trace");
+  return call(t, true, [&] {
+    PendingOp& p = current(t);
+    need(kind != nullptr, SSMC_ERR_ARGUMENT, "ssmc_op_refused: kind is null");
+    std::string known;
+    for (int k = 0; k <= int(ErrorKind::snapshot_empty); ++k) {
+      if (std::string(kind) == to_string(ErrorKind(k))) {
+        p.op.refused = ErrorKind(k);
+        return;
+      }
+      known += (k ? ", " : "") + std::string(to_string(ErrorKind(k)));
+    }
+    throw Failure{SSMC_ERR_ARGUMENT, "ssmc_op_refused: unknown error kind '" + std::string(kind) + "' (known: " + known + ")"};
+  });
+}
+
+ssmc_status ssmc_state_begin(ssmc_trace* t, int seq, int slot, int last_verify_k) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_state_begin: null trace");
+  return call(t, true, [&] {
+    PendingOp& p = current(t);
+    need(seq >= 0, SSMC_ERR_ARGUMENT, "ssmc_state_begin: negative sequence");
+    need(last_verify_k >= 0 && last_verify_k <= 65536, SSMC_ERR_ARGUMENT, "ssmc_state_begin: bad last_verify_k");
+    need(!p.states.count(seq), SSMC_ERR_ORDER, fmt::format("ssmc_state_begin: sequence {} begun twice", seq));
+    PendingSeq& s = p.states[seq];
+    s.slot = slot;
+    s.last_verify_k = last_verify_k;
+  });
+}
+
+ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const char* field, int index, ssmc_dtype dtype,
+                              const void* data, ssmc_memory mem) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_state_tensor: null trace");
+  return call(t, true, [&] {
+    PendingOp& p = current(t);
+    need(field != nullptr, SSMC_ERR_ARGUMENT, "ssmc_state_tensor: field is null");
+    need(p.states.count(seq), SSMC_ERR_ORDER, fmt::format("ssmc_state_tensor: sequence {} not begun", seq));
+    need(dtype == SSMC_F32 || dtype == SSMC_F16, SSMC_ERR_ARGUMENT, "ssmc_state_tensor: dtype must be SSMC_F32 or SSMC_F16");
+    PendingSeq& ps = p.states[seq];
+    const std::string f = field;
+    const DType dt = dtype == SSMC_F16 ? DType::f16 : DType::f32;
+    if (f == "h_prefill_stage") {
+      need(dt == DType::f32, SSMC_ERR_ARGUMENT, "h_prefill_stage is f32");
+      const int64_t n = stage_elems(t->header.model.spec);
+      Tensor st = Tensor::zeros(DType::f32, {n});
+      copy_in(st.raw(), data, st.bytes(), mem, "h_prefill_stage");
+      ps.stage = std::move(st);
+      return;
+    }
+    const LayerSpec& s = layer_of(t, layer);
+    const bool is_h = f == "h" || f == "h_checkpoint" || f == "h_intermediate";
+    const bool is_conv = f == "conv" || f == "conv_checkpoint" || f == "conv_intermediate";
+    need(is_h || is_conv, SSMC_ERR_ARGUMENT,
+         "ssmc_state_tensor: unknown field '" + f +
+             "' (known: h, conv, h_checkpoint, conv_checkpoint, h_intermediate, conv_intermediate, h_prefill_stage)");
+    need(is_h || dt == DType::f32, SSMC_ERR_ARGUMENT, "ssmc_state_tensor: " + f + " is f32");
+    Tensor x = Tensor::zeros(dt, is_h ? h_shape(s) : conv_shape(s));
+    copy_in(x.raw(), data, x.bytes(), mem, field);
+    PendingLayer& pl = ps.layers[layer];
+    auto put = [&](std::optional<Tensor>& slot) {
+      need(!slot.has_value(), SSMC_ERR_ORDER, fmt::format("{} of seq {} layer {} given twice", f, seq, layer));
+      slot = std::move(x);
+    };
+    if (f == "h") put(pl.h);
+    else if (f == "conv") put(pl.conv);
+    else if (f == "h_checkpoint") put(pl.h_checkpoint);
+    else if (f == "conv_checkpoint") put(pl.conv_checkpoint);
+    else {
+      need(index >= 0 && index < 65536, SSMC_ERR_ARGUMENT, fmt::format("{}: index {} out of range", f, index));
+      auto& m = f == "h_intermediate" ? pl.h_inter : pl.conv_inter;
+      need(!m.count(index), SSMC_ERR_ORDER, fmt::format("{}[{}] of seq {} layer {} given twice", f, index, seq, layer));
+      m.emplace(index, std::move(x));
+    }
+  });
+}
+
+ssmc_status ssmc_end_op(ssmc_trace* t) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_end_op: null trace");
+  return call(t, true, [&] {
+    PendingOp& p = current(t);
+    const cmp::TraceOp op = assemble(t, p);
+    t->writer->append(op);
+    t->op.reset();
+  });
+}
+
+int ssmc_op_count(const ssmc_trace* t) { return t && t->writer ? t->writer->ops() : 0; }
+
+ssmc_status ssmc_close(ssmc_trace* t) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_close: null trace");
+  std::unique_ptr<ssmc_trace> owned(t);
+  const bool pending = owned->op.has_value();
+  owned->op.reset();
+  const ssmc_status s = call(nullptr, false, [&] {
+    if (!owned->writer) {
+      need(owned->pool_set && !owned->header.model.spec.layers.empty(), SSMC_ERR_ORDER,
+           "ssmc_close: no pool or no layer described");
+      owned->writer = std::make_unique<cmp::TraceWriter>(owned->path, owned->header);
+    }
+    owned->writer->close();
+  });
+  if (s == SSMC_OK && pending)
+    return fail(SSMC_ERR_ORDER, "ssmc_close: an op was begun but not ended; it was dropped (the trace keeps the ops before it)");
+  return s;
+}
+
+void ssmc_abandon(ssmc_trace* t) { delete t; }
+
+}  // extern "C"

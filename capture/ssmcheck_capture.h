@@ -1,0 +1,123 @@
+/* ssmcheck_capture: a C ABI for recording state traces from an inference engine (any language
+ * with a C FFI). Link libssmcheck_capture.so. The file format is docs/trace-format.md; this
+ * library writes it crash-safely: every op is durable once ssmc_end_op returns, and a process
+ * that dies before ssmc_close leaves PATH.partial/, which `ssmcheck replay PATH` recovers.
+ *
+ * Call order:
+ *   ssmc_open -> ssmc_set_pool -> ssmc_add_layer (once per recurrent layer, in model order)
+ *   then per op: ssmc_begin_op -> [ssmc_op_inputs] [ssmc_op_outputs] [ssmc_op_refused]
+ *                [ssmc_state_begin -> ssmc_state_tensor ...] -> ssmc_end_op
+ *   ssmc_close (or ssmc_abandon).
+ * The first ssmc_begin_op writes the header (model, weights, pool); no layer may be added after.
+ *
+ * Every function returns SSMC_OK (0) or an error code; ssmc_last_error() then describes the
+ * failure (thread-local, valid until the next call on the same thread). After an error inside
+ * an op (between begin_op and end_op) the op is dropped: call ssmc_begin_op again.
+ *
+ * Layouts (all row-major, last index fastest), per layer with nk, nv, kd, vd, d_conv,
+ * conv_dim = 2*nk*kd + nv*vd:
+ *   inputs of T tokens: x [T][conv_dim] (channels Q | K | V), a [T][nv], b [T][nv], z [T][nv*vd]
+ *   outputs of T tokens: [T][nv*vd]
+ *   h [nv][kd][vd] (f32, or f16 bits when the state is FP16), conv [conv_dim][d_conv] f32
+ *   (column 0 oldest), h_prefill_stage [max over layers of nv*kd*vd] f32.
+ * Memory: SSMC_HOST pointers are read directly; SSMC_DEVICE pointers are copied with
+ * cudaMemcpy when the library was built with CUDA (otherwise SSMC_ERR_DEVICE).
+ */
+#ifndef SSMCHECK_CAPTURE_H
+#define SSMCHECK_CAPTURE_H
+
+#include <stdint.h>
+
+#if defined(SSMC_BUILDING)
+#define SSMC_API __attribute__((visibility("default")))
+#else
+#define SSMC_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SSMC_TRACE_VERSION 1 /* the trace format version this header writes */
+
+typedef struct ssmc_trace ssmc_trace;
+
+typedef enum {
+  SSMC_OK = 0,
+  SSMC_ERR_ARGUMENT = 1, /* a bad argument: null pointer, unknown name, index out of range */
+  SSMC_ERR_ORDER = 2,    /* call out of order (an op input outside begin_op/end_op, ...) */
+  SSMC_ERR_INVALID = 3,  /* the op or state does not fit the model (shapes, counts, dtypes) */
+  SSMC_ERR_IO = 4,       /* writing the file failed */
+  SSMC_ERR_DEVICE = 5    /* a device pointer could not be read (or no CUDA in this build) */
+} ssmc_status;
+
+typedef enum { SSMC_HOST = 0, SSMC_DEVICE = 1 } ssmc_memory;
+typedef enum { SSMC_F32 = 0, SSMC_F16 = 1 } ssmc_dtype;
+
+typedef struct {
+  int nk, nv, kd, vd, d_conv;
+  int conv_bias;      /* 1: the layer has conv_bias [conv_dim] */
+  int sigmoid_gate;   /* 0: out *= silu(z) (Qwen); 1: out *= sigmoid(z) */
+  float eps;          /* rms_norm_eps of the output norm, e.g. 1e-6 */
+} ssmc_layer_desc;
+
+/* The message of the last failed call on this thread ("" when none). */
+SSMC_API const char* ssmc_last_error(void);
+/* SSMC_TRACE_VERSION of the library (compare with the header's to detect a mismatch). */
+SSMC_API int ssmc_trace_version(void);
+/* 1 when the library can read device pointers (built with CUDA), else 0. */
+SSMC_API int ssmc_device_support(void);
+
+/* Starts a capture of PATH (in PATH.partial/ until ssmc_close). producer: the engine's name and
+ * version; backend: what produces the states (may equal producer); h_mode: "f32", "f16" or
+ * "f16-pool". model_name may be NULL. */
+SSMC_API ssmc_status ssmc_open(const char* path, const char* producer, const char* backend, const char* model_name,
+                               const char* h_mode, ssmc_trace** out);
+/* The pool the ops ran on. h_capacity: max_slots entries (h intermediates per slot), or NULL for
+ * conv_capacity everywhere. */
+SSMC_API ssmc_status ssmc_set_pool(ssmc_trace* t, int max_slots, const int* h_capacity, int conv_capacity,
+                                   int snapshot_slots);
+/* One recurrent layer and its weights (host pointers, f32): conv_w [conv_dim][d_conv],
+ * conv_bias [conv_dim] (NULL unless desc->conv_bias), A_log [nv], dt_bias [nv], norm_w [vd]. */
+SSMC_API ssmc_status ssmc_add_layer(ssmc_trace* t, const ssmc_layer_desc* desc, const float* conv_w,
+                                    const float* conv_bias, const float* A_log, const float* dt_bias,
+                                    const float* norm_w);
+
+/* Starts op number ssmc_op_count(): `op` in ssmcheck's printable form, e.g. "prefill 17",
+ * "verify 4 @0,2,pad", "commit 2 4 @1" (selector = logical sequences; see docs/trace-format.md). */
+SSMC_API ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op);
+/* Inputs of selector entry `entry` (0-based) and one layer, T = the op's token rows. Required for
+ * every layer of every non-padding entry of prefill/decode/verify, unless the op is refused. */
+SSMC_API ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, const float* a,
+                                    const float* b, const float* z, ssmc_memory mem);
+/* Outputs of one entry and layer, [T][nv*vd] f32 (optional; all layers of an entry, or none). */
+SSMC_API ssmc_status ssmc_op_outputs(ssmc_trace* t, int entry, int layer, const float* out, ssmc_memory mem);
+/* The engine refused the op; kind is an ssmcheck error kind name ("commit_zero", "capacity", ...). */
+SSMC_API ssmc_status ssmc_op_refused(ssmc_trace* t, const char* kind);
+/* Starts the recorded state of logical sequence `seq` after this op. slot: the engine's slot (or
+ * -1); last_verify_k: K of the sequence's last verify (0: none), which fixes how many
+ * intermediates are valid (K-1). */
+SSMC_API ssmc_status ssmc_state_begin(ssmc_trace* t, int seq, int slot, int last_verify_k);
+/* One tensor of the state of `seq` (begun with ssmc_state_begin) at `layer`. field: "h", "conv",
+ * "h_checkpoint", "conv_checkpoint", "h_intermediate", "conv_intermediate" (index = t, 0..K-2),
+ * "h_prefill_stage" (layer and index ignored). h fields may be SSMC_F16 (raw IEEE half bits);
+ * conv fields and the stage are SSMC_F32. A layer is recorded once its "h" is given; it then needs
+ * conv and all K-1 intermediates of both kinds. */
+SSMC_API ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const char* field, int index,
+                                       ssmc_dtype dtype, const void* data, ssmc_memory mem);
+/* Validates the op and writes it durably. */
+SSMC_API ssmc_status ssmc_end_op(ssmc_trace* t);
+/* Ops written so far. */
+SSMC_API int ssmc_op_count(const ssmc_trace* t);
+
+/* Finishes PATH (merged from PATH.partial/, which is removed) and frees t, also on error (the
+ * partial directory then stays). */
+SSMC_API ssmc_status ssmc_close(ssmc_trace* t);
+/* Frees t without finishing: PATH.partial/ stays, as after a crash. */
+SSMC_API void ssmc_abandon(ssmc_trace* t);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SSMCHECK_CAPTURE_H */

@@ -1,0 +1,70 @@
+// `ssmcheck gate`: the merge gate. Replays the golden traces and checks the faulty ones on every
+// available backend, runs seeded campaigns within --budget, prints a one-screen summary and
+// writes JUnit XML and JSON.
+#include <fmt/core.h>
+
+#include <fstream>
+
+#include "cli/commands.h"
+#include "cli/tolerance_options.h"
+#include "cli/trace_backends.h"
+#include "replay/gate.h"
+
+#ifndef SSMCHECK_FIXTURES_DIR
+#define SSMCHECK_FIXTURES_DIR "fixtures"
+#endif
+
+namespace ssm::cli {
+
+namespace {
+
+struct GateFlags {
+  double budget = 60;
+  std::string junit, json, traces = std::string(SSMCHECK_FIXTURES_DIR) + "/traces", backend = "all";
+  uint64_t seed = 1;
+  bool verbose = false;
+  ToleranceOptions tol;
+};
+
+void write_file(const std::string& path, const std::string& text, const char* flag) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::invalid_argument(std::string(flag) + " " + path + ": cannot write");
+}
+
+int run_gate(const GateFlags& f) {
+  replay::GateOptions o;
+  o.traces_dir = f.traces;
+  o.budget_s = f.budget;
+  o.seed = f.seed;
+  o.tolerances = f.tol.resolve();
+  o.backends = trace_backends(f.backend, &o.skipped);
+  if (f.verbose) o.progress = [](const std::string& line) { fmt::print(stderr, "ssmcheck gate: {}\n", line); };
+  fmt::print("ssmcheck gate: traces {}, backends:", f.traces);
+  for (const auto& b : o.backends) fmt::print(" {}", b.name);
+  for (const auto& s : o.skipped) fmt::print(" ({} skipped: {})", s.first, s.second);
+  fmt::print(", budget {} s\n", f.budget);
+  const replay::GateResult r = replay::run_gate(o);
+  fmt::print("{}", r.summary());
+  if (!f.junit.empty()) write_file(f.junit, r.junit(), "--junit");
+  if (!f.json.empty()) write_file(f.json, r.json().dump(2) + "\n", "--json");
+  return r.pass() ? kExitOk : kExitDiffer;
+}
+
+}  // namespace
+
+void add_gate_command(CLI::App& app, int* rc) {
+  auto* cmd = app.add_subcommand("gate", "CI gate: golden and faulty traces on every backend, seeded campaigns");
+  auto f = std::make_shared<GateFlags>();
+  cmd->add_option("--budget", f->budget, "seconds; the campaigns share what the replays leave")->capture_default_str();
+  cmd->add_option("--junit", f->junit, "write JUnit XML");
+  cmd->add_option("--json", f->json, "write JSON");
+  cmd->add_option("--traces", f->traces, "golden traces (faulty ones in DIR/faulty)")->capture_default_str();
+  cmd->add_option("--backend", f->backend, "all (every available one), reference or cuda")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str();
+  cmd->add_flag("-v,--verbose", f->verbose, "one line per check on stderr");
+  f->tol.add_to(cmd);
+  cmd->callback([=] { *rc = run_gate(*f); });
+}
+
+}  // namespace ssm::cli

@@ -1,0 +1,142 @@
+// `ssmcheck record`: runs an op script on one backend with seeded inputs and writes a state trace
+// (compare/trace.h): the model, every op with its inputs and refusals, the backend's states after
+// the selected ops and, with --outputs, the outputs.
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <set>
+
+#include "cli/case_options.h"
+#include "cli/commands.h"
+#include "compare/trace.h"
+#include "core/errors.h"
+#include "core/runner.h"
+
+namespace ssm::cli {
+
+namespace {
+
+struct RecordFlags {
+  CaseOptions opt;
+  std::string ops, out, states = "all", state_layers = "all", producer = "ssmcheck record", description;
+  bool outputs = false;
+};
+
+// "all", "none", "last" or a comma list of op indexes.
+std::function<bool(int, int)> op_selection(const std::string& s) {
+  if (s == "all") return [](int, int) { return true; };
+  if (s == "none") return [](int, int) { return false; };
+  if (s == "last") return [](int i, int n) { return i == n - 1; };
+  const std::vector<int> v = parse_int_list(s, "--states");
+  const std::set<int> set(v.begin(), v.end());
+  return [set](int i, int) { return set.count(i) > 0; };
+}
+
+int run_record(const RecordFlags& f) {
+  const CaseConfig cfg = f.opt.resolve();
+  const std::vector<Op> script = parse_script(f.ops);
+  if (script.empty()) throw std::invalid_argument("--ops: empty script");
+  const auto selected = op_selection(f.states);
+  cmp::TraceHeader h;
+  h.producer = f.producer;
+  h.model = cfg.model();
+  h.pool = cfg.pool();
+  h.seed = cfg.gen.seed;
+  h.case_name = cfg.flags() + " --ops '" + to_string(script) + "'";
+  h.description = f.description;
+  const ModelSpec& spec = h.model.spec;
+  std::vector<int> layers;
+  if (f.state_layers == "all") {
+    for (size_t l = 0; l < spec.layers.size(); ++l) layers.push_back(int(l));
+  } else {
+    for (int l : parse_int_list(f.state_layers, "--state-layers")) {
+      if (l < 0 || size_t(l) >= spec.layers.size())
+        throw std::invalid_argument(fmt::format("--state-layers: layer {} outside 0..{}", l, spec.layers.size() - 1));
+      layers.push_back(l);
+    }
+    std::sort(layers.begin(), layers.end());
+    layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
+  }
+  auto backend = make_backend(f.opt.backend);
+  h.backend = backend->name();
+  backend->create_pool(h.model, h.pool);
+  const cmp::TraceOp* current = nullptr;
+  Runner runner(*backend, [&](int, int, int row, int rows) {
+    const StepInputs& in = current->inputs.at(size_t(row));
+    if (in.rows != rows) throw std::logic_error("record: input rows");
+    return in;
+  });
+  cmp::TraceWriter w(f.out, h);
+  int refused = 0, states = 0, outputs = 0;
+  for (size_t i = 0; i < script.size(); ++i) {
+    cmp::TraceOp t;
+    t.op = script[i];
+    const int rows = t.op.rows();
+    if (t.op.kind == OpKind::prefill || t.op.is_batch()) {
+      t.inputs.resize(t.op.seqs.size());
+      if (rows > 0)
+        for (size_t e = 0; e < t.op.seqs.size(); ++e)
+          t.inputs[e] = make_inputs(spec, cfg.gen, int(i), t.op.seqs[e], int(e), rows);
+    }
+    current = &t;
+    OpResult r;
+    try {
+      r = runner.run(t.op, int(i));
+    } catch (const StateError& e) {
+      t.refused = e.kind();
+      ++refused;
+      fmt::print("  op {} '{}': refused: {}\n", i, to_string(t.op), e.what());
+    }
+    if (f.outputs && !t.refused && !r.outputs.empty()) {
+      for (size_t e = 0; e < r.outputs.size(); ++e) {
+        if (t.op.seqs[e] == kPadRow) t.outputs.push_back(std::nullopt);
+        else {
+          t.outputs.push_back(r.outputs[e]);
+          ++outputs;
+        }
+      }
+    }
+    if (selected(int(i), int(script.size()))) {
+      for (int seq : runner.live_seqs()) {
+        SequenceState full = backend->export_state(runner.slot_of(seq));
+        cmp::TraceState ts;
+        ts.seq = seq;
+        ts.layers = layers;
+        ts.state.slot = full.slot;
+        ts.state.last_verify_k = full.last_verify_k;
+        ts.state.h_prefill_stage = std::move(full.h_prefill_stage);
+        for (int l : layers) ts.state.layers.push_back(std::move(full.layers.at(size_t(l))));
+        t.states.push_back(std::move(ts));
+        ++states;
+      }
+    }
+    w.append(t);
+  }
+  w.close();
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(f.out, ec);
+  fmt::print("ssmcheck record: wrote {} ({} ops, {} refused, {} states, {} outputs, {} bytes) from {} on {}\n", f.out,
+             script.size(), refused, states, outputs, ec ? 0 : bytes, backend->name(), cfg.flags());
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_record_command(CLI::App& app, int* rc) {
+  auto* cmd = app.add_subcommand("record", "run an op script on a backend and write a state trace (HDF5)");
+  auto f = std::make_shared<RecordFlags>();
+  f->opt.add_to(cmd);
+  cmd->add_option("--ops", f->ops, "op script, e.g. 'alloc; prefill 17; checkpoint; verify 4; commit 2 4; decode'")
+      ->required();
+  cmd->add_option("-o,--out", f->out, "trace file to write")->required();
+  cmd->add_option("--states", f->states, "after which ops to record states: all, none, last, or op indexes '3,5'")
+      ->capture_default_str();
+  cmd->add_option("--state-layers", f->state_layers, "which layers a recorded state holds: all or a list '0,2'")
+      ->capture_default_str();
+  cmd->add_flag("--outputs", f->outputs, "record the outputs of prefill/decode/verify");
+  cmd->add_option("--producer", f->producer, "the producer attribute")->capture_default_str();
+  cmd->add_option("--description", f->description, "free text stored in the trace");
+  cmd->callback([=] { *rc = run_record(*f); });
+}
+
+}  // namespace ssm::cli

@@ -1,0 +1,87 @@
+// `ssmcheck replay TRACE`: runs a trace's ops on a backend (or every available one) and compares
+// every recorded state and output; reports the first divergence, refusals, and where it ended.
+#include <fmt/core.h>
+
+#include <fstream>
+
+#include "cli/commands.h"
+#include "cli/tolerance_options.h"
+#include "cli/trace_backends.h"
+#include "compare/trace.h"
+#include "replay/replay.h"
+
+namespace ssm::cli {
+
+namespace {
+
+struct ReplayFlags {
+  std::string trace, backend = "reference", json;
+  bool keep_going = false, bitwise = false;
+  ToleranceOptions tol;
+};
+
+std::string describe(const cmp::Trace& t) {
+  const cmp::TraceHeader& h = t.header;
+  std::string layers = h.model.spec.layers.empty() ? "" : h.model.spec.layers[0].name();
+  return fmt::format("{} ops, model '{}' ({} layers of {}), {}, recorded by '{}' (states from '{}')", t.ops.size(),
+                     h.model.spec.name, h.model.spec.layers.size(), layers, h.pool.name(), h.producer, h.backend);
+}
+
+int run_replay(const ReplayFlags& f) {
+  replay::ReplayOptions o;
+  o.tolerances = f.tol.resolve();
+  o.strictness = f.bitwise ? cmp::Strictness::bitwise : cmp::Strictness::classes;
+  o.keep_going = f.keep_going;
+  std::vector<std::pair<std::string, std::string>> skipped;
+  const auto backends = trace_backends(f.backend, &skipped);
+  cmp::Trace trace;
+  try {
+    trace = cmp::read_trace(f.trace);
+  } catch (const cmp::TraceError& e) {
+    fmt::print(stderr, "ssmcheck replay: bad trace: {}\n", e.what());
+    return kExitBadInput;
+  }
+  fmt::print("ssmcheck replay: {}: {}\n", trace.source, describe(trace));
+  for (const auto& s : skipped) fmt::print("  backend {}: skipped ({})\n", s.first, s.second);
+  bool diverged = false;
+  nlohmann::json all = nlohmann::json::array();
+  for (const auto& be : backends) {
+    auto backend = be.factory();
+    replay::ReplayResult r;
+    try {
+      r = replay::replay_trace(trace, *backend, o);
+    } catch (const std::invalid_argument& e) {
+      fmt::print(stderr, "ssmcheck replay: {}: {} rejects the trace's model or pool: {}\n", trace.source, be.name,
+                 e.what());
+      return kExitBadInput;
+    }
+    fmt::print("-- on {}\n{}", be.name, r.text());
+    if (trace.header.expect)
+      fmt::print("  deliberately faulty trace: expected the first divergence at {}: {}\n",
+                 trace.header.expect->text(), r.matches(*trace.header.expect) ? "pinpointed" : "NOT MATCHED");
+    diverged = diverged || !r.pass();
+    all.push_back(r.json());
+  }
+  if (!f.json.empty()) {
+    std::ofstream out(f.json);
+    out << all.dump(2) << "\n";
+    if (!out) throw std::invalid_argument("--json " + f.json + ": cannot write");
+  }
+  return diverged ? kExitDiffer : kExitOk;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, int* rc) {
+  auto* cmd = app.add_subcommand("replay", "replay a state trace on a backend and compare every recorded state");
+  auto f = std::make_shared<ReplayFlags>();
+  cmd->add_option("trace", f->trace, "trace file (or an unfinished capture TRACE.partial/)")->required();
+  cmd->add_option("--backend", f->backend, "reference, cuda or all")->capture_default_str();
+  cmd->add_flag("--keep-going", f->keep_going, "go on past the first divergence");
+  cmd->add_flag("--bitwise", f->bitwise, "compare every tensor bit for bit");
+  cmd->add_option("--json", f->json, "write the results as JSON");
+  f->tol.add_to(cmd);
+  cmd->callback([=] { *rc = run_replay(*f); });
+}
+
+}  // namespace ssm::cli

@@ -1,0 +1,932 @@
+// State traces: the crash-safe writer (PATH.partial/ of self-contained files, merged on close)
+// and the validating reader (see trace.h; schema in docs/trace-format.md).
+// Recorded states use the dump's per-sequence layout. Until compare/dump.h exports its
+// per-sequence writer and reader, the two adapters below (write_state / read_state) go through
+// a one-sequence dump file and H5Ocopy, so the layout and its validation live in dump.cpp only.
+#include "compare/trace.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <fmt/core.h>
+#include <set>
+
+#include "compare/dump.h"
+#include "compare/hdf5_file.h"
+
+namespace ssm::cmp {
+
+namespace fs = std::filesystem;
+
+std::string TraceExpectation::text() const {
+  std::string s = fmt::format("op {}", op);
+  if (seq >= 0) s += fmt::format(", seq {}", seq);
+  if (layer >= 0) s += fmt::format(", layer {}", layer);
+  if (!tensor.empty()) s += ", " + tensor;
+  return s;
+}
+
+std::string trace_op_name(int index) { return fmt::format("ops/{:06d}", index); }
+std::string trace_partial_dir(const std::string& path) { return path + ".partial"; }
+
+namespace {
+
+constexpr int64_t kMaxLayers = 4096, kMaxDim = 65536, kMaxSlots = 65536, kMaxK = 65536;
+constexpr int64_t kMaxElems = int64_t(1) << 31;
+constexpr const char* kLayoutStage = "[stage_elems]";  // the dump's layout attribute of the stage
+
+std::string op_path(int index) { return "/" + trace_op_name(index); }
+std::string layer_name(size_t l) { return "layer" + std::to_string(l); }
+std::string entry_name(size_t i) { return "entry" + std::to_string(i); }
+
+std::string dims_text(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+const ErrorKind* parse_error_kind(const std::string& s) {
+  static const std::vector<ErrorKind> kinds = [] {
+    std::vector<ErrorKind> v;
+    for (int k = 0; k <= int(ErrorKind::snapshot_empty); ++k) v.push_back(ErrorKind(k));
+    return v;
+  }();
+  for (const ErrorKind& k : kinds)
+    if (s == to_string(k)) return &k;
+  return nullptr;
+}
+
+std::string known_error_kinds() {
+  std::string s;
+  for (int k = 0; k <= int(ErrorKind::snapshot_empty); ++k) s += (k ? ", " : "") + std::string(to_string(ErrorKind(k)));
+  return s;
+}
+
+ModelSpec sub_spec(const ModelSpec& spec, const std::vector<int>& layers) {
+  ModelSpec s;
+  s.name = spec.name;
+  for (int l : layers) s.layers.push_back(spec.layers.at(size_t(l)));
+  return s;
+}
+
+// The dump validates the staging blob against the pool's h mode; traces keep the stage out of
+// the dump part (it is per sequence, not per layer, and optional), so f16-pool reads as f16.
+PoolConfig dump_pool(const PoolConfig& p) {
+  PoolConfig q = p;
+  if (q.h_mode == HMode::f16_pool) q.h_mode = HMode::f16;
+  return q;
+}
+
+// The text of a DumpError without its "FILE: OBJECT: " prefix.
+std::string bare(const DumpError& e) {
+  const std::string prefix = e.file() + ": " + e.object() + ": ";
+  const std::string w = e.what();
+  return w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w;
+}
+
+// "/seq0/layer1/h" of a one-sequence dump -> "<seq_obj>/layer<layers[1]>/h".
+std::string map_object(const std::string& obj, const std::string& seq_obj, const std::vector<int>& layers) {
+  if (obj.rfind("/seq0", 0) != 0) return seq_obj;
+  std::string rest = obj.substr(5);
+  if (rest.rfind("/layer", 0) == 0) {
+    size_t i = 6;
+    while (i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i]))) ++i;
+    if (i > 6) {
+      const size_t j = std::stoul(rest.substr(6, i - 6));
+      if (j < layers.size()) rest = "/layer" + std::to_string(layers[j]) + rest.substr(i);
+    }
+  }
+  return seq_obj + rest;
+}
+
+std::string temp_file(const std::string& dir, const char* tag) {
+  static std::atomic<int> counter{0};
+  return fmt::format("{}/{}-{}-{}.h5", dir, tag, ::getpid(), counter++);
+}
+
+std::vector<std::string> children(hid_t g) {
+  H5G_info_t info;
+  h5::check(H5Gget_info(g, &info), "H5Gget_info");
+  if (info.nlinks > 100000) throw h5::Error("group has too many members");
+  std::vector<std::string> names;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t n = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    if (n < 0 || n > 4096) throw h5::Error("unreadable member name: " + h5::error_stack());
+    std::string s(size_t(n) + 1, '\0');
+    h5::check(H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, s.data(), s.size(), H5P_DEFAULT),
+              "member name");
+    s.resize(size_t(n));
+    names.push_back(s);
+  }
+  return names;
+}
+
+// "layer12" -> 12; -1 when `name` is not prefix + a plain decimal number.
+long numbered(const std::string& name, const std::string& prefix) {
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 9) return -1;
+  for (size_t i = prefix.size(); i < name.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  if (name.size() > prefix.size() + 1 && name[prefix.size()] == '0') return -1;  // no leading zeros
+  return std::stol(name.substr(prefix.size()));
+}
+
+int64_t first_non_finite(const std::vector<float>& v) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) return int64_t(i);
+  return -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation.
+
+void check_rows(const std::string& file, const std::string& obj, const std::vector<float>& v, size_t rows,
+                size_t width, bool finite) {
+  if (v.size() != rows * width)
+    throw TraceError(file, obj, fmt::format("{} values, expected {} = {} rows x {}", v.size(), rows * width, rows, width));
+  if (finite) {
+    const int64_t i = first_non_finite(v);
+    if (i >= 0)
+      throw TraceError(file, obj, fmt::format("non-finite value {} at ({}, {})", v[size_t(i)], size_t(i) / width,
+                                              size_t(i) % width));
+  }
+}
+
+void check_inputs(const TraceHeader& h, const StepInputs& in, int rows, const std::string& file,
+                  const std::string& obj) {
+  if (in.rows != rows) throw TraceError(file, obj, fmt::format("{} rows, the op takes {}", in.rows, rows));
+  if (in.layers.size() != h.model.spec.layers.size())
+    throw TraceError(file, obj, fmt::format("{} layers, the model has {}", in.layers.size(), h.model.spec.layers.size()));
+  for (size_t l = 0; l < in.layers.size(); ++l) {
+    const LayerSpec& s = h.model.spec.layers[l];
+    const LayerRows& r = in.layers[l];
+    const std::string lp = obj + "/" + layer_name(l);
+    check_rows(file, lp + "/x", r.x, size_t(rows), size_t(s.conv_dim()), true);
+    check_rows(file, lp + "/a", r.a, size_t(rows), size_t(s.nv), true);
+    check_rows(file, lp + "/b", r.b, size_t(rows), size_t(s.nv), true);
+    check_rows(file, lp + "/z", r.z, size_t(rows), size_t(s.out_dim()), true);
+  }
+}
+
+void check_state(const TraceHeader& h, const TraceState& ts, const std::string& file, const std::string& obj) {
+  const size_t L = h.model.spec.layers.size();
+  if (ts.layers.empty()) throw TraceError(file, obj, "no layer recorded");
+  for (size_t j = 0; j < ts.layers.size(); ++j) {
+    if (ts.layers[j] < 0 || size_t(ts.layers[j]) >= L)
+      throw TraceError(file, obj, fmt::format("layer {} outside the model's 0..{}", ts.layers[j], L - 1));
+    if (j && ts.layers[j] <= ts.layers[j - 1]) throw TraceError(file, obj, "recorded layers must be ascending and distinct");
+  }
+  if (ts.state.layers.size() != ts.layers.size())
+    throw TraceError(file, obj, fmt::format("{} layer states for {} recorded layers", ts.state.layers.size(),
+                                            ts.layers.size()));
+  Dump d;
+  d.spec = sub_spec(h.model.spec, ts.layers);
+  d.pool = dump_pool(h.pool);
+  d.sequences.push_back({ts.seq, ts.state});
+  d.sequences[0].state.h_prefill_stage.reset();
+  try {
+    validate_dump(d, file, /*check_finite=*/false);
+  } catch (const DumpError& e) {
+    throw TraceError(file, map_object(e.object(), obj, ts.layers), bare(e));
+  }
+  if (ts.state.h_prefill_stage) {
+    if (h.pool.h_mode != HMode::f16_pool)
+      throw TraceError(file, obj + "/h_prefill_stage", "present but h mode is not f16-pool");
+    const Tensor& st = *ts.state.h_prefill_stage;
+    if (st.dtype() != DType::f32 || st.shape() != std::vector<int64_t>{stage_elems(h.model.spec)})
+      throw TraceError(file, obj + "/h_prefill_stage",
+                       fmt::format("is {}, expected [{}] f32", st.shape_string(), stage_elems(h.model.spec)));
+  }
+}
+
+}  // namespace
+
+void validate_trace_header(const TraceHeader& h, const std::string& file) {
+  try {
+    h.model.validate();
+  } catch (const std::exception& e) {
+    throw TraceError(file, "/model", e.what());
+  }
+  try {
+    h.pool.validate();
+  } catch (const std::exception& e) {
+    throw TraceError(file, "/pool", e.what());
+  }
+  if (h.expect && h.expect->op < 0) throw TraceError(file, "/@expect_op", "negative");
+}
+
+void validate_trace_op(const TraceHeader& h, const TraceOp& t, int index, const std::string& file) {
+  const std::string op = op_path(index);
+  const Op& o = t.op;
+  if (o.seqs.empty()) throw TraceError(file, op + "@op", "empty selector");
+  try {
+    if (!(parse_op(to_string(o)) == o)) throw std::invalid_argument("does not print back to itself");
+  } catch (const std::exception& e) {
+    throw TraceError(file, op + "@op", e.what());
+  }
+  const int rows = o.rows();
+  const bool takes_inputs = o.kind == OpKind::prefill || o.is_batch();
+  if (!takes_inputs && !t.inputs.empty()) throw TraceError(file, op + "/inputs", "present for an op without inputs");
+  if (takes_inputs) {
+    if (t.inputs.size() != o.seqs.size())
+      throw TraceError(file, op + "/inputs", fmt::format("{} entries for a selector of {}", t.inputs.size(), o.seqs.size()));
+    for (size_t i = 0; i < t.inputs.size(); ++i) {
+      const std::string ep = op + "/inputs/" + entry_name(i);
+      const StepInputs& in = t.inputs[i];
+      if (in.layers.empty()) {
+        if (rows > 0 && o.seqs[i] != kPadRow && !t.refused)
+          throw TraceError(file, ep, "missing (only padding entries and refused ops may omit inputs)");
+        continue;
+      }
+      check_inputs(h, in, rows, file, ep);
+    }
+  }
+  if (!t.outputs.empty()) {
+    if (!takes_inputs) throw TraceError(file, op + "/outputs", "present for an op without outputs");
+    if (t.refused) throw TraceError(file, op + "/outputs", "present for a refused op");
+    if (t.outputs.size() != o.seqs.size())
+      throw TraceError(file, op + "/outputs", fmt::format("{} entries for a selector of {}", t.outputs.size(), o.seqs.size()));
+    for (size_t i = 0; i < t.outputs.size(); ++i) {
+      if (!t.outputs[i]) continue;
+      const StepOutputs& out = *t.outputs[i];
+      const std::string ep = op + "/outputs/" + entry_name(i);
+      if (out.rows != rows) throw TraceError(file, ep, fmt::format("{} rows, the op makes {}", out.rows, rows));
+      if (out.layers.size() != h.model.spec.layers.size())
+        throw TraceError(file, ep, fmt::format("{} layers, the model has {}", out.layers.size(), h.model.spec.layers.size()));
+      for (size_t l = 0; l < out.layers.size(); ++l)
+        check_rows(file, ep + "/" + layer_name(l), out.layers[l], size_t(rows),
+                   size_t(h.model.spec.layers[l].out_dim()), false);
+    }
+  }
+  std::set<int> seen;
+  for (const TraceState& s : t.states) {
+    const std::string sp = op + "/state/seq" + std::to_string(s.seq);
+    if (s.seq < 0) throw TraceError(file, sp, "negative sequence");
+    if (!seen.insert(s.seq).second) throw TraceError(file, sp, "sequence recorded twice");
+    check_state(h, s, file, sp);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer.
+
+namespace {
+
+void write_header(hid_t f, const TraceHeader& h, int ops) {
+  h5::write_attr_str(f, "format", kTraceFormat);
+  h5::write_attr_i64(f, "version", kTraceVersion);
+  h5::write_attr_str(f, "producer", h.producer);
+  h5::write_attr_str(f, "tool_version", h.tool_version.empty() ? tool_version() : h.tool_version);
+  h5::write_attr_str(f, "backend", h.backend);
+  h5::write_attr_u64(f, "seed", h.seed);
+  h5::write_attr_str(f, "case", h.case_name);
+  h5::write_attr_str(f, "description", h.description);
+  h5::write_attr_str(f, "h_mode", to_string(h.pool.h_mode));
+  if (ops >= 0) h5::write_attr_i64(f, "ops", ops);
+  if (h.expect) {
+    h5::write_attr_i64(f, "expect_op", h.expect->op);
+    h5::write_attr_i64(f, "expect_seq", h.expect->seq);
+    h5::write_attr_i64(f, "expect_layer", h.expect->layer);
+    h5::write_attr_str(f, "expect_tensor", h.expect->tensor);
+  }
+  {
+    h5::Handle pg = h5::create_group(f, "pool");
+    h5::write_attr_i64(pg, "max_slots", h.pool.max_slots);
+    std::vector<int64_t> caps;
+    for (int s = 0; s < h.pool.max_slots; ++s) caps.push_back(h.pool.capacity(s));
+    h5::write_attr_i64s(pg, "h_capacity", caps);
+    h5::write_attr_i64(pg, "conv_capacity", h.pool.conv_capacity);
+    h5::write_attr_i64(pg, "snapshot_slots", h.pool.snapshot_slots);
+  }
+  h5::Handle mg = h5::create_group(f, "model");
+  h5::write_attr_str(mg, "name", h.model.spec.name);
+  h5::write_attr_i64(mg, "layers", int64_t(h.model.spec.layers.size()));
+  for (size_t l = 0; l < h.model.spec.layers.size(); ++l) {
+    const LayerSpec& s = h.model.spec.layers[l];
+    const LayerWeights& w = h.model.weights[l];
+    h5::Handle lg = h5::create_group(mg, layer_name(l));
+    h5::write_attr_str(lg, "kind", to_string(s.kind));
+    h5::write_attr_i64(lg, "nk", s.nk);
+    h5::write_attr_i64(lg, "nv", s.nv);
+    h5::write_attr_i64(lg, "kd", s.kd);
+    h5::write_attr_i64(lg, "vd", s.vd);
+    h5::write_attr_i64(lg, "d_conv", s.d_conv);
+    h5::write_attr_i64(lg, "conv_bias", s.conv_bias ? 1 : 0);
+    h5::write_attr_str(lg, "output_gate", to_string(s.output_gate));
+    h5::write_attr_f32(lg, "eps", s.eps);
+    h5::write_attr_str(lg, "name", s.name());
+    h5::write_dataset(lg, "conv_w", DType::f32, {s.conv_dim(), s.d_conv}, w.conv_w.data());
+    if (s.conv_bias) h5::write_dataset(lg, "conv_bias", DType::f32, {s.conv_dim()}, w.conv_bias.data());
+    h5::write_dataset(lg, "A_log", DType::f32, {s.nv}, w.A_log.data());
+    h5::write_dataset(lg, "dt_bias", DType::f32, {s.nv}, w.dt_bias.data());
+    h5::write_dataset(lg, "norm_w", DType::f32, {s.vd}, w.norm_w.data());
+  }
+}
+
+// Adapter: one sequence state in the dump layout under `parent`/seqN, written by write_dump into
+// a temporary one-sequence file and copied over (layers renamed to their model indexes).
+void write_state(hid_t parent, const TraceState& ts, const TraceHeader& h, const std::string& tmpdir,
+                 const std::string& file, const std::string& obj) {
+  Dump d;
+  d.provenance.backend = h.backend;
+  d.spec = sub_spec(h.model.spec, ts.layers);
+  d.pool = dump_pool(h.pool);
+  d.sequences.push_back({ts.seq, ts.state});
+  d.sequences[0].state.h_prefill_stage.reset();
+  const std::string tmp = temp_file(tmpdir, "state");
+  try {
+    write_dump(tmp, d);
+  } catch (const DumpError& e) {
+    std::remove(tmp.c_str());
+    throw TraceError(file, map_object(e.object(), obj, ts.layers), bare(e));
+  }
+  try {
+    h5::Handle src = h5::open_file(tmp);
+    const std::string name = "seq" + std::to_string(ts.seq);
+    h5::check(H5Ocopy(src, "seq0", parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT), "copy state " + name);
+    h5::Handle g = h5::open_group(parent, name);
+    for (size_t j = ts.layers.size(); j-- > 0;)
+      if (size_t(ts.layers[j]) != j)
+        h5::check(H5Lmove(g, layer_name(j).c_str(), g, layer_name(size_t(ts.layers[j])).c_str(), H5P_DEFAULT,
+                          H5P_DEFAULT),
+                  "rename layer group");
+    if (ts.state.h_prefill_stage) {
+      const Tensor& st = *ts.state.h_prefill_stage;
+      h5::Handle ds = h5::write_dataset(g, "h_prefill_stage", DType::f32, st.shape(), st.raw());
+      h5::write_attr_str(ds, "dtype", "f32");
+      h5::write_attr_str(ds, "layout", kLayoutStage);
+    }
+    src.close("close " + tmp);
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  std::remove(tmp.c_str());
+}
+
+void write_f32(hid_t loc, const std::string& name, const std::vector<float>& v, int64_t rows, int64_t width) {
+  h5::write_dataset(loc, name, DType::f32, {rows, width}, v.data());
+}
+
+void write_op(hid_t ops_group, int index, const TraceOp& t, const TraceHeader& h, const std::string& tmpdir,
+              const std::string& file) {
+  const std::string name = fmt::format("{:06d}", index);
+  h5::Handle og = h5::create_group(ops_group, name);
+  h5::write_attr_str(og, "op", to_string(t.op));
+  if (t.refused) h5::write_attr_str(og, "refused", to_string(*t.refused));
+  const ModelSpec& spec = h.model.spec;
+  if (!t.inputs.empty()) {
+    h5::Handle ig = h5::create_group(og, "inputs");
+    for (size_t i = 0; i < t.inputs.size(); ++i) {
+      const StepInputs& in = t.inputs[i];
+      if (in.layers.empty()) continue;
+      h5::Handle eg = h5::create_group(ig, entry_name(i));
+      for (size_t l = 0; l < in.layers.size(); ++l) {
+        const LayerSpec& s = spec.layers[l];
+        h5::Handle lg = h5::create_group(eg, layer_name(l));
+        write_f32(lg, "x", in.layers[l].x, in.rows, s.conv_dim());
+        write_f32(lg, "a", in.layers[l].a, in.rows, s.nv);
+        write_f32(lg, "b", in.layers[l].b, in.rows, s.nv);
+        write_f32(lg, "z", in.layers[l].z, in.rows, s.out_dim());
+      }
+    }
+  }
+  if (!t.outputs.empty()) {
+    h5::Handle outg = h5::create_group(og, "outputs");
+    for (size_t i = 0; i < t.outputs.size(); ++i) {
+      if (!t.outputs[i]) continue;
+      h5::Handle eg = h5::create_group(outg, entry_name(i));
+      for (size_t l = 0; l < t.outputs[i]->layers.size(); ++l)
+        write_f32(eg, layer_name(l), t.outputs[i]->layers[l], t.outputs[i]->rows, spec.layers[l].out_dim());
+    }
+  }
+  if (!t.states.empty()) {
+    h5::Handle sg = h5::create_group(og, "state");
+    for (const TraceState& s : t.states)
+      write_state(sg, s, h, tmpdir, file, op_path(index) + "/state/seq" + std::to_string(s.seq));
+  }
+}
+
+// Runs f, turning HDF5 errors into TraceError(file, obj, ...).
+template <class F>
+auto guarded(const std::string& file, const std::string& obj, F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const h5::Error& e) {
+    throw TraceError(file, obj, e.what());
+  }
+}
+
+void write_atomically(const std::string& path, const std::string& obj, const std::function<void(hid_t)>& body) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  try {
+    h5::Handle f = h5::create_file(tmp);
+    body(f);
+    f.close("close " + tmp);
+  } catch (const h5::Error& e) {
+    std::remove(tmp.c_str());
+    throw TraceError(path, obj, std::string("writing failed: ") + e.what());
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw TraceError(path, "/", "rename from " + tmp + " failed: " + ec.message());
+  }
+}
+
+std::string op_file(const std::string& dir, int index) { return fmt::format("{}/op-{:06d}.h5", dir, index); }
+
+}  // namespace
+
+TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header)
+    : path_(path), dir_(trace_partial_dir(path)), header_(header) {
+  h5::silence_errors();
+  validate_trace_header(header_, path_);
+  if (header_.tool_version.empty()) header_.tool_version = tool_version();
+  std::error_code ec;
+  fs::remove_all(dir_, ec);  // a stale capture of the same path
+  fs::create_directories(dir_, ec);
+  if (ec) throw TraceError(path_, "/", "cannot create " + dir_ + ": " + ec.message());
+  write_atomically(dir_ + "/header.h5", "/", [&](hid_t f) { write_header(f, header_, -1); });
+}
+
+TraceWriter::~TraceWriter() = default;  // without close(): the partial directory stays (recoverable)
+
+void TraceWriter::append(const TraceOp& op) {
+  if (closed_) throw TraceError(path_, "/", "append after close");
+  validate_trace_op(header_, op, count_, path_);
+  write_atomically(op_file(dir_, count_), op_path(count_), [&](hid_t f) {
+    h5::Handle ops = h5::create_group(f, "ops");
+    write_op(ops, count_, op, header_, dir_, path_);
+  });
+  ++count_;
+}
+
+void TraceWriter::close() {
+  if (closed_) return;
+  write_atomically(path_, "/", [&](hid_t f) {
+    write_header(f, header_, count_);
+    h5::Handle ops = h5::create_group(f, "ops");
+    for (int i = 0; i < count_; ++i) {
+      h5::Handle src = h5::open_file(op_file(dir_, i));
+      const std::string name = trace_op_name(i);
+      h5::check(H5Ocopy(src, name.c_str(), ops, name.substr(4).c_str(), H5P_DEFAULT, H5P_DEFAULT), "copy " + name);
+    }
+  });
+  closed_ = true;
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+void write_trace(const std::string& path, const TraceHeader& header, const std::vector<TraceOp>& ops) {
+  TraceWriter w(path, header);
+  for (const TraceOp& op : ops) w.append(op);
+  w.close();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader.
+
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  // A finished trace file.
+  Trace read_file() {
+    h5::Handle f = open(file_);
+    Trace t;
+    t.source = file_;
+    t.header = read_header(f);
+    const int64_t n = int_attr(f, "/", "ops", 0, INT32_MAX);
+    h5::Handle ops = group(f, "/", "ops", /*required=*/n > 0);
+    if (ops.id() >= 0) {
+      const auto names = guard("/ops", [&] { return children(ops); });
+      if (int64_t(names.size()) != n)
+        throw TraceError(file_, "/ops", fmt::format("{} members, the root attribute ops says {}", names.size(), n));
+    }
+    for (int64_t i = 0; i < n; ++i) t.ops.push_back(read_op(f, int(i), t.header));
+    return t;
+  }
+
+  // An unfinished capture: header.h5 and op-NNNNNN.h5 up to the first missing one.
+  Trace read_partial(const std::string& dir) {
+    Trace t;
+    t.source = dir;
+    t.finished = false;
+    const std::string hf = dir + "/header.h5";
+    if (!fs::exists(hf)) throw TraceError(dir, "/", "unfinished capture without header.h5 (it crashed before any op)");
+    {
+      Reader hr(hf);
+      h5::Handle f = hr.open(hf);
+      t.header = hr.read_header(f);
+    }
+    for (int i = 0;; ++i) {
+      const std::string of = op_file(dir, i);
+      if (!fs::exists(of)) break;
+      Reader orr(of);
+      h5::Handle f = orr.open(of);
+      t.ops.push_back(orr.read_op(f, i, t.header));
+    }
+    t.note = t.ops.empty()
+                 ? "capture did not finish: 0 ops recovered (it ended before the first op was flushed)"
+                 : fmt::format("capture did not finish: {} ops recovered, the trace ends after op {} '{}'", t.ops.size(),
+                               t.ops.size() - 1, to_string(t.ops.back().op));
+    return t;
+  }
+
+  h5::Handle open(const std::string& path) {
+    std::error_code ec;
+    const auto st = fs::status(path, ec);
+    if (ec || !fs::exists(st)) throw TraceError(path, "/", "no such file");
+    if (!fs::is_regular_file(st)) throw TraceError(path, "/", "not a regular file");
+    const auto size = fs::file_size(path, ec);
+    if (!ec && size == 0) throw TraceError(path, "/", "empty file (0 bytes), not an HDF5 trace");
+    h5::silence_errors();
+    if (H5Fis_hdf5(path.c_str()) <= 0) {
+      h5::error_stack();
+      throw TraceError(path, "/", "not an HDF5 file (no HDF5 signature)");
+    }
+    return guard("/", [&] { return h5::open_file(path); });
+  }
+
+ private:
+  template <class F>
+  auto guard(const std::string& obj, F f) -> decltype(f()) {
+    return guarded(file_, obj, f);
+  }
+  static std::string at(const std::string& path, const std::string& name) { return path + "@" + name; }
+  std::string str_attr(hid_t loc, const std::string& path, const std::string& name) {
+    return guard(at(path, name), [&] { return h5::read_attr_string(loc, name); });
+  }
+  bool has_attr(hid_t loc, const std::string& path, const std::string& name) {
+    return guard(at(path, name), [&] { return h5::attr_exists(loc, name); });
+  }
+  std::string opt_str_attr(hid_t loc, const std::string& path, const std::string& name) {
+    return has_attr(loc, path, name) ? str_attr(loc, path, name) : "";
+  }
+  int64_t int_attr(hid_t loc, const std::string& path, const std::string& name, int64_t lo, int64_t hi) {
+    const int64_t v = guard(at(path, name), [&] { return h5::read_attr_int(loc, name); });
+    if (v < lo || v > hi) throw TraceError(file_, at(path, name), fmt::format("value {} outside [{}, {}]", v, lo, hi));
+    return v;
+  }
+  static std::string join(const std::string& path, const std::string& name) {
+    return (path == "/" ? "/" : path + "/") + name;
+  }
+  bool exists(hid_t loc, const std::string& path, const std::string& name) {
+    return guard(join(path, name), [&] { return h5::link_exists(loc, name); });
+  }
+  h5::Handle group(hid_t loc, const std::string& path, const std::string& name, bool required = true) {
+    const std::string full = join(path, name);
+    if (!exists(loc, path, name)) {
+      if (!required) return h5::Handle();
+      throw TraceError(file_, full, "missing group");
+    }
+    if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_GROUP)
+      throw TraceError(file_, full, "is not a group");
+    return guard(full, [&] { return h5::open_group(loc, name); });
+  }
+  // Members of a group that are not in `allowed` (names or prefixes ending in '*') are errors:
+  // a misspelt name must not be silently ignored.
+  void only(hid_t g, const std::string& path, const std::vector<std::string>& allowed) {
+    for (const std::string& n : guard(path, [&] { return children(g); })) {
+      bool ok = false;
+      for (const std::string& a : allowed)
+        ok = ok || (a.back() == '*' ? n.rfind(a.substr(0, a.size() - 1), 0) == 0 : n == a);
+      if (!ok) throw TraceError(file_, join(path, n), "unexpected member");
+    }
+  }
+
+  // An f32 dataset of exactly `shape`.
+  std::vector<float> floats(hid_t loc, const std::string& path, const std::string& name,
+                            const std::vector<int64_t>& shape, bool finite) {
+    const std::string full = join(path, name);
+    if (!exists(loc, path, name)) throw TraceError(file_, full, "missing dataset");
+    if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_DATASET)
+      throw TraceError(file_, full, "is not a dataset");
+    h5::Handle d = guard(full, [&] { return h5::open_dataset(loc, name); });
+    const h5::DatasetInfo info = guard(full, [&] { return h5::dataset_info(d); });
+    if (!info.is_f32) throw TraceError(file_, full, "stored as " + info.type_text + ", expected IEEE float32");
+    if (info.dims != shape)
+      throw TraceError(file_, full, "shape " + dims_text(info.dims) + ", expected " + dims_text(shape));
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    std::vector<float> v(size_t(n), 0.0f);
+    if (n > 0) guard(full, [&] {
+        h5::read_dataset(d, DType::f32, v.data());
+        return 0;
+      });
+    if (finite) {
+      const int64_t i = first_non_finite(v);
+      if (i >= 0) {
+        const int64_t w = shape.size() == 2 ? shape[1] : n;
+        throw TraceError(file_, full, fmt::format("non-finite value {} at ({}, {})", v[size_t(i)], i / w, i % w));
+      }
+    }
+    return v;
+  }
+
+ public:
+  TraceHeader read_header(hid_t f) {
+    TraceHeader h;
+    const std::string format = str_attr(f, "/", "format");
+    if (format != kTraceFormat)
+      throw TraceError(file_, "/@format", "is '" + format + "', expected '" + kTraceFormat + "'");
+    const int64_t version = int_attr(f, "/", "version", INT64_MIN, INT64_MAX);
+    if (version != kTraceVersion)
+      throw TraceError(file_, "/@version",
+                       fmt::format("unsupported version {} (this tool reads version {})", version, kTraceVersion));
+    h.producer = str_attr(f, "/", "producer");
+    h.tool_version = opt_str_attr(f, "/", "tool_version");
+    h.backend = opt_str_attr(f, "/", "backend");
+    if (has_attr(f, "/", "seed")) h.seed = guard("/@seed", [&] { return h5::read_attr_u64(f, "seed"); });
+    h.case_name = opt_str_attr(f, "/", "case");
+    h.description = opt_str_attr(f, "/", "description");
+    const std::string mode = str_attr(f, "/", "h_mode");
+    try {
+      h.pool.h_mode = parse_h_mode(mode);
+    } catch (const std::exception& e) {
+      throw TraceError(file_, "/@h_mode", e.what());
+    }
+    if (has_attr(f, "/", "expect_op")) {
+      TraceExpectation x;
+      x.op = int(int_attr(f, "/", "expect_op", 0, INT32_MAX));
+      if (has_attr(f, "/", "expect_seq")) x.seq = int(int_attr(f, "/", "expect_seq", -1, INT32_MAX));
+      if (has_attr(f, "/", "expect_layer")) x.layer = int(int_attr(f, "/", "expect_layer", -1, kMaxLayers));
+      x.tensor = opt_str_attr(f, "/", "expect_tensor");
+      h.expect = x;
+    }
+    read_pool(f, h.pool);
+    read_model(f, h.model);
+    validate_trace_header(h, file_);
+    return h;
+  }
+
+  void read_pool(hid_t f, PoolConfig& pool) {
+    h5::Handle g = group(f, "/", "pool");
+    pool.max_slots = int(int_attr(g, "/pool", "max_slots", 1, kMaxSlots));
+    pool.conv_capacity = int(int_attr(g, "/pool", "conv_capacity", 0, kMaxK));
+    pool.snapshot_slots = int(int_attr(g, "/pool", "snapshot_slots", 0, kMaxSlots));
+    const auto caps = guard("/pool@h_capacity", [&] { return h5::read_attr_ints(g, "h_capacity"); });
+    if (caps.size() != size_t(pool.max_slots))
+      throw TraceError(file_, "/pool@h_capacity", fmt::format("{} entries for {} slots", caps.size(), pool.max_slots));
+    pool.h_capacity.clear();
+    for (int64_t c : caps) {
+      if (c < 0 || c > kMaxK) throw TraceError(file_, "/pool@h_capacity", fmt::format("bad capacity {}", c));
+      pool.h_capacity.push_back(int(c));
+    }
+  }
+
+  void read_model(hid_t f, Model& m) {
+    h5::Handle mg = group(f, "/", "model");
+    m.spec.name = opt_str_attr(mg, "/model", "name");
+    const int64_t n = int_attr(mg, "/model", "layers", 1, kMaxLayers);
+    only(mg, "/model", {"layer*"});
+    for (int64_t l = 0; l < n; ++l) {
+      const std::string lp = "/model/" + layer_name(size_t(l));
+      h5::Handle lg = group(mg, "/model", layer_name(size_t(l)));
+      LayerSpec s;
+      const std::string kind = str_attr(lg, lp, "kind");
+      if (kind != "gdn") throw TraceError(file_, lp + "@kind", "is '" + kind + "': only gdn layers are supported");
+      s.nk = int(int_attr(lg, lp, "nk", 1, kMaxDim));
+      s.nv = int(int_attr(lg, lp, "nv", 1, kMaxDim));
+      s.kd = int(int_attr(lg, lp, "kd", 1, kMaxDim));
+      s.vd = int(int_attr(lg, lp, "vd", 1, kMaxDim));
+      s.d_conv = int(int_attr(lg, lp, "d_conv", 1, kMaxDim));
+      s.conv_bias = int_attr(lg, lp, "conv_bias", 0, 1) != 0;
+      const std::string gate = opt_str_attr(lg, lp, "output_gate");
+      if (gate.empty() || gate == "silu") s.output_gate = OutputGate::silu;
+      else if (gate == "sigmoid") s.output_gate = OutputGate::sigmoid;
+      else throw TraceError(file_, lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
+      const double eps = guard(lp + "@eps", [&] { return h5::read_attr_float(lg, "eps"); });
+      if (!(eps > 0) || !std::isfinite(eps)) throw TraceError(file_, lp + "@eps", "must be finite and > 0");
+      s.eps = float(eps);
+      try {
+        s.validate();
+      } catch (const std::exception& e) {
+        throw TraceError(file_, lp, e.what());
+      }
+      if (s.h_elems() > kMaxElems || s.conv_elems() > kMaxElems) throw TraceError(file_, lp, "layer too large");
+      only(lg, lp, {"conv_w", "conv_bias", "A_log", "dt_bias", "norm_w"});
+      LayerWeights w;
+      w.conv_w = floats(lg, lp, "conv_w", {s.conv_dim(), s.d_conv}, true);
+      if (s.conv_bias) w.conv_bias = floats(lg, lp, "conv_bias", {s.conv_dim()}, true);
+      else if (exists(lg, lp, "conv_bias")) throw TraceError(file_, lp + "/conv_bias", "present but conv_bias is 0");
+      w.A_log = floats(lg, lp, "A_log", {s.nv}, true);
+      w.dt_bias = floats(lg, lp, "dt_bias", {s.nv}, true);
+      w.norm_w = floats(lg, lp, "norm_w", {s.vd}, true);
+      m.spec.layers.push_back(s);
+      m.weights.push_back(std::move(w));
+    }
+  }
+
+  TraceOp read_op(hid_t f, int index, const TraceHeader& h) {
+    const std::string op = op_path(index);
+    h5::Handle og = group(f, "/", trace_op_name(index));
+    TraceOp t;
+    const std::string text = str_attr(og, op, "op");
+    try {
+      t.op = parse_op(text);
+    } catch (const std::exception& e) {
+      throw TraceError(file_, op + "@op", e.what());
+    }
+    if (has_attr(og, op, "refused")) {
+      const std::string k = str_attr(og, op, "refused");
+      const ErrorKind* kind = parse_error_kind(k);
+      if (!kind) throw TraceError(file_, op + "@refused", "unknown error kind '" + k + "' (known: " + known_error_kinds() + ")");
+      t.refused = *kind;
+    }
+    only(og, op, {"inputs", "outputs", "state"});
+    const ModelSpec& spec = h.model.spec;
+    const int rows = t.op.rows();
+    const bool takes_inputs = t.op.kind == OpKind::prefill || t.op.is_batch();
+    const size_t entries = t.op.seqs.size();
+    const int64_t L = int64_t(spec.layers.size());
+    for (const LayerSpec& s : spec.layers)
+      if (int64_t(rows) * s.conv_dim() > kMaxElems) throw TraceError(file_, op + "@op", "too many rows");
+    h5::Handle ig = group(og, op, "inputs", false);
+    if (ig.id() >= 0 && !takes_inputs) throw TraceError(file_, op + "/inputs", "present for an op without inputs");
+    if (takes_inputs) {
+      const std::string ip = op + "/inputs";
+      if (ig.id() >= 0) only(ig, ip, {"entry*"});
+      for (size_t i = 0; i < entries; ++i) {
+        StepInputs in;
+        if (ig.id() >= 0 && exists(ig, ip, entry_name(i)) && rows > 0) {
+          const std::string ep = ip + "/" + entry_name(i);
+          h5::Handle eg = group(ig, ip, entry_name(i));
+          in.rows = rows;
+          for (int64_t l = 0; l < L; ++l) {
+            const LayerSpec& s = spec.layers[size_t(l)];
+            const std::string lp = ep + "/" + layer_name(size_t(l));
+            h5::Handle lg = group(eg, ep, layer_name(size_t(l)));
+            only(lg, lp, {"x", "a", "b", "z"});
+            LayerRows r;
+            r.x = floats(lg, lp, "x", {rows, s.conv_dim()}, true);
+            r.a = floats(lg, lp, "a", {rows, s.nv}, true);
+            r.b = floats(lg, lp, "b", {rows, s.nv}, true);
+            r.z = floats(lg, lp, "z", {rows, s.out_dim()}, true);
+            in.layers.push_back(std::move(r));
+          }
+          only(eg, ep, {"layer*"});
+          if (guard(ep, [&] { return children(eg); }).size() != size_t(L))
+            throw TraceError(file_, ep, fmt::format("layers beyond the model's {}", L));
+        }
+        t.inputs.push_back(std::move(in));
+      }
+      if (ig.id() >= 0 && guard(ip, [&] { return children(ig); }).size() > entries)
+        throw TraceError(file_, ip, fmt::format("entries beyond the selector's {}", entries));
+    }
+    h5::Handle outg = group(og, op, "outputs", false);
+    if (outg.id() >= 0) {
+      const std::string opp = op + "/outputs";
+      if (!takes_inputs) throw TraceError(file_, opp, "present for an op without outputs");
+      only(outg, opp, {"entry*"});
+      if (guard(opp, [&] { return children(outg); }).size() > entries)
+        throw TraceError(file_, opp, fmt::format("entries beyond the selector's {}", entries));
+      for (size_t i = 0; i < entries; ++i) {
+        if (!exists(outg, opp, entry_name(i))) {
+          t.outputs.push_back(std::nullopt);
+          continue;
+        }
+        const std::string ep = opp + "/" + entry_name(i);
+        h5::Handle eg = group(outg, opp, entry_name(i));
+        only(eg, ep, {"layer*"});
+        StepOutputs out;
+        out.rows = rows;
+        for (int64_t l = 0; l < L; ++l)
+          out.layers.push_back(floats(eg, ep, layer_name(size_t(l)), {rows, spec.layers[size_t(l)].out_dim()}, false));
+        if (guard(ep, [&] { return children(eg); }).size() != size_t(L))
+          throw TraceError(file_, ep, fmt::format("layers beyond the model's {}", L));
+        t.outputs.push_back(std::move(out));
+      }
+    }
+    h5::Handle sg = group(og, op, "state", false);
+    if (sg.id() >= 0) {
+      const std::string sp = op + "/state";
+      std::vector<std::pair<long, std::string>> seqs;
+      for (const std::string& n : guard(sp, [&] { return children(sg); })) {
+        const long s = numbered(n, "seq");
+        if (s < 0) throw TraceError(file_, sp + "/" + n, "unexpected member (expected seqN, N a logical sequence)");
+        seqs.emplace_back(s, n);
+      }
+      std::sort(seqs.begin(), seqs.end());
+      for (const auto& s : seqs) t.states.push_back(read_state(sg, sp, s.second, int(s.first), h));
+    }
+    validate_trace_op(h, t, index, file_);
+    return t;
+  }
+
+  // Adapter: copies the trace's seqN group into a one-sequence dump (layers renumbered, the stage
+  // taken out) and lets read_dump validate it.
+  TraceState read_state(hid_t parent, const std::string& path, const std::string& name, int seq,
+                        const TraceHeader& h) {
+    const std::string obj = path + "/" + name;
+    h5::Handle g = group(parent, path, name);
+    TraceState ts;
+    ts.seq = seq;
+    bool stage = false;
+    for (const std::string& n : guard(obj, [&] { return children(g); })) {
+      const long l = numbered(n, "layer");
+      if (n == "h_prefill_stage") {
+        stage = true;
+      } else if (l >= 0 && l < long(h.model.spec.layers.size())) {
+        ts.layers.push_back(int(l));
+      } else {
+        throw TraceError(file_, obj + "/" + n,
+                         l >= 0 ? fmt::format("layer {} beyond the model's {} layers", l, h.model.spec.layers.size())
+                                : "unexpected member (expected layerN or h_prefill_stage)");
+      }
+    }
+    if (ts.layers.empty()) throw TraceError(file_, obj, "no layer recorded");
+    std::sort(ts.layers.begin(), ts.layers.end());
+    if (stage) {
+      if (h.pool.h_mode != HMode::f16_pool)
+        throw TraceError(file_, obj + "/h_prefill_stage", "present but h mode is not f16-pool");
+      const std::string sp = obj + "/h_prefill_stage";
+      h5::Handle d = guard(sp, [&] { return h5::open_dataset(g, "h_prefill_stage"); });
+      const std::string dt = str_attr(d, sp, "dtype");
+      if (dt != "f32") throw TraceError(file_, sp + "@dtype", "is '" + dt + "', expected f32");
+      std::vector<float> v = floats(g, obj, "h_prefill_stage", {stage_elems(h.model.spec)}, false);
+      Tensor t = Tensor::zeros(DType::f32, {stage_elems(h.model.spec)});
+      std::copy(v.begin(), v.end(), t.f32());
+      ts.state.h_prefill_stage = std::move(t);
+    }
+    std::error_code ec;
+    const std::string tmp = temp_file(fs::temp_directory_path(ec).string(), "ssmcheck-trace-state");
+    struct Remove {
+      std::string p;
+      ~Remove() { std::remove(p.c_str()); }
+    } remove_tmp{tmp};
+    Dump skeleton;
+    skeleton.spec = sub_spec(h.model.spec, ts.layers);
+    skeleton.pool = dump_pool(h.pool);
+    try {
+      write_dump(tmp, skeleton);
+    } catch (const DumpError& e) {
+      throw TraceError(file_, obj, "cannot stage the state for reading: " + bare(e));
+    }
+    guard(obj, [&] {
+      h5::Handle f(H5Fopen(tmp.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose, "open " + tmp);
+      h5::check(H5Ocopy(parent, name.c_str(), f, "seq0", H5P_DEFAULT, H5P_DEFAULT), "copy " + name);
+      h5::Handle s = h5::open_group(f, "seq0");
+      for (size_t j = 0; j < ts.layers.size(); ++j)
+        if (size_t(ts.layers[j]) != j)
+          h5::check(H5Lmove(s, layer_name(size_t(ts.layers[j])).c_str(), s, layer_name(j).c_str(), H5P_DEFAULT,
+                            H5P_DEFAULT),
+                    "rename layer");
+      if (stage) h5::check(H5Ldelete(s, "h_prefill_stage", H5P_DEFAULT), "drop stage");
+      h5::check(H5Adelete(f, "sequences"), "attribute sequences");
+      h5::write_attr_i64(f, "sequences", 1);
+      s.reset();
+      f.close("close " + tmp);
+      return 0;
+    });
+    Dump d;
+    try {
+      ReadOptions ro;
+      ro.allow_non_finite = true;  // recorded values are evidence: replay reports them
+      d = read_dump(tmp, ro);
+    } catch (const DumpError& e) {
+      throw TraceError(file_, map_object(e.object(), obj, ts.layers), bare(e));
+    }
+    if (d.sequences.size() != 1) throw TraceError(file_, obj, "unreadable state");
+    if (d.sequences[0].seq != seq)
+      throw TraceError(file_, obj + "@seq", fmt::format("is {}, the group name says {}", d.sequences[0].seq, seq));
+    auto stage_tensor = std::move(ts.state.h_prefill_stage);
+    ts.state = std::move(d.sequences[0].state);
+    ts.state.h_prefill_stage = std::move(stage_tensor);
+    return ts;
+  }
+
+ private:
+  std::string file_;
+};
+
+}  // namespace
+
+Trace read_trace(const std::string& path) {
+  try {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) return Reader(path).read_partial(path);
+    if (!fs::exists(path, ec) && fs::is_directory(trace_partial_dir(path), ec))
+      return Reader(trace_partial_dir(path)).read_partial(trace_partial_dir(path));
+    return Reader(path).read_file();
+  } catch (const TraceError&) {
+    throw;
+  } catch (const h5::Error& e) {
+    throw TraceError(path, "/", e.what());
+  } catch (const std::exception& e) {
+    throw TraceError(path, "/", std::string("unexpected: ") + e.what());
+  }
+}
+
+}  // namespace ssm::cmp

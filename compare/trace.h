@@ -1,0 +1,131 @@
+// State traces (HDF5): a model with its weights and pool, a sequence of ops with their
+// per-token inputs, and, after any subset of ops, recorded states (some or all sequences and
+// layers) and outputs. Schema: docs/trace-format.md. Counterparts: compare/trace.cpp (writer,
+// validating reader), capture/ssmcheck_capture.h (the C ABI over TraceWriter), replay/ (replay
+// and the gate), scripts/write_trace_example.py (the same files from h5py).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/model.h"
+#include "core/op.h"
+#include "core/state.h"
+
+namespace ssm::cmp {
+
+constexpr int kTraceVersion = 1;
+constexpr const char* kTraceFormat = "ssmcheck-trace";
+
+// Any problem with a trace: "FILE: OBJECT: what", OBJECT an HDF5 path ("/ops/000003/state/seq0
+// /layer1/h", "/model/layer0@nk"), or "/" for the file itself.
+class TraceError : public std::runtime_error {
+ public:
+  TraceError(const std::string& file, const std::string& object, const std::string& what)
+      : std::runtime_error(file + ": " + object + ": " + what), file_(file), object_(object) {}
+  const std::string& file() const { return file_; }
+  const std::string& object() const { return object_; }
+
+ private:
+  std::string file_, object_;
+};
+
+// Where a deliberately faulty trace must first diverge (root attributes expect_*).
+struct TraceExpectation {
+  int op = -1;
+  int seq = -1;    // -1: any
+  int layer = -1;  // -1: not about one layer
+  std::string tensor;  // as cmp::Where::tensor: "h", "conv_checkpoint", "h_intermediate[1]", "output", ...
+  std::string text() const;  // "op 5, seq 0, layer 1, h"
+};
+
+struct TraceHeader {
+  std::string producer;      // who wrote the file: "ssmcheck record", an engine's name
+  std::string tool_version;  // filled by the writer when empty
+  std::string backend;       // what produced the recorded states: "reference", "cuda", "vllm-0.9"
+  uint64_t seed = 0;         // informational
+  std::string case_name;     // informational: the flags that regenerate the trace
+  std::string description;   // informational
+  Model model;               // spec and weights
+  PoolConfig pool;           // h mode and capacities the ops ran with
+  std::optional<TraceExpectation> expect;
+};
+
+// The recorded state of one logical sequence after an op. `layers` names the model layers
+// recorded (ascending, at least one); state.layers holds them in that order. h_prefill_stage is
+// optional even in f16-pool mode (not compared when absent). state.slot: the producer's slot.
+struct TraceState {
+  int seq = 0;
+  std::vector<int> layers;
+  SequenceState state;
+};
+
+struct TraceOp {
+  Op op;
+  std::optional<ErrorKind> refused;  // the producer's backend refused the op with this kind
+  // One per selector entry (op.seqs) for prefill/decode/verify, rows = op.rows(); empty for
+  // other ops. An entry with rows == 0 has no recorded inputs (allowed for padding entries and
+  // refused ops only): replay feeds zeros.
+  std::vector<StepInputs> inputs;
+  // Empty, or one per selector entry (nullopt: not recorded). Padding entries are never compared.
+  std::vector<std::optional<StepOutputs>> outputs;
+  std::vector<TraceState> states;  // ascending seq, distinct
+};
+
+struct Trace {
+  TraceHeader header;
+  std::vector<TraceOp> ops;
+  std::string source;     // the path that was read (a file or a PATH.partial directory)
+  bool finished = true;   // false: an unfinished capture (PATH.partial/)
+  std::string note;       // for an unfinished capture: where it ends
+};
+
+// Checks one op against the header: selector, inputs (shapes, finite), outputs (shapes),
+// states (layers, shapes, dtypes, counts; non-finite values allowed: they are evidence).
+// Throws TraceError naming `file` and the op's object path.
+void validate_trace_op(const TraceHeader& header, const TraceOp& op, int index, const std::string& file);
+void validate_trace_header(const TraceHeader& header, const std::string& file);
+
+// "ops/000003": the group of op `index` (six digits at least).
+std::string trace_op_name(int index);
+// The directory an unfinished capture of PATH lives in: PATH.partial
+std::string trace_partial_dir(const std::string& path);
+
+// Crash-safe writer. The capture lives in PATH.partial/ as self-contained files: header.h5,
+// then one op-NNNNNN.h5 per op, each written under a temporary name and renamed, so an op is
+// durable once append() returns. close() merges everything into PATH (temporary name, then
+// rename) and removes the directory. A writer destroyed without close() (or a crashed process)
+// leaves PATH.partial/, which read_trace recovers up to the last complete op.
+class TraceWriter {
+ public:
+  TraceWriter(const std::string& path, const TraceHeader& header);  // throws TraceError
+  ~TraceWriter();
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  void append(const TraceOp& op);  // validates, then writes; throws TraceError
+  void close();                    // throws TraceError; the partial directory stays on failure
+  int ops() const { return count_; }
+  const std::string& path() const { return path_; }
+  const TraceHeader& header() const { return header_; }
+
+ private:
+  std::string path_, dir_;
+  TraceHeader header_;
+  int count_ = 0;
+  bool closed_ = false;
+};
+
+// Writes a whole trace at once (TraceWriter underneath).
+void write_trace(const std::string& path, const TraceHeader& header, const std::vector<TraceOp>& ops);
+
+// Reads a finished trace (a file) or an unfinished capture (a PATH.partial directory, also
+// looked up when PATH does not exist). Validates everything and never crashes on a malformed
+// file: throws TraceError naming the file and object.
+Trace read_trace(const std::string& path);
+
+}  // namespace ssm::cmp

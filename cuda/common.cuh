@@ -1,0 +1,119 @@
+// Device helpers shared by the kernel families: FP16 conversions (core/half.h), the
+// kernel-store clamp, and deterministic block sums (fixed order, no atomics).
+#pragma once
+#include <cuda_fp16.h>
+#include <cstdint>
+
+#include "core/half.h"
+
+namespace ssm::cuda {
+
+// FP32 <-> FP16 converters of STATE-MODEL section 6, the very functions of core/half.h (host
+// and device), so NaN payloads match the reference too (the hardware conversion would
+// canonicalise them).
+__device__ __forceinline__ uint16_t f32_to_f16_rne_bits(float f) { return ssm::float_to_half_rne(f); }
+__device__ __forceinline__ float f16_bits_to_f32(uint16_t h) { return ssm::half_to_float(h); }
+
+// Kernel store of FP16 state: clamp to +-65504, NaN -> -65504, then round to nearest even.
+// The hardware RNE equals the reference converter on every finite input (TOOLING.md).
+__device__ __forceinline__ __half store_half_clamped(float f) {
+  f = (f != f) ? -65504.0f : fminf(fmaxf(f, -65504.0f), 65504.0f);
+  return __float2half_rn(f);
+}
+
+// State element types: FP32 or FP16 storage, FP32 arithmetic.
+template <typename HT> struct HStore;
+template <> struct HStore<float> {
+  static __device__ __forceinline__ float round(float x) { return x; }
+};
+template <> struct HStore<__half> {
+  static __device__ __forceinline__ float round(float x) { return __half2float(store_half_clamped(x)); }
+};
+
+// Loads / stores of VEC consecutive state elements (VEC 1 or 4; 4 needs 16 B (FP32) or 8 B (FP16)
+// alignment, which the pool guarantees when vd % 4 == 0).
+template <int VEC> __device__ __forceinline__ void load_vec(const float* p, float* v) {
+  if constexpr (VEC == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+  } else {
+    v[0] = *p;
+  }
+}
+template <int VEC> __device__ __forceinline__ void load_vec(const __half* p, float* v) {
+  if constexpr (VEC == 4) {
+    const uint2 t = *reinterpret_cast<const uint2*>(p);
+    const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&t.x));
+    const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&t.y));
+    v[0] = a.x; v[1] = a.y; v[2] = b.x; v[3] = b.y;
+  } else {
+    v[0] = __half2float(*p);
+  }
+}
+// Stores values that are already rounded to the storage type (HStore::round), so the FP16
+// conversion here is exact.
+template <int VEC> __device__ __forceinline__ void store_vec(float* p, const float* v) {
+  if constexpr (VEC == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    *p = v[0];
+  }
+}
+template <int VEC> __device__ __forceinline__ void store_vec(__half* p, const float* v) {
+  if constexpr (VEC == 4) {
+    __half2 a = __floats2half2_rn(v[0], v[1]);
+    __half2 b = __floats2half2_rn(v[2], v[3]);
+    uint2 t;
+    t.x = *reinterpret_cast<uint32_t*>(&a);
+    t.y = *reinterpret_cast<uint32_t*>(&b);
+    *reinterpret_cast<uint2*>(p) = t;
+  } else {
+    *p = __float2half_rn(v[0]);
+  }
+}
+
+// Sum of N values per thread over the whole block, in a fixed order: butterfly within each
+// warp, then warp partials in warp order. Every thread gets the same result. red needs
+// N * (blockDim.x / 32) floats; blockDim.x must be a multiple of 32. Contains two barriers,
+// so the caller may reuse red right after it returns.
+template <int N>
+__device__ __forceinline__ void block_sum(float (&v)[N], float* red) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v[n] = __fadd_rn(v[n], __shfl_xor_sync(0xffffffffu, v[n], o));
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) red[n * nw + warp] = v[n];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    float s = 0.0f;
+    for (int w = 0; w < nw; ++w) s = __fadd_rn(s, red[n * nw + w]);
+    v[n] = s;
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
+__device__ __forceinline__ float sigmoid_f(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x))); }
+
+}  // namespace ssm::cuda
+
+namespace ssm::cuda {
+// out[e] = sum over y < n of part[y * stride + j0 + e], in y order (float4 reads when VEC == 4).
+template <int VEC>
+__device__ __forceinline__ void sum_partials(const float* part, int n, int stride, int j0, float* out) {
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) out[e] = 0.0f;
+  for (int y = 0; y < n; ++y) {
+    float v[VEC];
+    load_vec<VEC>(part + y * stride + j0, v);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) out[e] = __fadd_rn(out[e], v[e]);
+  }
+}
+}  // namespace ssm::cuda

@@ -1,0 +1,62 @@
+// Batched copy / zero-fill kernel behind checkpoint, rollback, commit, snapshot and alloc.
+// Types: raw bytes; 16-byte vectors when source, destination and size allow it, else 4-byte
+// words, else bytes.
+// Launch: grid (X, n) with n <= kBatch descriptors passed by value in the kernel parameters
+//   (no host buffer to keep alive, so async copies need no staging); block 256 threads;
+//   X = blocks per descriptor, sized from the largest one and capped at 512. Each descriptor's
+//   bytes are grid-strided over its X blocks.
+// Counterpart: reference/gdn_checkpoint.cpp, gdn_rollback.cpp, gdn_commit.cpp, snapshot.cpp.
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/check.h"
+#include "cuda/copies.h"
+
+namespace ssm::cuda {
+
+namespace {
+constexpr int kBatch = 96;  // 96 * 24 + 8 bytes: inside the 4 KB parameter space
+
+struct CopyBatch {
+  int n;
+  CopyDesc d[kBatch];
+};
+
+template <typename W>
+__device__ void copy_words(const char* src, char* dst, size_t bytes) {
+  const size_t n = bytes / sizeof(W);
+  const W* s = reinterpret_cast<const W*>(src);
+  W* d = reinterpret_cast<W*>(dst);
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    d[i] = s ? s[i] : W{};
+}
+
+__global__ void copies_kernel(const __grid_constant__ CopyBatch b) {
+  const CopyDesc& c = b.d[blockIdx.y];
+  const char* src = static_cast<const char*>(c.src);
+  char* dst = static_cast<char*>(c.dst);
+  const uintptr_t align = uintptr_t(src) | uintptr_t(dst) | uintptr_t(c.bytes);
+  if (align % 16 == 0) copy_words<uint4>(src, dst, c.bytes);
+  else if (align % 4 == 0) copy_words<uint32_t>(src, dst, c.bytes);
+  else copy_words<unsigned char>(src, dst, c.bytes);
+}
+}  // namespace
+
+void launch_copies(const std::vector<CopyDesc>& list, cudaStream_t stream) {
+  std::vector<CopyDesc> work;
+  for (const CopyDesc& c : list)
+    if (c.bytes) work.push_back(c);
+  for (size_t first = 0; first < work.size(); first += kBatch) {
+    CopyBatch b{};
+    size_t largest = 0;
+    for (size_t i = first; i < work.size() && b.n < kBatch; ++i) {
+      b.d[b.n++] = work[i];
+      largest = std::max(largest, work[i].bytes);
+    }
+    const unsigned x = unsigned(std::min<size_t>(std::max<size_t>((largest + 4095) / 4096, 1), 512));
+    copies_kernel<<<dim3(x, unsigned(b.n)), 256, 0, stream>>>(b);
+    SSM_CUDA_LAUNCHED("copies_kernel");
+  }
+}
+
+}  // namespace ssm::cuda

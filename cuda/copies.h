@@ -1,0 +1,21 @@
+// Batched device copies (cuda/copies.cu): checkpoint, rollback, commit, snapshot and the
+// zeroing of a claimed slot are each one list of (src, dst, bytes) run in as few launches as
+// the kernel-parameter space allows.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <vector>
+
+namespace ssm::cuda {
+
+struct CopyDesc {
+  const void* src;  // null: zero-fill dst
+  void* dst;
+  size_t bytes;
+};
+
+// Regions must not overlap each other's destinations; order inside one list is unspecified.
+void launch_copies(const std::vector<CopyDesc>& list, cudaStream_t stream);
+
+}  // namespace ssm::cuda

@@ -1,0 +1,60 @@
+// CudaBackend: forwards each transition to Engine (cuda/engine.cpp).
+#include "cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/engine.h"
+
+namespace ssm::cuda {
+
+namespace {
+PoolFamily pool_family(Family f) { return static_cast<PoolFamily>(static_cast<int>(f)); }
+}  // namespace
+
+CudaBackend::CudaBackend() : e_(std::make_unique<Engine>()) {}
+CudaBackend::~CudaBackend() = default;
+
+void CudaBackend::create_pool(const Model& model, const PoolConfig& pool) { e_->create_pool(model, pool); }
+int CudaBackend::alloc(int min_capacity) { return e_->alloc(min_capacity); }
+void CudaBackend::release(int slot) { e_->release(slot); }
+StepOutputs CudaBackend::prefill(int slot, const StepInputs& in) { return e_->prefill(slot, in); }
+std::vector<StepOutputs> CudaBackend::decode(const std::vector<int>& slots, const std::vector<StepInputs>& in) {
+  return e_->decode(slots, in);
+}
+std::vector<StepOutputs> CudaBackend::verify(const std::vector<int>& slots, int k, VerifyArm arm,
+                                             const std::vector<StepInputs>& in) {
+  return e_->verify(slots, k, arm, in);
+}
+void CudaBackend::checkpoint(int slot, bool async) { e_->checkpoint(slot, async); }
+void CudaBackend::commit(int slot, int n, int k) { e_->commit(slot, n, k); }
+void CudaBackend::rollback(int slot, int n, bool and_checkpoint) { e_->rollback(slot, n, and_checkpoint); }
+void CudaBackend::to_f16(int slot) { e_->to_f16(slot); }
+void CudaBackend::snapshot_save(int slot, int snap) { e_->snapshot_save(slot, snap); }
+void CudaBackend::snapshot_restore(int slot, int snap) { e_->snapshot_restore(slot, snap); }
+SequenceState CudaBackend::export_state(int slot) { return e_->export_state(slot); }
+const Contract& CudaBackend::contract() const { return e_->contract(); }
+
+std::string CudaBackend::check_guards() { return e_->check_guards(); }
+std::vector<uint8_t> CudaBackend::read_family(int layer, Family f) { return e_->read_family(layer, pool_family(f)); }
+size_t CudaBackend::family_pitch(int layer, Family f) const { return e_->pool().pitch(layer, pool_family(f)); }
+size_t CudaBackend::family_offset(int layer, Family f, int slot, int t) const {
+  return e_->pool().offset(layer, pool_family(f), slot, t);
+}
+bool CudaBackend::async_pending(int slot) const { return e_->async_pending(slot); }
+void CudaBackend::synchronize() { e_->synchronize(); }
+
+bool device_available(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    return false;
+  }
+  if (n == 0) {
+    if (why) *why = "cudaGetDeviceCount reports 0 devices";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ssm::cuda

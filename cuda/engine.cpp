@@ -1,0 +1,497 @@
+// Op sequencing of the CUDA implementation (see engine.h). Kernel launches live in the
+// kernel-family files; this file decides what runs where, in which order, on which stream.
+#include "cuda/engine.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "cuda/check.h"
+#include "cuda/gdn_conv.h"
+#include "cuda/gdn_decode.h"
+#include "cuda/gdn_output_norm.h"
+#include "cuda/gdn_to_f16.h"
+#include "cuda/gdn_verify_wy.h"
+
+namespace ssm::cuda {
+
+namespace {
+size_t align4(size_t floats) { return (floats + 3) / 4 * 4; }  // 16-byte aligned regions
+}  // namespace
+
+Engine::Engine() {
+  SSM_CUDA(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
+  SSM_CUDA(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+  SSM_CUDA(cudaEventCreateWithFlags(&main_done_, cudaEventDisableTiming));
+  int dev = 0;
+  SSM_CUDA(cudaGetDevice(&dev));
+  SSM_CUDA(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, dev));
+}
+
+Engine::~Engine() {
+  cudaDeviceSynchronize();
+  for (cudaEvent_t e : slot_ready_) cudaEventDestroy(e);
+  if (main_done_) cudaEventDestroy(main_done_);
+  if (main_) cudaStreamDestroy(main_);
+  if (copy_) cudaStreamDestroy(copy_);
+  if (host_in_) cudaFreeHost(host_in_);
+  if (host_out_) cudaFreeHost(host_out_);
+}
+
+void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
+  model.validate();
+  cfg.validate();
+  synchronize();
+  for (cudaEvent_t e : slot_ready_) cudaEventDestroy(e);
+  slot_ready_.clear();
+  pool_ = DevicePool();  // free the old pool first
+  model_ = model;
+  contract_ = Contract(model.spec, cfg);
+  pool_ = DevicePool(model, cfg);
+  slot_ready_.resize(size_t(cfg.max_slots) + 1);
+  for (cudaEvent_t& e : slot_ready_) SSM_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  pending_.assign(size_t(cfg.max_slots) + 1, false);
+  int64_t most = 0;
+  for (const LayerSpec& l : model.spec.layers) most = std::max(most, l.h_elems());
+  convert_ = DeviceBuffer(size_t(most) * 4, "convert scratch");
+}
+
+size_t Engine::h_bytes(int l, DType d) const {
+  return size_t(model_.spec.layers[size_t(l)].h_elems()) * dtype_size(d);
+}
+
+void Engine::synchronize() {
+  if (main_) SSM_CUDA(cudaStreamSynchronize(main_));
+  if (copy_) SSM_CUDA(cudaStreamSynchronize(copy_));
+}
+
+void Engine::reserve(DeviceBuffer& buf, size_t bytes, const char* name) {
+  if (buf.get() && buf.bytes() >= bytes) return;
+  synchronize();
+  buf = DeviceBuffer(std::max(bytes, buf.bytes() * 2), name);
+}
+
+void Engine::reserve_host(size_t in_bytes, size_t out_bytes) {
+  if (in_bytes > host_in_bytes_) {
+    SSM_CUDA(cudaStreamSynchronize(main_));
+    if (host_in_) SSM_CUDA(cudaFreeHost(host_in_));
+    host_in_bytes_ = std::max(in_bytes, host_in_bytes_ * 2);
+    SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_in_), host_in_bytes_));
+  }
+  if (out_bytes > host_out_bytes_) {
+    SSM_CUDA(cudaStreamSynchronize(main_));
+    if (host_out_) SSM_CUDA(cudaFreeHost(host_out_));
+    host_out_bytes_ = std::max(out_bytes, host_out_bytes_ * 2);
+    SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_out_), host_out_bytes_));
+  }
+}
+
+// ---- async ordering -------------------------------------------------------------------------
+
+void Engine::run_async(int slot, const std::vector<CopyDesc>& list) {
+  SSM_CUDA(cudaEventRecord(main_done_, main_));  // the copies read what main wrote so far
+  SSM_CUDA(cudaStreamWaitEvent(copy_, main_done_, 0));
+  launch_copies(list, copy_);
+  SSM_CUDA(cudaEventRecord(slot_ready_[size_t(slot)], copy_));
+  pending_[size_t(slot)] = true;
+}
+
+void Engine::wait_async(int slot) {
+  if (!pending_[size_t(slot)]) return;
+  SSM_CUDA(cudaStreamWaitEvent(main_, slot_ready_[size_t(slot)], 0));
+  pending_[size_t(slot)] = false;
+}
+
+// ---- staging ----------------------------------------------------------------------------------
+
+void Engine::stage_inputs(const std::vector<int>& pool_slots, const std::vector<StepInputs>& in, int rows) {
+  const int B = int(pool_slots.size());
+  const size_t R = size_t(rows);
+  size_t off = align4(size_t(B));  // the slot table comes first
+  size_t out_off = 0;
+  io_off_.clear();
+  size_t most_qkv = 0, most_gb = 0, most_o = 0;
+  for (const LayerSpec& s : model_.spec.layers) {
+    LayerIo o{};
+    const size_t n = size_t(B) * R;
+    o.x = off; off += align4(n * size_t(s.conv_dim()));
+    o.a = off; off += align4(n * size_t(s.nv));
+    o.b = off; off += align4(n * size_t(s.nv));
+    o.z = off; off += align4(n * size_t(s.out_dim()));
+    o.out = out_off; out_off += align4(n * size_t(s.out_dim()));
+    io_off_.push_back(o);
+    most_qkv = std::max(most_qkv, n * size_t(s.conv_dim()));
+    most_gb = std::max(most_gb, n * size_t(s.nv) * 2);
+    most_o = std::max(most_o, n * size_t(s.out_dim()));
+  }
+  reserve(io_, off * 4, "io scratch");
+  reserve(out_, out_off * 4, "out scratch");
+  reserve(qkv_, most_qkv * 4, "qkv scratch");
+  reserve(o_, most_o * 4, "o scratch");
+  reserve(gb_, most_gb * 4, "gate scratch");
+  reserve_host(off * 4, out_off * 4);
+
+  std::memcpy(host_in_, pool_slots.data(), size_t(B) * sizeof(int));
+  float* h = reinterpret_cast<float*>(host_in_);
+  for (size_t l = 0; l < model_.spec.layers.size(); ++l) {
+    const LayerSpec& s = model_.spec.layers[l];
+    for (int b = 0; b < B; ++b) {
+      const LayerRows& r = in[size_t(b) % in.size()].layers[l];
+      const size_t row0 = size_t(b) * R;
+      std::memcpy(h + io_off_[l].x + row0 * size_t(s.conv_dim()), r.x.data(), r.x.size() * 4);
+      std::memcpy(h + io_off_[l].a + row0 * size_t(s.nv), r.a.data(), r.a.size() * 4);
+      std::memcpy(h + io_off_[l].b + row0 * size_t(s.nv), r.b.data(), r.b.size() * 4);
+      std::memcpy(h + io_off_[l].z + row0 * size_t(s.out_dim()), r.z.data(), r.z.size() * 4);
+    }
+  }
+  SSM_CUDA(cudaMemcpyAsync(io_.get(), host_in_, off * 4, cudaMemcpyHostToDevice, main_));
+  batch_ = B;
+}
+
+std::vector<StepOutputs> Engine::download_outputs(int rows) {
+  size_t total = 0;
+  for (size_t l = 0; l < model_.spec.layers.size(); ++l)
+    total = io_off_[l].out + align4(size_t(batch_) * size_t(rows) * size_t(model_.spec.layers[l].out_dim()));
+  SSM_CUDA(cudaMemcpyAsync(host_out_, out_.get(), total * 4, cudaMemcpyDeviceToHost, main_));
+  SSM_CUDA(cudaStreamSynchronize(main_));
+  const float* h = reinterpret_cast<const float*>(host_out_);
+  std::vector<StepOutputs> outs;
+  outs.resize(size_t(batch_));
+  for (int b = 0; b < batch_; ++b) {
+    StepOutputs& o = outs[size_t(b)];
+    o.rows = rows;
+    for (size_t l = 0; l < model_.spec.layers.size(); ++l) {
+      const size_t n = size_t(rows) * size_t(model_.spec.layers[l].out_dim());
+      const float* src = h + io_off_[l].out + size_t(b) * n;
+      o.layers.emplace_back(src, src + n);
+    }
+  }
+  return outs;
+}
+
+// ---- the row-consuming ops --------------------------------------------------------------------
+
+void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f16, char* h, size_t h_pitch) {
+  const LayerSpec& s = model_.spec.layers[size_t(l)];
+  const LayerPool& lp = pool_.layer(l);
+  const float* io = reinterpret_cast<const float*>(io_.get());
+  const int* slots = reinterpret_cast<const int*>(io_.get());
+  const LayerIo& o = io_off_[size_t(l)];
+
+  ConvParams cp{};
+  cp.slots = slots;
+  cp.conv = reinterpret_cast<float*>(lp.conv.get());
+  cp.conv_inter = reinterpret_cast<float*>(lp.conv_intermediates.get());
+  cp.conv_pitch = lp.conv_pitch;
+  cp.conv_cap = pool_.config().conv_capacity;
+  cp.x = io + o.x;
+  cp.a = io + o.a;
+  cp.b = io + o.b;
+  cp.conv_w = reinterpret_cast<const float*>(lp.conv_w.get());
+  cp.conv_bias = s.conv_bias ? reinterpret_cast<const float*>(lp.conv_bias.get()) : nullptr;
+  cp.A_log = reinterpret_cast<const float*>(lp.A_log.get());
+  cp.dt_bias = reinterpret_cast<const float*>(lp.dt_bias.get());
+  cp.qkv = reinterpret_cast<float*>(qkv_.get());
+  cp.gb = reinterpret_cast<float*>(gb_.get());
+  cp.B = batch_;
+  cp.R = rows;
+  cp.n_inter = n_inter;
+  cp.nk = s.nk; cp.nv = s.nv; cp.kd = s.kd; cp.vd = s.vd; cp.d_conv = s.d_conv;
+  launch_gdn_conv(cp, main_);
+
+  RowsParams rp{};
+  rp.slots = slots;
+  rp.inter_first = pool_.inter_first_device();
+  rp.h = h;
+  rp.h_pitch = h_pitch;
+  rp.h_inter = lp.h_intermediates.get();
+  rp.qkv = cp.qkv;
+  rp.gb = cp.gb;
+  rp.o = reinterpret_cast<float*>(o_.get());
+  rp.B = batch_;
+  rp.R = rows;
+  rp.n_inter = n_inter;
+  rp.nk = s.nk; rp.nv = s.nv; rp.kd = s.kd; rp.vd = s.vd;
+  rp.qscale = float(1.0 / std::sqrt(double(s.kd)));
+  const int min_ctas = 2 * sm_count_;
+  if (arm == VerifyArm::wy && rows <= kWyMaxRows) launch_gdn_verify_wy(rp, h_f16, min_ctas, main_);
+  else launch_gdn_rows(rp, h_f16, min_ctas, main_);
+
+  NormParams np{};
+  np.o = rp.o;
+  np.z = io + o.z;
+  np.norm_w = reinterpret_cast<const float*>(lp.norm_w.get());
+  np.out = reinterpret_cast<float*>(out_.get()) + o.out;
+  np.rows = batch_ * rows;
+  np.nv = s.nv;
+  np.vd = s.vd;
+  np.eps = s.eps;
+  np.sigmoid_gate = s.output_gate == OutputGate::sigmoid;
+  launch_gdn_output_norm(np, main_);
+}
+
+void Engine::enqueue_rows(int rows, int n_inter, VerifyArm arm, bool h_f16) {
+  for (int l = 0; l < pool_.layers(); ++l)
+    enqueue_layer(l, rows, n_inter, arm, h_f16, pool_.layer(l).h.get(), pool_.layer(l).h_pitch);
+}
+
+std::vector<StepOutputs> Engine::run_batch(OpKind op, const std::vector<int>& slots, int k, VerifyArm arm,
+                                           const std::vector<StepInputs>& in) {
+  contract_.check_batch(op, slots, k, in);
+  std::vector<int> dev(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) dev[i] = slots[i] == kPadRow ? contract_.dummy_slot() : slots[i];
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (slots[i] != kPadRow) wait_async(slots[i]);
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (slots[i] != kPadRow && contract_.needs_to_f16(slots[i])) {
+      convert_to_f16(slots[i]);
+      contract_.on_to_f16(slots[i]);
+    }
+  const bool f16 = contract_.pool().h_mode != HMode::f32;
+  for (int s : dev)  // the kernel about to run must match the dtype every row's h holds
+    if (contract_.slot(s).h_is_f16 != f16)
+      throw std::logic_error(std::string(op_name(op)) + ": slot " + std::to_string(s) + " h dtype does not match the " +
+                             (f16 ? "FP16" : "FP32") + " kernel");
+  stage_inputs(dev, in, k);
+  enqueue_rows(k, op == OpKind::verify ? k - 1 : 0, op == OpKind::verify ? arm : VerifyArm::exact, f16);
+  std::vector<StepOutputs> outs = download_outputs(k);
+  if (op == OpKind::verify)
+    for (int s : slots)
+      if (s != kPadRow) contract_.on_verify(s, k);
+  return outs;
+}
+
+std::vector<StepOutputs> Engine::decode(const std::vector<int>& slots, const std::vector<StepInputs>& in) {
+  return run_batch(OpKind::decode, slots, 1, VerifyArm::exact, in);
+}
+
+std::vector<StepOutputs> Engine::verify(const std::vector<int>& slots, int k, VerifyArm arm,
+                                        const std::vector<StepInputs>& in) {
+  return run_batch(OpKind::verify, slots, k, arm, in);
+}
+
+StepOutputs Engine::prefill(int slot, const StepInputs& in) {
+  contract_.check_prefill(slot, in);
+  wait_async(slot);
+  const HMode mode = contract_.pool().h_mode;
+  const int T = in.rows;
+  stage_inputs({slot}, {in}, T);
+  if (mode == HMode::f16_pool) {
+    // widen into the slot's FP32 stage, run there, narrow back with the converter
+    char* stage = pool_.stage(slot);
+    for (int l = 0; l < pool_.layers(); ++l) {
+      const size_t n = size_t(model_.spec.layers[size_t(l)].h_elems());
+      launch_widen_f16(reinterpret_cast<const uint16_t*>(pool_.h(l, slot)), reinterpret_cast<float*>(stage), n, main_);
+      enqueue_layer(l, T, 0, VerifyArm::exact, false, pool_.stage_buffer().get(), pool_.stage_pitch());
+      launch_narrow_f16(reinterpret_cast<const float*>(stage), reinterpret_cast<uint16_t*>(pool_.h(l, slot)), n, main_);
+    }
+  } else {
+    if (contract_.prefill_widens(slot)) {  // f16 mode: FP16 h back to FP32, exactly
+      for (int l = 0; l < pool_.layers(); ++l) {
+        const size_t n = size_t(model_.spec.layers[size_t(l)].h_elems());
+        SSM_CUDA(cudaMemcpyAsync(convert_.get(), pool_.h(l, slot), n * 2, cudaMemcpyDeviceToDevice, main_));
+        launch_widen_f16(reinterpret_cast<const uint16_t*>(convert_.get()), reinterpret_cast<float*>(pool_.h(l, slot)),
+                         n, main_);
+      }
+    }
+    enqueue_rows(T, 0, VerifyArm::exact, false);
+  }
+  StepOutputs out = std::move(download_outputs(T)[0]);
+  contract_.on_prefill(slot);
+  return out;
+}
+
+void Engine::convert_to_f16(int slot) {
+  // out of place: FP32 slot -> FP16 scratch -> first half of the slot
+  for (int l = 0; l < pool_.layers(); ++l) {
+    const size_t n = size_t(model_.spec.layers[size_t(l)].h_elems());
+    launch_narrow_f16(reinterpret_cast<const float*>(pool_.h(l, slot)), reinterpret_cast<uint16_t*>(convert_.get()), n,
+                      main_);
+    SSM_CUDA(cudaMemcpyAsync(pool_.h(l, slot), convert_.get(), n * 2, cudaMemcpyDeviceToDevice, main_));
+  }
+}
+
+void Engine::to_f16(int slot) {
+  contract_.check_to_f16(slot);
+  wait_async(slot);
+  convert_to_f16(slot);
+  contract_.on_to_f16(slot);
+}
+
+// ---- slots and copies -------------------------------------------------------------------------
+
+int Engine::alloc(int min_capacity) {
+  const int slot = contract_.check_alloc(min_capacity);
+  wait_async(slot);
+  const PoolConfig& cfg = contract_.pool();
+  std::vector<CopyDesc> zero;
+  for (int l = 0; l < pool_.layers(); ++l) {
+    const LayerPool& lp = pool_.layer(l);
+    zero.push_back({nullptr, pool_.h(l, slot), lp.h_pitch});
+    zero.push_back({nullptr, pool_.conv(l, slot), lp.conv_pitch});
+    zero.push_back({nullptr, pool_.h_checkpoint(l, slot), lp.h_pitch});
+    zero.push_back({nullptr, pool_.conv_checkpoint(l, slot), lp.conv_pitch});
+    zero.push_back({nullptr, pool_.h_intermediate(l, slot, 0), lp.h_pitch * size_t(cfg.capacity(slot))});
+    zero.push_back({nullptr, pool_.conv_intermediate(l, slot, 0), lp.conv_pitch * size_t(cfg.conv_capacity)});
+  }
+  if (cfg.h_mode == HMode::f16_pool) zero.push_back({nullptr, pool_.stage(slot), pool_.stage_pitch()});
+  launch_copies(zero, main_);
+  contract_.on_alloc(slot);
+  return slot;
+}
+
+void Engine::release(int slot) {
+  contract_.check_claimed("release", slot);
+  contract_.on_release(slot);  // the bytes stay until the next alloc zeroes them
+}
+
+std::vector<CopyDesc> Engine::checkpoint_copies(int slot) const {
+  const DType d = contract_.slot(slot).h_dtype();
+  std::vector<CopyDesc> v;
+  for (int l = 0; l < pool_.layers(); ++l) {
+    v.push_back({pool_.h(l, slot), pool_.h_checkpoint(l, slot), h_bytes(l, d)});
+    v.push_back({pool_.conv(l, slot), pool_.conv_checkpoint(l, slot), pool_.layer(l).conv_pitch});
+  }
+  return v;
+}
+
+std::vector<CopyDesc> Engine::restore_copies(int slot, int n) const {
+  const SlotMeta& m = contract_.slot(slot);
+  const DType d = m.h_dtype();
+  std::vector<CopyDesc> v;
+  for (int l = 0; l < pool_.layers(); ++l) {
+    const size_t cb = pool_.layer(l).conv_pitch;
+    if (n == 0) {
+      if (m.has_h_checkpoint) v.push_back({pool_.h_checkpoint(l, slot), pool_.h(l, slot), h_bytes(l, d)});
+      if (m.has_conv_checkpoint) v.push_back({pool_.conv_checkpoint(l, slot), pool_.conv(l, slot), cb});
+    } else {
+      v.push_back({pool_.h_intermediate(l, slot, n - 1), pool_.h(l, slot), h_bytes(l, d)});
+      v.push_back({pool_.conv_intermediate(l, slot, n - 1), pool_.conv(l, slot), cb});
+    }
+  }
+  return v;
+}
+
+void Engine::checkpoint(int slot, bool async) {
+  contract_.check_claimed(async ? "checkpoint_async" : "checkpoint", slot);
+  const std::vector<CopyDesc> list = checkpoint_copies(slot);
+  if (async) {
+    run_async(slot, list);
+  } else {
+    wait_async(slot);
+    launch_copies(list, main_);
+  }
+  contract_.on_checkpoint(slot);
+}
+
+void Engine::commit(int slot, int n, int k) {
+  contract_.check_commit(slot, n, k);
+  if (n == k) return;
+  wait_async(slot);
+  launch_copies(restore_copies(slot, n), main_);
+}
+
+void Engine::rollback(int slot, int n, bool and_checkpoint) {
+  contract_.check_rollback(and_checkpoint ? OpKind::rollback_and_checkpoint_async : OpKind::rollback, slot, n);
+  std::vector<CopyDesc> list = restore_copies(slot, n);
+  if (!and_checkpoint) {
+    wait_async(slot);
+    launch_copies(list, main_);
+    return;
+  }
+  // checkpoint <- the rolled-back state, copied from the same sources in the same launch
+  const SlotMeta& m = contract_.slot(slot);
+  const DType d = m.h_dtype();
+  for (int l = 0; l < pool_.layers(); ++l) {
+    const size_t cb = pool_.layer(l).conv_pitch;
+    if (n == 0) {  // a present checkpoint is already the rolled-back state; an absent one takes live
+      if (!m.has_h_checkpoint) list.push_back({pool_.h(l, slot), pool_.h_checkpoint(l, slot), h_bytes(l, d)});
+      if (!m.has_conv_checkpoint) list.push_back({pool_.conv(l, slot), pool_.conv_checkpoint(l, slot), cb});
+    } else {
+      list.push_back({pool_.h_intermediate(l, slot, n - 1), pool_.h_checkpoint(l, slot), h_bytes(l, d)});
+      list.push_back({pool_.conv_intermediate(l, slot, n - 1), pool_.conv_checkpoint(l, slot), cb});
+    }
+  }
+  run_async(slot, list);
+  contract_.on_checkpoint(slot);
+}
+
+void Engine::snapshot_save(int slot, int snap) {
+  contract_.check_snapshot(OpKind::snapshot_save, slot, snap);
+  wait_async(slot);
+  const DType d = contract_.slot(slot).h_dtype();
+  std::vector<CopyDesc> v;
+  for (int l = 0; l < pool_.layers(); ++l) {
+    v.push_back({pool_.h(l, slot), pool_.snapshot_h(l, snap), h_bytes(l, d)});
+    v.push_back({pool_.conv(l, slot), pool_.snapshot_conv(l, snap), pool_.layer(l).conv_pitch});
+  }
+  launch_copies(v, main_);
+  contract_.on_snapshot_save(slot, snap);
+}
+
+void Engine::snapshot_restore(int slot, int snap) {
+  contract_.check_snapshot(OpKind::snapshot_restore, slot, snap);
+  wait_async(slot);
+  const DType d = contract_.slot(slot).h_dtype();
+  std::vector<CopyDesc> v;
+  for (int l = 0; l < pool_.layers(); ++l) {
+    v.push_back({pool_.snapshot_h(l, snap), pool_.h(l, slot), h_bytes(l, d)});
+    v.push_back({pool_.snapshot_conv(l, snap), pool_.conv(l, slot), pool_.layer(l).conv_pitch});
+  }
+  launch_copies(v, main_);
+}
+
+// ---- export and test hooks ----------------------------------------------------------------------
+
+namespace {
+Tensor fetch(DType d, std::vector<int64_t> shape, const void* src) {
+  Tensor t = Tensor::zeros(d, std::move(shape));
+  if (t.bytes()) SSM_CUDA(cudaMemcpy(t.raw(), src, t.bytes(), cudaMemcpyDeviceToHost));
+  return t;
+}
+}  // namespace
+
+SequenceState Engine::export_state(int slot) {
+  contract_.check_claimed("export", slot);
+  wait_async(slot);
+  SSM_CUDA(cudaStreamSynchronize(main_));
+  const SlotMeta& m = contract_.slot(slot);
+  SequenceState out;
+  out.slot = slot;
+  out.last_verify_k = m.last_verify_k;
+  for (int l = 0; l < pool_.layers(); ++l) {
+    const LayerSpec& s = model_.spec.layers[size_t(l)];
+    LayerState ls;
+    ls.h = fetch(m.h_dtype(), h_shape(s), pool_.h(l, slot));
+    ls.conv = fetch(DType::f32, conv_shape(s), pool_.conv(l, slot));
+    ls.h_is_f16 = m.h_is_f16;
+    if (m.has_h_checkpoint) ls.h_checkpoint = fetch(m.h_checkpoint_dtype, h_shape(s), pool_.h_checkpoint(l, slot));
+    if (m.has_conv_checkpoint) ls.conv_checkpoint = fetch(DType::f32, conv_shape(s), pool_.conv_checkpoint(l, slot));
+    for (int t = 0; t + 1 < m.last_verify_k; ++t) {
+      ls.h_intermediates.push_back(fetch(m.intermediate_dtype, h_shape(s), pool_.h_intermediate(l, slot, t)));
+      ls.conv_intermediates.push_back(fetch(DType::f32, conv_shape(s), pool_.conv_intermediate(l, slot, t)));
+    }
+    out.layers.push_back(std::move(ls));
+  }
+  if (contract_.pool().h_mode == HMode::f16_pool)
+    out.h_prefill_stage = fetch(DType::f32, {stage_elems(model_.spec)}, pool_.stage(slot));
+  return out;
+}
+
+std::string Engine::check_guards() {
+  synchronize();
+  std::string out;
+  for (const DeviceBuffer* b : pool_.buffers()) out += b->check_guards();
+  for (const DeviceBuffer* b : {&io_, &out_, &qkv_, &gb_, &o_, &convert_}) out += b->check_guards();
+  return out;
+}
+
+std::vector<uint8_t> Engine::read_family(int layer, PoolFamily f) {
+  synchronize();
+  const DeviceBuffer& b = pool_.family(layer, f);
+  std::vector<uint8_t> v(b.bytes());
+  if (!v.empty()) SSM_CUDA(cudaMemcpy(v.data(), b.get(), v.size(), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+}  // namespace ssm::cuda

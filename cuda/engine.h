@@ -1,0 +1,93 @@
+// The CUDA implementation behind CudaBackend: the device pool, two streams (main, copy), the
+// per-slot events of async copies, input/output staging, and the op sequencing of every
+// transition. Each op runs its Contract checks first, so an op that fails launches nothing.
+// Internal (CUDA runtime types): included by cuda/*.cpp and the benchmark, never by the CLI.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include "core/contract.h"
+#include "core/model.h"
+#include "core/op.h"
+#include "core/state.h"
+#include "cuda/copies.h"
+#include "cuda/pool.h"
+
+namespace ssm::cuda {
+
+class Engine {
+ public:
+  Engine();
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The transitions (core/backend.h).
+  void create_pool(const Model& model, const PoolConfig& pool);
+  int alloc(int min_capacity);
+  void release(int slot);
+  StepOutputs prefill(int slot, const StepInputs& in);
+  std::vector<StepOutputs> decode(const std::vector<int>& slots, const std::vector<StepInputs>& in);
+  std::vector<StepOutputs> verify(const std::vector<int>& slots, int k, VerifyArm arm,
+                                  const std::vector<StepInputs>& in);
+  void checkpoint(int slot, bool async);
+  void commit(int slot, int n, int k);
+  void rollback(int slot, int n, bool and_checkpoint);
+  void to_f16(int slot);
+  void snapshot_save(int slot, int snap);
+  void snapshot_restore(int slot, int snap);
+  SequenceState export_state(int slot);
+
+  // Building blocks without checks or host syncs (the benchmark captures them in graphs).
+  // Copies inputs of B rows (pool slots, the dummy for padding) to the device on the main stream;
+  // row b reads in[b % in.size()] (the benchmark repeats a few input sets over many rows).
+  void stage_inputs(const std::vector<int>& pool_slots, const std::vector<StepInputs>& in, int rows);
+  // conv + gates and the delta rule of every layer on the staged inputs.
+  void enqueue_rows(int rows, int n_inter, VerifyArm arm, bool h_f16);
+  std::vector<CopyDesc> checkpoint_copies(int slot) const;        // live -> checkpoint
+  std::vector<CopyDesc> restore_copies(int slot, int n) const;    // rollback / commit
+  void enqueue_copies(const std::vector<CopyDesc>& list) { launch_copies(list, main_); }
+
+  const DevicePool& pool() const { return pool_; }
+  const Contract& contract() const { return contract_; }
+  const Model& model() const { return model_; }
+  cudaStream_t main_stream() const { return main_; }
+  std::string check_guards();  // "" when every guard band is intact
+  std::vector<uint8_t> read_family(int layer, PoolFamily f);
+  bool async_pending(int slot) const { return pending_.at(size_t(slot)); }
+  void synchronize();
+
+ private:
+  std::vector<StepOutputs> run_batch(OpKind op, const std::vector<int>& slots, int k, VerifyArm arm,
+                                     const std::vector<StepInputs>& in);
+  void enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f16, char* h, size_t h_pitch);
+  std::vector<StepOutputs> download_outputs(int rows);
+  void convert_to_f16(int slot);
+  void run_async(int slot, const std::vector<CopyDesc>& list);
+  void wait_async(int slot);
+  void reserve(DeviceBuffer& buf, size_t bytes, const char* name);
+  void reserve_host(size_t in_bytes, size_t out_bytes);
+  size_t h_bytes(int l, DType d) const;
+
+  Model model_;
+  Contract contract_;
+  DevicePool pool_;
+  cudaStream_t main_ = nullptr, copy_ = nullptr;
+  cudaEvent_t main_done_ = nullptr;     // recorded on main before an async copy starts
+  std::vector<cudaEvent_t> slot_ready_;  // per slot: its last async copy finished
+  std::vector<bool> pending_;            // per slot: the next reader must wait on slot_ready_
+
+  // Staged batch: B rows, per-layer offsets (floats) of x, a, b, z in io_ and of out in out_.
+  int batch_ = 0;
+  struct LayerIo { size_t x, a, b, z, out; };
+  std::vector<LayerIo> io_off_;
+  DeviceBuffer io_, out_, qkv_, gb_, o_, convert_;  // scratch (not pool state)
+  int sm_count_ = 0;
+  char* host_in_ = nullptr;
+  char* host_out_ = nullptr;
+  size_t host_in_bytes_ = 0, host_out_bytes_ = 0;
+};
+
+}  // namespace ssm::cuda

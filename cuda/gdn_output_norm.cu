@@ -1,0 +1,36 @@
+// Output norm of STATE-MODEL section 3 step 4, per (row, value head):
+// out = o * 1/sqrt(mean(o^2) + eps) * norm_w * gate(z), gate = silu or sigmoid.
+// Types: FP32. Shapes: o, z, out [rows][nv][vd]; norm_w [vd].
+// Launch: grid (nv, rows), block roundup(vd, 32) threads, thread = column; mean(o^2) is a
+//   deterministic block sum, so every row's output is the same bits whatever launch produced o.
+// Counterpart: reference/gdn_output_norm.cpp.
+#include "cuda/check.h"
+#include "cuda/common.cuh"
+#include "cuda/gdn_output_norm.h"
+
+namespace ssm::cuda {
+
+namespace {
+__global__ void gdn_output_norm_kernel(NormParams p) {
+  __shared__ float red[32];
+  const int vh = blockIdx.x, j = threadIdx.x;
+  const size_t base = size_t(blockIdx.y) * p.nv * p.vd + size_t(vh) * p.vd;
+  const float o = j < p.vd ? p.o[base + j] : 0.0f;
+  float ss[1] = {__fmul_rn(o, o)};
+  block_sum<1>(ss, red);
+  if (j >= p.vd) return;
+  const float rn = __fdiv_rn(1.0f, sqrtf(__fadd_rn(__fdiv_rn(ss[0], float(p.vd)), p.eps)));
+  const float z = p.z[base + j];
+  const float gate = p.sigmoid_gate ? sigmoid_f(z) : __fmul_rn(z, sigmoid_f(z));
+  p.out[base + j] = __fmul_rn(__fmul_rn(__fmul_rn(o, rn), p.norm_w[j]), gate);
+}
+}  // namespace
+
+void launch_gdn_output_norm(const NormParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  const int threads = (p.vd + 31) / 32 * 32;
+  gdn_output_norm_kernel<<<dim3(unsigned(p.nv), unsigned(p.rows)), dim3(unsigned(threads)), 0, stream>>>(p);
+  SSM_CUDA_LAUNCHED("gdn_output_norm_kernel");
+}
+
+}  // namespace ssm::cuda

@@ -1,0 +1,39 @@
+// Parameters and launch layout shared by the delta-rule kernels: the row kernel
+// (cuda/gdn_decode.cu: decode, the exact verify arm, prefill) and the WY verify arm
+// (cuda/gdn_verify_wy.cu). Both write the pre-norm output o = H^T q / sqrt(kd); the output
+// norm is its own kernel (cuda/gdn_output_norm.cu).
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace ssm::cuda {
+
+struct RowsParams {
+  const int* slots;        // [B] pool slot of each batch row (the dummy for padding rows)
+  const int* inter_first;  // [max_slots + 2] first h intermediate of each slot (tiered capacities)
+  char* h;                 // live h of slot s at h + s * h_pitch: [nv][kd][vd], vd fastest
+  size_t h_pitch;          // bytes per slot
+  char* h_inter;           // h intermediate t of slot s at h_inter + (inter_first[s] + t) * h_pitch
+  const float* qkv;        // [B][R][conv_dim] conv outputs (Q, K normalised)
+  const float* gb;         // [B][R][nv][2] g, beta
+  float* o;                // out [B][R][nv*vd]: H^T q / sqrt(kd) from the stored state
+  int B, R, n_inter;       // rows t < n_inter store their state as intermediate t
+  int nk, nv, kd, vd;
+  float qscale;            // 1/sqrt(kd)
+  // Layout (rows_layout): CTA (tile, vh, b) owns columns [tile*tj, tile*tj + tj) of head vh;
+  // thread (tx = tid % tx_n, ty = tid / tx_n) holds H[ty*RPT + r][tile*tj + tx*VEC + e].
+  int tx_n, ty_n, tj, ntiles;
+};
+
+// VEC = 4 (16/8-byte vector access) when vd % 4 == 0, else 1; RPT = 32 / VEC rows per thread,
+// so each thread keeps 32 state values in registers. The column tile is as wide as
+// max_threads allows, then halved (down to 8 threads across) while the grid has fewer than
+// min_ctas CTAs. The reductions run over rows only (in-thread over RPT, then over ty in order),
+// so the column tiling never changes a result bit.
+struct RowsLayout {
+  int vec, rpt, tx_n, ty_n, tj, ntiles, threads;
+};
+RowsLayout rows_layout(int kd, int vd, int nv, int B, int max_threads, int min_ctas);
+
+}  // namespace ssm::cuda

@@ -1,0 +1,38 @@
+// FP32 <-> FP16 converters of STATE-MODEL section 6, bit-identical to core/half.h
+// (float_to_half_rne / half_to_float), NaN payloads included.
+// Types: FP32 and FP16 (as uint16 bits) arrays of n elements, out of place.
+// Launch: grid-stride, 256 threads, up to 4 blocks per multiprocessor's worth (1024 blocks).
+// Counterpart: reference/gdn_to_f16.cpp (narrow), reference/gdn_prefill.cpp (widen).
+#include <algorithm>
+
+#include "cuda/check.h"
+#include "cuda/common.cuh"
+#include "cuda/gdn_to_f16.h"
+
+namespace ssm::cuda {
+
+namespace {
+__global__ void narrow_kernel(const float* __restrict__ src, uint16_t* __restrict__ dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = f32_to_f16_rne_bits(src[i]);
+}
+__global__ void widen_kernel(const uint16_t* __restrict__ src, float* __restrict__ dst, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = f16_bits_to_f32(src[i]);
+}
+unsigned blocks_for(size_t n) { return unsigned(std::min<size_t>((n + 255) / 256, 1024)); }
+}  // namespace
+
+void launch_narrow_f16(const float* src, uint16_t* dst, size_t n, cudaStream_t stream) {
+  if (!n) return;
+  narrow_kernel<<<blocks_for(n), 256, 0, stream>>>(src, dst, n);
+  SSM_CUDA_LAUNCHED("narrow_kernel");
+}
+
+void launch_widen_f16(const uint16_t* src, float* dst, size_t n, cudaStream_t stream) {
+  if (!n) return;
+  widen_kernel<<<blocks_for(n), 256, 0, stream>>>(src, dst, n);
+  SSM_CUDA_LAUNCHED("widen_kernel");
+}
+
+}  // namespace ssm::cuda

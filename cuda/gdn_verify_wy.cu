@@ -1,0 +1,227 @@
+// Verify(K), multi-row (WY) arm: reads H0 once, forms every row's correction algebraically
+// from H0 and the previous rows' dot products, then writes K-1 intermediates and the final state.
+// Types: h FP32 or FP16 (HT), everything else FP32; FP32 arithmetic.
+// Math: with Gp_t = prod_{r<t} g_r and a_{s,t} = prod_{s<r<t} g_r,
+//   H_{t-1}^T k_t = Gp_t H0^T k_t + sum_{s<t} a_{s,t} (k_s . k_t) vn_s,
+//   vn_t = (v_t - g_t H_{t-1}^T k_t) beta_t,
+// so one sweep over H0 gives H0^T k_t for every t (one barrier instead of one per row), the
+// K x K Gram matrix k_s . k_t comes from shared memory, and each thread then solves the
+// recursion for its own columns. The states themselves are formed row by row in registers,
+// H_t = g_t H_{t-1} + k_t vn_t^T; the FP16 twin rounds each H_t (clamped store) before it is
+// carried, stored as an intermediate and read by the output. Tolerance-equal to the exact arm
+// (cuda/gdn_decode.cu), not bitwise: vn_t comes from the expansion, not from the rounded H_{t-1}.
+// Shapes: as cuda/gdn_rows.h. Launch: grid (ntiles * nv, B), block = rows_layout with at most
+//   256 threads (the K rows of vn add KMAX*VEC registers per thread), same register layout as
+//   the row kernel; dynamic shared memory KMAX*TY*TJ partials + K rows of q, k and the tile's v.
+//   Four barriers in all, against three per row in the exact arm.
+// Counterpart: reference/gdn_verify.cpp (both arms share it).
+#include <mutex>
+#include <stdexcept>
+
+#include "cuda/check.h"
+#include "cuda/common.cuh"
+#include "cuda/gdn_verify_wy.h"
+
+namespace ssm::cuda {
+
+namespace {
+
+template <typename HT, int VEC, int KMAX>
+__global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
+  constexpr int RPT = 32 / VEC;
+  extern __shared__ float smem[];
+  const int kd = p.kd, vd = p.vd, TX = p.tx_n, TY = p.ty_n, TJ = p.tj, K = p.R;
+  const int tile_sz = TY * TJ;
+  float* part = smem;                 // [KMAX][TY][TJ]
+  float* sq = part + KMAX * tile_sz;  // [KMAX][kd]
+  float* sk = sq + KMAX * kd;         // [KMAX][kd]
+  float* sv = sk + KMAX * kd;         // [KMAX][TJ]
+  float* sgb = sv + KMAX * TJ;        // [KMAX][2]
+  float* kk = sgb + 2 * KMAX;         // [KMAX][KMAX], s < t
+
+  const int vh = blockIdx.x / p.ntiles, tile = blockIdx.x % p.ntiles, b = blockIdx.y;
+  const int kh = vh / (p.nv / p.nk);
+  const int slot = p.slots[b];
+  const int tid = threadIdx.x;
+  const int tx = tid % TX, ty = tid / TX;
+  const int jt = tile * TJ, jl = tx * VEC;
+  const bool owner = ty < TY && jt + jl < vd;
+  const int conv_dim = 2 * p.nk * kd + p.nv * vd;
+  const size_t head = size_t(vh) * kd * vd + jt + jl;
+
+  HT* hlive = reinterpret_cast<HT*>(p.h + size_t(slot) * p.h_pitch) + head;
+  float H[RPT][VEC];
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) {
+    const int i = ty * RPT + r;
+    if (owner && i < kd) load_vec<VEC>(hlive + size_t(i) * vd, H[r]);
+    else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) H[r][e] = 0.0f;
+    }
+  }
+
+  for (int t = 0; t < K; ++t) {
+    const size_t row = size_t(b) * K + t;
+    const float* y = p.qkv + row * conv_dim;
+    for (int c = tid; c < kd; c += blockDim.x) {
+      sq[t * kd + c] = y[kh * kd + c];
+      sk[t * kd + c] = y[(p.nk + kh) * kd + c];
+    }
+    for (int c = tid; c < TJ && jt + c < vd; c += blockDim.x) sv[t * TJ + c] = y[2 * p.nk * kd + vh * vd + jt + c];
+    if (tid < 2) sgb[2 * t + tid] = p.gb[(row * p.nv + vh) * 2 + tid];
+  }
+  __syncthreads();
+
+  {  // Gram matrix k_s . k_t, one warp per pair, butterfly sum (fixed order)
+    const int lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    int pair = 0;
+    for (int t = 1; t < K; ++t)
+      for (int s = 0; s < t; ++s, ++pair) {
+        if (pair % nw != warp) continue;
+        float acc = 0.0f;
+        for (int i = lane; i < kd; i += 32) acc = __fmaf_rn(sk[s * kd + i], sk[t * kd + i], acc);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, o));
+        if (lane == 0) kk[s * KMAX + t] = acc;
+      }
+  }
+  if (owner) {  // H0^T k_t for every t over this thread's rows: the one sweep over H0
+#pragma unroll
+    for (int t = 0; t < KMAX; ++t) {
+      if (t < K) {
+        float pk[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) pk[e] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) {
+          const int i = ty * RPT + r;
+          if (i < kd) {
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) pk[e] = __fmaf_rn(H[r][e], sk[t * kd + i], pk[e]);
+          }
+        }
+        store_vec<VEC>(part + t * tile_sz + ty * TJ + jl, pk);
+      }
+    }
+  }
+  __syncthreads();
+
+  float vn[KMAX][VEC];
+  if (owner) {  // the recursion for this thread's columns
+    float a[KMAX];
+    float gp = 1.0f;
+#pragma unroll
+    for (int t = 0; t < KMAX; ++t) {
+      a[t] = 1.0f;
+      if (t < K) {
+        const float g = sgb[2 * t], beta = sgb[2 * t + 1];
+        float c[VEC];
+        sum_partials<VEC>(part + t * tile_sz, TY, TJ, jl, c);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) c[e] = __fmul_rn(gp, c[e]);
+#pragma unroll
+        for (int s = 0; s < KMAX; ++s) {
+          if (s < t) {
+            const float coef = __fmul_rn(a[s], kk[s * KMAX + t]);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) c[e] = __fmaf_rn(coef, vn[s][e], c[e]);
+          }
+        }
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          vn[t][e] = __fmul_rn(__fsub_rn(sv[t * TJ + jl + e], __fmul_rn(g, c[e])), beta);
+#pragma unroll
+        for (int s = 0; s < KMAX; ++s)
+          if (s < t) a[s] = __fmul_rn(a[s], g);
+        gp = __fmul_rn(gp, g);
+      }
+    }
+  }
+  __syncthreads();  // part is reused for the output partials
+
+  if (owner) {  // the states, row by row in registers, and the output partials
+#pragma unroll
+    for (int t = 0; t < KMAX; ++t) {
+      if (t < K) {
+        const float g = sgb[2 * t];
+        HT* inter = t < p.n_inter
+                        ? reinterpret_cast<HT*>(p.h_inter + size_t(p.inter_first[slot] + t) * p.h_pitch) + head
+                        : nullptr;
+        float po[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) po[e] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) {
+          const int i = ty * RPT + r;
+          if (i < kd) {
+            const float ki = sk[t * kd + i], qi = sq[t * kd + i];
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+              H[r][e] = HStore<HT>::round(__fmaf_rn(ki, vn[t][e], __fmul_rn(g, H[r][e])));
+              po[e] = __fmaf_rn(H[r][e], qi, po[e]);
+            }
+            if (inter) store_vec<VEC>(inter + size_t(i) * vd, H[r]);
+          }
+        }
+        store_vec<VEC>(part + t * tile_sz + ty * TJ + jl, po);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+      const int i = ty * RPT + r;
+      if (i < kd) store_vec<VEC>(hlive + size_t(i) * vd, H[r]);
+    }
+  }
+  __syncthreads();
+
+  if (owner && ty == 0) {
+    for (int t = 0; t < K; ++t) {
+      float o[VEC];
+      sum_partials<VEC>(part + t * tile_sz, TY, TJ, jl, o);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) o[e] = __fmul_rn(o[e], p.qscale);
+      store_vec<VEC>(p.o + (size_t(b) * K + t) * size_t(p.nv) * vd + size_t(vh) * vd + jt + jl, o);
+    }
+  }
+}
+
+template <typename HT, int VEC, int KMAX>
+void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
+  auto k = gdn_verify_wy_kernel<HT, VEC, KMAX>;
+  const size_t smem = sizeof(float) * (size_t(KMAX) * p.ty_n * p.tj + 2 * size_t(KMAX) * p.kd + size_t(KMAX) * p.tj +
+                                       2 * KMAX + KMAX * KMAX);
+  static std::once_flag once;  // raise the dynamic shared-memory limit once per instance
+  std::call_once(once, [&] {
+    SSM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
+  });
+  k<<<dim3(unsigned(p.ntiles * p.nv), unsigned(p.B)), dim3(unsigned(threads)), smem, s>>>(p);
+  SSM_CUDA_LAUNCHED("gdn_verify_wy_kernel");
+}
+
+template <typename HT, int KMAX>
+void launch_h(const RowsParams& p, int vec, int threads, cudaStream_t s) {
+  if (vec == 4) launch_t<HT, 4, KMAX>(p, threads, s);
+  else launch_t<HT, 1, KMAX>(p, threads, s);
+}
+
+}  // namespace
+
+void launch_gdn_verify_wy(RowsParams p, bool h_f16, int min_ctas, cudaStream_t stream) {
+  if (p.B == 0) return;
+  if (p.R < 1 || p.R > kWyMaxRows) throw std::invalid_argument("gdn verify wy: K out of range 1..8");
+  const RowsLayout L = rows_layout(p.kd, p.vd, p.nv, p.B, 256, min_ctas);
+  p.tx_n = L.tx_n;
+  p.ty_n = L.ty_n;
+  p.tj = L.tj;
+  p.ntiles = L.ntiles;
+  if (p.R <= 4) {
+    if (h_f16) launch_h<__half, 4>(p, L.vec, L.threads, stream);
+    else launch_h<float, 4>(p, L.vec, L.threads, stream);
+  } else {
+    if (h_f16) launch_h<__half, 8>(p, L.vec, L.threads, stream);
+    else launch_h<float, 8>(p, L.vec, L.threads, stream);
+  }
+}
+
+}  // namespace ssm::cuda

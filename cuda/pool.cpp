@@ -1,0 +1,171 @@
+// Device pool allocation and addressing (see pool.h).
+#include "cuda/pool.h"
+
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+
+#include "core/state.h"
+#include "cuda/check.h"
+
+namespace ssm::cuda {
+
+DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& name) : bytes_(bytes), name_(name) {
+  SSM_CUDA(cudaMalloc(reinterpret_cast<void**>(&base_), bytes + 2 * kGuard));
+  std::vector<uint8_t> g(kGuard);
+  for (size_t i = 0; i < kGuard; ++i) g[i] = pattern(i);
+  SSM_CUDA(cudaMemcpy(base_, g.data(), kGuard, cudaMemcpyHostToDevice));
+  SSM_CUDA(cudaMemcpy(base_ + kGuard + bytes, g.data(), kGuard, cudaMemcpyHostToDevice));
+  if (bytes) SSM_CUDA(cudaMemset(base_ + kGuard, 0, bytes));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (base_) cudaFree(base_);
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (base_) cudaFree(base_);
+    base_ = o.base_;
+    bytes_ = o.bytes_;
+    name_ = std::move(o.name_);
+    o.base_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+std::string DeviceBuffer::check_guards() const {
+  if (!base_) return "";
+  std::vector<uint8_t> lo(kGuard), hi(kGuard);
+  SSM_CUDA(cudaMemcpy(lo.data(), base_, kGuard, cudaMemcpyDeviceToHost));
+  SSM_CUDA(cudaMemcpy(hi.data(), base_ + kGuard + bytes_, kGuard, cudaMemcpyDeviceToHost));
+  std::string out;
+  for (size_t i = 0; i < kGuard; ++i) {
+    if (lo[i] != pattern(i)) { out += name_ + ": guard before byte " + std::to_string(kGuard - i) + " changed; "; break; }
+  }
+  for (size_t i = 0; i < kGuard; ++i) {
+    if (hi[i] != pattern(i)) { out += name_ + ": guard after byte " + std::to_string(i) + " changed; "; break; }
+  }
+  return out;
+}
+
+namespace {
+size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+DeviceBuffer upload(const std::vector<float>& v, const std::string& name) {
+  DeviceBuffer b(v.size() * 4, name);
+  if (!v.empty()) SSM_CUDA(cudaMemcpy(b.get(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+  return b;
+}
+}  // namespace
+
+DevicePool::DevicePool(const Model& model, const PoolConfig& cfg) : cfg_(cfg) {
+  const int S = cfg.max_slots + 1;
+  inter_first_.resize(size_t(S) + 1);
+  inter_first_[0] = 0;
+  for (int s = 0; s < S; ++s) inter_first_[size_t(s) + 1] = inter_first_[size_t(s)] + cfg.capacity(s);
+  const int total_inter = inter_first_[size_t(S)];
+  for (size_t l = 0; l < model.spec.layers.size(); ++l) {
+    const LayerSpec& ls = model.spec.layers[l];
+    const LayerWeights& w = model.weights[l];
+    const std::string at = "layer " + std::to_string(l) + " ";
+    LayerPool p;
+    p.h_pitch = size_t(ls.h_elems()) * (cfg.h_mode == HMode::f16_pool ? 2 : 4);
+    p.conv_pitch = size_t(ls.conv_elems()) * 4;
+    p.h = DeviceBuffer(p.h_pitch * size_t(S), at + "h");
+    p.conv = DeviceBuffer(p.conv_pitch * size_t(S), at + "conv");
+    p.h_checkpoint = DeviceBuffer(p.h_pitch * size_t(S), at + "h_checkpoint");
+    p.conv_checkpoint = DeviceBuffer(p.conv_pitch * size_t(S), at + "conv_checkpoint");
+    p.h_intermediates = DeviceBuffer(p.h_pitch * size_t(total_inter), at + "h_intermediates");
+    p.conv_intermediates = DeviceBuffer(p.conv_pitch * size_t(S) * size_t(cfg.conv_capacity), at + "conv_intermediates");
+    p.snapshot_h = DeviceBuffer(p.h_pitch * size_t(cfg.snapshot_slots), at + "snapshot_h");
+    p.snapshot_conv = DeviceBuffer(p.conv_pitch * size_t(cfg.snapshot_slots), at + "snapshot_conv");
+    p.conv_w = upload(w.conv_w, at + "conv_w");
+    p.conv_bias = upload(w.conv_bias, at + "conv_bias");
+    p.A_log = upload(w.A_log, at + "A_log");
+    p.dt_bias = upload(w.dt_bias, at + "dt_bias");
+    p.norm_w = upload(w.norm_w, at + "norm_w");
+    layers_.push_back(std::move(p));
+  }
+  if (cfg.h_mode == HMode::f16_pool) {
+    stage_pitch_ = round_up(size_t(stage_elems(model.spec)) * 4, 16);  // 16 B: vector access
+    stage_ = DeviceBuffer(stage_pitch_ * size_t(S), "h_prefill_stage");
+  }
+  inter_first_dev_ = DeviceBuffer(inter_first_.size() * sizeof(int), "inter_first");
+  SSM_CUDA(cudaMemcpy(inter_first_dev_.get(), inter_first_.data(), inter_first_.size() * sizeof(int),
+                      cudaMemcpyHostToDevice));
+}
+
+char* DevicePool::h_checkpoint(int l, int s) const {
+  return layers_[size_t(l)].h_checkpoint.get() + size_t(s) * layers_[size_t(l)].h_pitch;
+}
+char* DevicePool::conv_checkpoint(int l, int s) const {
+  return layers_[size_t(l)].conv_checkpoint.get() + size_t(s) * layers_[size_t(l)].conv_pitch;
+}
+char* DevicePool::h_intermediate(int l, int s, int t) const {
+  return layers_[size_t(l)].h_intermediates.get() + size_t(inter_first_[size_t(s)] + t) * layers_[size_t(l)].h_pitch;
+}
+char* DevicePool::conv_intermediate(int l, int s, int t) const {
+  return layers_[size_t(l)].conv_intermediates.get() +
+         (size_t(s) * size_t(cfg_.conv_capacity) + size_t(t)) * layers_[size_t(l)].conv_pitch;
+}
+char* DevicePool::snapshot_h(int l, int i) const {
+  return layers_[size_t(l)].snapshot_h.get() + size_t(i) * layers_[size_t(l)].h_pitch;
+}
+char* DevicePool::snapshot_conv(int l, int i) const {
+  return layers_[size_t(l)].snapshot_conv.get() + size_t(i) * layers_[size_t(l)].conv_pitch;
+}
+
+const DeviceBuffer& DevicePool::family(int l, PoolFamily f) const {
+  const LayerPool& p = layers_.at(size_t(l));
+  switch (f) {
+    case PoolFamily::h: return p.h;
+    case PoolFamily::conv: return p.conv;
+    case PoolFamily::h_checkpoint: return p.h_checkpoint;
+    case PoolFamily::conv_checkpoint: return p.conv_checkpoint;
+    case PoolFamily::h_intermediates: return p.h_intermediates;
+    case PoolFamily::conv_intermediates: return p.conv_intermediates;
+    case PoolFamily::snapshot_h: return p.snapshot_h;
+    case PoolFamily::snapshot_conv: return p.snapshot_conv;
+    case PoolFamily::stage: return stage_;
+  }
+  throw std::invalid_argument("unknown pool family");
+}
+
+size_t DevicePool::pitch(int l, PoolFamily f) const {
+  const LayerPool& p = layers_.at(size_t(l));
+  switch (f) {
+    case PoolFamily::h: case PoolFamily::h_checkpoint: case PoolFamily::h_intermediates:
+    case PoolFamily::snapshot_h: return p.h_pitch;
+    case PoolFamily::conv: case PoolFamily::conv_checkpoint: case PoolFamily::conv_intermediates:
+    case PoolFamily::snapshot_conv: return p.conv_pitch;
+    case PoolFamily::stage: return stage_pitch_;
+  }
+  throw std::invalid_argument("unknown pool family");
+}
+
+size_t DevicePool::offset(int l, PoolFamily f, int slot, int t) const {
+  const size_t p = pitch(l, f);
+  switch (f) {
+    case PoolFamily::h_intermediates: return size_t(inter_first_.at(size_t(slot)) + t) * p;
+    case PoolFamily::conv_intermediates: return (size_t(slot) * size_t(cfg_.conv_capacity) + size_t(t)) * p;
+    default: return size_t(slot) * p;
+  }
+}
+
+std::vector<const DeviceBuffer*> DevicePool::buffers() const {
+  std::vector<const DeviceBuffer*> v;
+  for (const LayerPool& p : layers_)
+    for (const DeviceBuffer* b : {&p.h, &p.conv, &p.h_checkpoint, &p.conv_checkpoint, &p.h_intermediates,
+                                  &p.conv_intermediates, &p.snapshot_h, &p.snapshot_conv, &p.norm_w, &p.conv_w,
+                                  &p.conv_bias, &p.A_log, &p.dt_bias})
+      v.push_back(b);
+  if (stage_.get()) v.push_back(&stage_);
+  v.push_back(&inter_first_dev_);
+  return v;
+}
+
+}  // namespace ssm::cuda

@@ -1,0 +1,97 @@
+// The device pool of STATE-MODEL section 5: per layer one allocation per family with a fixed
+// slot pitch, a dummy slot (index max_slots) for padding rows, tiered h intermediates, uniform
+// conv intermediates, the f16-pool FP32 stage, snapshot slots. Every allocation sits between
+// two guard bands of a known byte pattern. Counterpart: reference/pool.cpp.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+
+namespace ssm::cuda {
+
+// One cudaMalloc with guard bands before and after the usable bytes. Addresses never move.
+class DeviceBuffer {
+ public:
+  static constexpr size_t kGuard = 256;  // bytes per side; keeps the payload 256-byte aligned
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes, const std::string& name);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  char* get() const { return base_ ? base_ + kGuard : nullptr; }
+  size_t bytes() const { return bytes_; }
+  const std::string& name() const { return name_; }
+  // "" when both guard bands hold the pattern, else which bytes changed.
+  std::string check_guards() const;
+  static uint8_t pattern(size_t i) { return uint8_t(0xA5u ^ (i * 29u)); }
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  std::string name_;
+};
+
+enum class PoolFamily {
+  h, conv, h_checkpoint, conv_checkpoint, h_intermediates, conv_intermediates,
+  snapshot_h, snapshot_conv, stage
+};
+
+struct LayerPool {
+  size_t h_pitch = 0;     // bytes per slot: the STORED width (FP16 size in f16-pool mode)
+  size_t conv_pitch = 0;  // bytes per slot: conv_dim * d_conv * 4
+  DeviceBuffer h, conv, h_checkpoint, conv_checkpoint;  // [max_slots + 1] slots
+  DeviceBuffer h_intermediates;     // sum of capacity(s) entries, slot s starts at inter_first[s]
+  DeviceBuffer conv_intermediates;  // [max_slots + 1][conv_capacity]
+  DeviceBuffer snapshot_h, snapshot_conv;  // [snapshot_slots]
+  DeviceBuffer norm_w, conv_w, conv_bias, A_log, dt_bias;  // weights (not state)
+};
+
+class DevicePool {
+ public:
+  DevicePool() = default;
+  DevicePool(const Model& model, const PoolConfig& cfg);
+
+  const PoolConfig& config() const { return cfg_; }
+  int slots() const { return cfg_.max_slots + 1; }  // with the dummy
+  LayerPool& layer(int l) { return layers_[size_t(l)]; }
+  const LayerPool& layer(int l) const { return layers_[size_t(l)]; }
+  int layers() const { return int(layers_.size()); }
+
+  // Slot addresses (slot may be the dummy).
+  char* h(int l, int s) const { return layers_[size_t(l)].h.get() + size_t(s) * layers_[size_t(l)].h_pitch; }
+  char* conv(int l, int s) const { return layers_[size_t(l)].conv.get() + size_t(s) * layers_[size_t(l)].conv_pitch; }
+  char* h_checkpoint(int l, int s) const;
+  char* conv_checkpoint(int l, int s) const;
+  char* h_intermediate(int l, int s, int t) const;
+  char* conv_intermediate(int l, int s, int t) const;
+  char* snapshot_h(int l, int i) const;
+  char* snapshot_conv(int l, int i) const;
+  char* stage(int s) const { return stage_.get() + size_t(s) * stage_pitch_; }
+  size_t stage_pitch() const { return stage_pitch_; }
+  const DeviceBuffer& stage_buffer() const { return stage_; }
+  int inter_first(int s) const { return inter_first_[size_t(s)]; }
+  const int* inter_first_device() const { return reinterpret_cast<const int*>(inter_first_dev_.get()); }
+
+  const DeviceBuffer& family(int l, PoolFamily f) const;
+  size_t pitch(int l, PoolFamily f) const;
+  size_t offset(int l, PoolFamily f, int slot, int t) const;  // bytes from the family's start
+
+  // Every allocation of the pool, for guard checks.
+  std::vector<const DeviceBuffer*> buffers() const;
+
+ private:
+  PoolConfig cfg_;
+  std::vector<LayerPool> layers_;
+  DeviceBuffer stage_;  // f16-pool: [max_slots + 1] FP32 stages shared by the slot's layers
+  size_t stage_pitch_ = 0;
+  std::vector<int> inter_first_;
+  DeviceBuffer inter_first_dev_;
+};
+
+}  // namespace ssm::cuda

@@ -1,0 +1,264 @@
+// The CI gate (see gate.h).
+#include "replay/gate.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <fmt/core.h>
+#include <map>
+
+#include "compare/trace.h"
+#include "fuzz/alt_reference.h"
+#include "fuzz/campaign.h"
+#include "reference/reference_backend.h"
+#include "replay/replay.h"
+
+namespace ssm::replay {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::vector<std::string> traces_in(const std::string& dir) {
+  std::vector<std::string> v;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return v;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file() && e.path().extension() == ".h5") v.push_back(e.path().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// Replays one trace file; golden: must agree; faulty: must diverge at its expectation.
+GateCase replay_case(const std::string& path, const GateBackend& be, bool faulty, const GateOptions& o) {
+  GateCase c;
+  c.suite = std::string(faulty ? "replay.faulty." : "replay.golden.") + be.name;
+  c.name = fs::path(path).filename().string();
+  const auto start = Clock::now();
+  try {
+    const cmp::Trace tr = cmp::read_trace(path);
+    auto backend = be.factory();
+    ReplayOptions ro;
+    ro.tolerances = o.tolerances;
+    const ReplayResult r = replay_trace(tr, *backend, ro);
+    if (!faulty) {
+      c.status = r.pass() ? GateCase::Status::pass : GateCase::Status::fail;
+      c.message = r.pass() ? fmt::format("agree: {} ops, {} states, {} outputs", r.ops_run, r.states_compared,
+                                         r.outputs_compared)
+                           : "diverged at " + r.divergences.front().headline();
+      if (!r.pass()) c.details = r.text();
+    } else if (!tr.header.expect) {
+      c.status = GateCase::Status::fail;
+      c.message = "faulty trace without expect_op / expect_layer / expect_tensor attributes";
+    } else if (r.matches(*tr.header.expect)) {
+      c.message = "pinpointed " + r.divergences.front().headline();
+    } else {
+      c.status = GateCase::Status::fail;
+      c.message = fmt::format("expected the first divergence at {}, got {}", tr.header.expect->text(),
+                              r.pass() ? "none (the replay agreed)" : r.divergences.front().headline());
+      c.details = r.text();
+    }
+  } catch (const std::exception& e) {
+    c.status = GateCase::Status::fail;
+    c.message = first_line(e.what());
+    c.details = e.what();
+  }
+  c.seconds = since(start);
+  return c;
+}
+
+GateCase campaign_case(const GateBackend& be, double budget, const GateOptions& o) {
+  GateCase c;
+  c.suite = "campaign." + be.name;
+  const bool ref = be.name == "reference";
+  c.name = ref ? "reference vs alternate path" : "reference vs " + be.name;
+  if (budget < 1) {
+    c.status = GateCase::Status::skipped;
+    c.message = fmt::format("no time left in the budget ({:.1f} s)", budget);
+    return c;
+  }
+  fuzz::CampaignOptions co;
+  co.seed = o.seed;
+  co.cases = 1000000;  // the budget stops it
+  co.max_ops = o.max_ops;
+  co.time_budget_s = budget;
+  co.backend_label = be.name;
+  co.tolerances = o.tolerances;
+  co.strictness = ref ? cmp::Strictness::bitwise : cmp::Strictness::classes;
+  const fuzz::BackendFactory model = [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
+  const fuzz::BackendFactory sut =
+      ref ? fuzz::BackendFactory([] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); })
+          : be.factory;
+  const auto start = Clock::now();
+  try {
+    const fuzz::CampaignResult r = fuzz::run_campaign(co, model, sut);
+    c.status = r.failed || r.gave_up ? GateCase::Status::fail : GateCase::Status::pass;
+    c.message = fmt::format("seed {}: {} cases, {} ops: {}", o.seed, r.cases, r.ops,
+                            r.failed ? "FAILED, rerun: " + r.rerun : r.gave_up ? "gave up" : "passed");
+    if (c.status == GateCase::Status::fail) c.details = r.summary();
+  } catch (const std::exception& e) {
+    c.status = GateCase::Status::fail;
+    c.message = first_line(e.what());
+    c.details = e.what();
+  }
+  c.seconds = since(start);
+  return c;
+}
+
+std::string xml(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') out += ' ';
+        else out += ch;
+    }
+  }
+  return out;
+}
+
+const char* status_name(GateCase::Status s) {
+  return s == GateCase::Status::pass ? "pass" : s == GateCase::Status::fail ? "fail" : "skipped";
+}
+
+}  // namespace
+
+bool GateResult::pass() const {
+  return std::none_of(cases.begin(), cases.end(), [](const GateCase& c) { return c.status == GateCase::Status::fail; });
+}
+
+std::string GateResult::summary() const {
+  // suites in first-seen order, with counts
+  std::vector<std::string> order;
+  std::map<std::string, std::array<int, 3>> counts;
+  std::map<std::string, double> secs;
+  for (const GateCase& c : cases) {
+    if (!counts.count(c.suite)) order.push_back(c.suite);
+    ++counts[c.suite][size_t(c.status)];
+    secs[c.suite] += c.seconds;
+  }
+  std::string s = fmt::format("ssmcheck gate: {} checks in {:.1f} s (budget {:.0f} s)\n", cases.size(), seconds, budget_s);
+  for (const std::string& suite : order) {
+    const auto& n = counts[suite];
+    std::string line = fmt::format("  {:<28} {:>3} passed", suite, n[0]);
+    if (n[1]) line += fmt::format(", {} FAILED", n[1]);
+    if (n[2]) line += fmt::format(", {} skipped", n[2]);
+    line += fmt::format("  ({:.1f} s)", secs[suite]);
+    for (const GateCase& c : cases)
+      if (c.suite == suite && (c.suite.rfind("campaign.", 0) == 0 || c.status == GateCase::Status::skipped))
+        line += "\n      " + c.name + ": " + c.message;
+    s += line + "\n";
+  }
+  bool any = false;
+  for (const GateCase& c : cases)
+    if (c.status == GateCase::Status::fail) {
+      if (!any) s += "failures:\n";
+      any = true;
+      s += fmt::format("  {} {}: {}\n", c.suite, c.name, c.message);
+    }
+  s += pass() ? "result: PASS\n" : "result: FAIL\n";
+  return s;
+}
+
+std::string GateResult::junit() const {
+  std::vector<std::string> order;
+  for (const GateCase& c : cases)
+    if (std::find(order.begin(), order.end(), c.suite) == order.end()) order.push_back(c.suite);
+  int fails = 0, skips = 0;
+  for (const GateCase& c : cases) {
+    fails += c.status == GateCase::Status::fail;
+    skips += c.status == GateCase::Status::skipped;
+  }
+  std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  s += fmt::format("<testsuites name=\"ssmcheck gate\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+                   cases.size(), fails, skips, seconds);
+  for (const std::string& suite : order) {
+    int n = 0, f = 0, k = 0;
+    double t = 0;
+    for (const GateCase& c : cases)
+      if (c.suite == suite) {
+        ++n;
+        f += c.status == GateCase::Status::fail;
+        k += c.status == GateCase::Status::skipped;
+        t += c.seconds;
+      }
+    s += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+                     xml(suite), n, f, k, t);
+    for (const GateCase& c : cases) {
+      if (c.suite != suite) continue;
+      s += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", xml(c.suite), xml(c.name), c.seconds);
+      if (c.status == GateCase::Status::pass) {
+        s += fmt::format("><system-out>{}</system-out></testcase>\n", xml(c.message));
+      } else if (c.status == GateCase::Status::skipped) {
+        s += fmt::format("><skipped message=\"{}\"/></testcase>\n", xml(c.message));
+      } else {
+        s += fmt::format("><failure message=\"{}\">{}</failure></testcase>\n", xml(c.message),
+                         xml(c.details.empty() ? c.message : c.details));
+      }
+    }
+    s += "  </testsuite>\n";
+  }
+  return s + "</testsuites>\n";
+}
+
+nlohmann::json GateResult::json() const {
+  nlohmann::json j = {{"pass", pass()}, {"seconds", seconds}, {"budget_s", budget_s}};
+  j["cases"] = nlohmann::json::array();
+  for (const GateCase& c : cases)
+    j["cases"].push_back({{"suite", c.suite}, {"name", c.name}, {"status", status_name(c.status)},
+                          {"seconds", c.seconds}, {"message", c.message}, {"details", c.details}});
+  return j;
+}
+
+GateResult run_gate(const GateOptions& o) {
+  GateResult res;
+  res.budget_s = o.budget_s;
+  const auto start = Clock::now();
+  auto add = [&](GateCase c) {
+    if (o.progress)
+      o.progress(fmt::format("{} {} {}: {}", status_name(c.status), c.suite, c.name, c.message));
+    res.cases.push_back(std::move(c));
+  };
+  const std::vector<std::string> golden = traces_in(o.traces_dir);
+  const std::vector<std::string> faulty = traces_in(o.traces_dir + "/faulty");
+  if (golden.empty()) {
+    GateCase c;
+    c.suite = "replay.golden";
+    c.name = o.traces_dir;
+    c.status = GateCase::Status::fail;
+    c.message = "no golden traces (*.h5) in " + o.traces_dir;
+    add(c);
+  }
+  for (const GateBackend& be : o.backends) {
+    for (const std::string& p : golden) add(replay_case(p, be, false, o));
+    for (const std::string& p : faulty) add(replay_case(p, be, true, o));
+  }
+  for (const auto& sk : o.skipped) {
+    GateCase c;
+    c.suite = "backend." + sk.first;
+    c.name = sk.first;
+    c.status = GateCase::Status::skipped;
+    c.message = "skipped: " + sk.second;
+    add(c);
+  }
+  // the campaigns share what is left of the budget
+  for (size_t i = 0; i < o.backends.size(); ++i) {
+    const double left = o.budget_s - since(start);
+    add(campaign_case(o.backends[i], left / double(o.backends.size() - i), o));
+  }
+  res.seconds = since(start);
+  return res;
+}
+
+}  // namespace ssm::replay

@@ -1,0 +1,54 @@
+// The CI gate: replays every golden trace (DIR/*.h5) on every available backend, checks that
+// every faulty trace (DIR/faulty/*.h5) diverges exactly where its expect_* attributes say, and
+// runs seeded campaigns (reference vs its alternate path; each other backend vs the reference)
+// within a time budget. Produces a one-screen summary, JUnit XML and JSON.
+// Counterparts: cli/cmd_gate.cpp, replay/replay.h, fuzz/campaign.h.
+#pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "compare/compare.h"
+#include "fuzz/lockstep.h"
+
+namespace ssm::replay {
+
+struct GateBackend {
+  std::string name;               // "reference", "cuda"
+  fuzz::BackendFactory factory;
+};
+
+struct GateOptions {
+  std::string traces_dir;          // golden traces; faulty ones in traces_dir/faulty
+  double budget_s = 60;            // the campaigns share what the replays leave
+  uint64_t seed = 1;               // campaign seed
+  int max_ops = 30;                // longest op sequence of a campaign case
+  std::vector<GateBackend> backends;                       // available ones; "reference" runs its alt path
+  std::vector<std::pair<std::string, std::string>> skipped;  // unavailable backend, why
+  cmp::Tolerances tolerances = cmp::Tolerances::defaults();
+  std::function<void(const std::string&)> progress;        // one line per finished case
+};
+
+struct GateCase {
+  enum class Status { pass, fail, skipped };
+  std::string suite;    // "replay.golden.reference", "replay.faulty.cuda", "campaign.reference", ...
+  std::string name;     // trace file name or campaign name
+  Status status = Status::pass;
+  double seconds = 0;
+  std::string message;  // one line
+  std::string details;  // the full report on failure
+};
+
+struct GateResult {
+  std::vector<GateCase> cases;
+  double seconds = 0, budget_s = 0;
+  bool pass() const;
+  std::string summary() const;  // one screen
+  std::string junit() const;    // JUnit XML
+  nlohmann::json json() const;
+};
+
+GateResult run_gate(const GateOptions& options);
+
+}  // namespace ssm::replay

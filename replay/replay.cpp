@@ -1,0 +1,236 @@
+// Trace replay (see replay.h).
+#include "replay/replay.h"
+
+#include <fmt/core.h>
+
+#include "core/errors.h"
+#include "core/runner.h"
+
+namespace ssm::replay {
+
+namespace {
+
+StepInputs zero_inputs(const ModelSpec& spec, int rows) {
+  StepInputs in;
+  in.rows = rows;
+  for (const LayerSpec& s : spec.layers) {
+    const size_t r = size_t(std::max(rows, 0));
+    in.layers.push_back({std::vector<float>(r * size_t(s.conv_dim())), std::vector<float>(r * size_t(s.nv)),
+                         std::vector<float>(r * size_t(s.nv)), std::vector<float>(r * size_t(s.out_dim()))});
+  }
+  return in;
+}
+
+// The backend's state cut to what the trace recorded: its layers, and the stage only if recorded.
+SequenceState restrict_to(SequenceState got, const cmp::TraceState& rec) {
+  SequenceState s;
+  s.slot = got.slot;
+  s.last_verify_k = got.last_verify_k;
+  for (int l : rec.layers)
+    if (size_t(l) < got.layers.size()) s.layers.push_back(std::move(got.layers[size_t(l)]));
+  if (rec.state.h_prefill_stage) s.h_prefill_stage = std::move(got.h_prefill_stage);
+  return s;
+}
+
+Divergence from_report(const cmp::StateReport& rep, int index, const std::string& op, const std::string& what) {
+  Divergence d;
+  d.op_index = index;
+  d.op = op;
+  d.what = what;
+  const cmp::Where& w = rep.failures.at(0).where;
+  d.seq = w.seq;
+  d.layer = w.layer;
+  d.tensor = w.tensor;
+  d.text = rep.text();
+  d.json = rep.json();
+  return d;
+}
+
+Divergence plain(int index, const std::string& op, const std::string& what, int seq, const std::string& text) {
+  Divergence d;
+  d.op_index = index;
+  d.op = op;
+  d.what = what;
+  d.seq = seq;
+  d.text = text;
+  d.json = {{"op_index", index}, {"op", op}, {"what", what}, {"seq", seq}, {"text", text}};
+  return d;
+}
+
+}  // namespace
+
+std::string Divergence::headline() const {
+  cmp::Where w;
+  w.op_index = op_index;
+  w.op = op;
+  w.seq = seq;
+  w.layer = layer;
+  w.tensor = tensor;
+  return w.text() + " (" + what + ")";
+}
+
+std::string Refusal::text(const std::string& backend) const {
+  std::string s = fmt::format("op {} '{}': ", op_index, op);
+  s += backend_kind.empty() ? backend + " accepted it" : fmt::format("{} refused it ({})", backend, message);
+  if (recorded_kind.empty()) s += "; the trace recorded no refusal";
+  else if (recorded_kind == backend_kind) s += "; the trace recorded the same refusal";
+  else s += "; the trace recorded the refusal " + recorded_kind;
+  return s;
+}
+
+bool ReplayResult::matches(const cmp::TraceExpectation& x) const {
+  if (divergences.empty()) return false;
+  const Divergence& d = divergences.front();
+  return d.op_index == x.op && (x.seq < 0 || d.seq == x.seq) && d.layer == x.layer && d.tensor == x.tensor;
+}
+
+std::string ReplayResult::text() const {
+  std::string s;
+  if (!note.empty()) s += "  note: " + note + "\n";
+  for (const Refusal& r : refusals) s += "  refusal: " + r.text(backend) + "\n";
+  if (!divergences.empty()) {
+    const Divergence& d = divergences.front();
+    s += fmt::format("FIRST DIVERGENCE at {}\n  (ref = the trace, got = {})\n", d.headline(), backend);
+    s += d.text;
+    if (!s.empty() && s.back() != '\n') s += "\n";
+    s += last_agreed_op >= 0 ? fmt::format("last op where everything agreed: op {} '{}'\n", last_agreed_op, last_agreed_text)
+                             : std::string("last op where everything agreed: none (no recorded state, output or refusal "
+                                           "agreed before it)\n");
+    for (size_t i = 1; i < divergences.size(); ++i) {
+      s += "further divergence at " + divergences[i].headline() + "\n";
+      s += divergences[i].text;
+      if (s.back() != '\n') s += "\n";
+    }
+  }
+  s += pass() ? fmt::format("result: AGREE: {} ops, {} states and {} outputs compared on {}\n", ops_run,
+                            states_compared, outputs_compared, backend)
+              : fmt::format("result: DIVERGED: {} divergence(s), {} of {} ops replayed on {}\n", divergences.size(),
+                            ops_run, ops_total, backend);
+  return s;
+}
+
+nlohmann::json ReplayResult::json() const {
+  nlohmann::json j = {{"backend", backend},
+                      {"trace", trace},
+                      {"pass", pass()},
+                      {"ops_total", ops_total},
+                      {"ops_run", ops_run},
+                      {"states_compared", states_compared},
+                      {"outputs_compared", outputs_compared},
+                      {"last_agreed_op", last_agreed_op},
+                      {"last_agreed_text", last_agreed_text}};
+  if (!note.empty()) j["note"] = note;
+  j["refusals"] = nlohmann::json::array();
+  for (const Refusal& r : refusals)
+    j["refusals"].push_back({{"op_index", r.op_index}, {"op", r.op}, {"backend_kind", r.backend_kind},
+                             {"recorded_kind", r.recorded_kind}, {"agree", r.agree()}, {"message", r.message}});
+  j["divergences"] = nlohmann::json::array();
+  for (const Divergence& d : divergences)
+    j["divergences"].push_back({{"op_index", d.op_index}, {"op", d.op}, {"what", d.what}, {"seq", d.seq},
+                                {"layer", d.layer}, {"tensor", d.tensor}, {"report", d.json}});
+  return j;
+}
+
+ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions& o) {
+  ReplayResult r;
+  r.backend = b.name();
+  r.trace = tr.source;
+  r.note = tr.note;
+  r.ops_total = int(tr.ops.size());
+  const ModelSpec& spec = tr.header.model.spec;
+  const HMode mode = tr.header.pool.h_mode;
+  b.create_pool(tr.header.model, tr.header.pool);
+  // The trace's inputs; zeros where it recorded none (padding entries, refused ops).
+  Runner runner(b, [&](int op_index, int, int row, int rows) {
+    const cmp::TraceOp& t = tr.ops.at(size_t(op_index));
+    if (size_t(row) < t.inputs.size() && t.inputs[size_t(row)].rows == rows && !t.inputs[size_t(row)].layers.empty())
+      return t.inputs[size_t(row)];
+    return zero_inputs(spec, rows);
+  });
+  int last_ok = -1;
+  std::string last_ok_text;
+  for (size_t i = 0; i < tr.ops.size(); ++i) {
+    const cmp::TraceOp& t = tr.ops[i];
+    const int index = int(i);
+    const std::string text = to_string(t.op);
+    ++r.ops_run;
+    std::vector<Divergence> here;
+    bool evidence = false;
+    OpResult res;
+    bool refused = false;
+    std::string kind, message;
+    try {
+      res = runner.run(t.op, index);
+    } catch (const StateError& e) {
+      refused = true;
+      kind = to_string(e.kind());
+      message = e.what();
+    } catch (const std::exception& e) {
+      here.push_back(plain(index, text, "backend error", -1,
+                           fmt::format("{} raised an error that is not a contract refusal: {}\n", b.name(), e.what())));
+      refused = true;
+    }
+    const std::string recorded = t.refused ? to_string(*t.refused) : "";
+    if (!kind.empty() || !recorded.empty()) {
+      Refusal ref{index, text, kind, message, recorded};
+      r.refusals.push_back(ref);
+      evidence = true;
+      if (!ref.agree()) here.push_back(plain(index, text, "refusal", t.op.seqs.at(0), ref.text(b.name()) + "\n"));
+    }
+    if (!refused && !t.refused) {
+      const DType state_dtype = mode != HMode::f32 ? DType::f16 : DType::f32;  // FP16 lineage (compare/class_of)
+      for (size_t e = 0; e < t.outputs.size() && e < res.outputs.size(); ++e) {
+        if (!t.outputs[e] || t.op.seqs[e] == kPadRow) continue;
+        evidence = true;
+        cmp::Where w;
+        w.op_index = index;
+        w.op = text;
+        w.seq = t.op.seqs[e];
+        w.slot = runner.slot_of(w.seq);
+        const cmp::StateReport rep =
+            cmp::compare_outputs(spec, *t.outputs[e], res.outputs[e], o.tolerances, w, o.strictness, state_dtype);
+        r.outputs_compared += rep.tensors;
+        if (!rep.pass()) here.push_back(from_report(rep, index, text, "output"));
+      }
+    }
+    for (const cmp::TraceState& ts : t.states) {
+      evidence = true;
+      int slot = -1;
+      try {
+        slot = runner.slot_of(ts.seq);
+      } catch (const StateError&) {
+        here.push_back(plain(index, text, "sequence", ts.seq,
+                             fmt::format("the trace records the state of seq {} after this op, but seq {} is not "
+                                         "allocated on {}\n", ts.seq, ts.seq, b.name())));
+        continue;
+      }
+      cmp::Where w;
+      w.op_index = index;
+      w.op = text;
+      w.seq = ts.seq;
+      w.slot = slot;
+      const cmp::StateReport rep =
+          cmp::compare_state(ts.state, restrict_to(b.export_state(slot), ts), o.tolerances, w, o.strictness, mode);
+      r.states_compared += rep.tensors;
+      if (!rep.pass()) here.push_back(from_report(rep, index, text, "state"));
+    }
+    if (!here.empty()) {
+      if (r.divergences.empty()) {
+        r.last_agreed_op = last_ok;
+        r.last_agreed_text = last_ok_text;
+      }
+      for (auto& d : here) r.divergences.push_back(std::move(d));
+      if (!o.keep_going) break;
+    } else if (evidence && r.divergences.empty()) {
+      last_ok = index;
+      last_ok_text = text;
+    }
+  }
+  if (r.divergences.empty()) {
+    r.last_agreed_op = last_ok;
+    r.last_agreed_text = last_ok_text;
+  }
+  return r;
+}
+
+}  // namespace ssm::replay

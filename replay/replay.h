@@ -1,0 +1,66 @@
+// Replay of a state trace (compare/trace.h) on a Backend: the trace's ops with the trace's own
+// inputs, every recorded state and output compared with compare/ (ref = the trace, got = the
+// backend), refusals matched against the ones the trace recorded, and the first divergence
+// reported with the last op at which everything still agreed. Counterparts: cli/cmd_replay.cpp,
+// replay/gate.h (the CI gate), docs/trace-format.md.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "compare/compare.h"
+#include "compare/trace.h"
+#include "core/backend.h"
+
+namespace ssm::replay {
+
+struct ReplayOptions {
+  cmp::Tolerances tolerances = cmp::Tolerances::defaults();
+  cmp::Strictness strictness = cmp::Strictness::classes;
+  bool keep_going = false;  // go on past the first divergence (the backend keeps its own state)
+};
+
+struct Divergence {
+  int op_index = -1;
+  std::string op;     // printable op
+  std::string what;   // "state", "output", "refusal", "sequence", "backend error"
+  int seq = -1, layer = -1;
+  std::string tensor;  // the first failing tensor as cmp::Where::tensor ("" for refusal mismatches)
+  std::string text;    // the compare/ report, or what differed
+  nlohmann::json json;
+  std::string headline() const;  // "op 5 'verify 4', seq 0, layer 1, h_intermediate[1] (state)"
+};
+
+// An op the backend refused, or the trace recorded as refused.
+struct Refusal {
+  int op_index = -1;
+  std::string op;
+  std::string backend_kind;   // "" when the backend accepted the op
+  std::string message;        // the backend's StateError text
+  std::string recorded_kind;  // "" when the trace recorded no refusal
+  bool agree() const { return backend_kind == recorded_kind; }
+  std::string text(const std::string& backend) const;
+};
+
+struct ReplayResult {
+  std::string backend, trace, note;  // note: set for an unfinished capture
+  int ops_total = 0, ops_run = 0;
+  int64_t states_compared = 0, outputs_compared = 0;
+  std::vector<Divergence> divergences;  // the first one first; more only with keep_going
+  std::vector<Refusal> refusals;
+  // The last op before the first divergence (or overall) whose recorded evidence (states,
+  // outputs, refusals) all agreed; -1 when none.
+  int last_agreed_op = -1;
+  std::string last_agreed_text;
+  bool pass() const { return divergences.empty(); }
+  // The first divergence is at the expected op, layer and tensor (and seq when given).
+  bool matches(const cmp::TraceExpectation& x) const;
+  std::string text() const;  // terminal report
+  nlohmann::json json() const;
+};
+
+// Creates a fresh pool on `backend` from the trace's model and pool and replays every op.
+// Throws std::invalid_argument when the backend rejects the model or pool.
+ReplayResult replay_trace(const cmp::Trace& trace, Backend& backend, const ReplayOptions& options = {});
+
+}  // namespace ssm::replay

@@ -1,0 +1,106 @@
+// Every transition of the CUDA backend against the reference under the compare classes, over
+// the small odd presets and the qwen3-next-80b shape, in every h mode; plus the converters
+// bit for bit against core/half.h.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "cuda_test_support.h"
+
+namespace ssm::test {
+namespace {
+
+// Touches every op, both verify arms, padding rows, a release/re-alloc, f16 conversion and the
+// widening prefill on FP16 h. Some ops are invalid in some modes (rollback 0 onto an FP32
+// checkpoint in f16 mode): then both backends must raise the same error and change nothing.
+constexpr const char* kScript =
+    "alloc; prefill 5; checkpoint; decode; decode; verify 4; commit 2 4; decode; verify 3 wy; rollback 2; "
+    "checkpoint_async; decode; rollback 0; snapshot_save 0; decode; verify 2; commit 2 2; snapshot_restore 0; "
+    "decode; rollback_and_checkpoint_async 0; verify 4 wy; rollback_and_checkpoint_async 3; decode; verify 4; "
+    "commit 4 4; prefill 3; decode; alloc @1; prefill 2 @1; decode @1,0; verify 3 @0,pad,1; commit 1 3 @1; "
+    "verify 2 wy @1,0; rollback 1 @0; release @0; alloc @0; decode @0,1; verify 3 wy @pad,0";
+
+using Param = std::tuple<std::string, int, HMode>;
+
+class TransitionsGpu : public GpuTestP<Param> {};
+
+TEST_P(TransitionsGpu, MatchesReference) {
+  GpuCase c;
+  c.preset = std::get<0>(GetParam());
+  c.layers = std::get<1>(GetParam());
+  c.mode = std::get<2>(GetParam());
+  c.seed = 17;
+  run_pair(c, kScript);
+}
+
+std::vector<Param> params() {
+  std::vector<Param> v;
+  for (HMode m : {HMode::f32, HMode::f16, HMode::f16_pool}) {
+    for (const char* p : {"tiny", "odd-a", "odd-b", "odd-c", "odd-d"}) v.emplace_back(p, 0, m);
+    v.emplace_back("qwen3-next-80b", 2, m);
+  }
+  return v;
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& i) {
+  std::string s = std::get<0>(i.param) + "_" + to_string(std::get<2>(i.param));
+  for (char& ch : s)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, TransitionsGpu, ::testing::ValuesIn(params()), param_name);
+
+class ConvertersGpu : public GpuTest {};
+
+// to_f16 in f16 mode: each FP16 element is float_to_half_rne of the FP32 element it replaced.
+TEST_F(ConvertersGpu, ToF16IsTheReferenceConverter) {
+  for (const char* preset : {"odd-a", "odd-d"}) {
+    GpuCase c;
+    c.preset = preset;
+    c.mode = HMode::f16;
+    c.seed = 5;
+    std::printf("gpu case: %s\n", c.name().c_str());
+    cuda::CudaBackend cb;
+    cb.create_pool(c.model(), c.pool());
+    const int s = cb.alloc(0);
+    cb.prefill(s, make_inputs(c.spec(), c.gen(), 0, 0, 0, 7));
+    const SequenceState f32 = cb.export_state(s);
+    cb.to_f16(s);
+    const SequenceState f16 = cb.export_state(s);
+    for (size_t l = 0; l < f32.layers.size(); ++l) {
+      const Tensor& a = f32.layers[l].h;
+      const Tensor& b = f16.layers[l].h;
+      ASSERT_EQ(b.dtype(), DType::f16);
+      for (int64_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(b.f16()[i], float_to_half_rne(a.f32()[i])) << c.name() << " layer " << l << " element " << i;
+    }
+    EXPECT_THROW(cb.to_f16(s), StateError);
+    EXPECT_EQ(cb.check_guards(), "");
+  }
+}
+
+// f16-pool prefill narrows the FP32 stage with the converter: the last layer's FP16 h equals
+// float_to_half_rne of the stage, also on a continuation prefill that widened FP16 h first.
+TEST_F(ConvertersGpu, F16PoolPrefillNarrowsTheStage) {
+  GpuCase c;
+  c.preset = "odd-d";
+  c.mode = HMode::f16_pool;
+  c.seed = 9;
+  std::printf("gpu case: %s\n", c.name().c_str());
+  cuda::CudaBackend cb;
+  cb.create_pool(c.model(), c.pool());
+  const int s = cb.alloc(0);
+  for (int round = 0; round < 2; ++round) {
+    cb.prefill(s, make_inputs(c.spec(), c.gen(), round, 0, 0, 4 + round));
+    const SequenceState st = cb.export_state(s);
+    ASSERT_TRUE(st.h_prefill_stage.has_value());
+    const Tensor& h = st.layers.back().h;
+    for (int64_t i = 0; i < h.size(); ++i)
+      ASSERT_EQ(h.f16()[i], float_to_half_rne(st.h_prefill_stage->f32()[i])) << "round " << round << " element " << i;
+    cb.decode({s}, {make_inputs(c.spec(), c.gen(), 10 + round, 0, 0, 1)});
+  }
+}
+
+}  // namespace
+}  // namespace ssm::test

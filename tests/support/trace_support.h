@@ -1,0 +1,119 @@
+// Support for the trace tests: a shell runner for the ssmcheck binary, a temporary directory,
+// and a recorder that runs an op script on the reference and returns it as a trace.
+#pragma once
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "compare/trace.h"
+#include "core/errors.h"
+#include "core/runner.h"
+#include "fixtures/case_config.h"
+#include "reference/reference_backend.h"
+
+namespace ssm::test {
+
+struct Shell {
+  int code = -1;
+  std::string out;
+};
+
+inline Shell sh(const std::string& cmd) {
+  Shell r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+inline std::string q(const std::string& s) { return "'" + s + "'"; }
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ssmcheck-trace-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct Recorded {
+  cmp::TraceHeader header;
+  std::vector<cmp::TraceOp> ops;
+};
+
+// Runs `script` on the reference with seeded inputs; records refusals, outputs and the state of
+// every live sequence (layers `layers`, all when empty) after every op.
+inline Recorded record(const CaseConfig& cfg, const std::string& script, std::vector<int> layers = {}) {
+  Recorded r;
+  r.header.producer = "trace test";
+  r.header.backend = "reference";
+  r.header.model = cfg.model();
+  r.header.pool = cfg.pool();
+  r.header.seed = cfg.gen.seed;
+  r.header.case_name = cfg.flags();
+  const ModelSpec& spec = r.header.model.spec;
+  if (layers.empty())
+    for (size_t l = 0; l < spec.layers.size(); ++l) layers.push_back(int(l));
+  ref::ReferenceBackend b;
+  b.create_pool(r.header.model, r.header.pool);
+  const cmp::TraceOp* cur = nullptr;
+  Runner run(b, [&](int, int, int row, int) { return cur->inputs.at(size_t(row)); });
+  const std::vector<Op> ops = parse_script(script);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    cmp::TraceOp t;
+    t.op = ops[i];
+    if (t.op.kind == OpKind::prefill || t.op.is_batch()) {
+      t.inputs.resize(t.op.seqs.size());
+      for (size_t e = 0; e < t.op.seqs.size(); ++e)
+        if (t.op.rows() > 0) t.inputs[e] = make_inputs(spec, cfg.gen, int(i), t.op.seqs[e], int(e), t.op.rows());
+    }
+    cur = &t;
+    OpResult res;
+    try {
+      res = run.run(t.op, int(i));
+    } catch (const StateError& e) {
+      t.refused = e.kind();
+    }
+    for (size_t e = 0; e < res.outputs.size(); ++e)
+      t.outputs.push_back(t.op.seqs[e] == kPadRow ? std::nullopt : std::optional<StepOutputs>(res.outputs[e]));
+    for (int seq : run.live_seqs()) {
+      SequenceState full = b.export_state(run.slot_of(seq));
+      cmp::TraceState ts;
+      ts.seq = seq;
+      ts.layers = layers;
+      ts.state.slot = full.slot;
+      ts.state.last_verify_k = full.last_verify_k;
+      ts.state.h_prefill_stage = full.h_prefill_stage;
+      for (int l : layers) ts.state.layers.push_back(full.layers[size_t(l)]);
+      t.states.push_back(std::move(ts));
+    }
+    r.ops.push_back(std::move(t));
+  }
+  return r;
+}
+
+inline CaseConfig case_of(const std::string& preset, HMode mode, uint64_t seed) {
+  CaseConfig c;
+  c.preset = preset;
+  c.h_mode = mode;
+  c.gen.seed = seed;
+  return c;
+}
+
+}  // namespace ssm::test

@@ -1,0 +1,32 @@
+# State traces (issue 6): the format (round trips, byte identity, crash safety, a catalogue of
+# bad files), replay of the golden and faulty fixtures, the Python example, record, the gate, and
+# the C ABI through nothing but capture/ssmcheck_capture.h. cpu label; trace_gpu_test: gpu.
+ssmcheck_test(trace_test LABEL cpu TIMEOUT 900
+  SOURCES trace_format_test.cpp trace_replay_test.cpp
+  LIBS ssmcheck_replay ssmcheck_trace ssmcheck_reference ssmcheck_fixtures)
+target_compile_definitions(trace_test PRIVATE
+  SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
+  SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+add_dependencies(trace_test ssmcheck)
+
+# The C ABI from C: trace_capture_c records three traces (a good one, one with a wrong state, an
+# abandoned capture) and checks error codes; ssmcheck must replay them with exit 0, 1 and 0.
+add_executable(trace_capture_c trace_capture_c.c)
+target_link_libraries(trace_capture_c PRIVATE ssmcheck_capture)
+set_target_properties(trace_capture_c PROPERTIES C_STANDARD 99)
+add_test(NAME trace_capture_c
+  COMMAND sh -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; \"$1\" \"$d\"; \"$2\" replay \"$d/capi.h5\"; \
+\"$2\" replay \"$d/capi_partial.h5\" | grep -q 'capture did not finish: 2 ops recovered'; \
+rc=0; \"$2\" replay \"$d/capi_bad.h5\" || rc=$?; test $rc -eq 1; echo 'C ABI traces replayed as expected'"
+    sh $<TARGET_FILE:trace_capture_c> $<TARGET_FILE:ssmcheck>)
+set_tests_properties(trace_capture_c PROPERTIES LABELS cpu TIMEOUT 120)
+add_dependencies(trace_capture_c ssmcheck)
+
+if(TARGET ssmcheck_cuda)
+  ssmcheck_test(trace_gpu_test LABEL gpu TIMEOUT 900
+    SOURCES trace_gpu_test.cpp
+    LIBS ssmcheck_replay ssmcheck_trace ssmcheck_cuda ssmcheck_reference ssmcheck_fixtures)
+endif()
+if(TARGET ssmcheck_cuda)
+  target_compile_definitions(trace_test PRIVATE SSMCHECK_TEST_HAVE_CUDA=1)
+endif()

@@ -1,0 +1,67 @@
+// Golden and faulty traces replayed on the CUDA backend (gpu label): golden ones must agree under
+// the tolerance classes, faulty ones must be pinpointed at their documented op, layer and tensor.
+// Skips with the reason where no device is usable (fails instead with SSMCHECK_REQUIRE_GPU=1).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "compare/trace.h"
+#include "cuda/cuda_backend.h"
+#include "replay/replay.h"
+
+namespace ssm::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> traces(const std::string& dir) {
+  std::vector<std::string> v;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".h5") v.push_back(e.path().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+class TraceGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (cuda::device_available(&why)) return;
+    const char* req = std::getenv("SSMCHECK_REQUIRE_GPU");
+    if (req && std::string(req) == "1") FAIL() << "no CUDA device (SSMCHECK_REQUIRE_GPU=1): " << why;
+    GTEST_SKIP() << "no CUDA device: " << why;
+  }
+  const std::string dir_ = std::string(SSMCHECK_FIXTURES_DIR) + "/traces";
+};
+
+TEST_F(TraceGpu, GoldenTracesReplayOnCuda) {
+  const auto files = traces(dir_);
+  ASSERT_FALSE(files.empty());
+  for (const std::string& p : files) {
+    SCOPED_TRACE(p);
+    const cmp::Trace t = cmp::read_trace(p);
+    cuda::CudaBackend b;
+    const replay::ReplayResult r = replay::replay_trace(t, b);
+    EXPECT_TRUE(r.pass()) << p << "\n" << r.text();
+    EXPECT_EQ(b.check_guards(), "");
+  }
+}
+
+TEST_F(TraceGpu, FaultyTracesArePinpointedOnCuda) {
+  for (const std::string& p : traces(dir_ + "/faulty")) {
+    SCOPED_TRACE(p);
+    const cmp::Trace t = cmp::read_trace(p);
+    ASSERT_TRUE(t.header.expect.has_value());
+    cuda::CudaBackend b;
+    const replay::ReplayResult r = replay::replay_trace(t, b);
+    ASSERT_FALSE(r.pass());
+    EXPECT_TRUE(r.matches(*t.header.expect))
+        << "expected " << t.header.expect->text() << ", got " << r.divergences.front().headline();
+  }
+}
+
+}  // namespace
+}  // namespace ssm::test

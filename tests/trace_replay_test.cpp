@@ -1,0 +1,200 @@
+// Replay (replay/replay.h) and the trace command line: every golden trace under
+// fixtures/traces replays on the reference; every faulty one is pinpointed at its documented
+// op, layer and tensor; a trace written by scripts/write_trace_example.py (h5py) replays;
+// record -> replay round trips, --keep-going, and the gate with its JUnit XML and JSON.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "replay/replay.h"
+#include "tests/support/trace_support.h"
+
+namespace ssm::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string traces_dir() { return std::string(SSMCHECK_FIXTURES_DIR) + "/traces"; }
+
+std::vector<std::string> traces(const std::string& dir) {
+  std::vector<std::string> v;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".h5") v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+class GoldenTrace : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTrace, ReplaysOnTheReference) {
+  const std::string path = traces_dir() + "/" + GetParam();
+  const cmp::Trace t = cmp::read_trace(path);
+  EXPECT_TRUE(t.finished);
+  EXPECT_FALSE(t.header.expect.has_value());
+  ref::ReferenceBackend b;
+  const replay::ReplayResult r = replay::replay_trace(t, b);
+  EXPECT_TRUE(r.pass()) << path << "\n" << r.text();
+  EXPECT_GT(r.states_compared, 0);
+  EXPECT_EQ(r.ops_run, int(t.ops.size()));
+  for (const auto& ref : r.refusals) EXPECT_TRUE(ref.agree()) << ref.text("reference");
+}
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTrace, ::testing::ValuesIn(traces(traces_dir())),
+                         [](const auto& info) {
+                           std::string s = info.param.substr(0, info.param.size() - 3);
+                           for (char& c : s)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return s;
+                         });
+
+TEST(GoldenTraces, CoverEveryOpModeArmAndBatching) {
+  std::set<std::string> ops, modes;
+  bool wy = false, exact = false, padded = false, batched = false, refusal = false, qwen = false;
+  for (const std::string& name : traces(traces_dir())) {
+    const cmp::Trace t = cmp::read_trace(traces_dir() + "/" + name);
+    modes.insert(to_string(t.header.pool.h_mode));
+    qwen = qwen || t.header.model.spec.name == "qwen3-next-80b";
+    for (const cmp::TraceOp& o : t.ops) {
+      refusal = refusal || o.refused.has_value();
+      if (o.refused) continue;
+      ops.insert(op_name(o.op.kind));
+      if (o.op.kind == OpKind::verify) (o.op.arm == VerifyArm::wy ? wy : exact) = true;
+      batched = batched || o.op.seqs.size() > 1;
+      padded = padded || std::count(o.op.seqs.begin(), o.op.seqs.end(), kPadRow) > 0;
+    }
+  }
+  for (OpKind k : all_op_kinds()) EXPECT_TRUE(ops.count(op_name(k))) << "no golden trace applies " << op_name(k);
+  EXPECT_EQ(modes, (std::set<std::string>{"f32", "f16", "f16-pool"}));
+  EXPECT_TRUE(wy && exact && batched && padded && refusal && qwen);
+  std::uintmax_t bytes = 0;
+  for (const auto& e : fs::recursive_directory_iterator(traces_dir())) bytes += e.is_regular_file() ? e.file_size() : 0;
+  EXPECT_LT(bytes, 20u << 20) << "fixtures/traces must stay under ~20 MB";
+}
+
+class FaultyTrace : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FaultyTrace, IsPinpointedAtItsOpLayerAndTensor) {
+  const std::string path = traces_dir() + "/faulty/" + GetParam();
+  const cmp::Trace t = cmp::read_trace(path);
+  ASSERT_TRUE(t.header.expect.has_value()) << path;
+  ref::ReferenceBackend b;
+  const replay::ReplayResult r = replay::replay_trace(t, b);
+  ASSERT_FALSE(r.pass()) << path;
+  EXPECT_TRUE(r.matches(*t.header.expect))
+      << path << ": expected " << t.header.expect->text() << ", got " << r.divergences.front().headline();
+  EXPECT_EQ(r.divergences.size(), 1u);  // stops at the first divergence
+  EXPECT_EQ(r.last_agreed_op, t.header.expect->op - 1) << r.text();
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " replay " + q(path));
+  EXPECT_EQ(s.code, 1) << s.out;
+  EXPECT_NE(s.out.find("FIRST DIVERGENCE at op " + std::to_string(t.header.expect->op)), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("pinpointed"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("last op where everything agreed"), std::string::npos) << s.out;
+}
+INSTANTIATE_TEST_SUITE_P(Fixtures, FaultyTrace, ::testing::ValuesIn(traces(traces_dir() + "/faulty")),
+                         [](const auto& info) { return info.param.substr(0, info.param.size() - 3); });
+
+TEST(Replay, KeepGoingReportsLaterDivergences) {
+  TempDir dir;
+  Recorded w = record(case_of("tiny", HMode::f32, 21), "alloc; prefill 3; decode; decode; decode");
+  for (int i : {2, 4}) w.ops[size_t(i)].states[0].state.layers[0].h.f32()[3] += 1.0f;
+  cmp::write_trace(dir.file("k.h5"), w.header, w.ops);
+  const cmp::Trace t = cmp::read_trace(dir.file("k.h5"));
+  ref::ReferenceBackend b;
+  replay::ReplayOptions o;
+  o.keep_going = true;
+  const replay::ReplayResult r = replay::replay_trace(t, b, o);
+  ASSERT_EQ(r.divergences.size(), 2u) << r.text();
+  EXPECT_EQ(r.divergences[0].op_index, 2);
+  EXPECT_EQ(r.divergences[1].op_index, 4);
+  EXPECT_EQ(r.last_agreed_op, 1);
+  EXPECT_EQ(r.ops_run, 5);
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " replay --keep-going --json " + q(dir.file("k.json")) + " " +
+                     q(dir.file("k.h5")));
+  EXPECT_EQ(s.code, 1) << s.out;
+  EXPECT_NE(s.out.find("further divergence at op 4"), std::string::npos) << s.out;
+  std::ifstream js(dir.file("k.json"));
+  const nlohmann::json j = nlohmann::json::parse(js);
+  EXPECT_EQ(j.at(0).at("divergences").size(), 2u);
+  // a loose tolerance makes the same trace agree: the tolerance flags reach the comparison
+  const Shell loose = sh(std::string(SSMCHECK_BIN) + " replay --tolerance fp32-state.atol=2,fp32-state.max_nrmse=1 " + q(dir.file("k.h5")));
+  EXPECT_EQ(loose.code, 0) << loose.out;
+}
+
+TEST(Replay, RecordThenReplayFromTheCommandLine) {
+  TempDir dir;
+  const std::string p = dir.file("rec.h5");
+  const std::string bin = SSMCHECK_BIN;
+  const Shell rec = sh(bin + " record --preset odd-c --h-mode f16-pool --seed 5 --outputs --states 2,4 --ops "
+                             "'alloc; prefill 4; decode; verify 3 wy; commit 2 3; commit 0 3' -o " + q(p));
+  ASSERT_EQ(rec.code, 0) << rec.out;
+  EXPECT_NE(rec.out.find("6 ops, 1 refused, 2 states"), std::string::npos) << rec.out;
+  const Shell rep = sh(bin + " replay --backend all " + q(p));
+  EXPECT_EQ(rep.code, 0) << rep.out;
+  EXPECT_NE(rep.out.find("result: AGREE"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("the trace recorded the same refusal"), std::string::npos) << rep.out;
+#ifndef SSMCHECK_TEST_HAVE_CUDA
+  EXPECT_NE(rep.out.find("backend cuda: skipped"), std::string::npos) << rep.out;
+#endif
+  const Shell bitwise = sh(bin + " replay --bitwise " + q(p));
+  EXPECT_EQ(bitwise.code, 0) << bitwise.out;  // same backend, same inputs: same bits
+  EXPECT_EQ(sh(bin + " record --ops 'alloc; frob' -o " + q(dir.file("x.h5"))).code, 2);
+  EXPECT_EQ(sh(bin + " replay --backend nope " + q(p)).code, 2);
+}
+
+TEST(Replay, PythonExampleTraceReplays) {
+  if (sh("/usr/bin/python3 -c 'import h5py, numpy'").code != 0)
+    GTEST_SKIP() << "python3-h5py / python3-numpy not installed (/usr/bin/python3 -c 'import h5py, numpy' failed)";
+  TempDir dir;
+  const std::string p = dir.file("example.h5");
+  const Shell w = sh("/usr/bin/python3 " + std::string(SSMCHECK_SOURCE_DIR) + "/scripts/write_trace_example.py " + q(p));
+  ASSERT_EQ(w.code, 0) << w.out;
+  const cmp::Trace t = cmp::read_trace(p);
+  EXPECT_EQ(t.header.producer, "write_trace_example.py (numpy GDN)");
+  ref::ReferenceBackend b;
+  const replay::ReplayResult r = replay::replay_trace(t, b);
+  EXPECT_TRUE(r.pass()) << r.text();
+  EXPECT_EQ(r.outputs_compared, 6);
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " replay " + q(p));
+  EXPECT_EQ(s.code, 0) << s.out;
+}
+
+TEST(Gate, RunsOnTheBundledFixturesAndWritesJUnitAndJson) {
+  TempDir dir;
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --budget 4 --junit " + q(dir.file("g.xml")) + " --json " +
+                     q(dir.file("g.json")));
+  EXPECT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("replay.golden.reference"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("replay.faulty.reference"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("campaign.reference"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("result: PASS"), std::string::npos) << s.out;
+#ifndef SSMCHECK_TEST_HAVE_CUDA
+  EXPECT_NE(s.out.find("cuda: skipped"), std::string::npos) << s.out;
+#endif
+  std::ifstream x(dir.file("g.xml"));
+  const std::string xml((std::istreambuf_iterator<char>(x)), {});
+  EXPECT_NE(xml.find("<testsuites name=\"ssmcheck gate\""), std::string::npos);
+  EXPECT_NE(xml.find("classname=\"replay.faulty.reference\""), std::string::npos);
+  std::ifstream js(dir.file("g.json"));
+  const nlohmann::json j = nlohmann::json::parse(js);
+  EXPECT_TRUE(j.at("pass").get<bool>());
+  EXPECT_GE(j.at("cases").size(), traces(traces_dir()).size() + traces(traces_dir() + "/faulty").size());
+}
+
+TEST(Gate, FailsWhenAFaultyTraceIsNotPinpointed) {
+  TempDir dir;
+  fs::create_directories(dir.file("t/faulty"));
+  fs::copy_file(traces_dir() + "/tiny_f32_every_op.h5", dir.file("t/tiny.h5"));
+  // a "faulty" trace that is in fact golden: the gate must notice it does not diverge
+  Recorded w = record(case_of("tiny", HMode::f32, 2), "alloc; prefill 2");
+  w.header.expect = cmp::TraceExpectation{1, 0, 0, "h"};
+  cmp::write_trace(dir.file("t/faulty/not_faulty.h5"), w.header, w.ops);
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --budget 0 --traces " + q(dir.file("t")));
+  EXPECT_EQ(s.code, 1) << s.out;
+  EXPECT_NE(s.out.find("not_faulty.h5: expected the first divergence at op 1, seq 0, layer 0, h, got none"),
+            std::string::npos)
+      << s.out;
+}
+
+}  // namespace
+}  // namespace ssm::test
