@@ -53,5 +53,9 @@ rec qwen3_next_80b_f16 "qwen3-next-80b, first two GDN layers, h f16; states of l
   --states 6 --state-layers 1 \
   --ops "alloc; prefill 5; decode; checkpoint; verify 3; commit 2 3; decode"
 
-/usr/bin/python3 "$root/scripts/make_faulty_traces.py" "$out" "$out/faulty"
+if /usr/bin/python3 -c "import h5py" 2>/dev/null; then
+  /usr/bin/python3 "$root/scripts/make_faulty_traces.py" "$out" "$out/faulty"
+else
+  echo "record_golden: faulty traces not regenerated (no h5py for /usr/bin/python3): run scripts/make_faulty_traces.py where it is"
+fi
 du -ch "$out"/*.h5 "$out"/faulty/*.h5 | tail -1

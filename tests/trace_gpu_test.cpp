@@ -34,7 +34,10 @@ class TraceGpu : public ::testing::Test {
     if (req && std::string(req) == "1") FAIL() << "no CUDA device (SSMCHECK_REQUIRE_GPU=1): " << why;
     GTEST_SKIP() << "no CUDA device: " << why;
   }
-  const std::string dir_ = std::string(SSMCHECK_FIXTURES_DIR) + "/traces";
+  // SSMCHECK_FIXTURES_DIR in the environment points a packed binary at the fixtures it carries
+  const std::string dir_ = std::string(std::getenv("SSMCHECK_FIXTURES_DIR") ? std::getenv("SSMCHECK_FIXTURES_DIR")
+                                                                           : SSMCHECK_FIXTURES_DIR) +
+                           "/traces";
 };
 
 TEST_F(TraceGpu, GoldenTracesReplayOnCuda) {
