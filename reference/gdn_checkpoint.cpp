@@ -1,6 +1,6 @@
 // Reference checkpoint and checkpoint_async: copy live h and conv of every layer to the
 // checkpoint buffers. On the host the async variant has the same result; ordering is the
-// CUDA side's problem. Counterpart: cuda/gdn_checkpoint.cu.
+// CUDA side's problem. Counterpart: cuda/copies.cu.
 #include "reference/reference_backend.h"
 
 namespace ssm::ref {

@@ -1,5 +1,5 @@
 // Reference commit(n, k): n == k keeps the live state; 0 < n < k restores intermediates[n-1].
-// Counterpart: cuda/gdn_commit.cu.
+// Counterpart: cuda/copies.cu.
 #include "reference/reference_backend.h"
 
 namespace ssm::ref {

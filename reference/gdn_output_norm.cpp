@@ -1,5 +1,5 @@
 // Reference output norm of one value head (RMS norm, weight, SiLU or sigmoid output gate).
-// Counterpart: cuda/gdn_output_norm.cuh.
+// Counterpart: cuda/gdn_output_norm.cu.
 #include <cmath>
 
 #include "reference/gdn_math.h"

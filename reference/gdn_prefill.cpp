@@ -1,7 +1,7 @@
 // Reference prefill: T tokens in FP32. f16 mode widens FP16 h back to FP32 first (exact) and
 // clears h_is_f16; f16-pool widens each layer into the slot's FP32 stage, runs there, and
 // narrows back with the converter (round to nearest even, no saturation).
-// Counterpart: cuda/gdn_prefill.cu.
+// Counterpart: cuda/gdn_decode.cu (the row kernel over T rows), cuda/engine.cpp (widen/narrow).
 #include "reference/gdn_math.h"
 #include "reference/reference_backend.h"
 

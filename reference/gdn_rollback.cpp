@@ -1,7 +1,7 @@
 // Reference rollback(n) and rollback_and_checkpoint_async(n): n == 0 restores the checkpoint
 // (each half only if allocated), n >= 1 restores intermediates[n-1] of the last verify; the
 // _and_checkpoint variant then copies the rolled-back live state to the checkpoint.
-// Counterpart: cuda/gdn_rollback.cu.
+// Counterpart: cuda/copies.cu.
 #include "reference/reference_backend.h"
 
 namespace ssm::ref {

@@ -1,7 +1,7 @@
 // Reference verify(K): K rows per sequence on the live state; after row t (t = 0..K-2) the
 // state is copied to intermediates[t]. FP16 h is rounded at each row's store, so intermediates
 // equal the carried state bit for bit. Both arms have the same reference (the WY arm is
-// tolerance-equal on the GPU). Counterpart: cuda/gdn_verify.cu.
+// tolerance-equal on the GPU). Counterparts: cuda/gdn_decode.cu (exact arm), cuda/gdn_verify_wy.cu.
 #include "reference/gdn_math.h"
 #include "reference/reference_backend.h"
 

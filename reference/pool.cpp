@@ -1,5 +1,5 @@
 // Reference pool: slots, the dummy slot, tiered h intermediate capacities, exhaustion, export.
-// Counterpart: cuda/pool.cu.
+// Counterpart: cuda/pool.cpp.
 #include "reference/reference_backend.h"
 
 namespace ssm::ref {

@@ -1,5 +1,5 @@
 // Reference prefix-cache snapshots: copies of live h and conv of every layer to and from a
-// pool-level snapshot slot. Counterpart: cuda/snapshot.cu.
+// pool-level snapshot slot. Counterpart: cuda/copies.cu.
 #include "reference/reference_backend.h"
 
 namespace ssm::ref {
