@@ -83,7 +83,61 @@ void check_tensor(const std::string& file, const std::string& obj, const Tensor&
   }
 }
 
+// The layer indexes of a sequence group: ascending, distinct, inside the model.
+void check_layers(const std::string& file, const std::string& sp, const ModelSpec& spec,
+                  const std::vector<int>& layers) {
+  for (size_t j = 0; j < layers.size(); ++j) {
+    if (layers[j] < 0 || size_t(layers[j]) >= spec.layers.size())
+      throw DumpError(file, sp, fmt::format("layer {} outside the model's {} layers", layers[j], spec.layers.size()));
+    if (j && layers[j] <= layers[j - 1]) throw DumpError(file, sp, "layers must be ascending and distinct");
+  }
+}
+
 }  // namespace
+
+std::vector<int> all_layers(const ModelSpec& spec) {
+  std::vector<int> v(spec.layers.size());
+  for (size_t l = 0; l < v.size(); ++l) v[l] = int(l);
+  return v;
+}
+
+void validate_sequence(const SequenceState& s, const std::string& file, const std::string& sp, const ModelSpec& spec,
+                       HMode mode, const std::vector<int>& layers, bool stage_optional, bool check_finite) {
+  check_layers(file, sp, spec, layers);
+  const bool pool16 = mode == HMode::f16_pool;
+  if (s.layers.size() != layers.size())
+    throw DumpError(file, sp, layers.size() == spec.layers.size()
+                                  ? fmt::format("{} layers, the model has {}", s.layers.size(), spec.layers.size())
+                                  : fmt::format("{} layers, {} recorded", s.layers.size(), layers.size()));
+  if (s.last_verify_k < 0) throw DumpError(file, sp + "@last_verify_k", "negative");
+  const size_t n_inter = size_t(std::max(0, s.last_verify_k - 1));
+  for (size_t j = 0; j < s.layers.size(); ++j) {
+    const LayerSpec& ls = spec.layers[size_t(layers[j])];
+    const LayerState& L = s.layers[j];
+    const std::string lp = sp + "/layer" + std::to_string(layers[j]);
+    check_tensor(file, lp + "/h", L.h, h_shape(ls), L.h_is_f16 ? 1 : 0, check_finite);
+    check_tensor(file, lp + "/conv", L.conv, conv_shape(ls), 0, check_finite);
+    if (L.h_checkpoint) check_tensor(file, lp + "/h_checkpoint", *L.h_checkpoint, h_shape(ls), 2, check_finite);
+    if (L.conv_checkpoint)
+      check_tensor(file, lp + "/conv_checkpoint", *L.conv_checkpoint, conv_shape(ls), 0, check_finite);
+    if (L.h_intermediates.size() != n_inter || L.conv_intermediates.size() != n_inter)
+      throw DumpError(file, lp + "@intermediates",
+                      fmt::format("{} h and {} conv intermediates, last_verify_k {} makes {} valid",
+                                  L.h_intermediates.size(), L.conv_intermediates.size(), s.last_verify_k, n_inter));
+    for (size_t t = 0; t < n_inter; ++t) {
+      const std::string tp = fmt::format("[{}]", t);
+      check_tensor(file, lp + "/h_intermediates" + tp, L.h_intermediates[t], h_shape(ls),
+                   L.h_intermediates[0].dtype() == DType::f16 ? 1 : 0, check_finite);
+      check_tensor(file, lp + "/conv_intermediates" + tp, L.conv_intermediates[t], conv_shape(ls), 0,
+                   check_finite);
+    }
+  }
+  if (s.h_prefill_stage ? !pool16 : pool16 && !stage_optional)
+    throw DumpError(file, sp + "/h_prefill_stage",
+                    pool16 ? "missing (h mode f16-pool has a staging blob)" : "present but h mode is not f16-pool");
+  if (s.h_prefill_stage)
+    check_tensor(file, sp + "/h_prefill_stage", *s.h_prefill_stage, {stage_elems(spec)}, 0, check_finite);
+}
 
 void validate_dump(const Dump& dump, const std::string& file, bool check_finite) {
   if (dump.spec.layers.empty()) throw DumpError(file, "/model", "no layers");
@@ -94,41 +148,10 @@ void validate_dump(const Dump& dump, const std::string& file, bool check_finite)
       throw DumpError(file, "/model/layer" + std::to_string(l), e.what());
     }
   }
-  const bool pool16 = dump.pool.h_mode == HMode::f16_pool;
-  for (size_t i = 0; i < dump.sequences.size(); ++i) {
-    const SequenceState& s = dump.sequences[i].state;
-    const std::string sp = seq_path(i);
-    if (s.layers.size() != dump.spec.layers.size())
-      throw DumpError(file, sp, fmt::format("{} layers, the model has {}", s.layers.size(), dump.spec.layers.size()));
-    if (s.last_verify_k < 0) throw DumpError(file, sp + "@last_verify_k", "negative");
-    const size_t n_inter = size_t(std::max(0, s.last_verify_k - 1));
-    for (size_t l = 0; l < s.layers.size(); ++l) {
-      const LayerSpec& ls = dump.spec.layers[l];
-      const LayerState& L = s.layers[l];
-      const std::string lp = layer_path(i, l);
-      check_tensor(file, lp + "/h", L.h, h_shape(ls), L.h_is_f16 ? 1 : 0, check_finite);
-      check_tensor(file, lp + "/conv", L.conv, conv_shape(ls), 0, check_finite);
-      if (L.h_checkpoint) check_tensor(file, lp + "/h_checkpoint", *L.h_checkpoint, h_shape(ls), 2, check_finite);
-      if (L.conv_checkpoint)
-        check_tensor(file, lp + "/conv_checkpoint", *L.conv_checkpoint, conv_shape(ls), 0, check_finite);
-      if (L.h_intermediates.size() != n_inter || L.conv_intermediates.size() != n_inter)
-        throw DumpError(file, lp + "@intermediates",
-                        fmt::format("{} h and {} conv intermediates, last_verify_k {} makes {} valid",
-                                    L.h_intermediates.size(), L.conv_intermediates.size(), s.last_verify_k, n_inter));
-      for (size_t t = 0; t < n_inter; ++t) {
-        const std::string tp = fmt::format("[{}]", t);
-        check_tensor(file, lp + "/h_intermediates" + tp, L.h_intermediates[t], h_shape(ls),
-                     L.h_intermediates[0].dtype() == DType::f16 ? 1 : 0, check_finite);
-        check_tensor(file, lp + "/conv_intermediates" + tp, L.conv_intermediates[t], conv_shape(ls), 0,
-                     check_finite);
-      }
-    }
-    if (s.h_prefill_stage.has_value() != pool16)
-      throw DumpError(file, sp + "/h_prefill_stage",
-                      pool16 ? "missing (h mode f16-pool has a staging blob)" : "present but h mode is not f16-pool");
-    if (s.h_prefill_stage)
-      check_tensor(file, sp + "/h_prefill_stage", *s.h_prefill_stage, {stage_elems(dump.spec)}, 0, check_finite);
-  }
+  const std::vector<int> layers = all_layers(dump.spec);
+  for (size_t i = 0; i < dump.sequences.size(); ++i)
+    validate_sequence(dump.sequences[i].state, file, seq_path(i), dump.spec, dump.pool.h_mode, layers,
+                      /*stage_optional=*/false, check_finite);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -146,6 +169,7 @@ void put_stack(hid_t loc, const std::string& name, const std::vector<Tensor>& ts
   const DType dt = ts.at(0).dtype();
   std::vector<unsigned char> buf;
   for (const Tensor& t : ts) {
+    if (t.dtype() != dt || t.shape() != ts[0].shape()) throw h5::Error(name + ": tensors of mixed dtypes or shapes");
     const auto* p = static_cast<const unsigned char*>(t.raw());
     buf.insert(buf.end(), p, p + t.bytes());
   }
@@ -195,32 +219,38 @@ void write_file(const std::string& path, const Dump& dump) {
       h5::write_attr_str(lg, "name", s.name());
     }
   }
-  for (size_t i = 0; i < dump.sequences.size(); ++i) {
-    const DumpSequence& ds = dump.sequences[i];
-    h5::Handle sg = h5::create_group(f, "seq" + std::to_string(i));
-    h5::write_attr_i64(sg, "seq", ds.seq);
-    h5::write_attr_i64(sg, "slot", ds.state.slot);
-    h5::write_attr_i64(sg, "last_verify_k", ds.state.last_verify_k);
-    for (size_t l = 0; l < ds.state.layers.size(); ++l) {
-      const LayerState& L = ds.state.layers[l];
-      h5::Handle lg = h5::create_group(sg, "layer" + std::to_string(l));
-      h5::write_attr_i64(lg, "h_is_f16", L.h_is_f16 ? 1 : 0);
-      h5::write_attr_i64(lg, "intermediates", int64_t(L.h_intermediates.size()));
-      put_tensor(lg, "h", L.h, kLayoutH);
-      put_tensor(lg, "conv", L.conv, kLayoutConv);
-      if (L.h_checkpoint) put_tensor(lg, "h_checkpoint", *L.h_checkpoint, kLayoutH);
-      if (L.conv_checkpoint) put_tensor(lg, "conv_checkpoint", *L.conv_checkpoint, kLayoutConv);
-      if (!L.h_intermediates.empty()) {
-        put_stack(lg, "h_intermediates", L.h_intermediates, kLayoutHInter);
-        put_stack(lg, "conv_intermediates", L.conv_intermediates, kLayoutConvInter);
-      }
-    }
-    if (ds.state.h_prefill_stage) put_tensor(sg, "h_prefill_stage", *ds.state.h_prefill_stage, kLayoutStage);
-  }
+  const std::vector<int> layers = all_layers(dump.spec);
+  for (size_t i = 0; i < dump.sequences.size(); ++i)
+    write_sequence_group(f, "seq" + std::to_string(i), dump.sequences[i].seq, dump.sequences[i].state, layers);
   f.close("close " + path);
 }
 
 }  // namespace
+
+void write_sequence_group(hid_t loc, const std::string& name, int seq, const SequenceState& state,
+                          const std::vector<int>& layers) {
+  if (layers.size() != state.layers.size())
+    throw h5::Error(name + fmt::format(": {} layer states for {} layers", state.layers.size(), layers.size()));
+  h5::Handle sg = h5::create_group(loc, name);
+  h5::write_attr_i64(sg, "seq", seq);
+  h5::write_attr_i64(sg, "slot", state.slot);
+  h5::write_attr_i64(sg, "last_verify_k", state.last_verify_k);
+  for (size_t j = 0; j < state.layers.size(); ++j) {
+    const LayerState& L = state.layers[j];
+    h5::Handle lg = h5::create_group(sg, "layer" + std::to_string(layers[j]));
+    h5::write_attr_i64(lg, "h_is_f16", L.h_is_f16 ? 1 : 0);
+    h5::write_attr_i64(lg, "intermediates", int64_t(L.h_intermediates.size()));
+    put_tensor(lg, "h", L.h, kLayoutH);
+    put_tensor(lg, "conv", L.conv, kLayoutConv);
+    if (L.h_checkpoint) put_tensor(lg, "h_checkpoint", *L.h_checkpoint, kLayoutH);
+    if (L.conv_checkpoint) put_tensor(lg, "conv_checkpoint", *L.conv_checkpoint, kLayoutConv);
+    if (!L.h_intermediates.empty()) {
+      put_stack(lg, "h_intermediates", L.h_intermediates, kLayoutHInter);
+      put_stack(lg, "conv_intermediates", L.conv_intermediates, kLayoutConvInter);
+    }
+  }
+  if (state.h_prefill_stage) put_tensor(sg, "h_prefill_stage", *state.h_prefill_stage, kLayoutStage);
+}
 
 void write_dump(const std::string& path, const Dump& dump) {
   validate_dump(dump, path, /*check_finite=*/false);
@@ -294,7 +324,12 @@ class Reader {
     read_pool(f, d.pool);
     read_model(f, d.spec);
     const int64_t nseq = int_attr(f, "/", "sequences", 0, kMaxSeqs);
-    for (int64_t i = 0; i < nseq; ++i) d.sequences.push_back(read_seq(f, size_t(i), d));
+    const std::vector<int> layers = all_layers(d.spec);
+    for (int64_t i = 0; i < nseq; ++i) {
+      const std::string sp = seq_path(size_t(i));
+      h5::Handle sg = group(f, "/", sp.substr(1));
+      d.sequences.push_back(read_seq(sg, sp, d.spec, d.pool.h_mode, layers, /*stage_optional=*/false));
+    }
     validate_dump(d, file_, !opt_.allow_non_finite);
     f.close("close");
     return d;
@@ -443,18 +478,23 @@ class Reader {
     }
   }
 
-  DumpSequence read_seq(hid_t f, size_t i, const Dump& d) {
-    const std::string sp = seq_path(i);
-    h5::Handle sg = group(f, "/", sp.substr(1));
+  std::string file_;
+  ReadOptions opt_;
+
+ public:
+  // One sequence group `sg` at `sp` (see read_sequence_group).
+  DumpSequence read_seq(hid_t sg, const std::string& sp, const ModelSpec& spec, HMode mode,
+                        const std::vector<int>& layers, bool stage_optional) {
     DumpSequence ds;
     ds.seq = int(int_attr(sg, sp, "seq", INT32_MIN, INT32_MAX));
     ds.state.slot = int(int_attr(sg, sp, "slot", -1, INT32_MAX));
     ds.state.last_verify_k = int(int_attr(sg, sp, "last_verify_k", 0, kMaxK));
     const int64_t n_inter = std::max(0, ds.state.last_verify_k - 1);
-    for (size_t l = 0; l < d.spec.layers.size(); ++l) {
-      const LayerSpec& ls = d.spec.layers[l];
-      const std::string lp = layer_path(i, l);
-      h5::Handle lg = group(sg, sp, "layer" + std::to_string(l));
+    for (int l : layers) {
+      const LayerSpec& ls = spec.layers.at(size_t(l));
+      const std::string name = "layer" + std::to_string(l);
+      const std::string lp = sp + "/" + name;
+      h5::Handle lg = group(sg, sp, name);
       LayerState L;
       L.h_is_f16 = int_attr(lg, lp, "h_is_f16", 0, 1) != 0;
       const int64_t n = int_attr(lg, lp, "intermediates", 0, kMaxK);
@@ -474,24 +514,40 @@ class Reader {
         tensor(lg, lp, "conv_intermediates", with_count(n, conv_shape(ls)), 0, kLayoutConvInter, true, &t);
         L.conv_intermediates = unstack(t);
       } else {
-        for (const char* name : {"h_intermediates", "conv_intermediates"})
-          if (guard(lp + "/" + name, [&] { return h5::link_exists(lg, name); }))
-            throw DumpError(file_, lp + "/" + name, "present but intermediates is 0");
+        for (const char* member : {"h_intermediates", "conv_intermediates"})
+          if (guard(lp + "/" + member, [&] { return h5::link_exists(lg, member); }))
+            throw DumpError(file_, lp + "/" + member, "present but intermediates is 0");
       }
       ds.state.layers.push_back(std::move(L));
     }
     Tensor st;
-    const bool pool16 = d.pool.h_mode == HMode::f16_pool;
-    if (tensor(sg, sp, "h_prefill_stage", {stage_elems(d.spec)}, 0, kLayoutStage, pool16, &st))
+    const bool required = mode == HMode::f16_pool && !stage_optional;
+    if (tensor(sg, sp, "h_prefill_stage", {stage_elems(spec)}, 0, kLayoutStage, required, &st))
       ds.state.h_prefill_stage = std::move(st);
     return ds;
   }
-
-  std::string file_;
-  ReadOptions opt_;
 };
 
 }  // namespace
+
+DumpSequence read_sequence_group(hid_t g, const std::string& file, const std::string& path, const ModelSpec& spec,
+                                 HMode mode, const std::vector<int>& layers, bool stage_optional,
+                                 const ReadOptions& options) {
+  check_layers(file, path, spec, layers);
+  DumpSequence ds;
+  try {
+    h5::silence_errors();
+    ds = Reader(file, options).read_seq(g, path, spec, mode, layers, stage_optional);
+  } catch (const DumpError&) {
+    throw;
+  } catch (const h5::Error& e) {
+    throw DumpError(file, path, e.what());
+  } catch (const std::exception& e) {
+    throw DumpError(file, path, std::string("unexpected: ") + e.what());
+  }
+  validate_sequence(ds.state, file, path, spec, mode, layers, stage_optional, !options.allow_non_finite);
+  return ds;
+}
 
 Dump read_dump(const std::string& path, const ReadOptions& options) {
   try {

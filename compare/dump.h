@@ -1,8 +1,11 @@
 // HDF5 state dumps: the full state of one or more sequences (every field, every layer), the
 // layer specs, the pool / h mode and provenance. Schema: docs/dump-format.md. Counterparts:
 // compare/dump.cpp (writer and validating reader), compare/hdf5_file.h (HDF5 wrapper),
-// scripts/h5py_check.py (the same files from Python).
+// scripts/h5py_check.py (the same files from Python). The per-sequence group (seq<i>) is exported
+// below for compare/trace.cpp, whose recorded states use the same layout.
 #pragma once
+#include <hdf5.h>
+
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -22,12 +25,13 @@ const char* tool_version();  // the project version this binary was built from
 class DumpError : public std::runtime_error {
  public:
   DumpError(const std::string& file, const std::string& object, const std::string& what)
-      : std::runtime_error(file + ": " + object + ": " + what), file_(file), object_(object) {}
+      : std::runtime_error(file + ": " + object + ": " + what), file_(file), object_(object), detail_(what) {}
   const std::string& file() const { return file_; }
   const std::string& object() const { return object_; }
+  const std::string& detail() const { return detail_; }  // the "what" part alone
 
  private:
-  std::string file_, object_;
+  std::string file_, object_, detail_;
 };
 
 struct Provenance {
@@ -66,5 +70,35 @@ struct ReadOptions {
 };
 // Reads and validates everything; never crashes on a malformed file: throws DumpError.
 Dump read_dump(const std::string& path, const ReadOptions& options = {});
+
+// ---------------------------------------------------------------------------------------------
+// One sequence group (a dump's /seq<i>, a trace's /ops/NNNNNN/state/seq<N>): attributes seq,
+// slot, last_verify_k; one group layer<l> per recorded layer, named by its model index l; and
+// h_prefill_stage. `layers` lists the model layers held (ascending, in range); state.layers[j]
+// is model layer layers[j] (a dump holds every layer: 0..L-1). `spec` is the whole model (the
+// stage has stage_elems(spec) elements). The stage is required in f16-pool mode unless
+// stage_optional, and never allowed in other modes.
+
+// The layers 0..L-1 of `spec`: what a dump holds.
+std::vector<int> all_layers(const ModelSpec& spec);
+
+// Checks one sequence state (layer count, shapes, dtypes vs h_is_f16, intermediate counts vs
+// last_verify_k, the stage vs `mode`); throws DumpError(file, path + "/layer<l>/..." etc.).
+void validate_sequence(const SequenceState& state, const std::string& file, const std::string& path,
+                       const ModelSpec& spec, HMode mode, const std::vector<int>& layers, bool stage_optional,
+                       bool check_finite);
+
+// Writes the group `name` under `loc`. The state must have passed validate_sequence; throws
+// h5::Error (compare/hdf5_file.h) when HDF5 fails.
+void write_sequence_group(hid_t loc, const std::string& name, int seq, const SequenceState& state,
+                          const std::vector<int>& layers);
+
+// Reads and validates the sequence group `g` (already open), whose HDF5 path `path` names the
+// error objects. Never crashes on a malformed group: throws DumpError(file, object, ...).
+// DumpSequence::seq is the group's attribute, not checked against any name. Members beyond the
+// layout are not looked at (a caller that forbids them checks itself).
+DumpSequence read_sequence_group(hid_t g, const std::string& file, const std::string& path, const ModelSpec& spec,
+                                 HMode mode, const std::vector<int>& layers, bool stage_optional,
+                                 const ReadOptions& options);
 
 }  // namespace ssm::cmp

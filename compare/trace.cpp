@@ -1,14 +1,14 @@
 // State traces: the crash-safe writer (PATH.partial/ of self-contained files, merged on close)
 // and the validating reader (see trace.h; schema in docs/trace-format.md).
-// Recorded states use the dump's per-sequence layout. Until compare/dump.h exports its
-// per-sequence writer and reader, the two adapters below (write_state / read_state) go through
-// a one-sequence dump file and H5Ocopy, so the layout and its validation live in dump.cpp only.
+// Recorded states use the dump's per-sequence layout: compare/dump.h's validate_sequence,
+// write_sequence_group and read_sequence_group, so the layout and its validation live in
+// dump.cpp only.
 #include "compare/trace.h"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -38,7 +38,6 @@ namespace {
 
 constexpr int64_t kMaxLayers = 4096, kMaxDim = 65536, kMaxSlots = 65536, kMaxK = 65536;
 constexpr int64_t kMaxElems = int64_t(1) << 31;
-constexpr const char* kLayoutStage = "[stage_elems]";  // the dump's layout attribute of the stage
 
 std::string op_path(int index) { return "/" + trace_op_name(index); }
 std::string layer_name(size_t l) { return "layer" + std::to_string(l); }
@@ -67,47 +66,8 @@ std::string known_error_kinds() {
   return s;
 }
 
-ModelSpec sub_spec(const ModelSpec& spec, const std::vector<int>& layers) {
-  ModelSpec s;
-  s.name = spec.name;
-  for (int l : layers) s.layers.push_back(spec.layers.at(size_t(l)));
-  return s;
-}
-
-// The dump validates the staging blob against the pool's h mode; traces keep the stage out of
-// the dump part (it is per sequence, not per layer, and optional), so f16-pool reads as f16.
-PoolConfig dump_pool(const PoolConfig& p) {
-  PoolConfig q = p;
-  if (q.h_mode == HMode::f16_pool) q.h_mode = HMode::f16;
-  return q;
-}
-
-// The text of a DumpError without its "FILE: OBJECT: " prefix.
-std::string bare(const DumpError& e) {
-  const std::string prefix = e.file() + ": " + e.object() + ": ";
-  const std::string w = e.what();
-  return w.rfind(prefix, 0) == 0 ? w.substr(prefix.size()) : w;
-}
-
-// "/seq0/layer1/h" of a one-sequence dump -> "<seq_obj>/layer<layers[1]>/h".
-std::string map_object(const std::string& obj, const std::string& seq_obj, const std::vector<int>& layers) {
-  if (obj.rfind("/seq0", 0) != 0) return seq_obj;
-  std::string rest = obj.substr(5);
-  if (rest.rfind("/layer", 0) == 0) {
-    size_t i = 6;
-    while (i < rest.size() && std::isdigit(static_cast<unsigned char>(rest[i]))) ++i;
-    if (i > 6) {
-      const size_t j = std::stoul(rest.substr(6, i - 6));
-      if (j < layers.size()) rest = "/layer" + std::to_string(layers[j]) + rest.substr(i);
-    }
-  }
-  return seq_obj + rest;
-}
-
-std::string temp_file(const std::string& dir, const char* tag) {
-  static std::atomic<int> counter{0};
-  return fmt::format("{}/{}-{}-{}.h5", dir, tag, ::getpid(), counter++);
-}
+// A DumpError from the shared sequence-group code, as a TraceError of `file`.
+TraceError trace_error(const std::string& file, const DumpError& e) { return TraceError(file, e.object(), e.detail()); }
 
 std::vector<std::string> children(hid_t g) {
   H5G_info_t info;
@@ -183,23 +143,11 @@ void check_state(const TraceHeader& h, const TraceState& ts, const std::string& 
   if (ts.state.layers.size() != ts.layers.size())
     throw TraceError(file, obj, fmt::format("{} layer states for {} recorded layers", ts.state.layers.size(),
                                             ts.layers.size()));
-  Dump d;
-  d.spec = sub_spec(h.model.spec, ts.layers);
-  d.pool = dump_pool(h.pool);
-  d.sequences.push_back({ts.seq, ts.state});
-  d.sequences[0].state.h_prefill_stage.reset();
   try {
-    validate_dump(d, file, /*check_finite=*/false);
+    validate_sequence(ts.state, file, obj, h.model.spec, h.pool.h_mode, ts.layers, /*stage_optional=*/true,
+                      /*check_finite=*/false);
   } catch (const DumpError& e) {
-    throw TraceError(file, map_object(e.object(), obj, ts.layers), bare(e));
-  }
-  if (ts.state.h_prefill_stage) {
-    if (h.pool.h_mode != HMode::f16_pool)
-      throw TraceError(file, obj + "/h_prefill_stage", "present but h mode is not f16-pool");
-    const Tensor& st = *ts.state.h_prefill_stage;
-    if (st.dtype() != DType::f32 || st.shape() != std::vector<int64_t>{stage_elems(h.model.spec)})
-      throw TraceError(file, obj + "/h_prefill_stage",
-                       fmt::format("is {}, expected [{}] f32", st.shape_string(), stage_elems(h.model.spec)));
+    throw trace_error(file, e);
   }
 }
 
@@ -327,53 +275,11 @@ void write_header(hid_t f, const TraceHeader& h, int ops) {
   }
 }
 
-// Adapter: one sequence state in the dump layout under `parent`/seqN, written by write_dump into
-// a temporary one-sequence file and copied over (layers renamed to their model indexes).
-void write_state(hid_t parent, const TraceState& ts, const TraceHeader& h, const std::string& tmpdir,
-                 const std::string& file, const std::string& obj) {
-  Dump d;
-  d.provenance.backend = h.backend;
-  d.spec = sub_spec(h.model.spec, ts.layers);
-  d.pool = dump_pool(h.pool);
-  d.sequences.push_back({ts.seq, ts.state});
-  d.sequences[0].state.h_prefill_stage.reset();
-  const std::string tmp = temp_file(tmpdir, "state");
-  try {
-    write_dump(tmp, d);
-  } catch (const DumpError& e) {
-    std::remove(tmp.c_str());
-    throw TraceError(file, map_object(e.object(), obj, ts.layers), bare(e));
-  }
-  try {
-    h5::Handle src = h5::open_file(tmp);
-    const std::string name = "seq" + std::to_string(ts.seq);
-    h5::check(H5Ocopy(src, "seq0", parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT), "copy state " + name);
-    h5::Handle g = h5::open_group(parent, name);
-    for (size_t j = ts.layers.size(); j-- > 0;)
-      if (size_t(ts.layers[j]) != j)
-        h5::check(H5Lmove(g, layer_name(j).c_str(), g, layer_name(size_t(ts.layers[j])).c_str(), H5P_DEFAULT,
-                          H5P_DEFAULT),
-                  "rename layer group");
-    if (ts.state.h_prefill_stage) {
-      const Tensor& st = *ts.state.h_prefill_stage;
-      h5::Handle ds = h5::write_dataset(g, "h_prefill_stage", DType::f32, st.shape(), st.raw());
-      h5::write_attr_str(ds, "dtype", "f32");
-      h5::write_attr_str(ds, "layout", kLayoutStage);
-    }
-    src.close("close " + tmp);
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  std::remove(tmp.c_str());
-}
-
 void write_f32(hid_t loc, const std::string& name, const std::vector<float>& v, int64_t rows, int64_t width) {
   h5::write_dataset(loc, name, DType::f32, {rows, width}, v.data());
 }
 
-void write_op(hid_t ops_group, int index, const TraceOp& t, const TraceHeader& h, const std::string& tmpdir,
-              const std::string& file) {
+void write_op(hid_t ops_group, int index, const TraceOp& t, const TraceHeader& h) {
   const std::string name = fmt::format("{:06d}", index);
   h5::Handle og = h5::create_group(ops_group, name);
   h5::write_attr_str(og, "op", to_string(t.op));
@@ -407,7 +313,7 @@ void write_op(hid_t ops_group, int index, const TraceOp& t, const TraceHeader& h
   if (!t.states.empty()) {
     h5::Handle sg = h5::create_group(og, "state");
     for (const TraceState& s : t.states)
-      write_state(sg, s, h, tmpdir, file, op_path(index) + "/state/seq" + std::to_string(s.seq));
+      write_sequence_group(sg, "seq" + std::to_string(s.seq), s.seq, s.state, s.layers);
   }
 }
 
@@ -465,7 +371,7 @@ void TraceWriter::append(const TraceOp& op) {
   validate_trace_op(header_, op, count_, path_);
   write_atomically(op_file(dir_, count_), op_path(count_), [&](hid_t f) {
     h5::Handle ops = h5::create_group(f, "ops");
-    write_op(ops, count_, op, header_, dir_, path_);
+    write_op(ops, count_, op, header_);
   });
   ++count_;
 }
@@ -825,20 +731,18 @@ class Reader {
     return t;
   }
 
-  // Adapter: copies the trace's seqN group into a one-sequence dump (layers renumbered, the stage
-  // taken out) and lets read_dump validate it.
+  // A recorded state: the members are checked here (layer<l> of the model, h_prefill_stage), the
+  // rest by the dump's sequence-group reader.
   TraceState read_state(hid_t parent, const std::string& path, const std::string& name, int seq,
                         const TraceHeader& h) {
     const std::string obj = path + "/" + name;
     h5::Handle g = group(parent, path, name);
     TraceState ts;
     ts.seq = seq;
-    bool stage = false;
     for (const std::string& n : guard(obj, [&] { return children(g); })) {
       const long l = numbered(n, "layer");
-      if (n == "h_prefill_stage") {
-        stage = true;
-      } else if (l >= 0 && l < long(h.model.spec.layers.size())) {
+      if (n == "h_prefill_stage") continue;
+      if (l >= 0 && l < long(h.model.spec.layers.size())) {
         ts.layers.push_back(int(l));
       } else {
         throw TraceError(file_, obj + "/" + n,
@@ -848,62 +752,16 @@ class Reader {
     }
     if (ts.layers.empty()) throw TraceError(file_, obj, "no layer recorded");
     std::sort(ts.layers.begin(), ts.layers.end());
-    if (stage) {
-      if (h.pool.h_mode != HMode::f16_pool)
-        throw TraceError(file_, obj + "/h_prefill_stage", "present but h mode is not f16-pool");
-      const std::string sp = obj + "/h_prefill_stage";
-      h5::Handle d = guard(sp, [&] { return h5::open_dataset(g, "h_prefill_stage"); });
-      const std::string dt = str_attr(d, sp, "dtype");
-      if (dt != "f32") throw TraceError(file_, sp + "@dtype", "is '" + dt + "', expected f32");
-      std::vector<float> v = floats(g, obj, "h_prefill_stage", {stage_elems(h.model.spec)}, false);
-      Tensor t = Tensor::zeros(DType::f32, {stage_elems(h.model.spec)});
-      std::copy(v.begin(), v.end(), t.f32());
-      ts.state.h_prefill_stage = std::move(t);
-    }
-    std::error_code ec;
-    const std::string tmp = temp_file(fs::temp_directory_path(ec).string(), "ssmcheck-trace-state");
-    struct Remove {
-      std::string p;
-      ~Remove() { std::remove(p.c_str()); }
-    } remove_tmp{tmp};
-    Dump skeleton;
-    skeleton.spec = sub_spec(h.model.spec, ts.layers);
-    skeleton.pool = dump_pool(h.pool);
-    try {
-      write_dump(tmp, skeleton);
-    } catch (const DumpError& e) {
-      throw TraceError(file_, obj, "cannot stage the state for reading: " + bare(e));
-    }
-    guard(obj, [&] {
-      h5::Handle f(H5Fopen(tmp.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose, "open " + tmp);
-      h5::check(H5Ocopy(parent, name.c_str(), f, "seq0", H5P_DEFAULT, H5P_DEFAULT), "copy " + name);
-      h5::Handle s = h5::open_group(f, "seq0");
-      for (size_t j = 0; j < ts.layers.size(); ++j)
-        if (size_t(ts.layers[j]) != j)
-          h5::check(H5Lmove(s, layer_name(size_t(ts.layers[j])).c_str(), s, layer_name(j).c_str(), H5P_DEFAULT,
-                            H5P_DEFAULT),
-                    "rename layer");
-      if (stage) h5::check(H5Ldelete(s, "h_prefill_stage", H5P_DEFAULT), "drop stage");
-      h5::check(H5Adelete(f, "sequences"), "attribute sequences");
-      h5::write_attr_i64(f, "sequences", 1);
-      s.reset();
-      f.close("close " + tmp);
-      return 0;
-    });
-    Dump d;
+    DumpSequence d;
     try {
       ReadOptions ro;
       ro.allow_non_finite = true;  // recorded values are evidence: replay reports them
-      d = read_dump(tmp, ro);
+      d = read_sequence_group(g, file_, obj, h.model.spec, h.pool.h_mode, ts.layers, /*stage_optional=*/true, ro);
     } catch (const DumpError& e) {
-      throw TraceError(file_, map_object(e.object(), obj, ts.layers), bare(e));
+      throw trace_error(file_, e);
     }
-    if (d.sequences.size() != 1) throw TraceError(file_, obj, "unreadable state");
-    if (d.sequences[0].seq != seq)
-      throw TraceError(file_, obj + "@seq", fmt::format("is {}, the group name says {}", d.sequences[0].seq, seq));
-    auto stage_tensor = std::move(ts.state.h_prefill_stage);
-    ts.state = std::move(d.sequences[0].state);
-    ts.state.h_prefill_stage = std::move(stage_tensor);
+    if (d.seq != seq) throw TraceError(file_, obj + "@seq", fmt::format("is {}, the group name says {}", d.seq, seq));
+    ts.state = std::move(d.state);
     return ts;
   }
 

@@ -32,8 +32,8 @@ class PropertyGpu : public GpuTest {
 TEST_F(PropertyGpu, CudaAgreesWithTheReferenceOnOddShapes) {
   fuzz::CampaignOptions o;
   o.seed = campaign_seed(4242);
-  o.cases = int(env_u64("SSMCHECK_CASES", 100));
-  o.max_ops = int(env_u64("SSMCHECK_MAX_OPS", 40));
+  o.cases = int(env_u64("SSMCHECK_CASES", 300));
+  o.max_ops = int(env_u64("SSMCHECK_MAX_OPS", 80));
   const fuzz::CampaignResult r = run(o);
   ASSERT_FALSE(r.failed) << r.summary();
   ASSERT_FALSE(r.gave_up) << r.message;
@@ -43,8 +43,8 @@ TEST_F(PropertyGpu, CudaAgreesWithTheReferenceOnOddShapes) {
 TEST_F(PropertyGpu, CudaAgreesWithTheReferenceOnQwen3Next) {
   fuzz::CampaignOptions o;
   o.seed = campaign_seed(80);
-  o.cases = int(env_u64("SSMCHECK_CASES_BIG", 12));
-  o.max_ops = 16;
+  o.cases = int(env_u64("SSMCHECK_CASES_BIG", 30));
+  o.max_ops = 24;
   o.preset = "qwen3-next-80b";
   o.layers = 2;
   const fuzz::CampaignResult r = run(o);

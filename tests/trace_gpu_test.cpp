@@ -9,6 +9,7 @@
 
 #include "compare/trace.h"
 #include "cuda/cuda_backend.h"
+#include "tests/cuda_test_support.h"
 #include "replay/replay.h"
 
 namespace ssm::test {
@@ -25,15 +26,8 @@ std::vector<std::string> traces(const std::string& dir) {
   return v;
 }
 
-class TraceGpu : public ::testing::Test {
+class TraceGpu : public GpuTest {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (cuda::device_available(&why)) return;
-    const char* req = std::getenv("SSMCHECK_REQUIRE_GPU");
-    if (req && std::string(req) == "1") FAIL() << "no CUDA device (SSMCHECK_REQUIRE_GPU=1): " << why;
-    GTEST_SKIP() << "no CUDA device: " << why;
-  }
   // SSMCHECK_FIXTURES_DIR in the environment points a packed binary at the fixtures it carries
   const std::string dir_ = std::string(std::getenv("SSMCHECK_FIXTURES_DIR") ? std::getenv("SSMCHECK_FIXTURES_DIR")
                                                                            : SSMCHECK_FIXTURES_DIR) +
