@@ -113,9 +113,14 @@ __global__ void __launch_bounds__(256, 2) gdn_rows_kernel(RowsParams p) {
         vn[e] = __fmul_rn(__fsub_rn(sv[jl + e], __fmul_rn(g, hk[e])), beta);
         po[e] = 0.0f;
       }
-      HT* inter = t < p.n_inter
-                      ? reinterpret_cast<HT*>(p.h_inter + size_t(p.inter_first[slot] + t) * p.h_pitch) + head
-                      : nullptr;
+#if defined(SSMCHECK_MUTANT_VERIFY_INTER_STRIDE)
+      // test-only mutant (bug class 4): the intermediate table indexed off by one slot, so one
+      // sequence's intermediates land in its neighbour's (in bounds: never past the family)
+      const size_t first = size_t(p.inter_first[slot > 0 ? slot - 1 : 0]);
+#else
+      const size_t first = size_t(p.inter_first[slot]);
+#endif
+      HT* inter = t < p.n_inter ? reinterpret_cast<HT*>(p.h_inter + (first + size_t(t)) * p.h_pitch) + head : nullptr;
 #pragma unroll
       for (int r = 0; r < RPT; ++r) {
         const int i = ty * RPT + r;

@@ -18,3 +18,15 @@ if(TARGET ssmcheck_cuda)
     SOURCES property_gpu_test.cpp
     LIBS ssmcheck_fuzz ssmcheck_cuda)
 endif()
+
+# The GPU mutant: the row kernel compiled with its intermediate table indexed off by one slot
+# (bug class 4: a sequence's intermediates land in its neighbour's), linked with the rest of the CUDA implementation, in a test-only library.
+if(TARGET ssmcheck_cuda)
+  add_library(ssmcheck_cuda_mutant STATIC ${PROJECT_SOURCE_DIR}/cuda/gdn_decode.cu)
+  target_link_libraries(ssmcheck_cuda_mutant PUBLIC ssmcheck_cuda_objs)
+  target_compile_definitions(ssmcheck_cuda_mutant PRIVATE SSMCHECK_MUTANT_VERIFY_INTER_STRIDE=1)
+  ssmcheck_cuda_options(ssmcheck_cuda_mutant)
+  ssmcheck_test(property_gpu_mutant_test LABEL gpu TIMEOUT 600
+    SOURCES property_gpu_mutant_test.cpp
+    LIBS ssmcheck_fuzz ssmcheck_cuda_mutant)
+endif()

@@ -21,8 +21,8 @@ fuzz::BackendFactory alternate() {
 TEST(PropertyCpu, ReferenceAgreesWithItsAlternatePathBitwise) {
   fuzz::CampaignOptions o;
   o.seed = campaign_seed(20261129);
-  o.cases = int(env_u64("SSMCHECK_CASES", 200));
-  o.max_ops = int(env_u64("SSMCHECK_MAX_OPS", 40));
+  o.cases = int(env_u64("SSMCHECK_CASES", 600));
+  o.max_ops = int(env_u64("SSMCHECK_MAX_OPS", 60));
   o.strictness = cmp::Strictness::bitwise;
   o.progress = [](const std::string& line) { std::printf("  %s\n", line.c_str()); };
   const fuzz::CampaignResult r = fuzz::run_campaign(o, reference(), alternate());
