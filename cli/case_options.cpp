@@ -38,7 +38,11 @@ CaseConfig CaseOptions::resolve() const {
 std::unique_ptr<Backend> make_backend(const std::string& name) {
   if (name == "reference") return std::make_unique<ref::ReferenceBackend>();
 #ifdef SSMCHECK_HAVE_CUDA
-  if (name == "cuda") return std::make_unique<cuda::CudaBackend>();
+  if (name == "cuda") {
+    std::string why;
+    if (!cuda::device_available(&why)) throw std::invalid_argument("backend 'cuda': no CUDA device: " + why);
+    return std::make_unique<cuda::CudaBackend>();
+  }
 #else
   if (name == "cuda") throw std::invalid_argument("backend 'cuda': this build has no CUDA implementation");
 #endif
