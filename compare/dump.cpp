@@ -2,14 +2,12 @@
 // group, attribute, shape and dtype (see dump.h; schema in docs/dump-format.md).
 #include "compare/dump.h"
 
-#include <unistd.h>
-
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
 #include <fmt/core.h>
 
+#include "compare/checked_file.h"
 #include "compare/hdf5_file.h"
+#include "compare/model_attrs.h"
 
 #ifndef SSMCHECK_VERSION
 #define SSMCHECK_VERSION "unknown"
@@ -21,8 +19,6 @@ const char* tool_version() { return SSMCHECK_VERSION; }
 
 namespace {
 
-namespace fs = std::filesystem;
-
 // Layout attribute of each dataset: the documented memory order, checked on read.
 constexpr const char* kLayoutH = "[nv][kd][vd], vd fastest";
 constexpr const char* kLayoutConv = "[conv_dim][d_conv], column 0 oldest";
@@ -30,9 +26,8 @@ constexpr const char* kLayoutHInter = "[t][nv][kd][vd], vd fastest";
 constexpr const char* kLayoutConvInter = "[t][conv_dim][d_conv], column 0 oldest";
 constexpr const char* kLayoutStage = "[stage_elems]";
 
-// Bounds that keep a malformed file from asking for absurd allocations.
-constexpr int64_t kMaxLayers = 4096, kMaxSeqs = 65536, kMaxDim = 65536, kMaxK = 65536;
-constexpr int64_t kMaxElems = int64_t(1) << 31;
+// Bounds (with model_attrs.h's) that keep a malformed file from asking for absurd allocations.
+constexpr int64_t kMaxSeqs = 65536;
 
 std::string seq_path(size_t i) { return "/seq" + std::to_string(i); }
 std::string layer_path(size_t i, size_t l) { return seq_path(i) + "/layer" + std::to_string(l); }
@@ -178,8 +173,7 @@ void put_stack(hid_t loc, const std::string& name, const std::vector<Tensor>& ts
   h5::write_attr_str(d, "layout", layout);
 }
 
-void write_file(const std::string& path, const Dump& dump) {
-  h5::Handle f = h5::create_file(path);
+void write_contents(hid_t f, const Dump& dump) {
   const Provenance& p = dump.provenance;
   h5::write_attr_str(f, "format", kDumpFormat);
   h5::write_attr_i64(f, "version", kDumpVersion);
@@ -193,36 +187,20 @@ void write_file(const std::string& path, const Dump& dump) {
   h5::write_attr_i64(f, "sequences", int64_t(dump.sequences.size()));
   {
     h5::Handle pg = h5::create_group(f, "pool");
-    h5::write_attr_i64(pg, "max_slots", dump.pool.max_slots);
-    std::vector<int64_t> caps;
-    for (int s = 0; s < dump.pool.max_slots; ++s) caps.push_back(dump.pool.capacity(s));
-    if (!caps.empty()) h5::write_attr_i64s(pg, "h_capacity", caps);
-    h5::write_attr_i64(pg, "conv_capacity", dump.pool.conv_capacity);
-    h5::write_attr_i64(pg, "snapshot_slots", dump.pool.snapshot_slots);
+    write_pool_attrs(pg, dump.pool);
   }
   {
     h5::Handle mg = h5::create_group(f, "model");
     h5::write_attr_str(mg, "name", dump.spec.name);
     h5::write_attr_i64(mg, "layers", int64_t(dump.spec.layers.size()));
     for (size_t l = 0; l < dump.spec.layers.size(); ++l) {
-      const LayerSpec& s = dump.spec.layers[l];
       h5::Handle lg = h5::create_group(mg, "layer" + std::to_string(l));
-      h5::write_attr_str(lg, "kind", to_string(s.kind));
-      h5::write_attr_i64(lg, "nk", s.nk);
-      h5::write_attr_i64(lg, "nv", s.nv);
-      h5::write_attr_i64(lg, "kd", s.kd);
-      h5::write_attr_i64(lg, "vd", s.vd);
-      h5::write_attr_i64(lg, "d_conv", s.d_conv);
-      h5::write_attr_i64(lg, "conv_bias", s.conv_bias ? 1 : 0);
-      h5::write_attr_str(lg, "output_gate", to_string(s.output_gate));
-      h5::write_attr_f32(lg, "eps", s.eps);
-      h5::write_attr_str(lg, "name", s.name());
+      write_layer_spec_attrs(lg, dump.spec.layers[l]);
     }
   }
   const std::vector<int> layers = all_layers(dump.spec);
   for (size_t i = 0; i < dump.sequences.size(); ++i)
     write_sequence_group(f, "seq" + std::to_string(i), dump.sequences[i].seq, dump.sequences[i].state, layers);
-  f.close("close " + path);
 }
 
 }  // namespace
@@ -261,19 +239,7 @@ void write_dump(const std::string& path, const Dump& dump) {
         if (t.dtype() != hi[0].dtype())
           throw DumpError(path, layer_path(i, l) + "/h_intermediates", "intermediates of mixed dtypes");
     }
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  try {
-    write_file(tmp, dump);
-  } catch (const h5::Error& e) {
-    std::remove(tmp.c_str());
-    throw DumpError(path, "/", std::string("writing failed: ") + e.what());
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw DumpError(path, "/", "rename from " + tmp + " failed: " + ec.message());
-  }
+  write_atomically<DumpError>(path, "/", [&](hid_t f) { write_contents(f, dump); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -281,33 +247,14 @@ void write_dump(const std::string& path, const Dump& dump) {
 
 namespace {
 
-class Reader {
+class Reader : public CheckedReader<DumpError> {
  public:
-  Reader(std::string file, ReadOptions opt) : file_(std::move(file)), opt_(opt) {}
+  Reader(std::string file, ReadOptions opt) : CheckedReader(std::move(file)), opt_(opt) {}
 
   Dump read() {
-    std::error_code ec;
-    const auto st = fs::status(file_, ec);
-    if (ec || !fs::exists(st)) throw DumpError(file_, "/", "no such file");
-    if (!fs::is_regular_file(st)) throw DumpError(file_, "/", "not a regular file");
-    const auto size = fs::file_size(file_, ec);
-    if (!ec && size == 0) throw DumpError(file_, "/", "empty file (0 bytes), not an HDF5 dump");
-    h5::silence_errors();
-    const htri_t is = H5Fis_hdf5(file_.c_str());
-    if (is <= 0) {
-      h5::error_stack();  // clear
-      throw DumpError(file_, "/", "not an HDF5 file (no HDF5 signature)");
-    }
-    h5::Handle f = guard("/", [&] { return h5::open_file(file_); });
-
+    h5::Handle f = open("dump");
+    check_format(f, kDumpFormat, kDumpVersion);
     Dump d;
-    const std::string format = str_attr(f, "/", "format");
-    if (format != kDumpFormat)
-      throw DumpError(file_, "/@format", "is '" + format + "', expected '" + kDumpFormat + "'");
-    const int64_t version = int_attr(f, "/", "version", INT64_MIN, INT64_MAX);
-    if (version != kDumpVersion)
-      throw DumpError(file_, "/@version",
-                      fmt::format("unsupported version {} (this tool reads version {})", version, kDumpVersion));
     Provenance& p = d.provenance;
     p.tool_version = str_attr(f, "/", "tool_version");
     p.backend = str_attr(f, "/", "backend");
@@ -315,12 +262,7 @@ class Reader {
     p.op_index = int(int_attr(f, "/", "op_index", -1, INT32_MAX));
     p.ops = opt_str_attr(f, "/", "ops");
     p.case_name = opt_str_attr(f, "/", "case");
-    const std::string mode = str_attr(f, "/", "h_mode");
-    try {
-      d.pool.h_mode = parse_h_mode(mode);
-    } catch (const std::exception& e) {
-      throw DumpError(file_, "/@h_mode", e.what());
-    }
+    d.pool.h_mode = read_h_mode_attr(*this, f);
     read_pool(f, d.pool);
     read_model(f, d.spec);
     const int64_t nseq = int_attr(f, "/", "sequences", 0, kMaxSeqs);
@@ -336,42 +278,6 @@ class Reader {
   }
 
  private:
-  template <class F>
-  auto guard(const std::string& obj, F f) -> decltype(f()) {
-    try {
-      return f();
-    } catch (const h5::Error& e) {
-      throw DumpError(file_, obj, e.what());
-    }
-  }
-
-  std::string str_attr(hid_t loc, const std::string& path, const std::string& name) {
-    return guard(at(path, name), [&] { return h5::read_attr_string(loc, name); });
-  }
-  std::string opt_str_attr(hid_t loc, const std::string& path, const std::string& name) {
-    if (!guard(at(path, name), [&] { return h5::attr_exists(loc, name); })) return "";
-    return str_attr(loc, path, name);
-  }
-  int64_t int_attr(hid_t loc, const std::string& path, const std::string& name, int64_t lo, int64_t hi) {
-    const int64_t v = guard(at(path, name), [&] { return h5::read_attr_int(loc, name); });
-    if (v < lo || v > hi) throw DumpError(file_, at(path, name), fmt::format("value {} outside [{}, {}]", v, lo, hi));
-    return v;
-  }
-  static std::string at(const std::string& path, const std::string& name) {
-    return path + "@" + name;  // "/@format", "/model/layer0@nk"
-  }
-
-  h5::Handle group(hid_t loc, const std::string& path, const std::string& name, bool required = true) {
-    const std::string full = (path == "/" ? "/" : path + "/") + name;
-    if (!guard(full, [&] { return h5::link_exists(loc, name); })) {
-      if (!required) return h5::Handle();
-      throw DumpError(file_, full, "missing group");
-    }
-    if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_GROUP)
-      throw DumpError(file_, full, "is not a group");
-    return guard(full, [&] { return h5::open_group(loc, name); });
-  }
-
   // Reads dataset `name` of group `loc` (at `path`), checking its attributes, type and shape.
   // dtype_rule: 0 f32, 1 f16, 2 either. Returns false when optional and absent.
   bool tensor(hid_t loc, const std::string& path, const std::string& name, const std::vector<int64_t>& shape,
@@ -431,18 +337,7 @@ class Reader {
       pool.h_capacity.clear();
       return;
     }
-    pool.max_slots = int(int_attr(g, "/pool", "max_slots", 1, kMaxSeqs));
-    pool.conv_capacity = int(int_attr(g, "/pool", "conv_capacity", 0, kMaxK));
-    pool.snapshot_slots = int(int_attr(g, "/pool", "snapshot_slots", 0, kMaxSeqs));
-    const auto caps = guard("/pool@h_capacity", [&] { return h5::read_attr_ints(g, "h_capacity"); });
-    if (caps.size() != size_t(pool.max_slots))
-      throw DumpError(file_, "/pool@h_capacity",
-                      fmt::format("{} entries for {} slots", caps.size(), pool.max_slots));
-    pool.h_capacity.clear();
-    for (int64_t c : caps) {
-      if (c < 0 || c > kMaxK) throw DumpError(file_, "/pool@h_capacity", fmt::format("bad capacity {}", c));
-      pool.h_capacity.push_back(int(c));
-    }
+    read_pool_attrs(*this, g, pool);
   }
 
   void read_model(hid_t f, ModelSpec& spec) {
@@ -450,35 +345,12 @@ class Reader {
     spec.name = opt_str_attr(mg, "/model", "name");
     const int64_t n = int_attr(mg, "/model", "layers", 1, kMaxLayers);
     for (int64_t l = 0; l < n; ++l) {
-      const std::string lp = "/model/layer" + std::to_string(l);
-      h5::Handle lg = group(mg, "/model", "layer" + std::to_string(l));
-      LayerSpec s;
-      const std::string kind = str_attr(lg, lp, "kind");
-      if (kind != "gdn") throw DumpError(file_, lp + "@kind", "is '" + kind + "': only gdn layers are supported");
-      s.nk = int(int_attr(lg, lp, "nk", 1, kMaxDim));
-      s.nv = int(int_attr(lg, lp, "nv", 1, kMaxDim));
-      s.kd = int(int_attr(lg, lp, "kd", 1, kMaxDim));
-      s.vd = int(int_attr(lg, lp, "vd", 1, kMaxDim));
-      s.d_conv = int(int_attr(lg, lp, "d_conv", 1, kMaxDim));
-      s.conv_bias = int_attr(lg, lp, "conv_bias", 0, 1) != 0;
-      const std::string gate = str_attr(lg, lp, "output_gate");
-      if (gate == "silu") s.output_gate = OutputGate::silu;
-      else if (gate == "sigmoid") s.output_gate = OutputGate::sigmoid;
-      else throw DumpError(file_, lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
-      const double eps = guard(lp + "@eps", [&] { return h5::read_attr_float(lg, "eps"); });
-      if (!(eps > 0) || !std::isfinite(eps)) throw DumpError(file_, lp + "@eps", "must be finite and > 0");
-      s.eps = float(eps);
-      try {
-        s.validate();
-      } catch (const std::exception& e) {
-        throw DumpError(file_, lp, e.what());
-      }
-      if (s.h_elems() > kMaxElems || s.conv_elems() > kMaxElems) throw DumpError(file_, lp, "layer too large");
-      spec.layers.push_back(s);
+      const std::string name = "layer" + std::to_string(l);
+      h5::Handle lg = group(mg, "/model", name);
+      spec.layers.push_back(read_layer_spec_attrs(*this, lg, "/model/" + name, /*output_gate_optional=*/false));
     }
   }
 
-  std::string file_;
   ReadOptions opt_;
 
  public:
@@ -534,31 +406,15 @@ DumpSequence read_sequence_group(hid_t g, const std::string& file, const std::st
                                  HMode mode, const std::vector<int>& layers, bool stage_optional,
                                  const ReadOptions& options) {
   check_layers(file, path, spec, layers);
-  DumpSequence ds;
-  try {
-    h5::silence_errors();
-    ds = Reader(file, options).read_seq(g, path, spec, mode, layers, stage_optional);
-  } catch (const DumpError&) {
-    throw;
-  } catch (const h5::Error& e) {
-    throw DumpError(file, path, e.what());
-  } catch (const std::exception& e) {
-    throw DumpError(file, path, std::string("unexpected: ") + e.what());
-  }
+  h5::silence_errors();
+  const DumpSequence ds = errors_as<DumpError>(
+      file, path, [&] { return Reader(file, options).read_seq(g, path, spec, mode, layers, stage_optional); });
   validate_sequence(ds.state, file, path, spec, mode, layers, stage_optional, !options.allow_non_finite);
   return ds;
 }
 
 Dump read_dump(const std::string& path, const ReadOptions& options) {
-  try {
-    return Reader(path, options).read();
-  } catch (const DumpError&) {
-    throw;
-  } catch (const h5::Error& e) {
-    throw DumpError(path, "/", e.what());
-  } catch (const std::exception& e) {
-    throw DumpError(path, "/", std::string("unexpected: ") + e.what());
-  }
+  return errors_as<DumpError>(path, "/", [&] { return Reader(path, options).read(); });
 }
 
 }  // namespace ssm::cmp

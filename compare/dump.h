@@ -1,6 +1,7 @@
 // HDF5 state dumps: the full state of one or more sequences (every field, every layer), the
 // layer specs, the pool / h mode and provenance. Schema: docs/dump-format.md. Counterparts:
 // compare/dump.cpp (writer and validating reader), compare/hdf5_file.h (HDF5 wrapper),
+// compare/model_attrs.h (the pool and layer-spec attributes, shared with traces),
 // scripts/h5py_check.py (the same files from Python). The per-sequence group (seq<i>) is exported
 // below for compare/trace.cpp, whose recorded states use the same layout.
 #pragma once

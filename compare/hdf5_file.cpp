@@ -54,6 +54,29 @@ const char* class_name(H5T_class_t c) {
   }
 }
 
+// Opens attribute `name` and checks that it holds `lo`..`hi` elements of class `want`; `what`
+// says what was expected ("one integer") in the error.
+Handle open_attr_of(hid_t loc, const std::string& name, H5T_class_t want, const char* what, int64_t lo = 1,
+                    int64_t hi = 1, int64_t* elems = nullptr) {
+  Handle a = open_attr(loc, name);
+  int64_t n = 0;
+  const H5T_class_t c = attr_class(a, &n, name);
+  if (c != want || n < lo || n > hi)
+    throw Error("attribute '" + name + "' must be " + what + ", is " + class_name(c) + " with " + std::to_string(n) +
+                " elements");
+  if (elems) *elems = n;
+  return a;
+}
+
+// One scalar attribute of class `want`, read as `mem_type` (HDF5 converts).
+template <class T>
+T read_scalar_attr(hid_t loc, const std::string& name, H5T_class_t want, const char* what, hid_t mem_type) {
+  Handle a = open_attr_of(loc, name, want, what);
+  T v = 0;
+  check(H5Aread(a, mem_type, &v), "read attribute " + name);
+  return v;
+}
+
 }  // namespace
 
 void silence_errors() {
@@ -193,12 +216,7 @@ bool attr_exists(hid_t loc, const std::string& name) {
 }
 
 std::string read_attr_string(hid_t loc, const std::string& name) {
-  Handle a = open_attr(loc, name);
-  int64_t n = 0;
-  const H5T_class_t c = attr_class(a, &n, name);
-  if (c != H5T_STRING || n != 1)
-    throw Error("attribute '" + name + "' must be one string, is " + class_name(c) + " with " +
-                std::to_string(n) + " elements");
+  Handle a = open_attr_of(loc, name, H5T_STRING, "one string");
   Handle ft(H5Aget_type(a), H5Tclose, "type of attribute " + name);
   const htri_t var = check(H5Tis_variable_str(ft), "H5Tis_variable_str");
   Handle mt(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy");
@@ -223,48 +241,20 @@ std::string read_attr_string(hid_t loc, const std::string& name) {
 }
 
 int64_t read_attr_int(hid_t loc, const std::string& name) {
-  Handle a = open_attr(loc, name);
-  int64_t n = 0;
-  const H5T_class_t c = attr_class(a, &n, name);
-  if (c != H5T_INTEGER || n != 1)
-    throw Error("attribute '" + name + "' must be one integer, is " + class_name(c) + " with " +
-                std::to_string(n) + " elements");
-  int64_t v = 0;
-  check(H5Aread(a, H5T_NATIVE_INT64, &v), "read attribute " + name);
-  return v;
+  return read_scalar_attr<int64_t>(loc, name, H5T_INTEGER, "one integer", H5T_NATIVE_INT64);
 }
 
 uint64_t read_attr_u64(hid_t loc, const std::string& name) {
-  Handle a = open_attr(loc, name);
-  int64_t n = 0;
-  const H5T_class_t c = attr_class(a, &n, name);
-  if (c != H5T_INTEGER || n != 1)
-    throw Error("attribute '" + name + "' must be one integer, is " + class_name(c) + " with " +
-                std::to_string(n) + " elements");
-  uint64_t v = 0;
-  check(H5Aread(a, H5T_NATIVE_UINT64, &v), "read attribute " + name);
-  return v;
+  return read_scalar_attr<uint64_t>(loc, name, H5T_INTEGER, "one integer", H5T_NATIVE_UINT64);
 }
 
 double read_attr_float(hid_t loc, const std::string& name) {
-  Handle a = open_attr(loc, name);
-  int64_t n = 0;
-  const H5T_class_t c = attr_class(a, &n, name);
-  if (c != H5T_FLOAT || n != 1)
-    throw Error("attribute '" + name + "' must be one float, is " + class_name(c) + " with " +
-                std::to_string(n) + " elements");
-  double v = 0;
-  check(H5Aread(a, H5T_NATIVE_DOUBLE, &v), "read attribute " + name);
-  return v;
+  return read_scalar_attr<double>(loc, name, H5T_FLOAT, "one float", H5T_NATIVE_DOUBLE);
 }
 
 std::vector<int64_t> read_attr_ints(hid_t loc, const std::string& name) {
-  Handle a = open_attr(loc, name);
   int64_t n = 0;
-  const H5T_class_t c = attr_class(a, &n, name);
-  if (c != H5T_INTEGER || n < 1 || n > (1 << 20))
-    throw Error("attribute '" + name + "' must be an array of integers, is " + class_name(c) + " with " +
-                std::to_string(n) + " elements");
+  Handle a = open_attr_of(loc, name, H5T_INTEGER, "an array of integers", 1, 1 << 20, &n);
   std::vector<int64_t> v(size_t(n), 0);
   check(H5Aread(a, H5T_NATIVE_INT64, v.data()), "read attribute " + name);
   return v;

@@ -5,19 +5,17 @@
 // dump.cpp only.
 #include "compare/trace.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <fmt/core.h>
 #include <set>
 
+#include "compare/checked_file.h"
 #include "compare/dump.h"
 #include "compare/hdf5_file.h"
+#include "compare/model_attrs.h"
 
 namespace ssm::cmp {
 
@@ -35,9 +33,6 @@ std::string trace_op_name(int index) { return fmt::format("ops/{:06d}", index); 
 std::string trace_partial_dir(const std::string& path) { return path + ".partial"; }
 
 namespace {
-
-constexpr int64_t kMaxLayers = 4096, kMaxDim = 65536, kMaxSlots = 65536, kMaxK = 65536;
-constexpr int64_t kMaxElems = int64_t(1) << 31;
 
 std::string op_path(int index) { return "/" + trace_op_name(index); }
 std::string layer_name(size_t l) { return "layer" + std::to_string(l); }
@@ -243,12 +238,7 @@ void write_header(hid_t f, const TraceHeader& h, int ops) {
   }
   {
     h5::Handle pg = h5::create_group(f, "pool");
-    h5::write_attr_i64(pg, "max_slots", h.pool.max_slots);
-    std::vector<int64_t> caps;
-    for (int s = 0; s < h.pool.max_slots; ++s) caps.push_back(h.pool.capacity(s));
-    h5::write_attr_i64s(pg, "h_capacity", caps);
-    h5::write_attr_i64(pg, "conv_capacity", h.pool.conv_capacity);
-    h5::write_attr_i64(pg, "snapshot_slots", h.pool.snapshot_slots);
+    write_pool_attrs(pg, h.pool);
   }
   h5::Handle mg = h5::create_group(f, "model");
   h5::write_attr_str(mg, "name", h.model.spec.name);
@@ -257,16 +247,7 @@ void write_header(hid_t f, const TraceHeader& h, int ops) {
     const LayerSpec& s = h.model.spec.layers[l];
     const LayerWeights& w = h.model.weights[l];
     h5::Handle lg = h5::create_group(mg, layer_name(l));
-    h5::write_attr_str(lg, "kind", to_string(s.kind));
-    h5::write_attr_i64(lg, "nk", s.nk);
-    h5::write_attr_i64(lg, "nv", s.nv);
-    h5::write_attr_i64(lg, "kd", s.kd);
-    h5::write_attr_i64(lg, "vd", s.vd);
-    h5::write_attr_i64(lg, "d_conv", s.d_conv);
-    h5::write_attr_i64(lg, "conv_bias", s.conv_bias ? 1 : 0);
-    h5::write_attr_str(lg, "output_gate", to_string(s.output_gate));
-    h5::write_attr_f32(lg, "eps", s.eps);
-    h5::write_attr_str(lg, "name", s.name());
+    write_layer_spec_attrs(lg, s);
     h5::write_dataset(lg, "conv_w", DType::f32, {s.conv_dim(), s.d_conv}, w.conv_w.data());
     if (s.conv_bias) h5::write_dataset(lg, "conv_bias", DType::f32, {s.conv_dim()}, w.conv_bias.data());
     h5::write_dataset(lg, "A_log", DType::f32, {s.nv}, w.A_log.data());
@@ -317,37 +298,6 @@ void write_op(hid_t ops_group, int index, const TraceOp& t, const TraceHeader& h
   }
 }
 
-// Runs f, turning HDF5 errors into TraceError(file, obj, ...).
-template <class F>
-auto guarded(const std::string& file, const std::string& obj, F f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const h5::Error& e) {
-    throw TraceError(file, obj, e.what());
-  }
-}
-
-void write_atomically(const std::string& path, const std::string& obj, const std::function<void(hid_t)>& body) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  try {
-    h5::Handle f = h5::create_file(tmp);
-    body(f);
-    f.close("close " + tmp);
-  } catch (const h5::Error& e) {
-    std::remove(tmp.c_str());
-    throw TraceError(path, obj, std::string("writing failed: ") + e.what());
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw TraceError(path, "/", "rename from " + tmp + " failed: " + ec.message());
-  }
-}
-
 std::string op_file(const std::string& dir, int index) { return fmt::format("{}/op-{:06d}.h5", dir, index); }
 
 }  // namespace
@@ -361,7 +311,7 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header)
   fs::remove_all(dir_, ec);  // a stale capture of the same path
   fs::create_directories(dir_, ec);
   if (ec) throw TraceError(path_, "/", "cannot create " + dir_ + ": " + ec.message());
-  write_atomically(dir_ + "/header.h5", "/", [&](hid_t f) { write_header(f, header_, -1); });
+  write_atomically<TraceError>(dir_ + "/header.h5", "/", [&](hid_t f) { write_header(f, header_, -1); });
 }
 
 TraceWriter::~TraceWriter() = default;  // without close(): the partial directory stays (recoverable)
@@ -369,7 +319,7 @@ TraceWriter::~TraceWriter() = default;  // without close(): the partial director
 void TraceWriter::append(const TraceOp& op) {
   if (closed_) throw TraceError(path_, "/", "append after close");
   validate_trace_op(header_, op, count_, path_);
-  write_atomically(op_file(dir_, count_), op_path(count_), [&](hid_t f) {
+  write_atomically<TraceError>(op_file(dir_, count_), op_path(count_), [&](hid_t f) {
     h5::Handle ops = h5::create_group(f, "ops");
     write_op(ops, count_, op, header_);
   });
@@ -378,7 +328,7 @@ void TraceWriter::append(const TraceOp& op) {
 
 void TraceWriter::close() {
   if (closed_) return;
-  write_atomically(path_, "/", [&](hid_t f) {
+  write_atomically<TraceError>(path_, "/", [&](hid_t f) {
     write_header(f, header_, count_);
     h5::Handle ops = h5::create_group(f, "ops");
     for (int i = 0; i < count_; ++i) {
@@ -403,13 +353,13 @@ void write_trace(const std::string& path, const TraceHeader& header, const std::
 
 namespace {
 
-class Reader {
+class Reader : public CheckedReader<TraceError> {
  public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
+  explicit Reader(std::string file) : CheckedReader(std::move(file)) {}
 
   // A finished trace file.
   Trace read_file() {
-    h5::Handle f = open(file_);
+    h5::Handle f = open("trace");
     Trace t;
     t.source = file_;
     t.header = read_header(f);
@@ -433,14 +383,14 @@ class Reader {
     if (!fs::exists(hf)) throw TraceError(dir, "/", "unfinished capture without header.h5 (it crashed before any op)");
     {
       Reader hr(hf);
-      h5::Handle f = hr.open(hf);
+      h5::Handle f = hr.open("trace");
       t.header = hr.read_header(f);
     }
     for (int i = 0;; ++i) {
       const std::string of = op_file(dir, i);
       if (!fs::exists(of)) break;
       Reader orr(of);
-      h5::Handle f = orr.open(of);
+      h5::Handle f = orr.open("trace");
       t.ops.push_back(orr.read_op(f, i, t.header));
     }
     t.note = t.ops.empty()
@@ -450,57 +400,7 @@ class Reader {
     return t;
   }
 
-  h5::Handle open(const std::string& path) {
-    std::error_code ec;
-    const auto st = fs::status(path, ec);
-    if (ec || !fs::exists(st)) throw TraceError(path, "/", "no such file");
-    if (!fs::is_regular_file(st)) throw TraceError(path, "/", "not a regular file");
-    const auto size = fs::file_size(path, ec);
-    if (!ec && size == 0) throw TraceError(path, "/", "empty file (0 bytes), not an HDF5 trace");
-    h5::silence_errors();
-    if (H5Fis_hdf5(path.c_str()) <= 0) {
-      h5::error_stack();
-      throw TraceError(path, "/", "not an HDF5 file (no HDF5 signature)");
-    }
-    return guard("/", [&] { return h5::open_file(path); });
-  }
-
  private:
-  template <class F>
-  auto guard(const std::string& obj, F f) -> decltype(f()) {
-    return guarded(file_, obj, f);
-  }
-  static std::string at(const std::string& path, const std::string& name) { return path + "@" + name; }
-  std::string str_attr(hid_t loc, const std::string& path, const std::string& name) {
-    return guard(at(path, name), [&] { return h5::read_attr_string(loc, name); });
-  }
-  bool has_attr(hid_t loc, const std::string& path, const std::string& name) {
-    return guard(at(path, name), [&] { return h5::attr_exists(loc, name); });
-  }
-  std::string opt_str_attr(hid_t loc, const std::string& path, const std::string& name) {
-    return has_attr(loc, path, name) ? str_attr(loc, path, name) : "";
-  }
-  int64_t int_attr(hid_t loc, const std::string& path, const std::string& name, int64_t lo, int64_t hi) {
-    const int64_t v = guard(at(path, name), [&] { return h5::read_attr_int(loc, name); });
-    if (v < lo || v > hi) throw TraceError(file_, at(path, name), fmt::format("value {} outside [{}, {}]", v, lo, hi));
-    return v;
-  }
-  static std::string join(const std::string& path, const std::string& name) {
-    return (path == "/" ? "/" : path + "/") + name;
-  }
-  bool exists(hid_t loc, const std::string& path, const std::string& name) {
-    return guard(join(path, name), [&] { return h5::link_exists(loc, name); });
-  }
-  h5::Handle group(hid_t loc, const std::string& path, const std::string& name, bool required = true) {
-    const std::string full = join(path, name);
-    if (!exists(loc, path, name)) {
-      if (!required) return h5::Handle();
-      throw TraceError(file_, full, "missing group");
-    }
-    if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_GROUP)
-      throw TraceError(file_, full, "is not a group");
-    return guard(full, [&] { return h5::open_group(loc, name); });
-  }
   // Members of a group that are not in `allowed` (names or prefixes ending in '*') are errors:
   // a misspelt name must not be silently ignored.
   void only(hid_t g, const std::string& path, const std::vector<std::string>& allowed) {
@@ -543,26 +443,15 @@ class Reader {
 
  public:
   TraceHeader read_header(hid_t f) {
+    check_format(f, kTraceFormat, kTraceVersion);
     TraceHeader h;
-    const std::string format = str_attr(f, "/", "format");
-    if (format != kTraceFormat)
-      throw TraceError(file_, "/@format", "is '" + format + "', expected '" + kTraceFormat + "'");
-    const int64_t version = int_attr(f, "/", "version", INT64_MIN, INT64_MAX);
-    if (version != kTraceVersion)
-      throw TraceError(file_, "/@version",
-                       fmt::format("unsupported version {} (this tool reads version {})", version, kTraceVersion));
     h.producer = str_attr(f, "/", "producer");
     h.tool_version = opt_str_attr(f, "/", "tool_version");
     h.backend = opt_str_attr(f, "/", "backend");
     if (has_attr(f, "/", "seed")) h.seed = guard("/@seed", [&] { return h5::read_attr_u64(f, "seed"); });
     h.case_name = opt_str_attr(f, "/", "case");
     h.description = opt_str_attr(f, "/", "description");
-    const std::string mode = str_attr(f, "/", "h_mode");
-    try {
-      h.pool.h_mode = parse_h_mode(mode);
-    } catch (const std::exception& e) {
-      throw TraceError(file_, "/@h_mode", e.what());
-    }
+    h.pool.h_mode = read_h_mode_attr(*this, f);
     if (has_attr(f, "/", "expect_op")) {
       TraceExpectation x;
       x.op = int(int_attr(f, "/", "expect_op", 0, INT32_MAX));
@@ -579,17 +468,7 @@ class Reader {
 
   void read_pool(hid_t f, PoolConfig& pool) {
     h5::Handle g = group(f, "/", "pool");
-    pool.max_slots = int(int_attr(g, "/pool", "max_slots", 1, kMaxSlots));
-    pool.conv_capacity = int(int_attr(g, "/pool", "conv_capacity", 0, kMaxK));
-    pool.snapshot_slots = int(int_attr(g, "/pool", "snapshot_slots", 0, kMaxSlots));
-    const auto caps = guard("/pool@h_capacity", [&] { return h5::read_attr_ints(g, "h_capacity"); });
-    if (caps.size() != size_t(pool.max_slots))
-      throw TraceError(file_, "/pool@h_capacity", fmt::format("{} entries for {} slots", caps.size(), pool.max_slots));
-    pool.h_capacity.clear();
-    for (int64_t c : caps) {
-      if (c < 0 || c > kMaxK) throw TraceError(file_, "/pool@h_capacity", fmt::format("bad capacity {}", c));
-      pool.h_capacity.push_back(int(c));
-    }
+    read_pool_attrs(*this, g, pool);
   }
 
   void read_model(hid_t f, Model& m) {
@@ -600,28 +479,7 @@ class Reader {
     for (int64_t l = 0; l < n; ++l) {
       const std::string lp = "/model/" + layer_name(size_t(l));
       h5::Handle lg = group(mg, "/model", layer_name(size_t(l)));
-      LayerSpec s;
-      const std::string kind = str_attr(lg, lp, "kind");
-      if (kind != "gdn") throw TraceError(file_, lp + "@kind", "is '" + kind + "': only gdn layers are supported");
-      s.nk = int(int_attr(lg, lp, "nk", 1, kMaxDim));
-      s.nv = int(int_attr(lg, lp, "nv", 1, kMaxDim));
-      s.kd = int(int_attr(lg, lp, "kd", 1, kMaxDim));
-      s.vd = int(int_attr(lg, lp, "vd", 1, kMaxDim));
-      s.d_conv = int(int_attr(lg, lp, "d_conv", 1, kMaxDim));
-      s.conv_bias = int_attr(lg, lp, "conv_bias", 0, 1) != 0;
-      const std::string gate = opt_str_attr(lg, lp, "output_gate");
-      if (gate.empty() || gate == "silu") s.output_gate = OutputGate::silu;
-      else if (gate == "sigmoid") s.output_gate = OutputGate::sigmoid;
-      else throw TraceError(file_, lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
-      const double eps = guard(lp + "@eps", [&] { return h5::read_attr_float(lg, "eps"); });
-      if (!(eps > 0) || !std::isfinite(eps)) throw TraceError(file_, lp + "@eps", "must be finite and > 0");
-      s.eps = float(eps);
-      try {
-        s.validate();
-      } catch (const std::exception& e) {
-        throw TraceError(file_, lp, e.what());
-      }
-      if (s.h_elems() > kMaxElems || s.conv_elems() > kMaxElems) throw TraceError(file_, lp, "layer too large");
+      const LayerSpec s = read_layer_spec_attrs(*this, lg, lp, /*output_gate_optional=*/true);
       only(lg, lp, {"conv_w", "conv_bias", "A_log", "dt_bias", "norm_w"});
       LayerWeights w;
       w.conv_w = floats(lg, lp, "conv_w", {s.conv_dim(), s.d_conv}, true);
@@ -764,27 +622,18 @@ class Reader {
     ts.state = std::move(d.state);
     return ts;
   }
-
- private:
-  std::string file_;
 };
 
 }  // namespace
 
 Trace read_trace(const std::string& path) {
-  try {
+  return errors_as<TraceError>(path, "/", [&] {
     std::error_code ec;
     if (fs::is_directory(path, ec)) return Reader(path).read_partial(path);
     if (!fs::exists(path, ec) && fs::is_directory(trace_partial_dir(path), ec))
       return Reader(trace_partial_dir(path)).read_partial(trace_partial_dir(path));
     return Reader(path).read_file();
-  } catch (const TraceError&) {
-    throw;
-  } catch (const h5::Error& e) {
-    throw TraceError(path, "/", e.what());
-  } catch (const std::exception& e) {
-    throw TraceError(path, "/", std::string("unexpected: ") + e.what());
-  }
+  });
 }
 
 }  // namespace ssm::cmp

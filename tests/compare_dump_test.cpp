@@ -3,7 +3,6 @@
 // (each a DumpError naming the file and object, and exit code 2 from `ssmcheck diff`), and
 // the dump/diff command line.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,47 +19,17 @@
 #include "core/runner.h"
 #include "fixtures/generators.h"
 #include "reference/reference_backend.h"
+#include "tests/support/shell.h"
 
 namespace ssm::cmp {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Shell {
-  int code = -1;
-  std::string out;
-};
-
-Shell sh(const std::string& cmd) {
-  Shell r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string q(const std::string& s) { return "'" + s + "'"; }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ssmcheck-dump-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using test::q;
+using test::sh;
+using test::Shell;
+using test::TempDir;
 
 Dump make_dump(const std::string& preset, HMode mode, uint64_t seed, const std::string& ops) {
   const ModelSpec spec = make_preset(preset);
@@ -88,7 +57,9 @@ Dump make_dump(const std::string& preset, HMode mode, uint64_t seed, const std::
 
 void expect_bit_equal(const std::optional<Tensor>& a, const std::optional<Tensor>& b, const std::string& what) {
   ASSERT_EQ(a.has_value(), b.has_value()) << what;
-  if (a) EXPECT_TRUE(a->bit_equal(*b)) << what;
+  if (a) {
+    EXPECT_TRUE(a->bit_equal(*b)) << what;
+  }
 }
 
 void expect_same(const Dump& a, const Dump& b) {

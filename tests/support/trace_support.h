@@ -1,11 +1,6 @@
-// Support for the trace tests: a shell runner for the ssmcheck binary, a temporary directory,
+// Support for the trace tests: the shell runner and temporary directory of tests/support/shell.h,
 // and a recorder that runs an op script on the reference and returns it as a trace.
 #pragma once
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -14,43 +9,9 @@
 #include "core/runner.h"
 #include "fixtures/case_config.h"
 #include "reference/reference_backend.h"
+#include "tests/support/shell.h"
 
 namespace ssm::test {
-
-struct Shell {
-  int code = -1;
-  std::string out;
-};
-
-inline Shell sh(const std::string& cmd) {
-  Shell r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-inline std::string q(const std::string& s) { return "'" + s + "'"; }
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ssmcheck-trace-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 struct Recorded {
   cmp::TraceHeader header;

@@ -1,0 +1,152 @@
+// HDF5 files whose every failure names the file and the object: E(file, object, what), E being
+// DumpError (compare/dump.h) or TraceError (compare/trace.h), both "FILE: OBJECT: what". OBJECT
+// is an HDF5 path: "/" for the file itself, "/model/layer0" for a group or dataset,
+// "/model/layer0@nk" for an attribute. CheckedReader<E> reads (h5::Error and out-of-range values
+// become E), write_atomically<E> writes under a temporary name and renames, errors_as<E> turns
+// whatever else escapes into E. Users: compare/dump.cpp and compare/trace.cpp (their readers
+// derive from CheckedReader), compare/model_attrs.cpp.
+#pragma once
+#include <hdf5.h>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fmt/core.h>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "compare/hdf5_file.h"
+
+namespace ssm::cmp {
+
+template <class E>
+class CheckedReader {
+ public:
+  explicit CheckedReader(std::string file) : file_(std::move(file)) {}
+  const std::string& file() const { return file_; }
+
+  // Opens file() read-only once it is known to be a non-empty regular file with the HDF5
+  // signature; `kind` ("dump", "trace") ends the empty-file message.
+  h5::Handle open(const char* kind) const {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const auto st = fs::status(file_, ec);
+    if (ec || !fs::exists(st)) throw E(file_, "/", "no such file");
+    if (!fs::is_regular_file(st)) throw E(file_, "/", "not a regular file");
+    const auto size = fs::file_size(file_, ec);
+    if (!ec && size == 0) throw E(file_, "/", std::string("empty file (0 bytes), not an HDF5 ") + kind);
+    h5::silence_errors();
+    if (H5Fis_hdf5(file_.c_str()) <= 0) {
+      h5::error_stack();  // clear
+      throw E(file_, "/", "not an HDF5 file (no HDF5 signature)");
+    }
+    return guard("/", [&] { return h5::open_file(file_); });
+  }
+
+  // Runs f, turning h5::Error into E(file, obj, ...).
+  template <class F>
+  auto guard(const std::string& obj, F f) const -> decltype(f()) {
+    try {
+      return f();
+    } catch (const h5::Error& e) {
+      throw E(file_, obj, e.what());
+    }
+  }
+
+  static std::string at(const std::string& path, const std::string& name) {
+    return path + "@" + name;  // "/@format", "/model/layer0@nk"
+  }
+  static std::string join(const std::string& path, const std::string& name) {
+    return (path == "/" ? "/" : path + "/") + name;
+  }
+
+  std::string str_attr(hid_t loc, const std::string& path, const std::string& name) const {
+    return guard(at(path, name), [&] { return h5::read_attr_string(loc, name); });
+  }
+  bool has_attr(hid_t loc, const std::string& path, const std::string& name) const {
+    return guard(at(path, name), [&] { return h5::attr_exists(loc, name); });
+  }
+  // "" when absent.
+  std::string opt_str_attr(hid_t loc, const std::string& path, const std::string& name) const {
+    return has_attr(loc, path, name) ? str_attr(loc, path, name) : "";
+  }
+  // An integer attribute inside [lo, hi].
+  int64_t int_attr(hid_t loc, const std::string& path, const std::string& name, int64_t lo, int64_t hi) const {
+    const int64_t v = guard(at(path, name), [&] { return h5::read_attr_int(loc, name); });
+    if (v < lo || v > hi) throw E(file_, at(path, name), fmt::format("value {} outside [{}, {}]", v, lo, hi));
+    return v;
+  }
+
+  // The root attributes format and version of the open file `f` must be `format` and `version`.
+  void check_format(hid_t f, const std::string& format, int64_t version) const {
+    const std::string found = str_attr(f, "/", "format");
+    if (found != format) throw E(file_, "/@format", "is '" + found + "', expected '" + format + "'");
+    const int64_t v = int_attr(f, "/", "version", INT64_MIN, INT64_MAX);
+    if (v != version)
+      throw E(file_, "/@version", fmt::format("unsupported version {} (this tool reads version {})", v, version));
+  }
+
+  bool exists(hid_t loc, const std::string& path, const std::string& name) const {
+    return guard(join(path, name), [&] { return h5::link_exists(loc, name); });
+  }
+  // The group `name` of `loc` (at `path`); an empty handle when absent and not required.
+  h5::Handle group(hid_t loc, const std::string& path, const std::string& name, bool required = true) const {
+    const std::string full = join(path, name);
+    if (!exists(loc, path, name)) {
+      if (!required) return h5::Handle();
+      throw E(file_, full, "missing group");
+    }
+    if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_GROUP)
+      throw E(file_, full, "is not a group");
+    return guard(full, [&] { return h5::open_group(loc, name); });
+  }
+
+ protected:
+  std::string file_;
+};
+
+// Runs f; E passes through, h5::Error and any other std::exception become E(file, obj, ...),
+// the latter as "unexpected: ...". For the entry points, so that nothing else escapes them.
+template <class E, class F>
+auto errors_as(const std::string& file, const std::string& obj, F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const E&) {
+    throw;
+  } catch (const h5::Error& e) {
+    throw E(file, obj, e.what());
+  } catch (const std::exception& e) {
+    throw E(file, obj, std::string("unexpected: ") + e.what());
+  }
+}
+
+// Creates "PATH.tmp-PID", lets body(file) fill it, closes and renames it to `path`, so a crash
+// never leaves a half file at `path`. The temporary is removed on any failure; an h5::Error
+// from body becomes E(path, obj, "writing failed: ..."), a failed rename E(path, "/", ...).
+template <class E, class Body>
+void write_atomically(const std::string& path, const std::string& obj, Body body) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  try {
+    h5::Handle f = h5::create_file(tmp);
+    body(hid_t(f));
+    f.close("close " + tmp);
+  } catch (const h5::Error& e) {
+    std::remove(tmp.c_str());
+    throw E(path, obj, std::string("writing failed: ") + e.what());
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw E(path, "/", "rename from " + tmp + " failed: " + ec.message());
+  }
+}
+
+}  // namespace ssm::cmp

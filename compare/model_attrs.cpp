@@ -1,0 +1,95 @@
+// The pool and layer-spec attributes that dumps and traces share (see model_attrs.h).
+#include "compare/model_attrs.h"
+
+#include <cmath>
+#include <vector>
+
+#include "compare/dump.h"
+#include "compare/trace.h"
+
+namespace ssm::cmp {
+
+void write_pool_attrs(hid_t g, const PoolConfig& pool) {
+  h5::write_attr_i64(g, "max_slots", pool.max_slots);
+  std::vector<int64_t> caps;
+  for (int s = 0; s < pool.max_slots; ++s) caps.push_back(pool.capacity(s));
+  if (!caps.empty()) h5::write_attr_i64s(g, "h_capacity", caps);
+  h5::write_attr_i64(g, "conv_capacity", pool.conv_capacity);
+  h5::write_attr_i64(g, "snapshot_slots", pool.snapshot_slots);
+}
+
+template <class E>
+HMode read_h_mode_attr(const CheckedReader<E>& r, hid_t f) {
+  const std::string mode = r.str_attr(f, "/", "h_mode");
+  try {
+    return parse_h_mode(mode);
+  } catch (const std::exception& e) {
+    throw E(r.file(), "/@h_mode", e.what());
+  }
+}
+
+template <class E>
+void read_pool_attrs(const CheckedReader<E>& r, hid_t g, PoolConfig& pool) {
+  pool.max_slots = int(r.int_attr(g, "/pool", "max_slots", 1, kMaxSlots));
+  pool.conv_capacity = int(r.int_attr(g, "/pool", "conv_capacity", 0, kMaxK));
+  pool.snapshot_slots = int(r.int_attr(g, "/pool", "snapshot_slots", 0, kMaxSlots));
+  const auto caps = r.guard("/pool@h_capacity", [&] { return h5::read_attr_ints(g, "h_capacity"); });
+  if (caps.size() != size_t(pool.max_slots))
+    throw E(r.file(), "/pool@h_capacity", fmt::format("{} entries for {} slots", caps.size(), pool.max_slots));
+  pool.h_capacity.clear();
+  for (int64_t c : caps) {
+    if (c < 0 || c > kMaxK) throw E(r.file(), "/pool@h_capacity", fmt::format("bad capacity {}", c));
+    pool.h_capacity.push_back(int(c));
+  }
+}
+
+void write_layer_spec_attrs(hid_t g, const LayerSpec& s) {
+  h5::write_attr_str(g, "kind", to_string(s.kind));
+  h5::write_attr_i64(g, "nk", s.nk);
+  h5::write_attr_i64(g, "nv", s.nv);
+  h5::write_attr_i64(g, "kd", s.kd);
+  h5::write_attr_i64(g, "vd", s.vd);
+  h5::write_attr_i64(g, "d_conv", s.d_conv);
+  h5::write_attr_i64(g, "conv_bias", s.conv_bias ? 1 : 0);
+  h5::write_attr_str(g, "output_gate", to_string(s.output_gate));
+  h5::write_attr_f32(g, "eps", s.eps);
+  h5::write_attr_str(g, "name", s.name());
+}
+
+template <class E>
+LayerSpec read_layer_spec_attrs(const CheckedReader<E>& r, hid_t g, const std::string& lp,
+                                bool output_gate_optional) {
+  LayerSpec s;
+  const std::string kind = r.str_attr(g, lp, "kind");
+  if (kind != "gdn") throw E(r.file(), lp + "@kind", "is '" + kind + "': only gdn layers are supported");
+  s.nk = int(r.int_attr(g, lp, "nk", 1, kMaxDim));
+  s.nv = int(r.int_attr(g, lp, "nv", 1, kMaxDim));
+  s.kd = int(r.int_attr(g, lp, "kd", 1, kMaxDim));
+  s.vd = int(r.int_attr(g, lp, "vd", 1, kMaxDim));
+  s.d_conv = int(r.int_attr(g, lp, "d_conv", 1, kMaxDim));
+  s.conv_bias = r.int_attr(g, lp, "conv_bias", 0, 1) != 0;
+  const std::string gate = output_gate_optional ? r.opt_str_attr(g, lp, "output_gate") : r.str_attr(g, lp, "output_gate");
+  if (gate == "silu" || (output_gate_optional && gate.empty())) s.output_gate = OutputGate::silu;
+  else if (gate == "sigmoid") s.output_gate = OutputGate::sigmoid;
+  else throw E(r.file(), lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
+  const double eps = r.guard(lp + "@eps", [&] { return h5::read_attr_float(g, "eps"); });
+  if (!(eps > 0) || !std::isfinite(eps)) throw E(r.file(), lp + "@eps", "must be finite and > 0");
+  s.eps = float(eps);
+  try {
+    s.validate();
+  } catch (const std::exception& e) {
+    throw E(r.file(), lp, e.what());
+  }
+  if (s.h_elems() > kMaxElems || s.conv_elems() > kMaxElems) throw E(r.file(), lp, "layer too large");
+  return s;
+}
+
+// The two readers.
+template HMode read_h_mode_attr(const CheckedReader<DumpError>&, hid_t);
+template HMode read_h_mode_attr(const CheckedReader<TraceError>&, hid_t);
+template void read_pool_attrs(const CheckedReader<DumpError>&, hid_t, PoolConfig&);
+template void read_pool_attrs(const CheckedReader<TraceError>&, hid_t, PoolConfig&);
+template LayerSpec read_layer_spec_attrs(const CheckedReader<DumpError>&, hid_t, const std::string&, bool);
+template LayerSpec read_layer_spec_attrs(const CheckedReader<TraceError>&, hid_t, const std::string&, bool);
+
+}  // namespace ssm::cmp
