@@ -47,7 +47,12 @@ std::vector<StepOutputs> AltReferenceBackend::decode(const std::vector<int>& slo
                                                      const std::vector<StepInputs>& in) {
   inner_.contract().check_batch(OpKind::decode, slots, 1, in);
   std::vector<StepOutputs> out(slots.size());
+#if defined(SSMCHECK_MUTANT_BATCH_INPUTS_SHIFTED)
+  // bug classes 4/16: a batch row reads its neighbour's inputs
+  for (size_t i = slots.size(); i-- > 0;) out[i] = inner_.decode({slots[i]}, {in[(i + 1) % in.size()]})[0];
+#else
   for (size_t i = slots.size(); i-- > 0;) out[i] = inner_.decode({slots[i]}, {in[i]})[0];
+#endif
   return out;
 }
 
@@ -60,6 +65,9 @@ std::vector<StepOutputs> AltReferenceBackend::verify(const std::vector<int>& slo
 }
 
 void AltReferenceBackend::commit(int slot, int n, int k) {
+#if defined(SSMCHECK_MUTANT_COMMIT_ZERO_ACCEPTED)
+  if (n == 0) return;  // bug class 13: commit with n == 0 accepted silently
+#endif
   inner_.contract().check_commit(slot, n, k);
   if (n == k) return;
 #if defined(SSMCHECK_MUTANT_COMMIT_OFF_BY_ONE)
@@ -69,6 +77,8 @@ void AltReferenceBackend::commit(int slot, int n, int k) {
   inner_.rollback(slot, n, false);  // the same copies as commit once the checks passed
 #endif
 }
+
+std::unique_ptr<Backend> make_alt_backend() { return std::make_unique<AltReferenceBackend>(); }
 
 void AltReferenceBackend::rollback(int slot, int n, bool and_checkpoint) {
   if (!and_checkpoint) return inner_.rollback(slot, n, false);

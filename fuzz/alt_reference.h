@@ -5,6 +5,8 @@
 // A test-only build compiles alt_reference.cpp with SSMCHECK_MUTANT=<name> and
 // SSM_ALT_NS=<namespace> to get a deliberately broken copy (see README, "Adding a mutant").
 #pragma once
+#include <memory>
+
 #include "reference/reference_backend.h"
 
 #ifndef SSM_ALT_NS
@@ -34,5 +36,8 @@ class AltReferenceBackend : public Backend {
  private:
   ref::ReferenceBackend inner_;
 };
+
+// Factory, so that a test can link several mutant builds (each in its own namespace) at once.
+std::unique_ptr<Backend> make_alt_backend();
 
 }  // namespace ssm::fuzz::SSM_ALT_NS

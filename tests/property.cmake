@@ -1,17 +1,23 @@
 # Property-based campaigns. property_test: reference vs its alternate path (cpu).
-# property_mutant_test: the same campaign against a deliberately broken copy of commit,
-# compiled only here (see README, "Adding a mutant").
+# property_mutant_test: the same campaign against deliberately broken copies of the alternate
+# path, compiled only here (docs/fuzzing.md, "Adding a mutant").
 ssmcheck_test(property_test LABEL cpu TIMEOUT 900
   SOURCES property_test.cpp
   LIBS ssmcheck_fuzz)
 
-add_library(ssmcheck_alt_mutant STATIC ${PROJECT_SOURCE_DIR}/fuzz/alt_reference.cpp)
-target_link_libraries(ssmcheck_alt_mutant PUBLIC ssmcheck_reference)
-target_compile_definitions(ssmcheck_alt_mutant PUBLIC SSM_ALT_NS=alt_mutant
-  SSMCHECK_MUTANT="commit_off_by_one" SSMCHECK_MUTANT_COMMIT_OFF_BY_ONE=1)
+# One test-only library per mutant of the alternate reference path, each in its own namespace.
+set(mutant_libs)
+foreach(m IN ITEMS commit_off_by_one commit_zero_accepted batch_inputs_shifted)
+  string(TOUPPER ${m} M)
+  add_library(ssmcheck_alt_${m} STATIC ${PROJECT_SOURCE_DIR}/fuzz/alt_reference.cpp)
+  target_link_libraries(ssmcheck_alt_${m} PUBLIC ssmcheck_reference)
+  target_compile_definitions(ssmcheck_alt_${m} PRIVATE SSM_ALT_NS=alt_${m} SSMCHECK_MUTANT="${m}"
+    SSMCHECK_MUTANT_${M}=1)
+  list(APPEND mutant_libs ssmcheck_alt_${m})
+endforeach()
 ssmcheck_test(property_mutant_test LABEL cpu TIMEOUT 900
   SOURCES property_mutant_test.cpp
-  LIBS ssmcheck_alt_mutant ssmcheck_fuzz)
+  LIBS ${mutant_libs} ssmcheck_fuzz)
 
 if(TARGET ssmcheck_cuda)
   ssmcheck_test(property_gpu_test LABEL gpu TIMEOUT 1200
