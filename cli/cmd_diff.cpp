@@ -123,7 +123,7 @@ int run_diff(const DiffOptions& o) {
       rep.failures.push_back(r);
       continue;
     }
-    rep.merge(cmp::compare_state(s.state, it->second->state, tol, w, strictness, a.pool.h_mode));
+    rep.merge(cmp::compare_state(s.state, it->second->state, tol, w, strictness, cmp::assumed_lineage(a.pool.h_mode)));
     in_b.erase(it);
   }
   for (const auto& [seq, s] : in_b) {

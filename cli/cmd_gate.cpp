@@ -1,5 +1,5 @@
 // `ssmcheck gate`: the merge gate. Replays the golden traces and checks the faulty ones on every
-// available backend, runs seeded campaigns within --budget, prints a one-screen summary and
+// available backend, runs seeded campaigns of --cases cases each, prints a one-screen summary and
 // writes JUnit XML and JSON.
 #include <fmt/core.h>
 
@@ -19,7 +19,7 @@ namespace ssm::cli {
 namespace {
 
 struct GateFlags {
-  double budget = 60;
+  int cases = 1000;
   std::string junit, json, traces = std::string(SSMCHECK_FIXTURES_DIR) + "/traces", backend = "all";
   uint64_t seed = 1;
   bool verbose = false;
@@ -35,7 +35,7 @@ void write_file(const std::string& path, const std::string& text, const char* fl
 int run_gate(const GateFlags& f) {
   replay::GateOptions o;
   o.traces_dir = f.traces;
-  o.budget_s = f.budget;
+  o.cases = f.cases;
   o.seed = f.seed;
   o.tolerances = f.tol.resolve();
   o.backends = trace_backends(f.backend, &o.skipped);
@@ -43,7 +43,7 @@ int run_gate(const GateFlags& f) {
   fmt::print("ssmcheck gate: traces {}, backends:", f.traces);
   for (const auto& b : o.backends) fmt::print(" {}", b.name);
   for (const auto& s : o.skipped) fmt::print(" ({} skipped: {})", s.first, s.second);
-  fmt::print(", budget {} s\n", f.budget);
+  fmt::print(", seed {}, {} cases per campaign\n", f.seed, f.cases);
   const replay::GateResult r = replay::run_gate(o);
   fmt::print("{}", r.summary());
   if (!f.junit.empty()) write_file(f.junit, r.junit(), "--junit");
@@ -56,7 +56,11 @@ int run_gate(const GateFlags& f) {
 void add_gate_command(CLI::App& app, int* rc) {
   auto* cmd = app.add_subcommand("gate", "CI gate: golden and faulty traces on every backend, seeded campaigns");
   auto f = std::make_shared<GateFlags>();
-  cmd->add_option("--budget", f->budget, "seconds; the campaigns share what the replays leave")->capture_default_str();
+  cmd->add_option("--cases", f->cases,
+                  "cases per campaign; the gate is bounded by cases, never by time, so its verdict does not "
+                  "depend on the machine")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000000));
   cmd->add_option("--junit", f->junit, "write JUnit XML");
   cmd->add_option("--json", f->json, "write JSON");
   cmd->add_option("--traces", f->traces, "golden traces (faulty ones in DIR/faulty)")->capture_default_str();

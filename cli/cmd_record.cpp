@@ -60,10 +60,13 @@ int run_record(const RecordFlags& f) {
   auto backend = make_backend(f.opt.backend);
   h.backend = backend->name();
   backend->create_pool(h.model, h.pool);
-  const cmp::TraceOp* current = nullptr;
-  Runner runner(*backend, [&](int, int, int row, int rows) {
-    const StepInputs& in = current->inputs.at(size_t(row));
-    if (in.rows != rows) throw std::logic_error("record: input rows");
+  // the same generated inputs as `run` and `check` on these flags (keyed like every Runner);
+  // what the backend was given is what the trace records
+  cmp::TraceOp* current = nullptr;
+  const InputSource generated = input_source(spec, cfg.gen);
+  Runner runner(*backend, [&](const InputKey& key, int rows) {
+    StepInputs in = generated(key, rows);
+    current->inputs.at(size_t(key.batch_row)) = in;
     return in;
   });
   cmp::TraceWriter w(f.out, h);
@@ -73,6 +76,7 @@ int run_record(const RecordFlags& f) {
     t.op = script[i];
     const int rows = t.op.rows();
     if (t.op.kind == OpKind::prefill || t.op.is_batch()) {
+      // inputs of an op refused before the backend asked for them: any valid rows will do
       t.inputs.resize(t.op.seqs.size());
       if (rows > 0)
         for (size_t e = 0; e < t.op.seqs.size(); ++e)

@@ -1,12 +1,16 @@
 // Subcommands of the ssmcheck command line tool, one file each (cli/cmd_<name>.cpp).
-// Exit codes shared by every subcommand: 0 ok / equal, 1 different / diverged, 2 bad input.
+// Exit codes shared by every subcommand: 0 ok / equal, 1 different / diverged, 2 bad input,
+// 5 nothing was checked (as pytest: a run that checked nothing is not a pass).
 #pragma once
 #include <CLI/CLI.hpp>
 #include <functional>
 
 namespace ssm::cli {
 
-constexpr int kExitOk = 0, kExitDiffer = 1, kExitBadInput = 2;
+constexpr int kExitOk = 0, kExitDiffer = 1, kExitBadInput = 2, kExitNothingRan = 5;
+
+// A finite number of seconds > 0 (NaN, inf and negatives are refused, naming the flag).
+const CLI::Validator& finite_seconds();  // main.cpp
 
 // Each add_* registers a subcommand; the callback stores the subcommand's exit code in *rc.
 void add_run_command(CLI::App& app, int* rc);   // cmd_run.cpp

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compare/lineage.h"
 #include "core/model.h"
 #include "core/state.h"
 #include "core/tensor.h"
@@ -30,10 +31,17 @@ const char* to_string(TolClass c);
 TolClass parse_tol_class(const std::string& s);  // also accepts '_' for '-'; throws invalid_argument
 
 struct Tolerance {
-  double atol = 0, rtol = 0;  // elementwise: |got - ref| <= atol + rtol*|ref|
+  double atol = 0, rtol = 0;  // elementwise: |got - ref| <= atol + rtol*|ref| (+ cond term)
   double max_ulp = 0;         // fp16_state: FP16 ULPs per element, at max(|ref|, rms(ref))
-  double max_nrmse = 0;       // whole tensor: rms(got - ref) / rms(ref)
+  double max_nrmse = 0;       // whole tensor: rms(got - ref) / rms(ref) (+ cond term)
+  // output / output_f16, when the model side supplies the output's condition C (the first-order
+  // error bound per unit roundoff, computed by the reference alongside the value): each element
+  // may also differ by cond * u * C_j and the whole tensor by cond * u * rms(C) / rms(ref) more,
+  // u = 2^-24 (FP32 unit roundoff). An ill-conditioned element (a cancelling dot product) gets
+  // the error FP32 arithmetic cannot avoid; a well-conditioned one gets essentially nothing.
+  double cond = 0;
 };
+constexpr double kUnitRoundoffF32 = 5.9604644775390625e-08;  // 2^-24
 
 struct Tolerances {
   Tolerance exact, fp16_state, fp32_state, output, output_f16;
@@ -50,12 +58,13 @@ struct Tolerances {
 enum class Strictness { classes, bitwise };  // bitwise: every tensor under `exact`
 
 // Class of a state field by what produced it. field: "h", "h_checkpoint", "h_intermediate[t]"
-// (fp16_state when dtype is f16, else fp32_state), "conv", "conv_checkpoint",
-// "conv_intermediate[t]" (exact: conv windows hold raw inputs), "h_prefill_stage"
-// (fp32_state), "output" (dtype = the dtype of the h the step read: output or output_f16).
-// fp16_lineage (pools in f16 or f16-pool mode): FP32 h-like fields and the stage descend from
-// FP16-stored state (a widening prefill, the staging blob), so they are fp16_state (FP16 ULPs
-// at scale on their values) and outputs are output_f16. bitwise: always exact.
+// (fp16_state when dtype is f16 or the value descends from FP16-stored state, else fp32_state),
+// "conv", "conv_checkpoint", "conv_intermediate[t]" (exact: conv windows hold raw inputs),
+// "h_prefill_stage" (fp16_state when it was widened from rounded h, else fp32_state), "output"
+// (output_f16 when the step read state that descends from FP16 storage, else output).
+// fp16_lineage: the field's value descends from a value rounded to FP16 (compare/lineage.h);
+// FP32 state that never met FP16 storage keeps the FP32 classes in every pool mode.
+// bitwise: always exact.
 TolClass class_of(const std::string& field, DType dtype, Strictness strictness = Strictness::classes,
                   bool fp16_lineage = false);
 
@@ -106,13 +115,17 @@ struct TensorReport {
   int64_t elements = 0, mismatched = 0;
   double max_abs = 0, max_rel = 0, max_ulp = 0, nrmse = 0;
   double max_ulp_scaled = 0;       // fp16_state: the judged ULP count (see TolClass)
+  bool conditioned = false;        // a condition tensor widened the output limits (Tolerance::cond)
+  double max_cond_ratio = 0;       // max |d| / (u * C): the cond that alone would cover every element
+  double nrmse_allowed = 0;        // max_nrmse plus the condition's share (what nrmse was judged against)
   std::vector<Element> worst;      // worst few, largest error first
   // exact: bins of the ULP distance; fp16_state: of the scaled ULPs; fp32_state and output*:
   // log10 bins of the absolute error. Labels name each bin.
   std::vector<int64_t> histogram;
   std::vector<std::string> histogram_labels;
   // The smallest tolerance that would have passed. fp32_state/output: atol with rtol kept, rtol
-  // with atol kept (inf when a mismatch sits on a zero reference), and max_nrmse. fp16_state:
+  // with atol kept (inf when a mismatch sits on a zero reference), max_nrmse, and (conditioned
+  // outputs) cond with atol and rtol at 0. fp16_state:
   // max_ulp (atol/rtol kept) and max_nrmse. exact: nothing but identical bits passes (all 0).
   Tolerance smallest_passing;
   std::string text() const;        // terminal report, never the whole tensor
@@ -123,8 +136,10 @@ struct TensorReport {
 // is all zero or non-finite is itself a failure (nothing passes vacuously) unless allow_zero_ref
 // (legitimately zero tensors: fresh state, zero checkpoints): then got must be all zero as well.
 // Different dtype or shape fails before anything else.
+// condition (optional, same shape, f32): the model side's condition of each element (see
+// Tolerance::cond); used by the output classes only.
 TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tol,
-                            const Where& where, bool allow_zero_ref = false);
+                            const Where& where, bool allow_zero_ref = false, const Tensor* condition = nullptr);
 
 struct StateReport {
   int64_t tensors = 0;
@@ -141,14 +156,18 @@ struct StateReport {
 // too). Callers that know a tensor was computed check it with compare_tensor directly.
 // Flag mismatches (h_is_f16, last_verify_k, layer count, checkpoint/stage presence, number of
 // valid intermediates) are failures with tensor named after the flag and an explaining text.
-// mode: the pool's h mode; f16 and f16-pool select the FP16 lineage classes (see class_of).
+// lineage: which FP32 fields descend from FP16-stored state (compare/lineage.h: the lockstep
+// and replay track it op by op); FP16 fields are judged as FP16 by their dtype anyway.
 StateReport compare_state(const SequenceState& ref, const SequenceState& got, const Tolerances& tol,
                           const Where& base, Strictness strictness = Strictness::classes,
-                          HMode mode = HMode::f32);
+                          const FieldLineage& lineage = FieldLineage{});
+// The lineage a dump implies when its history is unknown (`diff`): in f16 and f16-pool modes every
+// FP32 h-like field may descend from FP16 storage, so it is judged as such; in f32 mode none does.
+FieldLineage assumed_lineage(HMode mode);
 // Outputs of every layer as [rows][nv][vd] under `output`, or `output_f16` when the step read
-// FP16 h (state_dtype f16); an all-zero reference fails.
+// state that descends from FP16 storage (fp16_lineage); an all-zero reference fails.
 StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const StepOutputs& got,
                             const Tolerances& tol, const Where& base,
-                            Strictness strictness = Strictness::classes, DType state_dtype = DType::f32);
+                            Strictness strictness = Strictness::classes, bool fp16_lineage = false);
 
 }  // namespace ssm::cmp

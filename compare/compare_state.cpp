@@ -1,6 +1,7 @@
 // Whole-sequence comparisons (see compare.h): every field of every layer under its class,
 // flags, presence and counts as failures of their own, and per-layer outputs.
 #include <cstring>
+#include <optional>
 #include <fmt/core.h>
 
 #include "compare/compare.h"
@@ -49,9 +50,8 @@ std::string yes_no(bool b) { return b ? "true" : "false"; }
 }  // namespace
 
 StateReport compare_state(const SequenceState& ref, const SequenceState& got, const Tolerances& tol,
-                          const Where& base_in, Strictness strictness, HMode mode) {
+                          const Where& base_in, Strictness strictness, const FieldLineage& lineage) {
   StateReport rep;
-  const bool lineage = mode != HMode::f32;
   Where base = base_in;
   if (base.slot < 0) base.slot = ref.slot;
   if (ref.last_verify_k != got.last_verify_k)
@@ -72,28 +72,31 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
       rep.failures.push_back(flag_failure(base, l, "h_is_f16",
                                           fmt::format("h_is_f16 differs: ref {}, got {} (FP16 bytes read as FP32 "
                                                       "or the reverse)", yes_no(a.h_is_f16), yes_no(b.h_is_f16))));
-    compare_field(rep, a.h, b.h, "h", "h", tol, base, l, strictness, lineage);
-    compare_field(rep, a.conv, b.conv, "conv", "conv", tol, base, l, strictness, lineage);
-    compare_optional(rep, a.h_checkpoint, b.h_checkpoint, "h_checkpoint", tol, base, l, strictness, lineage);
-    compare_optional(rep, a.conv_checkpoint, b.conv_checkpoint, "conv_checkpoint", tol, base, l, strictness, lineage);
-    auto intermediates = [&](const std::vector<Tensor>& ra, const std::vector<Tensor>& rb, const std::string& field) {
+    compare_field(rep, a.h, b.h, "h", "h", tol, base, l, strictness, lineage.h);
+    compare_field(rep, a.conv, b.conv, "conv", "conv", tol, base, l, strictness, false);
+    compare_optional(rep, a.h_checkpoint, b.h_checkpoint, "h_checkpoint", tol, base, l, strictness,
+                     lineage.h_checkpoint);
+    compare_optional(rep, a.conv_checkpoint, b.conv_checkpoint, "conv_checkpoint", tol, base, l, strictness, false);
+    auto intermediates = [&](const std::vector<Tensor>& ra, const std::vector<Tensor>& rb, const std::string& field,
+                             bool from_f16) {
       if (ra.size() != rb.size())
         rep.failures.push_back(flag_failure(base, l, field + "s",
                                             fmt::format("number of valid {}s differs: ref {}, got {}", field,
                                                         ra.size(), rb.size())));
       for (size_t t = 0; t < ra.size() && t < rb.size(); ++t)
-        compare_field(rep, ra[t], rb[t], field, fmt::format("{}[{}]", field, t), tol, base, l, strictness, lineage);
+        compare_field(rep, ra[t], rb[t], field, fmt::format("{}[{}]", field, t), tol, base, l, strictness, from_f16);
     };
-    intermediates(a.h_intermediates, b.h_intermediates, "h_intermediate");
-    intermediates(a.conv_intermediates, b.conv_intermediates, "conv_intermediate");
+    intermediates(a.h_intermediates, b.h_intermediates, "h_intermediate", lineage.intermediates);
+    intermediates(a.conv_intermediates, b.conv_intermediates, "conv_intermediate", false);
   }
-  compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness, lineage);
+  compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness,
+                   lineage.stage);
   return rep;
 }
 
 StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const StepOutputs& got,
                             const Tolerances& tol, const Where& base, Strictness strictness,
-                            DType state_dtype) {
+                            bool fp16_lineage) {
   StateReport rep;
   if (ref.rows != got.rows) {
     rep.failures.push_back(flag_failure(base, -1, "output",
@@ -120,14 +123,26 @@ StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const
     Tensor tr = Tensor::zeros(DType::f32, shape), tg = Tensor::zeros(DType::f32, shape);
     std::memcpy(tr.f32(), ref.layers[l].data(), n * 4);
     std::memcpy(tg.f32(), got.layers[l].data(), n * 4);
+    // the model side's condition, when it computed one (the reference does)
+    std::optional<Tensor> cond;
+    if (l < ref.condition.size() && ref.condition[l].size() == n) {
+      cond = Tensor::zeros(DType::f32, shape);
+      std::memcpy(cond->f32(), ref.condition[l].data(), n * 4);
+    }
     Where w = base;
     w.layer = int(l);
     w.tensor = "output";
     ++rep.tensors;
-    TensorReport r = compare_tensor(tr, tg, class_of("output", state_dtype, strictness), tol, w, false);
+    TensorReport r = compare_tensor(tr, tg, class_of("output", DType::f32, strictness, fp16_lineage), tol, w, false,
+                                    cond ? &*cond : nullptr);
     if (!r.pass) rep.failures.push_back(std::move(r));
   }
   return rep;
+}
+
+FieldLineage assumed_lineage(HMode mode) {
+  const bool f16 = mode != HMode::f32;
+  return FieldLineage{f16, f16, f16, f16, true};
 }
 
 }  // namespace ssm::cmp

@@ -18,7 +18,7 @@ nlohmann::json num(double v) {
 
 std::string g(double v) { return fmt::format("{:.9g}", v); }
 
-std::string limits_text(TolClass c, const Tolerance& t) {
+std::string limits_text(TolClass c, const Tolerance& t, bool conditioned) {
   switch (c) {
     case TolClass::exact: return "identical bits";
     case TolClass::fp16_state:
@@ -28,6 +28,9 @@ std::string limits_text(TolClass c, const Tolerance& t) {
     case TolClass::fp32_state:
     case TolClass::output:
     case TolClass::output_f16:
+      if (conditioned)
+        return fmt::format("|d| <= {:g} + {:g}*|ref| + {:g}*u*cond, max_nrmse {:g} + {:g}*u*rms(cond)/rms(ref)", t.atol,
+                           t.rtol, t.cond, t.max_nrmse, t.cond);
       return fmt::format("|d| <= {:g} + {:g}*|ref|, max_nrmse {:g}", t.atol, t.rtol, t.max_nrmse);
   }
   return "";
@@ -54,7 +57,7 @@ std::string Where::text() const {
 
 std::string TensorReport::text() const {
   std::string s = fmt::format("{} {} | {} | class {} ({})\n", pass ? "PASS" : "FAIL", where.text(),
-                              shape.empty() ? "-" : shape, to_string(cls), limits_text(cls, tol));
+                              shape.empty() ? "-" : shape, to_string(cls), limits_text(cls, tol, conditioned));
   if (!failure.empty()) s += "  reason: " + failure + "\n";
   if (measured) {
     s += fmt::format("  mismatched {} / {} ({:.4g}%); max abs {}, max rel {}, max ulp {:.0f}{}, nrmse {}\n", mismatched,
@@ -98,6 +101,9 @@ std::string TensorReport::text() const {
                          "max_nrmse >= {}\n",
                          g(smallest_passing.atol), tol.rtol, g(smallest_passing.rtol), tol.atol,
                          g(smallest_passing.max_nrmse));
+        if (conditioned)
+          s += fmt::format("  condition: max |d| / (u*cond) = {} (class cond {:g}); nrmse judged against {}\n",
+                           g(max_cond_ratio), tol.cond, g(nrmse_allowed));
     }
   }
   return s;
@@ -114,7 +120,12 @@ nlohmann::json TensorReport::json() const {
   j["where"] = where.text();
   j["class"] = to_string(cls);
   j["limits"] = {{"atol", num(tol.atol)}, {"rtol", num(tol.rtol)}, {"max_ulp", num(tol.max_ulp)},
-                 {"max_nrmse", num(tol.max_nrmse)}};
+                 {"max_nrmse", num(tol.max_nrmse)}, {"cond", num(tol.cond)}};
+  j["conditioned"] = conditioned;
+  if (conditioned) {
+    j["max_cond_ratio"] = num(max_cond_ratio);
+    j["nrmse_allowed"] = num(nrmse_allowed);
+  }
   j["pass"] = pass;
   j["failure"] = failure;
   j["shape"] = shape;

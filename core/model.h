@@ -59,6 +59,11 @@ struct StepInputs {
 struct StepOutputs {
   int rows = 0;
   std::vector<std::vector<float>> layers;
+  // Optional, per layer [rows][nv*vd]: the output's condition, the first-order bound on how far
+  // an FP32 implementation's output element may move per unit roundoff of its inputs (a
+  // reference computes it alongside the value; compare/ scales it by the class's `cond`).
+  // Empty when the producer does not compute it (backends under test, traces).
+  std::vector<std::vector<float>> condition;
 };
 
 }  // namespace ssm

@@ -19,6 +19,16 @@ std::vector<int> Runner::live_seqs() const {
   return v;
 }
 
+InputKey Runner::key_of(int op_index, int seq, int batch_row) const {
+  InputKey k;
+  k.op_index = op_index;
+  k.seq = seq;
+  k.batch_row = batch_row;
+  auto it = steps_.find(seq);
+  k.step = seq == kPadRow ? op_index : it == steps_.end() ? 0 : it->second;
+  return k;
+}
+
 OpResult Runner::run(const Op& op, int op_index) {
   OpResult r;
   r.seqs = op.seqs;
@@ -30,16 +40,19 @@ OpResult Runner::run(const Op& op, int op_index) {
                          "sequence @" + std::to_string(seq) + " is already allocated");
       slots_[seq] = backend_.alloc(op.a);
       if (slots_[seq] < 0) slots_.erase(seq);
+      else steps_[seq] = 0;  // a sequence id reused after release starts its inputs afresh
       return r;
     }
     case OpKind::release: {
       backend_.release(slot_of(seq));
       slots_.erase(seq);
+      steps_.erase(seq);
       return r;
     }
     case OpKind::prefill: {
       const int slot = slot_of(seq);
-      r.outputs.push_back(backend_.prefill(slot, inputs_(op_index, seq, 0, op.a)));
+      r.outputs.push_back(backend_.prefill(slot, inputs_(key_of(op_index, seq, 0), op.a)));
+      ++steps_[seq];
       return r;
     }
     case OpKind::decode:
@@ -48,10 +61,12 @@ OpResult Runner::run(const Op& op, int op_index) {
       std::vector<StepInputs> in;
       for (size_t i = 0; i < op.seqs.size(); ++i) {
         slots.push_back(op.seqs[i] == kPadRow ? kPadRow : slot_of(op.seqs[i]));
-        in.push_back(inputs_(op_index, op.seqs[i], int(i), op.rows()));
+        in.push_back(inputs_(key_of(op_index, op.seqs[i], int(i)), op.rows()));
       }
       r.outputs = op.kind == OpKind::decode ? backend_.decode(slots, in)
                                             : backend_.verify(slots, op.a, op.arm, in);
+      for (int s : op.seqs)
+        if (s != kPadRow) ++steps_[s];
       return r;
     }
     case OpKind::checkpoint: backend_.checkpoint(slot_of(seq), false); return r;

@@ -9,8 +9,18 @@
 
 namespace ssm {
 
-// inputs(op_index, logical sequence or kPadRow, batch row, rows) -> inputs of `rows` tokens.
-using InputSource = std::function<StepInputs(int op_index, int seq, int batch_row, int rows)>;
+// Which inputs an op's row needs.
+struct InputKey {
+  int op_index = 0;   // position of the op in its script (what a recorded trace is indexed by)
+  // Stable under shrinking: for a sequence, the number of input-consuming ops (prefill, decode,
+  // verify) it completed before this one; for a padding row, the op index. Removing an
+  // unrelated op from a script leaves it unchanged.
+  int step = 0;
+  int seq = 0;        // logical sequence, or kPadRow
+  int batch_row = 0;  // row of the batch (0 for prefill)
+};
+// inputs(key, rows) -> inputs of `rows` tokens.
+using InputSource = std::function<StepInputs(const InputKey& key, int rows)>;
 
 struct OpResult {
   std::vector<int> seqs;             // logical sequences (kPadRow for padding), as in the op
@@ -31,6 +41,8 @@ class Runner {
   Backend& backend_;
   InputSource inputs_;
   std::map<int, int> slots_;  // logical sequence -> slot
+  std::map<int, int> steps_;  // logical sequence -> input-consuming ops completed (the input key)
+  InputKey key_of(int op_index, int seq, int batch_row) const;
 };
 
 }  // namespace ssm

@@ -4,10 +4,13 @@
 #include <fmt/core.h>
 #include <rapidcheck.h>
 #include <rapidcheck/state.h>
+#include <rapidcheck/detail/Configuration.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <sstream>
 
 #include "fuzz/op_model.h"
 
@@ -220,6 +223,25 @@ class Listener : public rc::detail::TestListener {
   void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
 };
 
+// RapidCheck prints "Using configuration: seed=<random>" to stderr when it first loads its
+// configuration: a seed that reproduces nothing here (every case has its own explicit seed).
+// Load it once with stderr muted.
+void load_rapidcheck_quietly() {
+  static const bool loaded = [] {
+    std::ostringstream sink;
+    std::streambuf* old = std::cerr.rdbuf(sink.rdbuf());
+    try {
+      rc::detail::configuration();
+    } catch (...) {
+      std::cerr.rdbuf(old);
+      throw;
+    }
+    std::cerr.rdbuf(old);
+    return true;
+  }();
+  (void)loaded;
+}
+
 uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -230,9 +252,11 @@ uint64_t mix(uint64_t x) {
 }  // namespace
 
 std::string CampaignResult::summary() const {
-  std::string s = fmt::format("{} cases, {} ops in {:.1f} s ({:.0f} ops/s): {}\n", cases, ops, seconds,
+  std::string s = fmt::format("{} cases (case {}..{} of seed {}), {} ops in {:.1f} s ({:.0f} ops/s): {}{}\n", cases,
+                              cases > 0 ? 0 : -1, cases - 1, seed, ops, seconds,
                               seconds > 0 ? double(ops) / seconds : 0.0,
-                              failed ? "FAILED" : gave_up ? "GAVE UP" : "passed");
+                              failed ? "FAILED" : gave_up ? "GAVE UP" : cases == 0 ? "NOTHING RAN" : "passed",
+                              stopped_by_duration ? " (stopped by --duration)" : "");
   s += coverage.text();
   if (gave_up) s += "  " + message + "\n";
   if (failed) {
@@ -245,17 +269,23 @@ std::string CampaignResult::summary() const {
 }
 
 CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut) {
+  load_rapidcheck_quietly();
   CampaignResult result;
+  result.seed = o.seed;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  const int chunk = 10;
-  for (int c = 0; result.cases < o.cases; ++c) {
-    if (o.time_budget_s > 0 && elapsed() > o.time_budget_s) break;
+  // One RapidCheck run per case, seeded by the case index: the cases do not depend on how many
+  // ran before them, so a count bound or a duration checked between cases is deterministic.
+  for (int c = 0; c < o.cases; ++c) {
+    if (o.duration_s > 0 && elapsed() >= o.duration_s) {
+      result.stopped_by_duration = true;
+      break;
+    }
     Context ctx;
     g_ctx = &ctx;
     rc::detail::TestParams params;
     params.seed = mix(o.seed ^ mix(uint64_t(c)));
-    params.maxSuccess = std::min(chunk, o.cases - result.cases);
+    params.maxSuccess = 1;
     params.maxSize = std::max(o.max_ops - 1, 0);
     params.disableShrinking = !o.shrink;
     Listener listener;
@@ -264,11 +294,15 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
       Lockstep lock(cfg, model, sut, o.tolerances, o.strictness, o.sut_invariant);
       const PoolConfig pool = cfg.pool();
       RcModel initial{OpModel(cfg.spec(), pool), pool.snapshot_slots, pool.max_capacity(), pool.h_mode};
-      rc::state::check(initial, lock,
-                       rc::state::gen::execOneOfWithArgs<
-                           AllocCmd, ReleaseCmd, PrefillCmd, PrefillCmd, DecodeCmd, DecodeCmd, DecodeCmd,
-                           CheckpointCmd, CheckpointCmd, VerifyCmd, VerifyCmd, VerifyCmd, CommitCmd, CommitCmd,
-                           CommitCmd, RollbackCmd, RollbackCmd, ToF16Cmd, SnapshotCmd, IllegalCmd>());
+      // one case per RapidCheck run: its length (1..max_ops) is drawn from the case's seed, not
+      // from RapidCheck's size schedule, which would tie it to the number of cases run so far
+      const auto commands = *rc::gen::resize(
+          std::max(o.max_ops - 1, 0),
+          rc::state::gen::commands(initial, rc::state::gen::execOneOfWithArgs<
+              AllocCmd, ReleaseCmd, PrefillCmd, PrefillCmd, DecodeCmd, DecodeCmd, DecodeCmd, CheckpointCmd,
+              CheckpointCmd, VerifyCmd, VerifyCmd, VerifyCmd, CommitCmd, CommitCmd, CommitCmd, RollbackCmd,
+              RollbackCmd, ToF16Cmd, SnapshotCmd, IllegalCmd>()));
+      rc::state::runAll(commands, initial, lock);
       if (!ctx.failing) {
         ++ctx.cases;
         ctx.coverage.merge(lock.coverage());
@@ -279,12 +313,14 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     g_ctx = nullptr;
     result.cases += ctx.cases;
     result.ops += ctx.ops;
+    result.case_ops.push_back(ctx.ops);
     result.coverage.merge(ctx.coverage);
     rc::detail::FailureResult failure;
     rc::detail::GaveUpResult gave_up;
     rc::detail::Error error;
     if (r.match(failure)) {
       result.failed = true;
+      result.failed_case = c;
       result.cases += 1;
       result.message = failure.description;
       result.config = ctx.config;
@@ -301,10 +337,10 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
       result.gave_up = true;
       result.message = "RapidCheck error: " + error.description;
     }
-    if (o.progress)
-      o.progress(fmt::format("chunk {}: {} cases, {} ops, {:.1f} s{}", c, result.cases, result.ops, elapsed(),
-                             result.failed ? fmt::format(", failure shrunk to {} ops ({} shrinks)", ctx.length,
-                                                         ctx.shrinks)
+    if (o.progress && (result.failed || (c + 1) % 10 == 0 || c + 1 == o.cases))
+      o.progress(fmt::format("{}/{} cases, {} ops, {:.1f} s{}", result.cases, o.cases, result.ops, elapsed(),
+                             result.failed ? fmt::format(", case {} failed, shrunk to {} ops ({} shrinks)", c,
+                                                         ctx.length, ctx.shrinks)
                                            : ""));
     if (result.failed || result.gave_up) break;
   }

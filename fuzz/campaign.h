@@ -15,9 +15,15 @@ namespace ssm::fuzz {
 
 struct CampaignOptions {
   uint64_t seed = 1;
+  // The campaign is bounded by its case count: the same seed and count give the same cases and
+  // the same verdict on any machine. Case i (0-based) is drawn from its own RapidCheck seed
+  // (mix(seed, i)), so a prefix of a campaign is a smaller campaign of the same seed.
   int cases = 100;
   int max_ops = 40;              // longest op sequence of a case
-  double time_budget_s = 0;      // 0: none; otherwise stop starting new chunks after this
+  // Exploratory only (`fuzz --duration`, never the gate): > 0 runs cases until this many
+  // seconds have passed, checked between cases, so the cases that run depend on the machine's
+  // speed; `cases` is then an upper bound. The summary names the cases that ran.
+  double duration_s = 0;
   bool shrink = true;
   std::optional<std::string> preset;  // fixed preset, else drawn from the small odd presets
   std::optional<HMode> h_mode;        // fixed h mode, else drawn
@@ -31,10 +37,14 @@ struct CampaignOptions {
 };
 
 struct CampaignResult {
-  int cases = 0;     // cases that ran to completion or failure
+  int cases = 0;     // cases that ran to completion or failure: case indexes 0..cases-1
+  bool stopped_by_duration = false;  // duration_s ran out before `cases` were reached
   int64_t ops = 0;   // ops applied (shrinking included)
+  std::vector<int64_t> case_ops;  // ops of each case, by case index
   double seconds = 0;
+  uint64_t seed = 0;
   bool failed = false;
+  int failed_case = -1;  // index of the failing case
   bool gave_up = false;
   std::string message;       // RapidCheck's description or the gave-up reason
   Coverage coverage;

@@ -30,7 +30,7 @@ std::string Coverage::text() const {
 Lockstep::Lockstep(const CaseConfig& config, const BackendFactory& model, const BackendFactory& sut,
                    const cmp::Tolerances& tol, cmp::Strictness strictness, Invariant invariant)
     : config_(config), spec_(config.spec()), tol_(tol), strictness_(strictness), invariant_(std::move(invariant)),
-      model_(model()), sut_(sut()) {
+      model_(model()), sut_(sut()), lineage_(config.h_mode, config.snapshots) {
   const Model m = config.model();
   const PoolConfig pool = config.pool();
   model_->create_pool(m, pool);
@@ -85,11 +85,10 @@ Lockstep::Step Lockstep::apply(const Op& op) {
       cmp::Where w = base;
       w.seq = m.result.seqs[i];
       w.slot = model_run_->slot_of(w.seq);
-      // in f16 modes every output descends from FP16-stored state (see compare/class_of)
-      const DType state_dtype = config_.h_mode == HMode::f32 ? DType::f32 : DType::f16;
       report.merge(cmp::compare_outputs(spec_, m.result.outputs[i], s.result.outputs[i], tol_, w, strictness_,
-                                        state_dtype));
+                                        lineage_.output_lineage(op, w.seq)));
     }
+    lineage_.apply(op);
   }
   const std::vector<int> live = model_run_->live_seqs(), sut_live = sut_run_->live_seqs();
   if (live != sut_live) fail(fmt::format("op {} '{}': the live sequences differ\n", index, name));
@@ -105,7 +104,7 @@ Lockstep::Step Lockstep::apply(const Op& op) {
     w.seq = seq;
     w.slot = ms;
     report.merge(
-        cmp::compare_state(model_->export_state(ms), sut_->export_state(ss), tol_, w, strictness_, config_.h_mode));
+        cmp::compare_state(model_->export_state(ms), sut_->export_state(ss), tol_, w, strictness_, lineage_.of(seq)));
   }
   if (!report.pass()) fail(report.text());
   if (invariant_) {

@@ -58,6 +58,7 @@ class Lockstep {
   std::unique_ptr<Runner> model_run_, sut_run_;
   std::vector<Op> script_;
   Coverage coverage_;
+  cmp::LineageTracker lineage_;  // which FP32 fields descend from FP16 storage
 };
 
 }  // namespace ssm::fuzz

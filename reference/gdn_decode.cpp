@@ -15,7 +15,7 @@ void ReferenceBackend::step(int slot, const StepInputs& in, int row, StepOutputs
     gdn_step(ls, model_.weights[l], s.layers[l].h, s.layers[l].conv.f32(),
              r.x.data() + t * size_t(ls.conv_dim()), r.a.data() + t * size_t(ls.nv),
              r.b.data() + t * size_t(ls.nv), r.z.data() + t * size_t(ls.out_dim()),
-             out.layers[l].data() + t * size_t(ls.out_dim()));
+             out.layers[l].data() + t * size_t(ls.out_dim()), out.condition[l].data() + t * size_t(ls.out_dim()));
   }
 }
 

@@ -29,10 +29,20 @@ void delta_rule(MatD& H, const VecD& k, const VecD& v, double g, double beta);
 // Output norm (gdn_output_norm.cpp) of one value head: o * rsqrt(mean(o^2) + eps) * norm_w * gate(z).
 VecD output_norm(const LayerSpec& s, const LayerWeights& w, const VecD& o, const float* z);
 
+// Condition of the output norm (gdn_output_norm.cpp): given S[j] >= the first-order error of o[j]
+// per unit roundoff, the bound on the error of out[j] per unit roundoff:
+//   |c_j| r (S_j + |o_j| r^2 mean_k(|o_k| S_k)),  c_j = norm_w[j] gate(z_j), r = 1/sqrt(mean(o^2)+eps)
+// (perturbing o by dO changes r by -r^3 mean(o dO)).
+VecD output_norm_condition(const LayerSpec& s, const LayerWeights& w, const VecD& o, const VecD& S, const float* z);
+
 // One token through one layer (gdn_step.cpp): conv, gates, delta rule on every value head of h,
 // storing h in its dtype (f32: round to FP32; f16: kernel store, clamped), then the output
-// from the STORED state. out: [nv*vd].
+// from the STORED state. out: [nv*vd]. cond (optional, [nv*vd]): the output's condition
+// (core/model.h StepOutputs::condition): o_j = H^T q / sqrt(kd) moves by at most
+// sum_i max(|H_ij|, rms(H)) |q_i| / sqrt(kd) per unit relative error of its terms (state errors are
+// at the head's scale, as in fp32-state), carried through the output norm.
 void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window,
-              const float* x, const float* a, const float* b, const float* z, float* out);
+              const float* x, const float* a, const float* b, const float* z, float* out,
+              float* cond = nullptr);
 
 }  // namespace ssm::ref

@@ -18,4 +18,19 @@ VecD output_norm(const LayerSpec& s, const LayerWeights& w, const VecD& o, const
   return out;
 }
 
+VecD output_norm_condition(const LayerSpec& s, const LayerWeights& w, const VecD& o, const VecD& S,
+                           const float* z) {
+  const double n = double(o.size());
+  const double r = 1.0 / std::sqrt(o.squaredNorm() / n + double(s.eps));
+  const double spread = (o.cwiseAbs().array() * S.array()).sum() / n;  // mean_k |o_k| S_k
+  VecD c(o.size());
+  for (Eigen::Index j = 0; j < o.size(); ++j) {
+    const double zj = z[j];
+    const double sig = 1.0 / (1.0 + std::exp(-zj));
+    const double gate = s.output_gate == OutputGate::silu ? zj * sig : sig;
+    c[j] = std::fabs(double(w.norm_w[size_t(j)]) * gate) * r * (S[j] + std::fabs(o[j]) * r * r * spread);
+  }
+  return c;
+}
+
 }  // namespace ssm::ref

@@ -29,7 +29,8 @@ StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
       const size_t tt = size_t(t);
       gdn_step(ls, model_.weights[l], work, L.conv.f32(), r.x.data() + tt * size_t(ls.conv_dim()),
                r.a.data() + tt * size_t(ls.nv), r.b.data() + tt * size_t(ls.nv),
-               r.z.data() + tt * size_t(ls.out_dim()), out.layers[l].data() + tt * size_t(ls.out_dim()));
+               r.z.data() + tt * size_t(ls.out_dim()), out.layers[l].data() + tt * size_t(ls.out_dim()),
+               out.condition[l].data() + tt * size_t(ls.out_dim()));
     }
     if (mode == HMode::f16_pool) {
       // the stage holds this layer's FP32 result until the next layer widens into it

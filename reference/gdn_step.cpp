@@ -38,7 +38,7 @@ MatD store_head(const LayerSpec& s, Tensor& h, int vh, const MatD& H) {
 }  // namespace
 
 void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window,
-              const float* x, const float* a, const float* b, const float* z, float* out) {
+              const float* x, const float* a, const float* b, const float* z, float* out, float* cond) {
   const VecD y = conv_update(s, w, window, x);  // [conv_dim]: Q | K | V
   const Gates gt = gates(s, w, a, b);
   const double qscale = 1.0 / std::sqrt(double(s.kd));
@@ -53,6 +53,12 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
     const VecD o = Hs.transpose() * q * qscale;  // the UPDATED, stored state
     const VecD o_normed = output_norm(s, w, o, z + size_t(vh) * size_t(s.vd));
     for (int j = 0; j < s.vd; ++j) out[size_t(vh) * size_t(s.vd) + size_t(j)] = float(o_normed[j]);
+    if (cond) {
+      const double rms = std::sqrt(Hs.squaredNorm() / double(Hs.size()));
+      const VecD S = Hs.cwiseAbs().cwiseMax(rms).transpose() * q.cwiseAbs() * qscale;
+      const VecD c = output_norm_condition(s, w, o, S, z + size_t(vh) * size_t(s.vd));
+      for (int j = 0; j < s.vd; ++j) cond[size_t(vh) * size_t(s.vd) + size_t(j)] = float(c[j]);
+    }
   }
 }
 

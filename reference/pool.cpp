@@ -57,6 +57,7 @@ StepOutputs ReferenceBackend::empty_outputs(const ModelSpec& spec, int rows) {
   StepOutputs o;
   o.rows = rows;
   for (const LayerSpec& s : spec.layers) o.layers.emplace_back(size_t(rows) * size_t(s.out_dim()), 0.0f);
+  o.condition = o.layers;
   return o;
 }
 

@@ -73,24 +73,19 @@ GateCase replay_case(const std::string& path, const GateBackend& be, bool faulty
   return c;
 }
 
-GateCase campaign_case(const GateBackend& be, double budget, const GateOptions& o) {
+GateCase campaign_case(const GateBackend& be, const GateOptions& o) {
   GateCase c;
   c.suite = "campaign." + be.name;
   const bool ref = be.name == "reference";
   c.name = ref ? "reference vs alternate path" : "reference vs " + be.name;
-  if (budget < 1) {
-    c.status = GateCase::Status::skipped;
-    c.message = fmt::format("no time left in the budget ({:.1f} s)", budget);
-    return c;
-  }
   fuzz::CampaignOptions co;
   co.seed = o.seed;
-  co.cases = 1000000;  // the budget stops it
+  co.cases = o.cases;
   co.max_ops = o.max_ops;
-  co.time_budget_s = budget;
   co.backend_label = be.name;
   co.tolerances = o.tolerances;
   co.strictness = ref ? cmp::Strictness::bitwise : cmp::Strictness::classes;
+  if (o.progress) co.progress = [&](const std::string& line) { o.progress(c.suite + ": " + line); };
   const fuzz::BackendFactory model = [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
   const fuzz::BackendFactory sut =
       ref ? fuzz::BackendFactory([] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); })
@@ -98,9 +93,13 @@ GateCase campaign_case(const GateBackend& be, double budget, const GateOptions& 
   const auto start = Clock::now();
   try {
     const fuzz::CampaignResult r = fuzz::run_campaign(co, model, sut);
-    c.status = r.failed || r.gave_up ? GateCase::Status::fail : GateCase::Status::pass;
-    c.message = fmt::format("seed {}: {} cases, {} ops: {}", o.seed, r.cases, r.ops,
-                            r.failed ? "FAILED, rerun: " + r.rerun : r.gave_up ? "gave up" : "passed");
+    // nothing ran is not a pass
+    c.status = r.failed || r.gave_up || r.cases == 0 ? GateCase::Status::fail : GateCase::Status::pass;
+    c.message = fmt::format("seed {}: cases 0..{}, {} ops: {}", o.seed, r.cases - 1, r.ops,
+                            r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
+                            : r.gave_up ? "gave up: " + r.message
+                            : r.cases == 0 ? "no case ran"
+                                           : "passed");
     if (c.status == GateCase::Status::fail) c.details = r.summary();
   } catch (const std::exception& e) {
     c.status = GateCase::Status::fail;
@@ -148,7 +147,8 @@ std::string GateResult::summary() const {
     ++counts[c.suite][size_t(c.status)];
     secs[c.suite] += c.seconds;
   }
-  std::string s = fmt::format("ssmcheck gate: {} checks in {:.1f} s (budget {:.0f} s)\n", cases.size(), seconds, budget_s);
+  std::string s = fmt::format("ssmcheck gate: {} checks in {:.1f} s (seed {}, {} cases per campaign)\n", cases.size(),
+                              seconds, seed, cases_per_campaign);
   for (const std::string& suite : order) {
     const auto& n = counts[suite];
     std::string line = fmt::format("  {:<28} {:>3} passed", suite, n[0]);
@@ -213,7 +213,7 @@ std::string GateResult::junit() const {
 }
 
 nlohmann::json GateResult::json() const {
-  nlohmann::json j = {{"pass", pass()}, {"seconds", seconds}, {"budget_s", budget_s}};
+  nlohmann::json j = {{"pass", pass()}, {"seconds", seconds}, {"seed", seed}, {"cases_per_campaign", cases_per_campaign}};
   j["cases"] = nlohmann::json::array();
   for (const GateCase& c : cases)
     j["cases"].push_back({{"suite", c.suite}, {"name", c.name}, {"status", status_name(c.status)},
@@ -223,7 +223,8 @@ nlohmann::json GateResult::json() const {
 
 GateResult run_gate(const GateOptions& o) {
   GateResult res;
-  res.budget_s = o.budget_s;
+  res.seed = o.seed;
+  res.cases_per_campaign = o.cases;
   const auto start = Clock::now();
   auto add = [&](GateCase c) {
     if (o.progress)
@@ -252,11 +253,7 @@ GateResult run_gate(const GateOptions& o) {
     c.message = "skipped: " + sk.second;
     add(c);
   }
-  // the campaigns share what is left of the budget
-  for (size_t i = 0; i < o.backends.size(); ++i) {
-    const double left = o.budget_s - since(start);
-    add(campaign_case(o.backends[i], left / double(o.backends.size() - i), o));
-  }
+  for (const GateBackend& be : o.backends) add(campaign_case(be, o));
   res.seconds = since(start);
   return res;
 }

@@ -1,7 +1,7 @@
 // The CI gate: replays every golden trace (DIR/*.h5) on every available backend, checks that
 // every faulty trace (DIR/faulty/*.h5) diverges exactly where its expect_* attributes say, and
 // runs seeded campaigns (reference vs its alternate path; each other backend vs the reference)
-// within a time budget. Produces a one-screen summary, JUnit XML and JSON.
+// of a fixed number of cases, so the verdict never depends on the machine's speed. Produces a one-screen summary, JUnit XML and JSON.
 // Counterparts: cli/cmd_gate.cpp, replay/replay.h, fuzz/campaign.h.
 #pragma once
 #include <functional>
@@ -21,7 +21,7 @@ struct GateBackend {
 
 struct GateOptions {
   std::string traces_dir;          // golden traces; faulty ones in traces_dir/faulty
-  double budget_s = 60;            // the campaigns share what the replays leave
+  int cases = 1000;                // cases per campaign (deterministic: never a time budget)
   uint64_t seed = 1;               // campaign seed
   int max_ops = 30;                // longest op sequence of a campaign case
   std::vector<GateBackend> backends;                       // available ones; "reference" runs its alt path
@@ -42,7 +42,9 @@ struct GateCase {
 
 struct GateResult {
   std::vector<GateCase> cases;
-  double seconds = 0, budget_s = 0;
+  double seconds = 0;
+  int cases_per_campaign = 0;
+  uint64_t seed = 0;
   bool pass() const;
   std::string summary() const;  // one screen
   std::string junit() const;    // JUnit XML

@@ -138,11 +138,12 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
   r.note = tr.note;
   r.ops_total = int(tr.ops.size());
   const ModelSpec& spec = tr.header.model.spec;
-  const HMode mode = tr.header.pool.h_mode;
+  cmp::LineageTracker lineage(tr.header.pool.h_mode, tr.header.pool.snapshot_slots);
   b.create_pool(tr.header.model, tr.header.pool);
   // The trace's inputs; zeros where it recorded none (padding entries, refused ops).
-  Runner runner(b, [&](int op_index, int, int row, int rows) {
-    const cmp::TraceOp& t = tr.ops.at(size_t(op_index));
+  Runner runner(b, [&](const InputKey& key, int rows) {
+    const int row = key.batch_row;
+    const cmp::TraceOp& t = tr.ops.at(size_t(key.op_index));
     if (size_t(row) < t.inputs.size() && t.inputs[size_t(row)].rows == rows && !t.inputs[size_t(row)].layers.empty())
       return t.inputs[size_t(row)];
     return zero_inputs(spec, rows);
@@ -178,7 +179,6 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
       if (!ref.agree()) here.push_back(plain(index, text, "refusal", t.op.seqs.at(0), ref.text(b.name()) + "\n"));
     }
     if (!refused && !t.refused) {
-      const DType state_dtype = mode != HMode::f32 ? DType::f16 : DType::f32;  // FP16 lineage (compare/class_of)
       for (size_t e = 0; e < t.outputs.size() && e < res.outputs.size(); ++e) {
         if (!t.outputs[e] || t.op.seqs[e] == kPadRow) continue;
         evidence = true;
@@ -188,10 +188,12 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
         w.seq = t.op.seqs[e];
         w.slot = runner.slot_of(w.seq);
         const cmp::StateReport rep =
-            cmp::compare_outputs(spec, *t.outputs[e], res.outputs[e], o.tolerances, w, o.strictness, state_dtype);
+            cmp::compare_outputs(spec, *t.outputs[e], res.outputs[e], o.tolerances, w, o.strictness,
+                                lineage.output_lineage(t.op, w.seq));
         r.outputs_compared += rep.tensors;
         if (!rep.pass()) here.push_back(from_report(rep, index, text, "output"));
       }
+      lineage.apply(t.op);
     }
     for (const cmp::TraceState& ts : t.states) {
       evidence = true;
@@ -210,7 +212,8 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
       w.seq = ts.seq;
       w.slot = slot;
       const cmp::StateReport rep =
-          cmp::compare_state(ts.state, restrict_to(b.export_state(slot), ts), o.tolerances, w, o.strictness, mode);
+          cmp::compare_state(ts.state, restrict_to(b.export_state(slot), ts), o.tolerances, w, o.strictness,
+                             lineage.of(ts.seq));
       r.states_compared += rep.tensors;
       if (!rep.pass()) here.push_back(from_report(rep, index, text, "state"));
     }

@@ -5,6 +5,8 @@
 
 #include "fuzz/alt_reference.h"
 #include "fuzz/campaign.h"
+#include "fixtures/case_config.h"
+#include "reference/reference_backend.h"
 #include "tests/support/campaign_env.h"
 
 namespace ssm::test {
@@ -52,6 +54,51 @@ TEST(PropertyCpu, SameSeedGivesTheSameCampaign) {
   o.seed += 1;
   const fuzz::CampaignResult c = fuzz::run_campaign(o, reference(), alternate());
   EXPECT_NE(a.coverage.ops, c.coverage.ops);
+}
+
+// Shrinking removes ops; a failing row must keep its inputs when an unrelated op goes away, so
+// inputs are keyed by (sequence, its own input-consuming step), not by op index.
+TEST(PropertyCpu, InputsSurviveTheRemovalOfUnrelatedOps) {
+  CaseConfig c;
+  c.preset = "odd-a";
+  auto final_state = [&](const std::string& script) {
+    ref::ReferenceBackend b;
+    b.create_pool(c.model(), c.pool());
+    Runner r(b, input_source(c.spec(), c.gen));
+    int i = 0;
+    for (const Op& op : parse_script(script)) r.run(op, i++);
+    return b.export_state(r.slot_of(0));
+  };
+  const SequenceState full =
+      final_state("alloc @0; alloc @1; prefill 3 @1; checkpoint @1; prefill 2 @0; decode @1,pad,0; verify 3 @0");
+  const SequenceState shrunk = final_state("alloc @0; prefill 2 @0; decode @0; verify 3 @0");
+  const cmp::StateReport rep = cmp::compare_state(full, shrunk, cmp::Tolerances::defaults(), cmp::Where{},
+                                                  cmp::Strictness::bitwise);
+  EXPECT_TRUE(rep.pass()) << rep.text();
+  // and the key does change with the sequence's own history
+  const SequenceState other = final_state("alloc @0; prefill 2 @0; decode @0; decode @0; verify 3 @0");
+  EXPECT_FALSE(cmp::compare_state(full, other, cmp::Tolerances::defaults(), cmp::Where{},
+                                  cmp::Strictness::bitwise).pass());
+}
+
+// The gate's verdict must not depend on the machine: case i is the same whether 4 or 9 cases
+// run, and a duration (checked between cases) only decides how many of those same cases run.
+TEST(PropertyCpu, CaseIDoesNotDependOnHowManyCasesRan) {
+  fuzz::CampaignOptions o;
+  o.seed = campaign_seed(11);
+  o.max_ops = 20;
+  o.strictness = cmp::Strictness::bitwise;
+  o.cases = 4;
+  const fuzz::CampaignResult few = fuzz::run_campaign(o, reference(), alternate());
+  o.cases = 9;
+  const fuzz::CampaignResult more = fuzz::run_campaign(o, reference(), alternate());
+  ASSERT_EQ(few.case_ops.size(), 4u);
+  ASSERT_EQ(more.case_ops.size(), 9u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(few.case_ops[i], more.case_ops[i]) << "case " << i;
+  o.duration_s = 1e6;  // never reached: the same cases as the count bound
+  const fuzz::CampaignResult timed = fuzz::run_campaign(o, reference(), alternate());
+  EXPECT_EQ(timed.case_ops, more.case_ops);
+  EXPECT_FALSE(timed.stopped_by_duration);
 }
 
 }  // namespace ssm::test

@@ -161,7 +161,7 @@ TEST(Replay, PythonExampleTraceReplays) {
 
 TEST(Gate, RunsOnTheBundledFixturesAndWritesJUnitAndJson) {
   TempDir dir;
-  const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --budget 4 --junit " + q(dir.file("g.xml")) + " --json " +
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --cases 30 --junit " + q(dir.file("g.xml")) + " --json " +
                      q(dir.file("g.json")));
   EXPECT_EQ(s.code, 0) << s.out;
   EXPECT_NE(s.out.find("replay.golden.reference"), std::string::npos) << s.out;
@@ -189,7 +189,7 @@ TEST(Gate, FailsWhenAFaultyTraceIsNotPinpointed) {
   Recorded w = record(case_of("tiny", HMode::f32, 2), "alloc; prefill 2");
   w.header.expect = cmp::TraceExpectation{1, 0, 0, "h"};
   cmp::write_trace(dir.file("t/faulty/not_faulty.h5"), w.header, w.ops);
-  const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --budget 0 --traces " + q(dir.file("t")));
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --cases 1 --traces " + q(dir.file("t")));
   EXPECT_EQ(s.code, 1) << s.out;
   EXPECT_NE(s.out.find("not_faulty.h5: expected the first divergence at op 1, seq 0, layer 0, h, got none"),
             std::string::npos)

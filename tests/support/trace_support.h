@@ -34,7 +34,7 @@ inline Recorded record(const CaseConfig& cfg, const std::string& script, std::ve
   ref::ReferenceBackend b;
   b.create_pool(r.header.model, r.header.pool);
   const cmp::TraceOp* cur = nullptr;
-  Runner run(b, [&](int, int, int row, int) { return cur->inputs.at(size_t(row)); });
+  Runner run(b, [&](const InputKey& k, int) { return cur->inputs.at(size_t(k.batch_row)); });
   const std::vector<Op> ops = parse_script(script);
   for (size_t i = 0; i < ops.size(); ++i) {
     cmp::TraceOp t;
