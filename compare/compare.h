@@ -116,6 +116,7 @@ struct TensorReport {
   double max_abs = 0, max_rel = 0, max_ulp = 0, nrmse = 0;
   double max_ulp_scaled = 0;       // fp16_state: the judged ULP count (see TolClass)
   bool conditioned = false;        // a condition tensor widened the output limits (Tolerance::cond)
+  int64_t non_finite_matched = 0;  // elements where both sides hold the same inf (or both NaN): matched
   double max_cond_ratio = 0;       // max |d| / (u * C): the cond that alone would cover every element
   double nrmse_allowed = 0;        // max_nrmse plus the condition's share (what nrmse was judged against)
   std::vector<Element> worst;      // worst few, largest error first
@@ -132,7 +133,9 @@ struct TensorReport {
   nlohmann::json json() const;
 };
 
-// Compare one tensor. NaN/Inf in either side fails first, naming the element; a reference that
+// Compare one tensor. NaN/Inf in either side fails first, naming the element, unless both sides
+// hold the same non-finite value there (the same infinity, or NaN and NaN: an FP16 overflow the
+// contract allows, reproduced), which is matched and left out of every metric; a reference that
 // is all zero or non-finite is itself a failure (nothing passes vacuously) unless allow_zero_ref
 // (legitimately zero tensors: fresh state, zero checkpoints): then got must be all zero as well.
 // Different dtype or shape fails before anything else.

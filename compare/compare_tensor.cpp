@@ -32,6 +32,15 @@ uint32_t bits_of(const Tensor& t, int64_t i) {
   return x;
 }
 
+// Both sides hold the same non-finite value: the same infinity (bits), or NaN and NaN. The
+// contract makes such values legitimate (the FP32->FP16 converter overflows to inf; a step on
+// inf state gives NaN), so identical ones are matched, never measured.
+bool same_non_finite(const Tensor& a, const Tensor& b, int64_t i) {
+  const double x = a.get(i), y = b.get(i);
+  if (std::isnan(x) && std::isnan(y)) return true;
+  return std::isinf(x) && std::isinf(y) && (x > 0) == (y > 0);
+}
+
 bool finite_at(const Tensor& t, int64_t i) {
   return t.dtype() == DType::f16 ? half_is_finite(t.f16()[size_t(i)]) : std::isfinite(t.f32()[size_t(i)]);
 }
@@ -97,13 +106,23 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     return fail("reference is empty: nothing would be checked");
   }
 
-  // Non-finite values fail before any metric: the reference first (a broken reference is an
-  // error of its own), then got. The first few bad elements are listed.
+  // Non-finite values fail before any metric, unless both sides hold the same one at the same
+  // element (same_non_finite: an overflow the contract allows, reproduced): then the element is
+  // matched and left out of every metric. The reference is checked first (a broken reference is
+  // an error of its own), then got. The first few bad elements are listed.
+  std::vector<bool> matched_nf;
+  for (int64_t i = 0; i < ref.size(); ++i)
+    if (!finite_at(ref, i) && same_non_finite(ref, got, i)) {
+      if (matched_nf.empty()) matched_nf.assign(size_t(ref.size()), false);
+      matched_nf[size_t(i)] = true;
+      ++r.non_finite_matched;
+    }
+  auto is_matched = [&](int64_t i) { return !matched_nf.empty() && matched_nf[size_t(i)]; };
   for (const Tensor* side : {&ref, &got}) {
     const bool is_ref = side == &ref;
     int64_t count = 0, first = -1;
     for (int64_t i = 0; i < side->size(); ++i)
-      if (!finite_at(*side, i)) {
+      if (!finite_at(*side, i) && !is_matched(i)) {
         if (first < 0) first = i;
         ++count;
         if (r.worst.size() < size_t(kWorstElements)) {
@@ -120,20 +139,27 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     if (count) {
       r.mismatched = count;
       const float v = side->get(first);
-      return fail(fmt::format("{} non-finite value{} in {}, first {} at {}", count, count > 1 ? "s" : "",
-                              is_ref ? "the reference" : "got", v, index_text(r.axes, unravel(ref.shape(), first))));
+      const float other = (is_ref ? got : ref).get(first);
+      return fail(fmt::format("{} non-finite value{} in {} without the same value on the other side, first {} (other "
+                              "side {}) at {}", count, count > 1 ? "s" : "", is_ref ? "the reference" : "got", v, other,
+                              index_text(r.axes, unravel(ref.shape(), first))));
     }
   }
 
   bool ref_zero = true;
   double ref_sq = 0;
+  int64_t finite_n = 0;
   for (int64_t i = 0; i < ref.size(); ++i) {
+    if (is_matched(i)) continue;
     const double v = ref.get(i);
     ref_zero = ref_zero && v == 0.0;
     ref_sq += v * v;
+    ++finite_n;
   }
-  const double ref_rms = std::sqrt(ref_sq / double(ref.size()));
-  if (ref_zero && !allow_zero_ref) return fail("reference is all zero: nothing would be checked");
+  const double ref_rms = finite_n ? std::sqrt(ref_sq / double(finite_n)) : 0.0;
+  if (ref_zero && !allow_zero_ref)
+    return fail(finite_n ? "reference is all zero: nothing would be checked"
+                         : "reference has no finite element: nothing would be checked");
   r.zero_ref = ref_zero;
 
   const Tolerance& t = r.tol;
@@ -144,6 +170,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   const double ucond = t.cond * kUnitRoundoffF32;
   std::vector<std::pair<double, int64_t>> worst;  // (score, index), kept sorted descending
   for (int64_t i = 0; i < ref.size(); ++i) {
+    if (is_matched(i)) continue;
     const double rv = ref.get(i), gv = got.get(i);
     const double d = gv - rv, ad = std::fabs(d), ar = std::fabs(rv);
     const double ulp = f16 ? double(ulp_distance_f16(ref.f16()[size_t(i)], got.f16()[size_t(i)]))

@@ -122,6 +122,7 @@ nlohmann::json TensorReport::json() const {
   j["limits"] = {{"atol", num(tol.atol)}, {"rtol", num(tol.rtol)}, {"max_ulp", num(tol.max_ulp)},
                  {"max_nrmse", num(tol.max_nrmse)}, {"cond", num(tol.cond)}};
   j["conditioned"] = conditioned;
+  j["non_finite_matched"] = non_finite_matched;
   if (conditioned) {
     j["max_cond_ratio"] = num(max_cond_ratio);
     j["nrmse_allowed"] = num(nrmse_allowed);

@@ -188,6 +188,35 @@ TEST(compare_tensor, single_inf_in_f16) {
   EXPECT_NE(r.failure.find("(head 0, row 1, col 1)"), std::string::npos) << r.failure;
 }
 
+// The converter overflows to inf (STATE-MODEL section 6): a state where both sides hold the same
+// inf is faithful; found as a false alarm by the first f16-pool H200 campaign (odd-d, value
+// scale 60000: `alloc; decode; verify 3; prefill 2` narrowed an element beyond 65504).
+TEST(compare_tensor, the_same_inf_on_both_sides_is_matched_a_different_one_is_not) {
+  const uint64_t seed = 16;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  Tensor ref = random_f16({2, 4, 4}, seed);
+  ref.f16()[5] = 0x7c00;  // +inf
+  Tensor got = ref;
+  TensorReport r = compare_tensor(ref, got, TolClass::fp16_state, Tolerances::defaults(), where_h());
+  EXPECT_TRUE(r.pass) << r.text();
+  EXPECT_EQ(r.non_finite_matched, 1);
+  EXPECT_TRUE(r.measured);
+  got.f16()[5] = 0xfc00;  // -inf: not the same value
+  r = compare_tensor(ref, got, TolClass::fp16_state, Tolerances::defaults(), where_h());
+  EXPECT_FALSE(r.pass);
+  EXPECT_NE(r.failure.find("non-finite"), std::string::npos) << r.failure;
+  got.f16()[5] = 0x7bff;  // 65504: finite where the reference overflowed
+  r = compare_tensor(ref, got, TolClass::fp16_state, Tolerances::defaults(), where_h());
+  EXPECT_FALSE(r.pass);
+  EXPECT_NE(r.failure.find("the reference"), std::string::npos) << r.failure;
+  // NaN against NaN in an output (a step on inf state) is matched too; finite elements still judged
+  Tensor o = random_f32({1, 2, 8}, seed), og = o;
+  o.f32()[3] = og.f32()[3] = std::nanf("");
+  EXPECT_TRUE(compare_tensor(o, og, TolClass::output, Tolerances::defaults(), where_h()).pass);
+  og.f32()[4] *= 1.5f;
+  EXPECT_FALSE(compare_tensor(o, og, TolClass::output, Tolerances::defaults(), where_h()).pass);
+}
+
 TEST(compare_tensor, one_wrong_element_in_a_million) {
   const uint64_t seed = 15;
   SCOPED_TRACE("seed=" + std::to_string(seed));
