@@ -252,8 +252,9 @@ uint64_t mix(uint64_t x) {
 }  // namespace
 
 std::string CampaignResult::summary() const {
-  std::string s = fmt::format("{} cases (case {}..{} of seed {}), {} ops in {:.1f} s ({:.0f} ops/s): {}{}\n", cases,
-                              cases > 0 ? 0 : -1, cases - 1, seed, ops, seconds,
+  const std::string range = cases > 0 ? fmt::format("case 0..{} of seed {}", cases - 1, seed)
+                                      : fmt::format("no case of seed {}", seed);
+  std::string s = fmt::format("{} cases ({}), {} ops in {:.1f} s ({:.0f} ops/s): {}{}\n", cases, range, ops, seconds,
                               seconds > 0 ? double(ops) / seconds : 0.0,
                               failed ? "FAILED" : gave_up ? "GAVE UP" : cases == 0 ? "NOTHING RAN" : "passed",
                               stopped_by_duration ? " (stopped by --duration)" : "");

@@ -185,6 +185,31 @@ TEST(compare_outputs, output_row_head_col_and_zero_reference) {
   EXPECT_FALSE(compare_outputs(spec, ref, got, Tolerances::defaults(), base()).pass());
 }
 
+// `replay` compares a trace (no condition) against ssmcheck's recomputation (which has one):
+// the condition is used from whichever side computed it.
+TEST(compare_outputs, condition_is_taken_from_either_side) {
+  const ScriptRun a = run_script("odd-b", HMode::f32, 28, kOps);
+  const ModelSpec spec = make_preset("odd-b");
+  StepOutputs with = a.results[4].outputs.at(0);
+  ASSERT_EQ(with.condition.size(), spec.layers.size()) << "the reference computes the condition";
+  StepOutputs without = with;
+  without.condition.clear();
+  // a synthetic ill-conditioned element: C = 1e6 allows cond u C = 1.9 there, far beyond
+  // atol + rtol |ref|; an error of half that passes only when the condition is used
+  const size_t e = 5;
+  with.condition[0][e] = 1e6f;
+  const Tolerance& t = Tolerances::defaults().output;
+  const double err = 0.5 * t.cond * kUnitRoundoffF32 * 1e6;
+  ASSERT_GT(err, 10 * (t.atol + t.rtol * std::fabs(with.layers[0][e])));
+  StepOutputs off = without;
+  off.layers[0][e] += float(err);
+  EXPECT_FALSE(compare_outputs(spec, without, off, Tolerances::defaults(), base()).pass());
+  StepOutputs off_with = with;
+  off_with.layers[0][e] += float(err);
+  EXPECT_TRUE(compare_outputs(spec, without, off_with, Tolerances::defaults(), base()).pass());
+  EXPECT_TRUE(compare_outputs(spec, off_with, with, Tolerances::defaults(), base()).pass());
+}
+
 TEST(compare_state, report_json_and_merge) {
   const ScriptRun a = run_script("tiny", HMode::f32, 27, kOps);
   SequenceState got = a.state;
