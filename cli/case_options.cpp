@@ -24,6 +24,8 @@ void CaseOptions::add_to(CLI::App* cmd, bool with_backend) {
   cmd->add_option("--decay", c.gen.decay, "0: g close to 1 (hard for FP16) .. 1: strongly decaying")
       ->capture_default_str();
   cmd->add_option("--value-scale", c.gen.value_scale, "scale of value inputs (drives |h|)")->capture_default_str();
+  cmd->add_flag("--extreme-gates", c.gen.extreme_gates,
+                "gate parameters at the softplus threshold, the A_log clamp and both g clamps");
   if (with_backend) cmd->add_option("--backend", backend, "reference or cuda")->capture_default_str();
 }
 

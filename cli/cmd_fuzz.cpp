@@ -38,6 +38,8 @@ struct FuzzFlags {
   std::string backend = "reference", preset, h_mode, out = "ssmcheck-fuzz";
   int layers = 0;
   bool no_shrink = false;
+  bool pause_async = false;
+  bool require_coverage = false;
   ToleranceOptions tol;
 };
 
@@ -55,6 +57,8 @@ int run_fuzz(const FuzzFlags& f) {
   o.backend_label = f.backend;
   o.tolerances = f.tol.resolve();
   o.strictness = strictness_for(f.backend);
+  o.pause_async = f.pause_async;
+  o.require_coverage = f.require_coverage;
   o.progress = [](const std::string& line) { fmt::print(stderr, "ssmcheck fuzz: {}\n", line); };
   const auto sut = sut_factory(f.backend);
   fmt::print("ssmcheck fuzz: seed {}, {}{} cases of up to {} ops, reference vs {}{}\n", f.seed,
@@ -65,17 +69,17 @@ int run_fuzz(const FuzzFlags& f) {
   const fuzz::CampaignResult r = fuzz::run_campaign(o, model_factory(), sut);
   fmt::print("{}", r.summary());
   if (r.gave_up) return kExitBadInput;
-  if (r.failed) return kExitDiffer;
+  if (r.failed || !r.coverage_missing.empty()) return kExitDiffer;
   return r.cases == 0 ? kExitNothingRan : kExitOk;
 }
 
 int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOptions& tol,
-              const std::string& dump) {
+              const std::string& dump, bool pause_async) {
   const CaseConfig cfg = opt.resolve();
   const std::vector<Op> script = parse_script(ops);
   const auto sut = sut_factory(opt.backend);
   const fuzz::ReplayResult r = fuzz::check_script(cfg, script, model_factory(), sut, tol.resolve(),
-                                                  strictness_for(opt.backend), dump);
+                                                  strictness_for(opt.backend), dump, nullptr, pause_async);
   fmt::print("ssmcheck check: {} ops of {} on {}: reference vs {}: {}\n", r.ops, script.size(), cfg.flags(),
              sut()->name(), r.pass ? "agree" : "DIVERGED");
   fmt::print("{}", r.report);
@@ -104,6 +108,10 @@ void add_fuzz_command(CLI::App& app, int* rc) {
   cmd->add_option("--h-mode", f->h_mode, "fixed h mode (default: drawn)");
   cmd->add_option("--out", f->out, "directory for failing cases")->capture_default_str();
   cmd->add_flag("--no-shrink", f->no_shrink, "report the first failure as found");
+  cmd->add_flag("--pause-async", f->pause_async,
+                "hold the backend's async copies until their reader waits (exposes readers that skip the wait)");
+  cmd->add_flag("--require-coverage", f->require_coverage,
+                "fail when the campaign never reached a threshold, clamp or configuration axis (as the gate)");
   f->tol.add_to(cmd);
   cmd->callback([=] { *rc = run_fuzz(*f); });
 }
@@ -114,11 +122,13 @@ void add_check_command(CLI::App& app, int* rc) {
   auto ops = std::make_shared<std::string>();
   auto dump = std::make_shared<std::string>();
   auto tol = std::make_shared<ToleranceOptions>();
+  auto pause = std::make_shared<bool>(false);
   opt->add_to(cmd);
   cmd->add_option("--ops", *ops, "op script")->required();
+  cmd->add_flag("--pause-async", *pause, "hold the backend's async copies until their reader waits");
   cmd->add_option("--dump", *dump, "write both sides' final states to PREFIX.model.h5 and PREFIX.sut.h5");
   tol->add_to(cmd);
-  cmd->callback([=] { *rc = run_check(*opt, *ops, *tol, *dump); });
+  cmd->callback([=] { *rc = run_check(*opt, *ops, *tol, *dump, *pause); });
 }
 
 }  // namespace ssm::cli

@@ -23,6 +23,7 @@ struct GateFlags {
   std::string junit, json, traces = std::string(SSMCHECK_FIXTURES_DIR) + "/traces", backend = "all";
   uint64_t seed = 1;
   bool verbose = false;
+  bool no_coverage = false;
   ToleranceOptions tol;
 };
 
@@ -38,6 +39,7 @@ int run_gate(const GateFlags& f) {
   o.cases = f.cases;
   o.seed = f.seed;
   o.tolerances = f.tol.resolve();
+  o.require_coverage = !f.no_coverage;
   o.backends = trace_backends(f.backend, &o.skipped);
   if (f.verbose) o.progress = [](const std::string& line) { fmt::print(stderr, "ssmcheck gate: {}\n", line); };
   fmt::print("ssmcheck gate: traces {}, backends:", f.traces);
@@ -67,6 +69,9 @@ void add_gate_command(CLI::App& app, int* rc) {
   cmd->add_option("--backend", f->backend, "all (every available one), reference or cuda")->capture_default_str();
   cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str();
   cmd->add_flag("-v,--verbose", f->verbose, "one line per check on stderr");
+  cmd->add_flag("--no-coverage", f->no_coverage,
+                "skip the campaigns' coverage check (for quick looks with too few cases to reach every "
+                "threshold, clamp and axis)");
   f->tol.add_to(cmd);
   cmd->callback([=] { *rc = run_gate(*f); });
 }

@@ -37,6 +37,13 @@ class Backend {
 
   // Full state of a claimed slot, every layer (waits for outstanding async copies).
   virtual SequenceState export_state(int slot) = 0;
+
+  // Test hooks of the async path, with defaults for backends that have none.
+  // An async copy of the slot is in flight: its next reader must wait for it.
+  virtual bool async_pending(int /*slot*/) const { return false; }
+  // While on, every async copy is held until its reader waits for it, so a reader that skips
+  // the wait reads stale bytes deterministically (docs/fuzzing.md). False: no async path.
+  virtual bool pause_async_copies(bool /*on*/) { return false; }
 };
 
 }  // namespace ssm

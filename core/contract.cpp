@@ -1,6 +1,8 @@
 // Op contract checks and effects (see contract.h).
 #include "core/contract.h"
 
+#include "core/mutant.h"
+
 #include <set>
 #include <string>
 
@@ -65,7 +67,8 @@ void Contract::check_batch_slots(OpKind op, const std::vector<int>& slots, int r
         throw StateError(ErrorKind::bad_slot, name, s, -1, "slot appears twice in one batch");
     }
     if (op == OpKind::verify) {
-      const int need = rows - 1;
+      // mutant (bug class 3): one intermediate beyond the capacity accepted
+      const int need = SSM_MUTANT("contract_capacity_off_by_one") ? rows - 2 : rows - 1;
       if (need > pool_.capacity(cap_slot) || need > pool_.conv_capacity)
         throw StateError(ErrorKind::capacity, name, cap_slot, -1,
                          "K=" + str(rows) + " needs " + str(need) + " intermediates; slot holds " +
@@ -96,11 +99,12 @@ void Contract::check_commit(int slot, int n, int k) const {
   check_claimed("commit", slot);
   const SlotMeta& m = slots_[size_t(slot)];
   const std::string args = "commit(n=" + str(n) + ", k=" + str(k) + ")";
+  if (n < 0) throw StateError(ErrorKind::bad_argument, "commit", slot, -1, args + ": n < 0");
   if (n == 0) throw StateError(ErrorKind::commit_zero, "commit", slot, -1, args + ": n == 0 (use rollback 0)");
   if (n > k) throw StateError(ErrorKind::commit_n_gt_k, "commit", slot, -1, args + ": n > k");
   if (m.last_verify_k == 0)
     throw StateError(ErrorKind::commit_k_mismatch, "commit", slot, -1, args + ": no verify since alloc");
-  if (k != m.last_verify_k)
+  if (k != m.last_verify_k && !SSM_MUTANT("contract_commit_k_unchecked"))  // mutant: bug class 13
     throw StateError(ErrorKind::commit_k_mismatch, "commit", slot, -1,
                      args + ": the last verify had K=" + str(m.last_verify_k));
   if (n < k && m.intermediate_dtype != m.h_dtype())
@@ -113,6 +117,7 @@ void Contract::check_rollback(OpKind op, int slot, int n) const {
   const char* name = op_name(op);
   check_claimed(name, slot);
   const SlotMeta& m = slots_[size_t(slot)];
+  if (n < 0) throw StateError(ErrorKind::bad_argument, name, slot, -1, "rollback " + str(n) + ": n < 0");
   if (n == 0) {
     if (m.has_h_checkpoint && m.h_checkpoint_dtype != m.h_dtype())
       throw StateError(ErrorKind::dtype_mismatch, name, slot, -1,

@@ -44,7 +44,7 @@ ModelSpec repeat(const std::string& name, int n, const LayerSpec& s) {
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"qwen3-next-80b", "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c", "odd-d"};
+  return {"qwen3-next-80b", "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c", "odd-d", "odd-deep"};
 }
 
 ModelSpec make_preset(const std::string& name, int layers) {
@@ -64,6 +64,9 @@ ModelSpec make_preset(const std::string& name, int layers) {
   } else if (name == "odd-d") {  // mixed layer shapes in one model
     m.name = name;
     m.layers = {gdn(4, 8, 16, 40, 4), gdn(1, 1, 9, 13, 2, true), gdn(2, 8, 64, 64, 3)};
+  } else if (name == "odd-deep") {  // 50 small layers: every per-launch list (copies, zeroing) spans launches
+    m.name = name;
+    for (int l = 0; l < 50; ++l) m.layers.push_back(l % 2 ? gdn(1, 1, 9, 13, 2, true) : gdn(1, 2, 8, 12, 4));
   } else {
     std::string known;
     for (const auto& p : preset_names()) known += (known.empty() ? "" : ", ") + p;

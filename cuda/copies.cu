@@ -40,7 +40,16 @@ __global__ void copies_kernel(const __grid_constant__ CopyBatch b) {
   else if (align % 4 == 0) copy_words<uint32_t>(src, dst, c.bytes);
   else copy_words<unsigned char>(src, dst, c.bytes);
 }
+__global__ void wait_released_kernel(const volatile unsigned long long* released, unsigned long long ticket) {
+  for (long long i = 0; i < 20000000LL && *released < ticket; ++i) __nanosleep(1000);
+}
 }  // namespace
+
+void launch_wait_released(const volatile unsigned long long* released, unsigned long long ticket,
+                          cudaStream_t stream) {
+  wait_released_kernel<<<1, 1, 0, stream>>>(released, ticket);
+  SSM_CUDA_LAUNCHED("wait_released_kernel");
+}
 
 void launch_copies(const std::vector<CopyDesc>& list, cudaStream_t stream) {
   std::vector<CopyDesc> work;

@@ -18,4 +18,10 @@ struct CopyDesc {
 // Regions must not overlap each other's destinations; order inside one list is unspecified.
 void launch_copies(const std::vector<CopyDesc>& list, cudaStream_t stream);
 
+// Test hook of paused async copies (Engine::pause_async_copies): holds `stream` until the
+// host-mapped counter *released reaches ticket (polled with __nanosleep; gives up after about
+// 20 s so that a harness bug cannot hang the device forever).
+void launch_wait_released(const volatile unsigned long long* released, unsigned long long ticket,
+                          cudaStream_t stream);
+
 }  // namespace ssm::cuda

@@ -41,6 +41,10 @@ size_t CudaBackend::family_offset(int layer, Family f, int slot, int t) const {
   return e_->pool().offset(layer, pool_family(f), slot, t);
 }
 bool CudaBackend::async_pending(int slot) const { return e_->async_pending(slot); }
+bool CudaBackend::pause_async_copies(bool on) {
+  e_->pause_async_copies(on);
+  return true;
+}
 void CudaBackend::synchronize() { e_->synchronize(); }
 
 bool device_available(std::string* why) {

@@ -49,7 +49,8 @@ class CudaBackend : public Backend {
   std::vector<uint8_t> read_family(int layer, Family f);
   size_t family_pitch(int layer, Family f) const;                        // bytes per slot / entry
   size_t family_offset(int layer, Family f, int slot, int t = 0) const;  // slot's bytes in the family
-  bool async_pending(int slot) const;  // an async copy the next reader of the slot must wait for
+  bool async_pending(int slot) const override;
+  bool pause_async_copies(bool on) override;
   void synchronize();
   Engine& engine() { return *e_; }
 

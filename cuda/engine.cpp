@@ -2,6 +2,7 @@
 // kernel-family files; this file decides what runs where, in which order, on which stream.
 #include "cuda/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -12,6 +13,7 @@
 #include "cuda/gdn_output_norm.h"
 #include "cuda/gdn_to_f16.h"
 #include "cuda/gdn_verify_wy.h"
+#include "cuda/mutant_bits.h"
 
 namespace ssm::cuda {
 
@@ -29,7 +31,9 @@ Engine::Engine() {
 }
 
 Engine::~Engine() {
+  if (released_) *reinterpret_cast<volatile unsigned long long*>(released_) = ~0ull;  // let paused copies run
   cudaDeviceSynchronize();
+  if (released_) cudaFreeHost(released_);
   for (cudaEvent_t e : slot_ready_) cudaEventDestroy(e);
   if (main_done_) cudaEventDestroy(main_done_);
   if (main_) cudaStreamDestroy(main_);
@@ -51,6 +55,7 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   slot_ready_.resize(size_t(cfg.max_slots) + 1);
   for (cudaEvent_t& e : slot_ready_) SSM_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   pending_.assign(size_t(cfg.max_slots) + 1, false);
+  ticket_.assign(size_t(cfg.max_slots) + 1, 0);
   int64_t most = 0;
   for (const LayerSpec& l : model.spec.layers) most = std::max(most, l.h_elems());
   convert_ = DeviceBuffer(size_t(most) * 4, "convert scratch");
@@ -60,14 +65,31 @@ size_t Engine::h_bytes(int l, DType d) const {
   return size_t(model_.spec.layers[size_t(l)].h_elems()) * dtype_size(d);
 }
 
+void Engine::pause_async_copies(bool on) {
+  if (on && !released_) {
+    SSM_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&released_), sizeof(unsigned long long), cudaHostAllocMapped));
+    *released_ = issued_;
+    SSM_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&released_dev_), released_, 0));
+  }
+  if (!on) release_until(issued_);
+  pause_ = on;
+}
+
+void Engine::release_until(unsigned long long ticket) {
+  if (!released_) return;
+  volatile unsigned long long* r = released_;
+  if (*r < ticket) *r = ticket;
+}
+
 void Engine::synchronize() {
+  release_until(issued_);
   if (main_) SSM_CUDA(cudaStreamSynchronize(main_));
   if (copy_) SSM_CUDA(cudaStreamSynchronize(copy_));
 }
 
 void Engine::reserve(DeviceBuffer& buf, size_t bytes, const char* name) {
   if (buf.get() && buf.bytes() >= bytes) return;
-  synchronize();
+  SSM_CUDA(cudaStreamSynchronize(main_));  // scratch is used on main only; async copies never touch it
   buf = DeviceBuffer(std::max(bytes, buf.bytes() * 2), name);
 }
 
@@ -91,6 +113,8 @@ void Engine::reserve_host(size_t in_bytes, size_t out_bytes) {
 void Engine::run_async(int slot, const std::vector<CopyDesc>& list) {
   SSM_CUDA(cudaEventRecord(main_done_, main_));  // the copies read what main wrote so far
   SSM_CUDA(cudaStreamWaitEvent(copy_, main_done_, 0));
+  ticket_[size_t(slot)] = ++issued_;
+  if (pause_) launch_wait_released(released_dev_, issued_, copy_);
   launch_copies(list, copy_);
   SSM_CUDA(cudaEventRecord(slot_ready_[size_t(slot)], copy_));
   pending_[size_t(slot)] = true;
@@ -98,6 +122,7 @@ void Engine::run_async(int slot, const std::vector<CopyDesc>& list) {
 
 void Engine::wait_async(int slot) {
   if (!pending_[size_t(slot)]) return;
+  release_until(ticket_[size_t(slot)]);  // a paused copy runs now that its reader waits for it
   SSM_CUDA(cudaStreamWaitEvent(main_, slot_ready_[size_t(slot)], 0));
   pending_[size_t(slot)] = false;
 }
@@ -197,6 +222,7 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
   cp.R = rows;
   cp.n_inter = n_inter;
   cp.nk = s.nk; cp.nv = s.nv; cp.kd = s.kd; cp.vd = s.vd; cp.d_conv = s.d_conv;
+  cp.mutants = device_mutant_bits();
   launch_gdn_conv(cp, main_);
 
   RowsParams rp{};
@@ -210,7 +236,8 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
   rp.o = reinterpret_cast<float*>(o_.get());
   rp.B = batch_;
   rp.R = rows;
-  rp.n_inter = n_inter;
+  rp.n_inter = SSM_MUTANT("cuda_verify_no_h_intermediates") ? 0 : n_inter;  // mutant (bug class 1)
+  rp.mutants = device_mutant_bits();
   rp.nk = s.nk; rp.nv = s.nv; rp.kd = s.kd; rp.vd = s.vd;
   rp.qscale = float(1.0 / std::sqrt(double(s.kd)));
   const int min_ctas = 2 * sm_count_;
@@ -240,11 +267,26 @@ std::vector<StepOutputs> Engine::run_batch(OpKind op, const std::vector<int>& sl
   contract_.check_batch(op, slots, k, in);
   std::vector<int> dev(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) dev[i] = slots[i] == kPadRow ? contract_.dummy_slot() : slots[i];
+  if (SSM_MUTANT("cuda_pad_row_writes_claimed"))  // mutant (bug class 11): padding rows on a claimed slot
+    for (int& d : dev)
+      if (d == contract_.dummy_slot())
+        for (int s = 0; s < contract_.pool().max_slots; ++s)
+          if (contract_.slot(s).claimed && std::find(slots.begin(), slots.end(), s) == slots.end()) {
+            d = s;
+            break;
+          }
+  // the storage refuses what the contract let through: K-1 intermediates must fit every row's slot
+  if (op == OpKind::verify && k >= 2)
+    for (int s : dev)
+      for (int l = 0; l < pool_.layers(); ++l) {
+        pool_.h_intermediate(l, s, k - 2);
+        pool_.conv_intermediate(l, s, k - 2);
+      }
   for (size_t i = 0; i < slots.size(); ++i)
     if (slots[i] != kPadRow) wait_async(slots[i]);
   for (size_t i = 0; i < slots.size(); ++i)
     if (slots[i] != kPadRow && contract_.needs_to_f16(slots[i])) {
-      convert_to_f16(slots[i]);
+      if (!SSM_MUTANT("cuda_to_f16_skipped")) convert_to_f16(slots[i]);  // mutant (bug class 6)
       contract_.on_to_f16(slots[i]);
     }
   const bool f16 = contract_.pool().h_mode != HMode::f32;
@@ -281,7 +323,8 @@ StepOutputs Engine::prefill(int slot, const StepInputs& in) {
     char* stage = pool_.stage(slot);
     for (int l = 0; l < pool_.layers(); ++l) {
       const size_t n = size_t(model_.spec.layers[size_t(l)].h_elems());
-      launch_widen_f16(reinterpret_cast<const uint16_t*>(pool_.h(l, slot)), reinterpret_cast<float*>(stage), n, main_);
+      if (!SSM_MUTANT("cuda_f16_pool_prefill_no_widen"))  // mutant (bug class 7)
+        launch_widen_f16(reinterpret_cast<const uint16_t*>(pool_.h(l, slot)), reinterpret_cast<float*>(stage), n, main_);
       enqueue_layer(l, T, 0, VerifyArm::exact, false, pool_.stage_buffer().get(), pool_.stage_pitch());
       launch_narrow_f16(reinterpret_cast<const float*>(stage), reinterpret_cast<uint16_t*>(pool_.h(l, slot)), n, main_);
     }
@@ -327,12 +370,14 @@ int Engine::alloc(int min_capacity) {
   std::vector<CopyDesc> zero;
   for (int l = 0; l < pool_.layers(); ++l) {
     const LayerPool& lp = pool_.layer(l);
-    zero.push_back({nullptr, pool_.h(l, slot), lp.h_pitch});
+    if (!SSM_MUTANT("cuda_alloc_no_zero")) zero.push_back({nullptr, pool_.h(l, slot), lp.h_pitch});  // mutant (class 11)
     zero.push_back({nullptr, pool_.conv(l, slot), lp.conv_pitch});
     zero.push_back({nullptr, pool_.h_checkpoint(l, slot), lp.h_pitch});
     zero.push_back({nullptr, pool_.conv_checkpoint(l, slot), lp.conv_pitch});
-    zero.push_back({nullptr, pool_.h_intermediate(l, slot, 0), lp.h_pitch * size_t(cfg.capacity(slot))});
-    zero.push_back({nullptr, pool_.conv_intermediate(l, slot, 0), lp.conv_pitch * size_t(cfg.conv_capacity)});
+    if (cfg.capacity(slot) > 0)
+      zero.push_back({nullptr, pool_.h_intermediate(l, slot, 0), lp.h_pitch * size_t(cfg.capacity(slot))});
+    if (cfg.conv_capacity > 0)
+      zero.push_back({nullptr, pool_.conv_intermediate(l, slot, 0), lp.conv_pitch * size_t(cfg.conv_capacity)});
   }
   if (cfg.h_mode == HMode::f16_pool) zero.push_back({nullptr, pool_.stage(slot), pool_.stage_pitch()});
   launch_copies(zero, main_);
@@ -350,7 +395,9 @@ std::vector<CopyDesc> Engine::checkpoint_copies(int slot) const {
   std::vector<CopyDesc> v;
   for (int l = 0; l < pool_.layers(); ++l) {
     v.push_back({pool_.h(l, slot), pool_.h_checkpoint(l, slot), h_bytes(l, d)});
-    v.push_back({pool_.conv(l, slot), pool_.conv_checkpoint(l, slot), pool_.layer(l).conv_pitch});
+    // mutant (bug class 8): the conv copy sized zero
+    v.push_back({pool_.conv(l, slot), pool_.conv_checkpoint(l, slot),
+                 SSM_MUTANT("cuda_checkpoint_conv_zero_bytes") ? 0 : pool_.layer(l).conv_pitch});
   }
   return v;
 }
@@ -358,6 +405,7 @@ std::vector<CopyDesc> Engine::checkpoint_copies(int slot) const {
 std::vector<CopyDesc> Engine::restore_copies(int slot, int n) const {
   const SlotMeta& m = contract_.slot(slot);
   const DType d = m.h_dtype();
+  const int t = SSM_MUTANT("cuda_restore_off_by_one") ? n : n - 1;  // mutant (bug class 2)
   std::vector<CopyDesc> v;
   for (int l = 0; l < pool_.layers(); ++l) {
     const size_t cb = pool_.layer(l).conv_pitch;
@@ -365,8 +413,8 @@ std::vector<CopyDesc> Engine::restore_copies(int slot, int n) const {
       if (m.has_h_checkpoint) v.push_back({pool_.h_checkpoint(l, slot), pool_.h(l, slot), h_bytes(l, d)});
       if (m.has_conv_checkpoint) v.push_back({pool_.conv_checkpoint(l, slot), pool_.conv(l, slot), cb});
     } else {
-      v.push_back({pool_.h_intermediate(l, slot, n - 1), pool_.h(l, slot), h_bytes(l, d)});
-      v.push_back({pool_.conv_intermediate(l, slot, n - 1), pool_.conv(l, slot), cb});
+      v.push_back({pool_.h_intermediate(l, slot, t), pool_.h(l, slot), h_bytes(l, d)});
+      v.push_back({pool_.conv_intermediate(l, slot, t), pool_.conv(l, slot), cb});
     }
   }
   return v;
@@ -386,16 +434,24 @@ void Engine::checkpoint(int slot, bool async) {
 
 void Engine::commit(int slot, int n, int k) {
   contract_.check_commit(slot, n, k);
-  if (n == k) return;
+  if (n == k && !SSM_MUTANT("cuda_commit_reads_last_intermediate")) return;  // mutant (bug class 17)
   wait_async(slot);
   launch_copies(restore_copies(slot, n), main_);
 }
 
 void Engine::rollback(int slot, int n, bool and_checkpoint) {
+  if (SSM_MUTANT("cuda_rollback_partial_on_error") && pool_.layers() > 1 && n >= 1 && contract_.slot(slot).claimed &&
+      n - 1 < contract_.pool().capacity(slot) && n - 1 < contract_.pool().conv_capacity) {
+    // mutant (bug class 12): layer 0 restored before the op is checked
+    std::vector<CopyDesc> first = restore_copies(slot, n);
+    first.resize(2);
+    wait_async(slot);
+    launch_copies(first, main_);
+  }
   contract_.check_rollback(and_checkpoint ? OpKind::rollback_and_checkpoint_async : OpKind::rollback, slot, n);
   std::vector<CopyDesc> list = restore_copies(slot, n);
   if (!and_checkpoint) {
-    wait_async(slot);
+    if (!SSM_MUTANT("cuda_async_reader_no_wait")) wait_async(slot);  // mutant (bug class 14)
     launch_copies(list, main_);
     return;
   }
@@ -479,7 +535,11 @@ SequenceState Engine::export_state(int slot) {
 }
 
 std::string Engine::check_guards() {
-  synchronize();
+  // paused copies stay paused (their guards are checked once they ran); everything else is done
+  SSM_CUDA(cudaStreamSynchronize(main_));
+  bool paused = false;
+  for (size_t s = 0; s < pending_.size(); ++s) paused = paused || (pause_ && pending_[s]);
+  if (!paused) SSM_CUDA(cudaStreamSynchronize(copy_));
   std::string out;
   for (const DeviceBuffer* b : pool_.buffers()) out += b->check_guards();
   for (const DeviceBuffer* b : {&io_, &out_, &qkv_, &gb_, &o_, &convert_}) out += b->check_guards();

@@ -57,7 +57,11 @@ class Engine {
   std::string check_guards();  // "" when every guard band is intact
   std::vector<uint8_t> read_family(int layer, PoolFamily f);
   bool async_pending(int slot) const { return pending_.at(size_t(slot)); }
-  void synchronize();
+  // Test hook (issue: races exposed): while on, every async copy waits on the device until its
+  // reader calls wait_async, so a reader that skips the wait reads the stale bytes every time,
+  // not only when the copy stream happens to be slow (docs/fuzzing.md, "Paused async copies").
+  void pause_async_copies(bool on);
+  void synchronize();  // releases paused copies, then waits for both streams
 
  private:
   std::vector<StepOutputs> run_batch(OpKind op, const std::vector<int>& slots, int k, VerifyArm arm,
@@ -78,6 +82,13 @@ class Engine {
   cudaEvent_t main_done_ = nullptr;     // recorded on main before an async copy starts
   std::vector<cudaEvent_t> slot_ready_;  // per slot: its last async copy finished
   std::vector<bool> pending_;            // per slot: the next reader must wait on slot_ready_
+  // Paused async copies: tickets in issue order; a copy runs once *released_ >= its ticket.
+  bool pause_ = false;
+  unsigned long long* released_ = nullptr;  // host-mapped pinned counter
+  unsigned long long* released_dev_ = nullptr;
+  unsigned long long issued_ = 0;
+  std::vector<unsigned long long> ticket_;  // per slot: ticket of its pending async copy
+  void release_until(unsigned long long ticket);
 
   // Staged batch: B rows, per-layer offsets (floats) of x, a, b, z in io_ and of out in out_.
   int batch_ = 0;

@@ -12,6 +12,7 @@
 #include "cuda/common.cuh"
 #include "cuda/gdn_conv.h"
 #include "cuda/gdn_gates.cuh"
+#include "cuda/mutant_bits.h"
 
 namespace ssm::cuda {
 
@@ -78,10 +79,15 @@ __global__ void gdn_conv_kernel(ConvParams p) {
   }
   if (chunk == 0) {
     for (int vh = threadIdx.x; vh < p.nv; vh += blockDim.x) {
-      const float al = p.A_log[vh], db = p.dt_bias[vh];
+      const float al = p.A_log[vh];
+      float db = p.dt_bias[vh];
+      if (SSM_DEVICE_MUTANT(p, kMutDtBiasBf16))  // mutant (bug class 10): FP32 read as BF16
+        db = __uint_as_float(__float_as_uint(db) & 0xffff0000u);
+      // mutant (bug class 5): the multi-row arms without the softplus threshold
+      const float threshold = SSM_DEVICE_MUTANT(p, kMutNoSoftplusThreshold) && p.R > 1 ? INFINITY : 20.0f;
       for (int t = 0; t < p.R; ++t) {
         const size_t i = (size_t(row_b) * p.R + t) * p.nv + vh;
-        const float2 gb = gdn_gates(p.a[i], p.b[i], al, db);
+        const float2 gb = gdn_gates(p.a[i], p.b[i], al, db, threshold);
         p.gb[2 * i] = gb.x;
         p.gb[2 * i + 1] = gb.y;
       }

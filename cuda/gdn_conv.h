@@ -21,6 +21,7 @@ struct ConvParams {
   float* gb;              // out [B][R][nv][2]: g, beta
   int B, R, n_inter;      // n_inter: rows t < n_inter also write conv intermediate t
   int nk, nv, kd, vd, d_conv;
+  int mutants;  // device mutant bits (cuda/mutant_bits.h): 0 in shipped builds
 };
 
 void launch_gdn_conv(const ConvParams& p, cudaStream_t stream);

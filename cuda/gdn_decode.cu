@@ -20,6 +20,7 @@
 #include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/gdn_decode.h"
+#include "cuda/mutant_bits.h"
 
 namespace ssm::cuda {
 
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(256, 2) gdn_rows_kernel(RowsParams p) {
       }
       store_vec<VEC>(part + ty * TJ + jl, pk);
     }
-    __syncthreads();
+    if (!SSM_DEVICE_MUTANT(p, kMutMissingBarrier)) __syncthreads();  // mutant (bug class 18): no barrier
 
     if (owner) {
       const float g = sgb[0], beta = sgb[1];
@@ -113,13 +114,10 @@ __global__ void __launch_bounds__(256, 2) gdn_rows_kernel(RowsParams p) {
         vn[e] = __fmul_rn(__fsub_rn(sv[jl + e], __fmul_rn(g, hk[e])), beta);
         po[e] = 0.0f;
       }
-#if defined(SSMCHECK_MUTANT_VERIFY_INTER_STRIDE)
-      // test-only mutant (bug class 4): the intermediate table indexed off by one slot, so one
-      // sequence's intermediates land in its neighbour's (in bounds: never past the family)
-      const size_t first = size_t(p.inter_first[slot > 0 ? slot - 1 : 0]);
-#else
-      const size_t first = size_t(p.inter_first[slot]);
-#endif
+      // mutant (bug class 4): the intermediate table indexed one slot off, so one sequence's
+      // intermediates land in its neighbour's (in bounds: never past the family)
+      const size_t first =
+          size_t(p.inter_first[SSM_DEVICE_MUTANT(p, kMutInterStride) && slot > 0 ? slot - 1 : slot]);
       HT* inter = t < p.n_inter ? reinterpret_cast<HT*>(p.h_inter + (first + size_t(t)) * p.h_pitch) + head : nullptr;
 #pragma unroll
       for (int r = 0; r < RPT; ++r) {
@@ -128,6 +126,8 @@ __global__ void __launch_bounds__(256, 2) gdn_rows_kernel(RowsParams p) {
 #pragma unroll
           for (int e = 0; e < VEC; ++e) {
             H[r][e] = HStore<HT>::round(__fmaf_rn(sk[i], vn[e], __fmul_rn(g, H[r][e])));
+            if (SSM_DEVICE_MUTANT(p, kMutHStoreClamp))  // mutant (bug class 9): a clamp the math does not have
+              H[r][e] = fminf(fmaxf(H[r][e], -1024.0f), 1024.0f);
             po[e] = __fmaf_rn(H[r][e], sq[i], po[e]);
           }
           if (inter) store_vec<VEC>(inter + size_t(i) * vd, H[r]);

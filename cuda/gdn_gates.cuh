@@ -7,9 +7,10 @@
 
 namespace ssm::cuda {
 
-__device__ __forceinline__ float2 gdn_gates(float a, float b, float A_log, float dt_bias) {
+// threshold: the softplus argument clamp (20); only a mutant passes another value.
+__device__ __forceinline__ float2 gdn_gates(float a, float b, float A_log, float dt_bias, float threshold = 20.0f) {
   const float beta = sigmoid_f(b);
-  const float dt = log1pf(expf(fminf(__fadd_rn(a, dt_bias), 20.0f)));
+  const float dt = log1pf(expf(fminf(__fadd_rn(a, dt_bias), threshold)));
   const float A = expf(fminf(A_log, 20.0f));
   const float g = fminf(fmaxf(expf(-__fmul_rn(A, dt)), 1e-6f), 1.0f - 1e-6f);
   return make_float2(g, beta);

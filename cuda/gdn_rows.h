@@ -24,6 +24,7 @@ struct RowsParams {
   // Layout (rows_layout): CTA (tile, vh, b) owns columns [tile*tj, tile*tj + tj) of head vh;
   // thread (tx = tid % tx_n, ty = tid / tx_n) holds H[ty*RPT + r][tile*tj + tx*VEC + e].
   int tx_n, ty_n, tj, ntiles;
+  int mutants;  // device mutant bits (cuda/mutant_bits.h): 0 in shipped builds
 };
 
 // VEC = 4 (16/8-byte vector access) when vd % 4 == 0, else 1; RPT = 32 / VEC rows per thread,

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <stdexcept>
+#include <string>
 
 #include "core/state.h"
 #include "cuda/check.h"
@@ -105,10 +106,22 @@ char* DevicePool::h_checkpoint(int l, int s) const {
 char* DevicePool::conv_checkpoint(int l, int s) const {
   return layers_[size_t(l)].conv_checkpoint.get() + size_t(s) * layers_[size_t(l)].conv_pitch;
 }
+namespace {
+// An index the contract should have refused is reported, never turned into a neighbour's address.
+void check_intermediate(const char* family, int s, int t, int capacity) {
+  if (t < 0 || t >= capacity)
+    throw std::out_of_range(std::string("cuda pool: ") + family + " intermediate " + std::to_string(t) + " of slot " +
+                            std::to_string(s) + " is beyond its capacity " + std::to_string(capacity) +
+                            " (an op the contract should have refused)");
+}
+}  // namespace
+
 char* DevicePool::h_intermediate(int l, int s, int t) const {
+  check_intermediate("h", s, t, cfg_.capacity(s));
   return layers_[size_t(l)].h_intermediates.get() + size_t(inter_first_[size_t(s)] + t) * layers_[size_t(l)].h_pitch;
 }
 char* DevicePool::conv_intermediate(int l, int s, int t) const {
+  check_intermediate("conv", s, t, cfg_.conv_capacity);
   return layers_[size_t(l)].conv_intermediates.get() +
          (size_t(s) * size_t(cfg_.conv_capacity) + size_t(t)) * layers_[size_t(l)].conv_pitch;
 }

@@ -1,7 +1,9 @@
 // The alternate reference path (see alt_reference.h).
 #include "fuzz/alt_reference.h"
 
-namespace ssm::fuzz::SSM_ALT_NS {
+#include "core/mutant.h"
+
+namespace ssm::fuzz::alt {
 
 namespace {
 StepInputs row_of(const ModelSpec& spec, const StepInputs& in, int t) {
@@ -20,11 +22,10 @@ StepInputs row_of(const ModelSpec& spec, const StepInputs& in, int t) {
 }  // namespace
 
 std::string AltReferenceBackend::name() const {
-#ifdef SSMCHECK_MUTANT
-  return std::string("reference-alt(mutant=") + SSMCHECK_MUTANT + ")";
-#else
-  return "reference-alt";
+#ifdef SSMCHECK_MUTANTS
+  if (!mutant::selected().empty()) return "reference-alt(mutant=" + mutant::selected() + ")";
 #endif
+  return "reference-alt";
 }
 
 StepOutputs AltReferenceBackend::prefill(int slot, const StepInputs& in) {
@@ -47,12 +48,15 @@ std::vector<StepOutputs> AltReferenceBackend::decode(const std::vector<int>& slo
                                                      const std::vector<StepInputs>& in) {
   inner_.contract().check_batch(OpKind::decode, slots, 1, in);
   std::vector<StepOutputs> out(slots.size());
-#if defined(SSMCHECK_MUTANT_BATCH_INPUTS_SHIFTED)
-  // bug classes 4/16: a batch row reads its neighbour's inputs
-  for (size_t i = slots.size(); i-- > 0;) out[i] = inner_.decode({slots[i]}, {in[(i + 1) % in.size()]})[0];
-#else
-  for (size_t i = slots.size(); i-- > 0;) out[i] = inner_.decode({slots[i]}, {in[i]})[0];
-#endif
+  for (size_t i = slots.size(); i-- > 0;) {
+    // mutant (bug class 4): a batch row reads its neighbour's inputs
+    const size_t src = SSM_MUTANT("alt_batch_inputs_shifted") ? (i + 1) % in.size() : i;
+    StepInputs row = in[src];
+    if (SSM_MUTANT("alt_gate_input_half_stride"))  // mutant (bug class 16): z read at half its element size
+      for (LayerRows& r : row.layers)
+        for (size_t j = r.z.size(); j-- > 0;) r.z[j] = r.z[j / 2];
+    out[i] = inner_.decode({slots[i]}, {row})[0];
+  }
   return out;
 }
 
@@ -65,17 +69,12 @@ std::vector<StepOutputs> AltReferenceBackend::verify(const std::vector<int>& slo
 }
 
 void AltReferenceBackend::commit(int slot, int n, int k) {
-#if defined(SSMCHECK_MUTANT_COMMIT_ZERO_ACCEPTED)
-  if (n == 0) return;  // bug class 13: commit with n == 0 accepted silently
-#endif
+  if (SSM_MUTANT("alt_commit_zero_accepted") && n == 0) return;  // mutant (bug class 13)
   inner_.contract().check_commit(slot, n, k);
   if (n == k) return;
-#if defined(SSMCHECK_MUTANT_COMMIT_OFF_BY_ONE)
-  // bug class 2: restores intermediate n instead of n-1 whenever it exists
-  inner_.rollback(slot, n + 1 < k ? n + 1 : n, false);
-#else
-  inner_.rollback(slot, n, false);  // the same copies as commit once the checks passed
-#endif
+  // the same copies as commit once the checks passed; mutant (bug class 2): intermediate n instead
+  // of n-1 whenever it exists
+  inner_.rollback(slot, SSM_MUTANT("alt_commit_off_by_one") && n + 1 < k ? n + 1 : n, false);
 }
 
 std::unique_ptr<Backend> make_alt_backend() { return std::make_unique<AltReferenceBackend>(); }
@@ -87,4 +86,4 @@ void AltReferenceBackend::rollback(int slot, int n, bool and_checkpoint) {
   inner_.checkpoint(slot, false);
 }
 
-}  // namespace ssm::fuzz::SSM_ALT_NS
+}  // namespace ssm::fuzz::alt

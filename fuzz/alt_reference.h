@@ -2,18 +2,13 @@
 // CPU-only campaigns, so the campaign machinery runs in CI. Batches run row by row in reverse
 // order, FP32 prefill runs as single decodes, commit runs as rollback, async copies run as
 // synchronous ones. Bitwise equal to ReferenceBackend.
-// A test-only build compiles alt_reference.cpp with SSMCHECK_MUTANT=<name> and
-// SSM_ALT_NS=<namespace> to get a deliberately broken copy (see README, "Adding a mutant").
+// Mutant builds switch on its SSM_MUTANT sites (fuzz/mutant_catalogue.cpp, docs/mutants.md).
 #pragma once
 #include <memory>
 
 #include "reference/reference_backend.h"
 
-#ifndef SSM_ALT_NS
-#define SSM_ALT_NS alt
-#endif
-
-namespace ssm::fuzz::SSM_ALT_NS {
+namespace ssm::fuzz::alt {
 
 class AltReferenceBackend : public Backend {
  public:
@@ -37,7 +32,6 @@ class AltReferenceBackend : public Backend {
   ref::ReferenceBackend inner_;
 };
 
-// Factory, so that a test can link several mutant builds (each in its own namespace) at once.
 std::unique_ptr<Backend> make_alt_backend();
 
-}  // namespace ssm::fuzz::SSM_ALT_NS
+}  // namespace ssm::fuzz::alt

@@ -51,8 +51,10 @@ struct OpCommand : Command {
   void run(const RcModel&, Lockstep& sut) const override {
     const Lockstep::Step step = sut.apply(op);
     ++g_ctx->ops;
-    if (step.pass) return;
-    // the last failing run is the minimal one: it runs again after shrinking ends
+    if (!step.pass) fail(sut, step);
+  }
+  // the last failing run is the minimal one: it runs again after shrinking ends
+  static void fail(const Lockstep& sut, const Lockstep::Step& step) {
     g_ctx->failing = true;
     g_ctx->config = sut.config();
     g_ctx->script = to_string(sut.script());
@@ -86,7 +88,9 @@ struct OpCommand : Command {
         size_t(uniform(1, int(live.size()) + 1)), rc::gen::resize(100, rc::gen::inRange(0, int(live.size()))));
     for (int i : order)
       if (std::find(rows.begin(), rows.end(), live[size_t(i)]) == rows.end()) rows.push_back(live[size_t(i)]);
-    const int pads = *rc::gen::weightedElement<int>({{6, 0}, {2, 1}, {1, 2}});
+    // now and then hundreds of padding rows, so that every kernel's grid exceeds one wave of the
+    // GPU and the live rows land in later waves
+    const int pads = *rc::gen::weightedElement<int>({{60, 0}, {20, 1}, {10, 2}, {3, uniform(200, 320)}});
     for (int p = 0; p < pads; ++p) rows.insert(rows.begin() + uniform(0, int(rows.size()) + 1), kPadRow);
     op.seqs = rows;
     return true;
@@ -193,7 +197,9 @@ struct IllegalCmd : OpCommand {
 };
 
 rc::Gen<std::string> preset_gen() {
-  return rc::gen::element<std::string>("tiny", "odd-a", "odd-b", "odd-c", "odd-d");
+  // odd-deep (50 layers) crosses every per-launch limit of cuda/ (96 copies per launch)
+  return rc::gen::weightedElement<std::string>(
+      {{3, "tiny"}, {3, "odd-a"}, {3, "odd-b"}, {3, "odd-c"}, {3, "odd-d"}, {1, "odd-deep"}});
 }
 
 CaseConfig gen_config(const CampaignOptions& o) {
@@ -204,13 +210,17 @@ CaseConfig gen_config(const CampaignOptions& o) {
   c.slots = uniform(1, 5);
   c.capacity.clear();
   for (int s = 0; s < c.slots; ++s) c.capacity.push_back(uniform(0, 6));
-  c.conv_capacity = *std::max_element(c.capacity.begin(), c.capacity.end());
+  // conv capacity is its own axis: equal to the largest h capacity, or drawn independently
+  c.conv_capacity = *rc::gen::element(true, false) ? *std::max_element(c.capacity.begin(), c.capacity.end())
+                                                    : uniform(0, 6);
   c.snapshots = 2;
   c.gen.seed = uint64_t(uniform(0, 1 << 30));
   // decay swept from g ~ 1 (no forgetting) to strongly decaying
   c.gen.decay = *rc::gen::element(0.5, 0.0, 0.1, 0.9, 1.0);
-  // max|h| is about 0.7 x value_scale (docs/fuzzing.md): 60000 takes h close to 65504
-  c.gen.value_scale = *rc::gen::element(1.0, 30.0, 2000.0, 60000.0);
+  // max|h| is about 0.7 x value_scale (docs/fuzzing.md): 60000 takes h close to 65504, 2e5 past
+  // it (the converter's overflow to inf, the kernel store's clamp, NaN from inf state)
+  c.gen.value_scale = *rc::gen::weightedElement<double>({{3, 1.0}, {3, 30.0}, {3, 2000.0}, {3, 60000.0}, {2, 2e5}});
+  c.gen.extreme_gates = *rc::gen::weightedElement<bool>({{2, false}, {1, true}});
   return c;
 }
 
@@ -259,6 +269,11 @@ std::string CampaignResult::summary() const {
                               failed ? "FAILED" : gave_up ? "GAVE UP" : cases == 0 ? "NOTHING RAN" : "passed",
                               stopped_by_duration ? " (stopped by --duration)" : "");
   s += coverage.text();
+  if (!coverage_missing.empty()) {
+    s += "  COVERAGE CHECK FAILED: never reached:";
+    for (const auto& m : coverage_missing) s += " [" + m + "]";
+    s += "\n";
+  }
   if (gave_up) s += "  " + message + "\n";
   if (failed) {
     s += fmt::format("minimal failing case ({} ops):\n  case:   {}\n  script: {}\n  rerun:  {}\n", script_length,
@@ -292,7 +307,7 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     Listener listener;
     const auto property = [&] {
       const CaseConfig cfg = gen_config(o);
-      Lockstep lock(cfg, model, sut, o.tolerances, o.strictness, o.sut_invariant);
+      Lockstep lock(cfg, model, sut, o.tolerances, o.strictness, o.sut_invariant, o.pause_async);
       const PoolConfig pool = cfg.pool();
       RcModel initial{OpModel(cfg.spec(), pool), pool.snapshot_slots, pool.max_capacity(), pool.h_mode};
       // one case per RapidCheck run: its length (1..max_ops) is drawn from the case's seed, not
@@ -304,6 +319,8 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
               CheckpointCmd, VerifyCmd, VerifyCmd, VerifyCmd, CommitCmd, CommitCmd, CommitCmd, RollbackCmd,
               RollbackCmd, ToF16Cmd, SnapshotCmd, IllegalCmd>()));
       rc::state::runAll(commands, initial, lock);
+      const Lockstep::Step end = lock.finish();  // comparisons a paused async copy deferred
+      if (!end.pass) OpCommand::fail(lock, end);
       if (!ctx.failing) {
         ++ctx.cases;
         ctx.coverage.merge(lock.coverage());
@@ -329,8 +346,8 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
       result.script = ctx.script;
       result.script_length = ctx.length;
       result.report = ctx.report;
-      result.rerun = fmt::format("ssmcheck check {} --backend {} --ops '{}'", result.case_flags, o.backend_label,
-                                 result.script);
+      result.rerun = fmt::format("ssmcheck check {} --backend {}{} --ops '{}'", result.case_flags, o.backend_label,
+                                 o.pause_async ? " --pause-async" : "", result.script);
     } else if (r.match(gave_up)) {
       result.gave_up = true;
       result.message = gave_up.description;
@@ -346,12 +363,14 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     if (result.failed || result.gave_up) break;
   }
   result.seconds = elapsed();
+  if (o.require_coverage && !result.failed && !result.gave_up && result.cases > 0 && !o.preset && !o.h_mode)
+    result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async));
   if (result.failed && !o.out_dir.empty()) {
     // replay the minimal case once more to write both sides' states at the failing op
     std::filesystem::create_directories(o.out_dir);
     const std::string prefix = o.out_dir + "/case-seed" + std::to_string(o.seed);
     check_script(result.config, parse_script(result.script), model, sut, o.tolerances, o.strictness, prefix,
-                 o.sut_invariant);
+                 o.sut_invariant, o.pause_async);
     result.files = {prefix + ".model.h5", prefix + ".sut.h5", prefix + ".txt"};
     std::ofstream txt(prefix + ".txt");
     txt << "# ssmcheck: minimal failing case of the campaign with seed " << o.seed << "\n"
@@ -363,9 +382,9 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
 
 ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& script, const BackendFactory& model,
                           const BackendFactory& sut, const cmp::Tolerances& tol, cmp::Strictness strictness,
-                          const std::string& dump_prefix, const Invariant& invariant) {
+                          const std::string& dump_prefix, const Invariant& invariant, bool pause_async) {
   ReplayResult r;
-  Lockstep lock(config, model, sut, tol, strictness, invariant);
+  Lockstep lock(config, model, sut, tol, strictness, invariant, pause_async);
   for (const Op& op : script) {
     const Lockstep::Step step = lock.apply(op);
     ++r.ops;
@@ -373,6 +392,13 @@ ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& scrip
       r.pass = false;
       r.report = step.text;
       break;
+    }
+  }
+  if (r.pass) {
+    const Lockstep::Step end = lock.finish();
+    if (!end.pass) {
+      r.pass = false;
+      r.report = end.text;
     }
   }
   if (!dump_prefix.empty()) lock.dump(dump_prefix);

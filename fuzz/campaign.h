@@ -33,6 +33,12 @@ struct CampaignOptions {
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();
   cmp::Strictness strictness = cmp::Strictness::classes;
   Invariant sut_invariant;                           // checked after every op (e.g. guard bands)
+  // Hold the SUT's async copies until their reader waits (Backend::pause_async_copies): a reader
+  // that skips its wait then reads stale bytes every time. The gate's CUDA campaign runs with it.
+  bool pause_async = false;
+  // With drawn configurations (no fixed preset or h mode): a campaign that never reached one of
+  // Coverage::required() fails its coverage check (the gate's campaigns do this).
+  bool require_coverage = false;
   std::function<void(const std::string&)> progress;  // one-line progress updates
 };
 
@@ -48,6 +54,7 @@ struct CampaignResult {
   bool gave_up = false;
   std::string message;       // RapidCheck's description or the gave-up reason
   Coverage coverage;
+  std::vector<std::string> coverage_missing;  // require_coverage: what the campaign never reached
   // The minimal failing case: configuration flags, op script, and what differed.
   CaseConfig config;
   std::string case_flags, script, report, rerun;
@@ -67,6 +74,7 @@ struct ReplayResult {
 };
 ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& script, const BackendFactory& model,
                           const BackendFactory& sut, const cmp::Tolerances& tol, cmp::Strictness strictness,
-                          const std::string& dump_prefix = "", const Invariant& invariant = nullptr);
+                          const std::string& dump_prefix = "", const Invariant& invariant = nullptr,
+                          bool pause_async = false);
 
 }  // namespace ssm::fuzz

@@ -6,15 +6,36 @@
 #include <algorithm>
 
 #include "compare/dump.h"
+#include "reference/branches.h"
 #include "core/errors.h"
 
 namespace ssm::fuzz {
 
 void Coverage::merge(const Coverage& o) {
+  for (const auto& kv : o.axes) axes[kv.first] += kv.second;
   for (const auto& kv : o.ops) ops[kv.first] += kv.second;
   for (const auto& kv : o.refusals) refusals[kv.first] += kv.second;
   for (const auto& kv : o.accepts) accepts[kv.first] += kv.second;
   total += o.total;
+}
+
+std::vector<std::string> Coverage::missing(const std::vector<std::string>& required) const {
+  std::vector<std::string> v;
+  for (const std::string& r : required)
+    if (!axes.count(r) || axes.at(r) == 0) v.push_back(r);
+  return v;
+}
+
+std::vector<std::string> Coverage::required(bool paused_async) {
+  std::vector<std::string> v;
+  for (int b = 0; b < ref::kBranches; ++b) v.push_back(ref::branch_name(ref::Branch(b)));
+  for (const char* a : {"h mode f32", "h mode f16", "h mode f16-pool", "tiered h capacities",
+                        "conv capacity != h capacity", ">= 49 layers (copy lists span launches)", "extreme gates",
+                        "batch of >= 200 rows", "commit n < k", "commit n == k", "rollback to the checkpoint",
+                        "rollback to an intermediate"})
+    v.push_back(a);
+  if (paused_async) v.push_back("async reads deferred");
+  return v;
 }
 
 std::string Coverage::text() const {
@@ -24,17 +45,34 @@ std::string Coverage::text() const {
   for (const auto& kv : accepts) s += fmt::format(" [{}]={}", kv.first, kv.second);
   s += "\n  refused (both sides):";
   for (const auto& kv : refusals) s += fmt::format(" {}={}", kv.first, kv.second);
+  if (!axes.empty()) {
+    s += "\n  thresholds and axes:";
+    for (const auto& kv : axes) s += fmt::format(" [{}]={}", kv.first, kv.second);
+  }
   return s + "\n";
 }
 
 Lockstep::Lockstep(const CaseConfig& config, const BackendFactory& model, const BackendFactory& sut,
-                   const cmp::Tolerances& tol, cmp::Strictness strictness, Invariant invariant)
+                   const cmp::Tolerances& tol, cmp::Strictness strictness, Invariant invariant, bool pause_async)
     : config_(config), spec_(config.spec()), tol_(tol), strictness_(strictness), invariant_(std::move(invariant)),
-      model_(model()), sut_(sut()), lineage_(config.h_mode, config.snapshots) {
+      model_(model()), sut_(sut()), lineage_(config.h_mode, config.snapshots),
+      legality_(spec_, config.pool()) {
   const Model m = config.model();
   const PoolConfig pool = config.pool();
   model_->create_pool(m, pool);
   sut_->create_pool(m, pool);
+  pause_async_ = pause_async && sut_->pause_async_copies(true);
+  // the configuration axes this case covers (docs/fuzzing.md, "Coverage")
+  ++coverage_.axes[std::string("h mode ") + to_string(pool.h_mode)];
+  bool tiered = false, conv_differs = false;
+  for (int s = 0; s < pool.max_slots; ++s) {
+    tiered = tiered || pool.capacity(s) != pool.capacity(0);
+    conv_differs = conv_differs || pool.capacity(s) != pool.conv_capacity;
+  }
+  if (tiered) ++coverage_.axes["tiered h capacities"];
+  if (conv_differs) ++coverage_.axes["conv capacity != h capacity"];
+  if (spec_.layers.size() >= 49) ++coverage_.axes[">= 49 layers (copy lists span launches)"];
+  if (config.gen.extreme_gates) ++coverage_.axes["extreme gates"];
   model_run_ = std::make_unique<Runner>(*model_, input_source(spec_, config.gen));
   sut_run_ = std::make_unique<Runner>(*sut_, input_source(spec_, config.gen));
 }
@@ -45,6 +83,7 @@ struct Outcome {
   bool refused = false;
   ErrorKind kind = ErrorKind::bad_argument;
   std::string error;
+  bool crashed = false;  // threw something other than a contract refusal (a bounds check, a CUDA error)
 };
 
 Outcome run_one(Runner& r, const Op& op, int index) {
@@ -55,8 +94,15 @@ Outcome run_one(Runner& r, const Op& op, int index) {
     o.refused = true;
     o.kind = e.kind();
     o.error = e.what();
+  } catch (const std::exception& e) {
+    o.crashed = true;
+    o.error = e.what();
   }
   return o;
+}
+
+std::string describe(const Outcome& o) {
+  return o.crashed ? "failed (" + o.error + ")" : o.refused ? "refused (" + o.error + ")" : "accepted";
 }
 }  // namespace
 
@@ -64,22 +110,37 @@ Lockstep::Step Lockstep::apply(const Op& op) {
   const int index = int(script_.size());
   script_.push_back(op);
   const std::string name = to_string(op);
-  const Outcome m = run_one(*model_run_, op, index), s = run_one(*sut_run_, op, index);
+  const fuzz::Verdict verdict = legality_.judge(op);
+  ref::take_branch_counts();  // what the model's computation of this op reaches, nothing else
+  const Outcome m = run_one(*model_run_, op, index);
+  const auto branches = ref::take_branch_counts();
+  const Outcome s = run_one(*sut_run_, op, index);
   Step step;
   auto fail = [&](const std::string& what) {
     step.pass = false;
     step.text += what;
   };
-  if (m.refused != s.refused || (m.refused && m.kind != s.kind)) {
-    fail(fmt::format("op {} '{}': {} {}, {} {}\n", index, name, model_->name(),
-                     m.refused ? "refused (" + m.error + ")" : "accepted", sut_->name(),
-                     s.refused ? "refused (" + s.error + ")" : "accepted"));
+  if (m.crashed || s.crashed || m.refused != s.refused || (m.refused && m.kind != s.kind)) {
+    fail(fmt::format("op {} '{}': {} {}, {} {}\n", index, name, model_->name(), describe(m), sut_->name(),
+                     describe(s)));
   }
+  // The contract both sides share, checked against the independent statement of legality
+  // (a model that failed past its contract checks let the op through: that is an acceptance too)
+  const bool m_refused = m.refused && !m.crashed;
+  if (m_refused == verdict.legal || (m_refused && m.kind != verdict.kind))
+    fail(fmt::format("op {} '{}': the contract {}, but the independent legality model (fuzz/legality.h) {}\n",
+                     index, name,
+                     m_refused ? "refused it (" + m.error + ")"
+                     : m.crashed ? "let it through (it then failed: " + m.error + ")"
+                                 : std::string("accepted it"),
+                     verdict.legal ? "says it is legal"
+                                   : fmt::format("refuses it as {} ({})", to_string(verdict.kind), verdict.rule)));
+  if (verdict.legal && !m.refused && !m.crashed) legality_.apply(op);
   cmp::StateReport report;
   cmp::Where base;
   base.op_index = index;
   base.op = name;
-  if (!m.refused && !s.refused) {
+  if (!m.refused && !s.refused && !m.crashed && !s.crashed) {
     for (size_t i = 0; i < m.result.outputs.size() && i < s.result.outputs.size(); ++i) {
       if (m.result.seqs[i] == kPadRow) continue;  // padding outputs are nobody's
       cmp::Where w = base;
@@ -90,22 +151,7 @@ Lockstep::Step Lockstep::apply(const Op& op) {
     }
     lineage_.apply(op);
   }
-  const std::vector<int> live = model_run_->live_seqs(), sut_live = sut_run_->live_seqs();
-  if (live != sut_live) fail(fmt::format("op {} '{}': the live sequences differ\n", index, name));
-  for (int seq : live) {
-    if (!std::count(sut_live.begin(), sut_live.end(), seq)) continue;
-    const int ms = model_run_->slot_of(seq), ss = sut_run_->slot_of(seq);
-    if (ms != ss) {
-      fail(fmt::format("op {} '{}': sequence @{} is in slot {} on {} but slot {} on {}\n", index, name, seq,
-                       ms, model_->name(), ss, sut_->name()));
-      continue;
-    }
-    cmp::Where w = base;
-    w.seq = seq;
-    w.slot = ms;
-    report.merge(
-        cmp::compare_state(model_->export_state(ms), sut_->export_state(ss), tol_, w, strictness_, lineage_.of(seq)));
-  }
+  compare_live(base, false, report, fail);
   if (!report.pass()) fail(report.text());
   if (invariant_) {
     const std::string broken = invariant_(*sut_);
@@ -114,6 +160,12 @@ Lockstep::Step Lockstep::apply(const Op& op) {
   step.json = report.json();
   if (step.pass) {
     ++coverage_.total;
+    for (int b = 0; b < ref::kBranches; ++b)
+      if (branches[size_t(b)]) coverage_.axes[ref::branch_name(ref::Branch(b))] += branches[size_t(b)];
+    if (!m.refused && op.is_batch() && op.seqs.size() >= 200) ++coverage_.axes["batch of >= 200 rows"];
+    if (!m.refused && op.kind == OpKind::commit) ++coverage_.axes[op.a < op.b ? "commit n < k" : "commit n == k"];
+    if (!m.refused && (op.kind == OpKind::rollback || op.kind == OpKind::rollback_and_checkpoint_async))
+      ++coverage_.axes[op.a == 0 ? "rollback to the checkpoint" : "rollback to an intermediate"];
     if (m.refused) {
       ++coverage_.refusals[to_string(m.kind)];
     } else {
@@ -123,6 +175,52 @@ Lockstep::Step Lockstep::apply(const Op& op) {
         ++coverage_.accepts[fmt::format("rollback {}", op.a)];
     }
   }
+  return step;
+}
+
+void Lockstep::compare_live(const cmp::Where& base, bool final, cmp::StateReport& report,
+                            const std::function<void(const std::string&)>& fail) {
+  const std::vector<int> live = model_run_->live_seqs(), sut_live = sut_run_->live_seqs();
+  if (live != sut_live) fail(fmt::format("op {} '{}': the live sequences differ\n", base.op_index, base.op));
+  for (int seq : live) {
+    if (!std::count(sut_live.begin(), sut_live.end(), seq)) continue;
+    const int ms = model_run_->slot_of(seq), ss = sut_run_->slot_of(seq);
+    if (ms != ss) {
+      fail(fmt::format("op {} '{}': sequence @{} is in slot {} on {} but slot {} on {}\n", base.op_index, base.op,
+                       seq, ms, model_->name(), ss, sut_->name()));
+      continue;
+    }
+    // With paused async copies, exporting a slot would release its copy before the next reader
+    // had the chance to skip its wait: compare it after a later op (or at the end of the case).
+    if (!final && pause_async_ && sut_->async_pending(ss)) {
+      ++coverage_.axes["async reads deferred"];
+      continue;
+    }
+    cmp::Where w = base;
+    w.seq = seq;
+    w.slot = ms;
+    try {
+      report.merge(cmp::compare_state(model_->export_state(ms), sut_->export_state(ss), tol_, w, strictness_,
+                                      lineage_.of(seq)));
+    } catch (const std::exception& e) {
+      fail(fmt::format("op {} '{}': exporting sequence @{} failed: {}\n", base.op_index, base.op, seq, e.what()));
+    }
+  }
+}
+
+Lockstep::Step Lockstep::finish() {
+  Step step;
+  auto fail = [&](const std::string& what) {
+    step.pass = false;
+    step.text += what;
+  };
+  cmp::StateReport report;
+  cmp::Where base;
+  base.op_index = int(script_.size()) - 1;
+  base.op = script_.empty() ? std::string("(start)") : to_string(script_.back()) + " (end of the case)";
+  compare_live(base, true, report, fail);
+  if (!report.pass()) fail(report.text());
+  step.json = report.json();
   return step;
 }
 

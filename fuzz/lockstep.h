@@ -11,6 +11,7 @@
 #include "compare/compare.h"
 #include "core/runner.h"
 #include "fixtures/case_config.h"
+#include "fuzz/legality.h"
 
 namespace ssm::fuzz {
 
@@ -22,15 +23,23 @@ struct Coverage {
   std::map<std::string, int64_t> ops;        // op name -> applied (both sides agreed)
   std::map<std::string, int64_t> refusals;   // error kind -> refused by both sides
   std::map<std::string, int64_t> accepts;    // "commit n/k", "rollback n" -> count
+  // thresholds, clamps and configuration axes reached (docs/fuzzing.md, "Coverage") -> count
+  std::map<std::string, int64_t> axes;
   int64_t total = 0;
   void merge(const Coverage& o);
   std::string text() const;
+  // The axes of `required` never reached (docs/fuzzing.md, "Coverage").
+  std::vector<std::string> missing(const std::vector<std::string>& required) const;
+  // What a campaign over drawn configurations must reach: every threshold and clamp of the math,
+  // every configuration axis and every kind of accept; paused_async: also a deferred async read.
+  static std::vector<std::string> required(bool paused_async);
 };
 
 class Lockstep {
  public:
   Lockstep(const CaseConfig& config, const BackendFactory& model, const BackendFactory& sut,
-           const cmp::Tolerances& tol, cmp::Strictness strictness, Invariant invariant = nullptr);
+           const cmp::Tolerances& tol, cmp::Strictness strictness, Invariant invariant = nullptr,
+           bool pause_async = false);
 
   struct Step {
     bool pass = true;
@@ -39,6 +48,9 @@ class Lockstep {
   };
   // Applies the op to both sides (op index = ops applied so far) and compares everything.
   Step apply(const Op& op);
+  // Compares every live sequence once more, including those whose comparison a paused async
+  // copy deferred (call after the last op of a case).
+  Step finish();
 
   const std::vector<Op>& script() const { return script_; }
   const CaseConfig& config() const { return config_; }
@@ -59,6 +71,10 @@ class Lockstep {
   std::vector<Op> script_;
   Coverage coverage_;
   cmp::LineageTracker lineage_;  // which FP32 fields descend from FP16 storage
+  LegalityModel legality_;       // what the contract allows, stated independently of core/contract
+  bool pause_async_ = false;     // the SUT holds async copies until their reader waits
+  void compare_live(const cmp::Where& base, bool final, cmp::StateReport& report,
+                    const std::function<void(const std::string&)>& fail);
 };
 
 }  // namespace ssm::fuzz

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "reference/branches.h"
 #include "reference/gdn_math.h"
 
 namespace ssm::ref {
@@ -11,9 +12,15 @@ Gates gates(const LayerSpec& s, const LayerWeights& w, const float* a, const flo
   Gates out{VecD(s.nv), VecD(s.nv)};
   for (int vh = 0; vh < s.nv; ++vh) {
     out.beta[vh] = 1.0 / (1.0 + std::exp(-double(b[vh])));
-    const double dt = std::log1p(std::exp(std::min(double(a[vh]) + double(w.dt_bias[size_t(vh)]), 20.0)));
-    const double A = std::exp(std::min(double(w.A_log[size_t(vh)]), 20.0));
-    out.g[vh] = std::clamp(std::exp(-A * dt), 1e-6, 1.0 - 1e-6);
+    const double x = double(a[vh]) + double(w.dt_bias[size_t(vh)]), al = double(w.A_log[size_t(vh)]);
+    if (x > 20.0) count_branch(Branch::softplus_threshold);
+    if (al > 20.0) count_branch(Branch::alog_clamp);
+    const double dt = std::log1p(std::exp(std::min(x, 20.0)));
+    const double A = std::exp(std::min(al, 20.0));
+    const double g = std::exp(-A * dt);
+    if (g < 1e-6) count_branch(Branch::g_clamp_low);
+    if (g > 1.0 - 1e-6) count_branch(Branch::g_clamp_high);
+    out.g[vh] = std::clamp(g, 1e-6, 1.0 - 1e-6);
   }
   return out;
 }

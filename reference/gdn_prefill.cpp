@@ -2,6 +2,7 @@
 // clears h_is_f16; f16-pool widens each layer into the slot's FP32 stage, runs there, and
 // narrows back with the converter (round to nearest even, no saturation).
 // Counterpart: cuda/gdn_decode.cu (the row kernel over T rows), cuda/engine.cpp (widen/narrow).
+#include "reference/branches.h"
 #include "reference/gdn_math.h"
 #include "reference/reference_backend.h"
 
@@ -35,7 +36,7 @@ StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
     if (mode == HMode::f16_pool) {
       // the stage holds this layer's FP32 result until the next layer widens into it
       std::copy(work.f32(), work.f32() + work.size(), s.stage.f32());
-      for (int64_t i = 0; i < work.size(); ++i) L.h.f16()[i] = float_to_half_rne(work.f32()[i]);
+      for (int64_t i = 0; i < work.size(); ++i) L.h.f16()[i] = convert_to_half(work.f32()[i]);
     } else {
       L.h = std::move(work);  // f16 mode: h is FP32 again until the next decode converts it
     }

@@ -13,8 +13,8 @@ void ReferenceBackend::restore_live(int slot, int n) {
       if (m.has_h_checkpoint) L.h = L.h_checkpoint;
       if (m.has_conv_checkpoint) L.conv = L.conv_checkpoint;
     } else {
-      L.h = L.h_intermediates[size_t(n - 1)];
-      L.conv = L.conv_intermediates[size_t(n - 1)];
+      L.h = intermediate(L.h_intermediates, n - 1, "h", slot);
+      L.conv = intermediate(L.conv_intermediates, n - 1, "conv", slot);
     }
   }
 }

@@ -2,6 +2,7 @@
 // Used by decode, prefill and verify alike, so their rows agree bit for bit.
 #include <cmath>
 
+#include "reference/branches.h"
 #include "reference/gdn_math.h"
 
 namespace ssm::ref {
@@ -29,7 +30,7 @@ MatD store_head(const LayerSpec& s, Tensor& h, int vh, const MatD& H) {
         h.f32()[e] = f;
         stored(i, j) = f;
       } else {
-        h.f16()[e] = store_half_clamped(f);
+        h.f16()[e] = store_half(f);
         stored(i, j) = half_to_float(h.f16()[e]);
       }
     }

@@ -1,5 +1,6 @@
 // Reference to_f16: convert FP32 h of every layer to FP16 with the converter (round to
 // nearest even, no saturation), out of place, and set h_is_f16. Counterpart: cuda/gdn_to_f16.cu.
+#include "reference/branches.h"
 #include "reference/reference_backend.h"
 
 namespace ssm::ref {
@@ -7,7 +8,7 @@ namespace ssm::ref {
 void ReferenceBackend::convert_h_to_f16(int slot) {
   for (LayerSlot& L : slots_[size_t(slot)].layers) {
     Tensor h16 = Tensor::zeros(DType::f16, L.h.shape());
-    for (int64_t i = 0; i < L.h.size(); ++i) h16.f16()[i] = float_to_half_rne(L.h.f32()[i]);
+    for (int64_t i = 0; i < L.h.size(); ++i) h16.f16()[i] = convert_to_half(L.h.f32()[i]);
     L.h = std::move(h16);
   }
   if (slot != contract_.dummy_slot()) contract_.on_to_f16(slot);

@@ -10,6 +10,12 @@ namespace ssm::ref {
 std::vector<StepOutputs> ReferenceBackend::verify(const std::vector<int>& slots, int k, VerifyArm,
                                                   const std::vector<StepInputs>& in) {
   contract_.check_batch(OpKind::verify, slots, k, in);
+  // the storage itself refuses what the contract let through, before anything changes
+  for (int s : k >= 2 ? slots : std::vector<int>{})
+    for (LayerSlot& L : slots_[size_t(slot_index(s))].layers) {
+      intermediate(L.h_intermediates, k - 2, "h", slot_index(s));
+      intermediate(L.conv_intermediates, k - 2, "conv", slot_index(s));
+    }
   std::vector<StepOutputs> outs;
   for (size_t i = 0; i < slots.size(); ++i) {
     const int slot = slot_index(slots[i]);
@@ -20,8 +26,8 @@ std::vector<StepOutputs> ReferenceBackend::verify(const std::vector<int>& slots,
       step(slot, in[i], t, outs.back());
       if (t > k - 2) continue;
       for (LayerSlot& L : s.layers) {
-        L.h_intermediates[size_t(t)] = L.h;
-        L.conv_intermediates[size_t(t)] = L.conv;
+        intermediate(L.h_intermediates, t, "h", slot) = L.h;
+        intermediate(L.conv_intermediates, t, "conv", slot) = L.conv;
       }
     }
     if (slots[i] != kPadRow) contract_.on_verify(slot, k);

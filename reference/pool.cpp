@@ -2,6 +2,9 @@
 // Counterpart: cuda/pool.cpp.
 #include "reference/reference_backend.h"
 
+#include <stdexcept>
+#include <string>
+
 namespace ssm::ref {
 
 void ReferenceBackend::create_pool(const Model& model, const PoolConfig& pool) {
@@ -61,6 +64,18 @@ StepOutputs ReferenceBackend::empty_outputs(const ModelSpec& spec, int rows) {
   return o;
 }
 
+const Tensor& ReferenceBackend::intermediate(const std::vector<Tensor>& v, int t, const char* family, int slot) {
+  if (t < 0 || size_t(t) >= v.size())
+    throw std::out_of_range("reference: " + std::string(family) + " intermediate " + std::to_string(t) + " of slot " +
+                            std::to_string(slot) + " is beyond its capacity " + std::to_string(v.size()) +
+                            " (an op the contract should have refused)");
+  return v[size_t(t)];
+}
+
+Tensor& ReferenceBackend::intermediate(std::vector<Tensor>& v, int t, const char* family, int slot) {
+  return const_cast<Tensor&>(intermediate(static_cast<const std::vector<Tensor>&>(v), t, family, slot));
+}
+
 SequenceState ReferenceBackend::export_state(int slot) {
   contract_.check_claimed("export", slot);
   const SlotMeta& m = contract_.slot(slot);
@@ -76,8 +91,8 @@ SequenceState ReferenceBackend::export_state(int slot) {
     if (m.has_h_checkpoint) ls.h_checkpoint = l.h_checkpoint;
     if (m.has_conv_checkpoint) ls.conv_checkpoint = l.conv_checkpoint;
     for (int t = 0; t + 1 < m.last_verify_k; ++t) {
-      ls.h_intermediates.push_back(l.h_intermediates[size_t(t)]);
-      ls.conv_intermediates.push_back(l.conv_intermediates[size_t(t)]);
+      ls.h_intermediates.push_back(intermediate(l.h_intermediates, t, "h", slot));
+      ls.conv_intermediates.push_back(intermediate(l.conv_intermediates, t, "conv", slot));
     }
     out.layers.push_back(std::move(ls));
   }

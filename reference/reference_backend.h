@@ -53,6 +53,11 @@ class ReferenceBackend : public Backend {
   void restore_live(int slot, int n);  // rollback/commit copies, without the checks
   void copy_live_to_checkpoint(int slot);
   static StepOutputs empty_outputs(const ModelSpec& spec, int rows);
+  // Intermediate t of a slot's storage, bounds-checked: an op the contract should have refused
+  // (a slip in the shared contract) is reported as std::out_of_range naming the slot and the
+  // capacity, never undefined behaviour (docs/fuzzing.md, "Legality").
+  static Tensor& intermediate(std::vector<Tensor>& v, int t, const char* family, int slot);
+  static const Tensor& intermediate(const std::vector<Tensor>& v, int t, const char* family, int slot);
 
   Model model_;
   Contract contract_;

@@ -85,6 +85,8 @@ GateCase campaign_case(const GateBackend& be, const GateOptions& o) {
   co.backend_label = be.name;
   co.tolerances = o.tolerances;
   co.strictness = ref ? cmp::Strictness::bitwise : cmp::Strictness::classes;
+  co.pause_async = !ref;  // async copies held until their reader waits: a reader that skips it is caught
+  co.require_coverage = o.require_coverage;
   if (o.progress) co.progress = [&](const std::string& line) { o.progress(c.suite + ": " + line); };
   const fuzz::BackendFactory model = [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
   const fuzz::BackendFactory sut =
@@ -94,13 +96,18 @@ GateCase campaign_case(const GateBackend& be, const GateOptions& o) {
   try {
     const fuzz::CampaignResult r = fuzz::run_campaign(co, model, sut);
     // nothing ran is not a pass
-    c.status = r.failed || r.gave_up || r.cases == 0 ? GateCase::Status::fail : GateCase::Status::pass;
+    const bool uncovered = !r.coverage_missing.empty();
+    c.status = r.failed || r.gave_up || r.cases == 0 || uncovered ? GateCase::Status::fail : GateCase::Status::pass;
+    std::string missing;
+    for (const auto& m : r.coverage_missing) missing += (missing.empty() ? "" : ", ") + m;
     c.message = fmt::format("seed {}: cases 0..{}, {} ops: {}", o.seed, r.cases - 1, r.ops,
                             r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
                             : r.gave_up ? "gave up: " + r.message
                             : r.cases == 0 ? "no case ran"
-                                           : "passed");
+                            : uncovered ? "coverage check failed, never reached: " + missing
+                                        : "passed");
     if (c.status == GateCase::Status::fail) c.details = r.summary();
+    if (r.failed) c.shrunk_ops = r.script_length;
   } catch (const std::exception& e) {
     c.status = GateCase::Status::fail;
     c.message = first_line(e.what());
@@ -215,9 +222,12 @@ std::string GateResult::junit() const {
 nlohmann::json GateResult::json() const {
   nlohmann::json j = {{"pass", pass()}, {"seconds", seconds}, {"seed", seed}, {"cases_per_campaign", cases_per_campaign}};
   j["cases"] = nlohmann::json::array();
-  for (const GateCase& c : cases)
-    j["cases"].push_back({{"suite", c.suite}, {"name", c.name}, {"status", status_name(c.status)},
-                          {"seconds", c.seconds}, {"message", c.message}, {"details", c.details}});
+  for (const GateCase& c : cases) {
+    nlohmann::json e = {{"suite", c.suite},     {"name", c.name},       {"status", status_name(c.status)},
+                        {"seconds", c.seconds}, {"message", c.message}, {"details", c.details}};
+    if (c.shrunk_ops >= 0) e["shrunk_ops"] = c.shrunk_ops;
+    j["cases"].push_back(std::move(e));
+  }
   return j;
 }
 

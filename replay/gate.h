@@ -24,6 +24,9 @@ struct GateOptions {
   int cases = 1000;                // cases per campaign (deterministic: never a time budget)
   uint64_t seed = 1;               // campaign seed
   int max_ops = 30;                // longest op sequence of a campaign case
+  // campaigns fail their coverage check when a threshold, clamp or axis was never reached
+  // (fuzz::Coverage::required); off only for quick looks with few cases (gate --no-coverage)
+  bool require_coverage = true;
   std::vector<GateBackend> backends;                       // available ones; "reference" runs its alt path
   std::vector<std::pair<std::string, std::string>> skipped;  // unavailable backend, why
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();
@@ -38,6 +41,7 @@ struct GateCase {
   double seconds = 0;
   std::string message;  // one line
   std::string details;  // the full report on failure
+  int shrunk_ops = -1;  // campaigns that failed: length of the minimal failing script
 };
 
 struct GateResult {

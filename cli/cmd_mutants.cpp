@@ -1,0 +1,244 @@
+// `ssmcheck mutants`: runs the default gate against every mutant of the catalogue
+// (fuzz/mutant_catalogue.cpp) and prints the kill table. Each mutant runs in a child process of
+// the mutant build (`ssmcheck-mutants`, next to this binary: the same CLI with the mutant sites
+// compiled in) with SSMCHECK_MUTANT=<name>, so the shipped binary carries no mutant and a
+// mutant that crashes still yields a row of the table.
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/trace_backends.h"
+#include "fuzz/mutant_catalogue.h"
+
+extern char** environ;
+
+#ifndef SSMCHECK_FIXTURES_DIR
+#define SSMCHECK_FIXTURES_DIR "fixtures"
+#endif
+
+namespace ssm::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct MutantsFlags {
+  std::string backend = "all", traces = std::string(SSMCHECK_FIXTURES_DIR) + "/traces", only, json, binary, logs;
+  int cases = 1000;
+  uint64_t seed = 1;
+  double timeout = 1800;
+};
+
+struct Row {
+  fuzz::MutantInfo m;
+  std::string verdict;  // "killed", "SURVIVED", "skipped", "error"
+  double seconds = 0;
+  std::string check;    // the first failing check
+  int shrunk = -1;      // ops of the minimal failing script (campaign kills)
+  std::string note;
+};
+
+fs::path self_dir() {
+  std::error_code ec;
+  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : p.parent_path();
+}
+
+// Runs argv with SSMCHECK_MUTANT=mutant, stdout and stderr to log; returns the wait status, or -1
+// when it ran past timeout_s (then it is killed).
+int run_child(const std::vector<std::string>& argv, const std::string& mutant, const std::string& log,
+              double timeout_s) {
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "SSMCHECK_MUTANT=", 16) != 0) env_s.emplace_back(*e);
+  env_s.push_back("SSMCHECK_MUTANT=" + mutant);
+  std::vector<char*> env, args;
+  for (auto& s : env_s) env.push_back(s.data());
+  env.push_back(nullptr);
+  std::vector<std::string> argv_s = argv;
+  for (auto& s : argv_s) args.push_back(s.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), env.data());
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(err));
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return status;
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+Row run_mutant(const fuzz::MutantInfo& m, const MutantsFlags& f, const fs::path& binary, const fs::path& dir) {
+  Row row;
+  row.m = m;
+  const std::string json = (dir / (m.name + ".json")).string(), log = (dir / (m.name + ".log")).string();
+  fs::remove(json);
+  const auto start = std::chrono::steady_clock::now();
+  const int status = run_child({binary.string(), "gate", "--backend", m.backend, "--cases", std::to_string(f.cases),
+                                "--seed", std::to_string(f.seed), "--traces", f.traces, "--json", json,
+                                // a kill must be a divergence; coverage depends on the cases, not the mutant
+                                "--no-coverage"},
+                               m.name, log, f.timeout);
+  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (status == -1) {
+    row.verdict = "SURVIVED";
+    row.note = fmt::format("the gate ran past --timeout {} s (log: {})", f.timeout, log);
+    return row;
+  }
+  if (WIFSIGNALED(status)) {  // a crash is caught, not silent: CI fails, the table says how
+    row.verdict = "killed";
+    row.check = fmt::format("the gate crashed ({})", strsignal(WTERMSIG(status)));
+    row.note = "log: " + log;
+    return row;
+  }
+  std::ifstream in(json);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception&) {
+    row.verdict = "error";
+    row.note = fmt::format("the gate exited {} without a JSON verdict (log: {})", WEXITSTATUS(status), log);
+    return row;
+  }
+  if (j.value("pass", true)) {
+    row.verdict = "SURVIVED";
+    row.note = "log: " + log;
+    return row;
+  }
+  row.verdict = "killed";
+  for (const auto& c : j["cases"]) {
+    if (c.value("status", "") != "fail") continue;
+    std::string msg = c.value("message", "");
+    if (msg.size() > 100) msg = msg.substr(0, 97) + "...";
+    row.check = c.value("suite", "") + ": " + msg;
+    row.shrunk = c.value("shrunk_ops", -1);
+    break;
+  }
+  return row;
+}
+
+int run_mutants(const MutantsFlags& f) {
+  const fs::path binary = f.binary.empty() ? self_dir() / "ssmcheck-mutants" : fs::path(f.binary);
+  if (!fs::exists(binary))
+    throw std::invalid_argument("mutant build not found: " + binary.string() +
+                                " (build the ssmcheck-mutants target, or pass --binary)");
+  if (f.backend != "all" && f.backend != "reference" && f.backend != "cuda")
+    throw std::invalid_argument("--backend: '" + f.backend + "' (expected all, reference or cuda)");
+  std::vector<std::string> only;
+  if (!f.only.empty()) {
+    size_t p = 0;
+    while (p <= f.only.size()) {
+      const size_t q = f.only.find(',', p);
+      only.push_back(f.only.substr(p, q == std::string::npos ? std::string::npos : q - p));
+      if (q == std::string::npos) break;
+      p = q + 1;
+    }
+    for (const auto& n : only)
+      if (!fuzz::find_mutant(n)) throw std::invalid_argument("--only: unknown mutant '" + n + "'");
+  }
+  std::vector<std::pair<std::string, std::string>> skipped;
+  const auto available = trace_backends("all", &skipped);  // an unavailable backend's mutants are skipped
+  auto has = [&](const std::string& b) {
+    for (const auto& a : available)
+      if (a.name == b) return true;
+    return false;
+  };
+  const fs::path dir = f.logs.empty() ? fs::temp_directory_path() / fmt::format("ssmcheck-mutants-{}", getpid())
+                                      : fs::path(f.logs);
+  fs::create_directories(dir);
+  fmt::print("ssmcheck mutants: {} (seed {}, {} cases per campaign), logs in {}\n", binary.string(), f.seed, f.cases,
+             dir.string());
+  std::vector<Row> rows;
+  for (const fuzz::MutantInfo& m : fuzz::mutant_catalogue()) {
+    if (!only.empty() && std::find(only.begin(), only.end(), m.name) == only.end()) continue;
+    if (f.backend != "all" && m.backend != f.backend) continue;
+    if (!has(m.backend)) {
+      Row r;
+      r.m = m;
+      r.verdict = "skipped";
+      for (const auto& s : skipped)
+        if (s.first == m.backend) r.note = s.second;
+      rows.push_back(r);
+      continue;
+    }
+    rows.push_back(run_mutant(m, f, binary, dir));
+    const Row& r = rows.back();
+    fmt::print(stderr, "ssmcheck mutants: {} {} in {:.1f} s {}\n", r.m.name, r.verdict, r.seconds, r.check);
+  }
+  int killed = 0, survived = 0, ran = 0;
+  std::vector<int> shrunk;
+  fmt::print("{:<38} {:>5} {:<9} {:<9} {:>8} {:>6}  {}\n", "mutant", "class", "backend", "verdict", "seconds", "ops",
+             "failing check");
+  for (const Row& r : rows) {
+    fmt::print("{:<38} {:>5} {:<9} {:<9} {:>8.1f} {:>6}  {}\n", r.m.name, r.m.bug_class, r.m.backend, r.verdict,
+               r.seconds, r.shrunk >= 0 ? std::to_string(r.shrunk) : "-", r.check.empty() ? r.note : r.check);
+    if (r.verdict == "skipped") continue;
+    ++ran;
+    if (r.verdict == "killed") ++killed;
+    else ++survived;
+    if (r.shrunk >= 0) shrunk.push_back(r.shrunk);
+  }
+  std::sort(shrunk.begin(), shrunk.end());
+  fmt::print("{} of {} mutants killed{}", killed, ran,
+             shrunk.empty() ? std::string() : fmt::format(", median shrunk script {} ops", shrunk[shrunk.size() / 2]));
+  for (const auto& u : fuzz::uncovered_bug_classes()) fmt::print("; bug class {} has no mutant: {}", u.bug_class, u.why);
+  fmt::print("\n");
+  if (!f.json.empty()) {
+    nlohmann::json j = {{"seed", f.seed}, {"cases_per_campaign", f.cases}, {"killed", killed}, {"ran", ran}};
+    j["mutants"] = nlohmann::json::array();
+    for (const Row& r : rows)
+      j["mutants"].push_back({{"name", r.m.name}, {"class", r.m.bug_class}, {"backend", r.m.backend},
+                              {"what", r.m.what}, {"verdict", r.verdict}, {"seconds", r.seconds},
+                              {"failing_check", r.check}, {"shrunk_ops", r.shrunk}, {"note", r.note}});
+    std::ofstream out(f.json);
+    out << j.dump(2) << "\n";
+    if (!out) throw std::invalid_argument("--json " + f.json + ": cannot write");
+  }
+  if (ran == 0) return kExitNothingRan;
+  return survived ? kExitDiffer : kExitOk;
+}
+
+}  // namespace
+
+void add_mutants_command(CLI::App& app, int* rc) {
+  auto* cmd = app.add_subcommand("mutants", "run the default gate against every catalogue mutant; print the kill table");
+  auto f = std::make_shared<MutantsFlags>();
+  cmd->add_option("--backend", f->backend, "all, reference (CPU mutants) or cuda (CUDA mutants)")->capture_default_str();
+  cmd->add_option("--cases", f->cases, "cases per gate campaign")->capture_default_str()->check(CLI::Range(1, 10000000));
+  cmd->add_option("--seed", f->seed, "gate seed")->capture_default_str();
+  cmd->add_option("--traces", f->traces, "golden traces for the gate")->capture_default_str();
+  cmd->add_option("--only", f->only, "comma list of mutant names");
+  cmd->add_option("--json", f->json, "write the table as JSON");
+  cmd->add_option("--binary", f->binary, "the mutant build (default: ssmcheck-mutants next to this binary)");
+  cmd->add_option("--logs", f->logs, "directory for each mutant's gate log and JSON (default: a temp dir)");
+  cmd->add_option("--timeout", f->timeout, "seconds per mutant before it counts as survived")
+      ->capture_default_str()
+      ->check(finite_seconds());
+  cmd->callback([=] { *rc = run_mutants(*f); });
+}
+
+}  // namespace ssm::cli

@@ -1,0 +1,48 @@
+// Branch counts of the reference (see branches.h).
+#include "reference/branches.h"
+
+#include <cmath>
+
+#include "core/half.h"
+
+namespace ssm::ref {
+
+namespace {
+thread_local std::array<int64_t, kBranches> g_counts{};
+}
+
+const char* branch_name(Branch b) {
+  switch (b) {
+    case Branch::softplus_threshold: return "softplus threshold";
+    case Branch::alog_clamp: return "A_log clamp";
+    case Branch::g_clamp_low: return "g clamp low";
+    case Branch::g_clamp_high: return "g clamp high";
+    case Branch::f16_store_clamp: return "f16 store clamp";
+    case Branch::f16_store_nan: return "f16 store NaN";
+    case Branch::f16_convert_overflow: return "f16 converter overflow";
+    case Branch::count: break;
+  }
+  return "?";
+}
+
+void count_branch(Branch b) { ++g_counts[size_t(b)]; }
+
+std::array<int64_t, kBranches> take_branch_counts() {
+  const auto out = g_counts;
+  g_counts.fill(0);
+  return out;
+}
+
+uint16_t convert_to_half(float f) {
+  const uint16_t h = float_to_half_rne(f);
+  if (std::isfinite(f) && (h & 0x7fffu) == 0x7c00u) count_branch(Branch::f16_convert_overflow);
+  return h;
+}
+
+uint16_t store_half(float f) {
+  if (f != f) count_branch(Branch::f16_store_nan);
+  else if (std::fabs(f) > 65504.0f) count_branch(Branch::f16_store_clamp);
+  return store_half_clamped(f);
+}
+
+}  // namespace ssm::ref

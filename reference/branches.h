@@ -1,0 +1,31 @@
+// Which thresholds and clamps of the math the reference reached, counted per thread as it
+// computes: the campaigns' coverage of every branch of the contract (docs/fuzzing.md,
+// "Coverage"). The lockstep takes (reads and resets) the counts around each op of the model.
+#pragma once
+#include <array>
+#include <cstdint>
+
+namespace ssm::ref {
+
+enum class Branch {
+  softplus_threshold,    // a + dt_bias > 20: softplus of the clamped argument
+  alog_clamp,            // A_log > 20: exp of the clamped A_log
+  g_clamp_low,           // exp(-A dt) < 1e-6
+  g_clamp_high,          // exp(-A dt) > 1 - 1e-6
+  f16_store_clamp,       // a kernel store of FP16 h beyond +-65504 (clamped)
+  f16_store_nan,         // a kernel store of FP16 h of NaN (-> -65504)
+  f16_convert_overflow,  // the converter (to_f16, f16-pool narrow) rounded a finite value to inf
+  count
+};
+constexpr int kBranches = int(Branch::count);
+const char* branch_name(Branch b);  // "softplus threshold", ...
+
+void count_branch(Branch b);
+std::array<int64_t, kBranches> take_branch_counts();  // this thread's counts since the last take
+
+// The FP32 -> FP16 converter (round to nearest even, no saturation), counting overflow to inf.
+uint16_t convert_to_half(float f);
+// A kernel's store of FP16 state (clamped, NaN -> -65504), counting both branches.
+uint16_t store_half(float f);
+
+}  // namespace ssm::ref
