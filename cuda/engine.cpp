@@ -89,19 +89,22 @@ void Engine::synchronize() {
 
 void Engine::reserve(DeviceBuffer& buf, size_t bytes, const char* name) {
   if (buf.get() && buf.bytes() >= bytes) return;
-  SSM_CUDA(cudaStreamSynchronize(main_));  // scratch is used on main only; async copies never touch it
+  // cudaFree synchronises the device, so paused async copies are released first (synchronize): a
+  // reader that skips its wait then finds the copy done, deterministically (the growth of scratch
+  // depends on the ops alone)
+  synchronize();
   buf = DeviceBuffer(std::max(bytes, buf.bytes() * 2), name);
 }
 
 void Engine::reserve_host(size_t in_bytes, size_t out_bytes) {
   if (in_bytes > host_in_bytes_) {
-    SSM_CUDA(cudaStreamSynchronize(main_));
+    synchronize();  // cudaFreeHost synchronises the device: release paused copies first
     if (host_in_) SSM_CUDA(cudaFreeHost(host_in_));
     host_in_bytes_ = std::max(in_bytes, host_in_bytes_ * 2);
     SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_in_), host_in_bytes_));
   }
   if (out_bytes > host_out_bytes_) {
-    SSM_CUDA(cudaStreamSynchronize(main_));
+    synchronize();
     if (host_out_) SSM_CUDA(cudaFreeHost(host_out_));
     host_out_bytes_ = std::max(out_bytes, host_out_bytes_ * 2);
     SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_out_), host_out_bytes_));

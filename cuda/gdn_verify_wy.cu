@@ -10,13 +10,16 @@
 // H_t = g_t H_{t-1} + k_t vn_t^T; the FP16 twin rounds each H_t (clamped store) before it is
 // carried, stored as an intermediate and read by the output. Tolerance-equal to the exact arm
 // (cuda/gdn_decode.cu), not bitwise: vn_t comes from the expansion, not from the rounded H_{t-1}.
+// When an FP16 store clamps (a saturated state), the block redoes the rows exactly (bitwise equal
+// to the exact arm): the clamp is not a rounding the tolerance covers.
 // Shapes: as cuda/gdn_rows.h. Launch: grid (ntiles * nv, B), block = rows_layout with at most
 //   256 threads (the K rows of vn add KMAX*VEC registers per thread), same register layout as
 //   the row kernel; dynamic shared memory KMAX*TY*TJ partials + K rows of q, k and the tile's v.
-//   Four barriers in all, against three per row in the exact arm.
+//   Four barriers in all, against three per row in the exact arm (plus two per row on the rare redo).
 // Counterpart: reference/gdn_verify.cpp (both arms share it).
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 
 #include "cuda/check.h"
 #include "cuda/common.cuh"
@@ -140,6 +143,7 @@ __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
   }
   __syncthreads();  // part is reused for the output partials
 
+  bool saturated = false;  // FP16: a state element stored clamped (beyond +-65504, or NaN)
   if (owner) {  // the states, row by row in registers, and the output partials
 #pragma unroll
     for (int t = 0; t < KMAX; ++t) {
@@ -158,7 +162,9 @@ __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
             const float ki = sk[t * kd + i], qi = sq[t * kd + i];
 #pragma unroll
             for (int e = 0; e < VEC; ++e) {
-              H[r][e] = HStore<HT>::round(__fmaf_rn(ki, vn[t][e], __fmul_rn(g, H[r][e])));
+              const float pre = __fmaf_rn(ki, vn[t][e], __fmul_rn(g, H[r][e]));
+              if constexpr (!std::is_same<HT, float>::value) saturated = saturated || !(fabsf(pre) <= 65504.0f);
+              H[r][e] = HStore<HT>::round(pre);
               po[e] = __fmaf_rn(H[r][e], qi, po[e]);
             }
             if (inter) store_vec<VEC>(inter + size_t(i) * vd, H[r]);
@@ -167,13 +173,75 @@ __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
         store_vec<VEC>(part + t * tile_sz + ty * TJ + jl, po);
       }
     }
+  }
+  // A clamped FP16 store changes the state the next rows must read (STATE-MODEL section 6), and
+  // the expansion cannot see it: then (rarely: a saturated state) the block redoes the verify row
+  // by row from H0, exactly as the row kernel does (cuda/gdn_decode.cu), bit for bit.
+  if (__syncthreads_or(saturated)) {
+    if (owner) {
+#pragma unroll
+      for (int r = 0; r < RPT; ++r) {
+        const int i = ty * RPT + r;
+        if (i < kd) load_vec<VEC>(hlive + size_t(i) * vd, H[r]);
+      }
+    }
+    for (int t = 0; t < K; ++t) {
+      float* pt = part + t * tile_sz;
+      if (owner) {  // hk = H^T k_t over this thread's rows
+        float pk[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) pk[e] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) {
+          const int i = ty * RPT + r;
+          if (i < kd) {
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) pk[e] = __fmaf_rn(H[r][e], sk[t * kd + i], pk[e]);
+          }
+        }
+        store_vec<VEC>(pt + ty * TJ + jl, pk);
+      }
+      __syncthreads();
+      float vr[VEC];
+      if (owner) {
+        const float g = sgb[2 * t], beta = sgb[2 * t + 1];
+        sum_partials<VEC>(pt, TY, TJ, jl, vr);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) vr[e] = __fmul_rn(__fsub_rn(sv[t * TJ + jl + e], __fmul_rn(g, vr[e])), beta);
+      }
+      __syncthreads();  // every sum of pt is read before pt takes the output partials
+      if (owner) {
+        const float g = sgb[2 * t];
+        HT* inter = t < p.n_inter
+                        ? reinterpret_cast<HT*>(p.h_inter + size_t(p.inter_first[slot] + t) * p.h_pitch) + head
+                        : nullptr;
+        float po[VEC];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) po[e] = 0.0f;
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) {
+          const int i = ty * RPT + r;
+          if (i < kd) {
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+              H[r][e] = HStore<HT>::round(__fmaf_rn(sk[t * kd + i], vr[e], __fmul_rn(g, H[r][e])));
+              po[e] = __fmaf_rn(H[r][e], sq[t * kd + i], po[e]);
+            }
+            if (inter) store_vec<VEC>(inter + size_t(i) * vd, H[r]);
+          }
+        }
+        store_vec<VEC>(pt + ty * TJ + jl, po);
+      }
+    }
+    __syncthreads();
+  }
+  if (owner) {
 #pragma unroll
     for (int r = 0; r < RPT; ++r) {
       const int i = ty * RPT + r;
       if (i < kd) store_vec<VEC>(hlive + size_t(i) * vd, H[r]);
     }
   }
-  __syncthreads();
 
   if (owner && ty == 0) {
     for (int t = 0; t < K; ++t) {

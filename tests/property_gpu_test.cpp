@@ -53,4 +53,26 @@ TEST_F(PropertyGpu, CudaAgreesWithTheReferenceOnQwen3Next) {
   ASSERT_FALSE(r.gave_up) << r.message;
 }
 
+// Found by the first campaign with value scale 2e5: the WY arm formed row 1 from the expansion
+// although row 0's FP16 store had clamped (the state saturated), 132 ULPs off in one element.
+// The arm now redoes a saturated block row by row; this case must agree.
+TEST_F(PropertyGpu, SaturatedFp16StateInTheWyArmMatchesTheContract) {
+  CaseConfig c;
+  c.preset = "odd-d";
+  c.h_mode = HMode::f16;
+  c.slots = 1;
+  c.capacity = {1};
+  c.conv_capacity = 1;
+  c.gen.seed = 0;
+  c.gen.decay = 0;
+  c.gen.value_scale = 2e5;
+  const fuzz::ReplayResult r = fuzz::check_script(
+      c, parse_script("alloc; verify 2 wy @pad,0; verify 2 wy; verify 2 wy; decode"),
+      [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); },
+      [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); }, cmp::Tolerances::defaults(),
+      cmp::Strictness::classes);
+  EXPECT_TRUE(r.pass) << r.report;
+  EXPECT_EQ(r.ops, 5);
+}
+
 }  // namespace ssm::test
