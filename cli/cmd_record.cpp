@@ -8,6 +8,7 @@
 
 #include "cli/case_options.h"
 #include "cli/commands.h"
+#include "compare/dump.h"
 #include "compare/trace.h"
 #include "core/errors.h"
 #include "core/runner.h"
@@ -59,6 +60,7 @@ int run_record(const RecordFlags& f) {
   }
   auto backend = make_backend(f.opt.backend);
   h.backend = backend->name();
+  h.build = cmp::build_id();  // replaying on the same backend and build is bitwise
   backend->create_pool(h.model, h.pool);
   // the same generated inputs as `run` and `check` on these flags (keyed like every Runner);
   // what the backend was given is what the trace records

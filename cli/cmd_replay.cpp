@@ -16,7 +16,7 @@ namespace {
 
 struct ReplayFlags {
   std::string trace, backend = "reference", json;
-  bool keep_going = false, bitwise = false;
+  bool keep_going = false, bitwise = false, classes = false;
   ToleranceOptions tol;
 };
 
@@ -31,6 +31,7 @@ int run_replay(const ReplayFlags& f) {
   replay::ReplayOptions o;
   o.tolerances = f.tol.resolve();
   o.strictness = f.bitwise ? cmp::Strictness::bitwise : cmp::Strictness::classes;
+  o.same_build_bitwise = !f.classes;
   o.keep_going = f.keep_going;
   std::vector<std::pair<std::string, std::string>> skipped;
   const auto backends = trace_backends(f.backend, &skipped);
@@ -79,6 +80,9 @@ void add_replay_command(CLI::App& app, int* rc) {
   cmd->add_option("--backend", f->backend, "reference, cuda or all")->capture_default_str();
   cmd->add_flag("--keep-going", f->keep_going, "go on past the first divergence");
   cmd->add_flag("--bitwise", f->bitwise, "compare every tensor bit for bit");
+  cmd->add_flag("--classes", f->classes,
+                "judge under the tolerance classes even a trace this backend and build recorded (bitwise by default)")
+      ->excludes("--bitwise");
   cmd->add_option("--json", f->json, "write the results as JSON");
   f->tol.add_to(cmd);
   cmd->callback([=] { *rc = run_replay(*f); });

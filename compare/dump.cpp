@@ -3,6 +3,8 @@
 #include "compare/dump.h"
 
 #include <cmath>
+#include <fstream>
+#include <vector>
 #include <fmt/core.h>
 
 #include "compare/checked_file.h"
@@ -16,6 +18,21 @@
 namespace ssm::cmp {
 
 const char* tool_version() { return SSMCHECK_VERSION; }
+
+const std::string& build_id() {
+  static const std::string id = [] {
+    std::ifstream in("/proc/self/exe", std::ios::binary);
+    uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64
+    std::vector<char> buf(1 << 16);
+    bool read_any = false;
+    while (in.read(buf.data(), std::streamsize(buf.size())) || in.gcount() > 0) {
+      read_any = true;
+      for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ uint64_t(uint8_t(buf[size_t(i)]))) * 0x100000001b3ull;
+    }
+    return std::string("ssmcheck ") + SSMCHECK_VERSION + " exe:" + (read_any ? fmt::format("{:016x}", h) : "unknown");
+  }();
+  return id;
+}
 
 namespace {
 

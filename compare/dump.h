@@ -20,6 +20,9 @@ namespace ssm::cmp {
 constexpr int kDumpVersion = 1;
 constexpr const char* kDumpFormat = "ssmcheck-dump";
 const char* tool_version();  // the project version this binary was built from
+// The identity of this very binary: "ssmcheck <version> exe:<FNV-1a 64 of the executable file>".
+// A trace records it; replaying on the same backend and build is bitwise (replay/replay.h).
+const std::string& build_id();
 
 // Any problem with a dump file: message "FILE: OBJECT: what", OBJECT an HDF5 path ("/" for
 // the file itself, "/seq0/layer1/h" for a dataset, "/model/layer0@nk" for an attribute).

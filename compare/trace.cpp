@@ -225,6 +225,7 @@ void write_header(hid_t f, const TraceHeader& h, int ops) {
   h5::write_attr_str(f, "producer", h.producer);
   h5::write_attr_str(f, "tool_version", h.tool_version.empty() ? tool_version() : h.tool_version);
   h5::write_attr_str(f, "backend", h.backend);
+  if (!h.build.empty()) h5::write_attr_str(f, "build", h.build);
   h5::write_attr_u64(f, "seed", h.seed);
   h5::write_attr_str(f, "case", h.case_name);
   h5::write_attr_str(f, "description", h.description);
@@ -448,6 +449,7 @@ class Reader : public CheckedReader<TraceError> {
     h.producer = str_attr(f, "/", "producer");
     h.tool_version = opt_str_attr(f, "/", "tool_version");
     h.backend = opt_str_attr(f, "/", "backend");
+    h.build = opt_str_attr(f, "/", "build");
     if (has_attr(f, "/", "seed")) h.seed = guard("/@seed", [&] { return h5::read_attr_u64(f, "seed"); });
     h.case_name = opt_str_attr(f, "/", "case");
     h.description = opt_str_attr(f, "/", "description");

@@ -47,6 +47,9 @@ struct TraceHeader {
   std::string producer;      // who wrote the file: "ssmcheck record", an engine's name
   std::string tool_version;  // filled by the writer when empty
   std::string backend;       // what produced the recorded states: "reference", "cuda", "vllm-0.9"
+  // The build that produced them (cmp::build_id() for ssmcheck's own backends; an engine may
+  // write its own). Replaying on the same backend and build is bitwise by default.
+  std::string build;
   uint64_t seed = 0;         // informational
   std::string case_name;     // informational: the flags that regenerate the trace
   std::string description;   // informational

@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include "compare/dump.h"
 #include "core/errors.h"
 #include "core/runner.h"
 
@@ -86,6 +87,7 @@ bool ReplayResult::matches(const cmp::TraceExpectation& x) const {
 
 std::string ReplayResult::text() const {
   std::string s;
+  if (!judged.empty()) s += "  judged " + judged + "\n";
   if (!note.empty()) s += "  note: " + note + "\n";
   for (const Refusal& r : refusals) s += "  refusal: " + r.text(backend) + "\n";
   if (!divergences.empty()) {
@@ -110,7 +112,7 @@ std::string ReplayResult::text() const {
 }
 
 nlohmann::json ReplayResult::json() const {
-  nlohmann::json j = {{"backend", backend},
+  nlohmann::json j = {{"backend", backend}, {"bitwise", bitwise}, {"judged", judged},
                       {"trace", trace},
                       {"pass", pass()},
                       {"ops_total", ops_total},
@@ -137,6 +139,22 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
   r.trace = tr.source;
   r.note = tr.note;
   r.ops_total = int(tr.ops.size());
+  // bits where bits are promised: the same backend and build reproduce their own trace exactly
+  ReplayOptions opt = o;
+  const bool same = tr.header.backend == b.name() && !tr.header.build.empty() && tr.header.build == cmp::build_id();
+  if (o.strictness == cmp::Strictness::bitwise) {
+    r.judged = "bit for bit (forced)";
+  } else if (same && o.same_build_bitwise) {
+    opt.strictness = cmp::Strictness::bitwise;
+    r.judged = "bit for bit: recorded by this backend and build (" + tr.header.build + ")";
+  } else {
+    r.judged = tr.header.backend == b.name()
+                   ? "under the tolerance classes: recorded by " +
+                         (tr.header.build.empty() ? std::string("an unrecorded build") : tr.header.build) +
+                         ", this is " + cmp::build_id() + " (re-record to replay bit for bit)"
+                   : "under the tolerance classes: states from '" + tr.header.backend + "', replayed on " + b.name();
+  }
+  r.bitwise = opt.strictness == cmp::Strictness::bitwise;
   const ModelSpec& spec = tr.header.model.spec;
   cmp::LineageTracker lineage(tr.header.pool.h_mode, tr.header.pool.snapshot_slots);
   b.create_pool(tr.header.model, tr.header.pool);
@@ -188,7 +206,7 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
         w.seq = t.op.seqs[e];
         w.slot = runner.slot_of(w.seq);
         const cmp::StateReport rep =
-            cmp::compare_outputs(spec, *t.outputs[e], res.outputs[e], o.tolerances, w, o.strictness,
+            cmp::compare_outputs(spec, *t.outputs[e], res.outputs[e], o.tolerances, w, opt.strictness,
                                 lineage.output_lineage(t.op, w.seq));
         r.outputs_compared += rep.tensors;
         if (!rep.pass()) here.push_back(from_report(rep, index, text, "output"));
@@ -212,7 +230,7 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
       w.seq = ts.seq;
       w.slot = slot;
       const cmp::StateReport rep =
-          cmp::compare_state(ts.state, restrict_to(b.export_state(slot), ts), o.tolerances, w, o.strictness,
+          cmp::compare_state(ts.state, restrict_to(b.export_state(slot), ts), o.tolerances, w, opt.strictness,
                              lineage.of(ts.seq));
       r.states_compared += rep.tensors;
       if (!rep.pass()) here.push_back(from_report(rep, index, text, "state"));

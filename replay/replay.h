@@ -16,7 +16,11 @@ namespace ssm::replay {
 
 struct ReplayOptions {
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();
+  // classes: under the tolerance classes, unless same_build_bitwise applies; bitwise: always.
   cmp::Strictness strictness = cmp::Strictness::classes;
+  // A trace whose states come from this very backend and build (TraceHeader backend and build
+  // equal to Backend::name() and cmp::build_id()) must be reproduced bit for bit.
+  bool same_build_bitwise = true;
   bool keep_going = false;  // go on past the first divergence (the backend keeps its own state)
 };
 
@@ -44,6 +48,8 @@ struct Refusal {
 
 struct ReplayResult {
   std::string backend, trace, note;  // note: set for an unfinished capture
+  bool bitwise = false;              // judged bit for bit (forced, or the same backend and build)
+  std::string judged;                // why the replay was judged as it was, one line
   int ops_total = 0, ops_run = 0;
   int64_t states_compared = 0, outputs_compared = 0;
   std::vector<Divergence> divergences;  // the first one first; more only with keep_going

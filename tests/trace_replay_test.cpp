@@ -4,9 +4,12 @@
 // record -> replay round trips, --keep-going, and the gate with its JUnit XML and JSON.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "compare/dump.h"
 #include "replay/replay.h"
 #include "tests/support/trace_support.h"
 
@@ -121,6 +124,35 @@ TEST(Replay, KeepGoingReportsLaterDivergences) {
   EXPECT_EQ(loose.code, 0) << loose.out;
 }
 
+// Bits where bits are promised: a trace whose states this backend and build recorded must come
+// back bit for bit, so a 1-ULP difference fails; from another build it is judged by the classes.
+TEST(Replay, SameBackendAndBuildReplayIsBitwise) {
+  Recorded w = record(case_of("odd-a", HMode::f32, 23), "alloc; prefill 3; decode; verify 3; commit 2 3");
+  uint32_t bits;
+  float& v = w.ops[2].states[0].state.layers[0].h.f32()[5];
+  std::memcpy(&bits, &v, 4);
+  bits += 1;  // one ULP
+  std::memcpy(&v, &bits, 4);
+  cmp::Trace t;
+  t.header = w.header;
+  t.ops = w.ops;
+  ref::ReferenceBackend b;
+  t.header.build = cmp::build_id();
+  const replay::ReplayResult same = replay::replay_trace(t, b);
+  EXPECT_TRUE(same.bitwise) << same.judged;
+  ASSERT_FALSE(same.pass()) << "a 1-ULP difference passed a same-build replay";
+  EXPECT_EQ(same.divergences[0].op_index, 2);
+  t.header.build = "ssmcheck 0.0.0 exe:0000000000000000";
+  const replay::ReplayResult other = replay::replay_trace(t, b);
+  EXPECT_FALSE(other.bitwise);
+  EXPECT_TRUE(other.pass()) << other.text();
+  EXPECT_NE(other.judged.find("re-record"), std::string::npos) << other.judged;
+  t.header.build = cmp::build_id();
+  replay::ReplayOptions o;
+  o.same_build_bitwise = false;
+  EXPECT_TRUE(replay::replay_trace(t, b, o).pass());
+}
+
 TEST(Replay, RecordThenReplayFromTheCommandLine) {
   TempDir dir;
   const std::string p = dir.file("rec.h5");
@@ -136,8 +168,13 @@ TEST(Replay, RecordThenReplayFromTheCommandLine) {
 #ifndef SSMCHECK_TEST_HAVE_CUDA
   EXPECT_NE(rep.out.find("backend cuda: skipped"), std::string::npos) << rep.out;
 #endif
+  // recorded by this very backend and build: judged bit for bit without asking
+  EXPECT_NE(rep.out.find("judged bit for bit: recorded by this backend and build (ssmcheck "), std::string::npos)
+      << rep.out;
   const Shell bitwise = sh(bin + " replay --bitwise " + q(p));
   EXPECT_EQ(bitwise.code, 0) << bitwise.out;  // same backend, same inputs: same bits
+  const Shell classes = sh(bin + " replay --classes " + q(p));
+  EXPECT_NE(classes.out.find("judged under the tolerance classes"), std::string::npos) << classes.out;
   EXPECT_EQ(sh(bin + " record --ops 'alloc; frob' -o " + q(dir.file("x.h5"))).code, 2);
   EXPECT_EQ(sh(bin + " replay --backend nope " + q(p)).code, 2);
 }
