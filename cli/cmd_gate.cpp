@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "cli/commands.h"
+#include "cli/crash_verdict.h"
 #include "cli/tolerance_options.h"
 #include "cli/trace_backends.h"
 #include "replay/gate.h"
@@ -46,7 +47,35 @@ int run_gate(const GateFlags& f) {
   for (const auto& b : o.backends) fmt::print(" {}", b.name);
   for (const auto& s : o.skipped) fmt::print(" ({} skipped: {})", s.first, s.second);
   fmt::print(", seed {}, {} cases per campaign\n", f.seed, f.cases);
-  const replay::GateResult r = replay::run_gate(o);
+  // Output files are written before any work (an unwritable path fails at once) with a verdict
+  // that says the gate has not finished; a crash in the middle of a check leaves a failing
+  // verdict naming it.
+  {
+    replay::GateResult unfinished;
+    unfinished.seed = f.seed;
+    unfinished.cases_per_campaign = f.cases;
+    replay::GateCase c;
+    c.suite = "gate";
+    c.name = "unfinished";
+    c.status = replay::GateCase::Status::fail;
+    c.message = "the gate started but has not finished (killed, or still running)";
+    unfinished.cases.push_back(c);
+    if (!f.junit.empty()) write_file(f.junit, unfinished.junit(), "--junit");
+    if (!f.json.empty()) write_file(f.json, unfinished.json().dump(2) + "\n", "--json");
+  }
+  CrashVerdict crash(f.junit, f.json);
+  const replay::GateResult r =
+      replay::run_gate(o, [&](const replay::GateResult& so_far, const std::string& suite, const std::string& name) {
+        if (f.junit.empty() && f.json.empty()) return;
+        replay::GateResult v = so_far;
+        replay::GateCase c;
+        c.suite = suite;
+        c.name = name;
+        c.status = replay::GateCase::Status::fail;
+        c.message = "crashed: the process died on a fatal signal while running this check (see its stderr)";
+        v.cases.push_back(c);
+        crash.update(v.junit(), v.json().dump(2) + "\n");
+      });
   fmt::print("{}", r.summary());
   if (!f.junit.empty()) write_file(f.junit, r.junit(), "--junit");
   if (!f.json.empty()) write_file(f.json, r.json().dump(2) + "\n", "--json");

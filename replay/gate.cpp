@@ -231,7 +231,8 @@ nlohmann::json GateResult::json() const {
   return j;
 }
 
-GateResult run_gate(const GateOptions& o) {
+GateResult run_gate(const GateOptions& o,
+                    const std::function<void(const GateResult&, const std::string&, const std::string&)>& starting) {
   GateResult res;
   res.seed = o.seed;
   res.cases_per_campaign = o.cases;
@@ -251,9 +252,21 @@ GateResult run_gate(const GateOptions& o) {
     c.message = "no golden traces (*.h5) in " + o.traces_dir;
     add(c);
   }
+  auto start_check = [&](const std::string& suite, const std::string& name) {
+    if (starting) {
+      res.seconds = since(start);
+      starting(res, suite, name);
+    }
+  };
   for (const GateBackend& be : o.backends) {
-    for (const std::string& p : golden) add(replay_case(p, be, false, o));
-    for (const std::string& p : faulty) add(replay_case(p, be, true, o));
+    for (const std::string& p : golden) {
+      start_check("replay.golden." + be.name, fs::path(p).filename().string());
+      add(replay_case(p, be, false, o));
+    }
+    for (const std::string& p : faulty) {
+      start_check("replay.faulty." + be.name, fs::path(p).filename().string());
+      add(replay_case(p, be, true, o));
+    }
   }
   for (const auto& sk : o.skipped) {
     GateCase c;
@@ -263,7 +276,10 @@ GateResult run_gate(const GateOptions& o) {
     c.message = "skipped: " + sk.second;
     add(c);
   }
-  for (const GateBackend& be : o.backends) add(campaign_case(be, o));
+  for (const GateBackend& be : o.backends) {
+    start_check("campaign." + be.name, be.name == "reference" ? "reference vs alternate path" : "reference vs " + be.name);
+    add(campaign_case(be, o));
+  }
   res.seconds = since(start);
   return res;
 }

@@ -32,6 +32,7 @@ struct GateOptions {
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();
   std::function<void(const std::string&)> progress;        // one line per finished case
 };
+struct GateResult;
 
 struct GateCase {
   enum class Status { pass, fail, skipped };
@@ -55,6 +56,10 @@ struct GateResult {
   nlohmann::json json() const;
 };
 
-GateResult run_gate(const GateOptions& options);
+// check_starting (optional): called before each check with the checks done so far, and the suite
+// and name of the one about to run (cli/crash_verdict.h keeps a verdict ready in case it crashes).
+GateResult run_gate(const GateOptions& options,
+                    const std::function<void(const GateResult& so_far, const std::string& suite,
+                                             const std::string& name)>& check_starting = nullptr);
 
 }  // namespace ssm::replay

@@ -226,6 +226,36 @@ TEST(Gate, ACampaignThatNeverReachedAnAxisFailsItsCoverageCheck) {
   EXPECT_NE(s.out.find("batch of >= 200 rows"), std::string::npos) << s.out;
 }
 
+// A crash in the middle of a check still leaves a failing verdict that names the check: the
+// gate is killed with SIGSEGV during its campaign.
+TEST(Gate, ACrashLeavesAVerdictNamingTheCheck) {
+  TempDir dir;
+  const std::string json = dir.file("crash.json"), xml = dir.file("crash.xml");
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " gate -v --backend reference --cases 100000 --no-coverage --json " +
+                     q(json) + " --junit " + q(xml) + " > " + q(dir.file("log")) + " 2>&1 & pid=$!; " +
+                     "for i in $(seq 1 300); do sleep 0.1; grep -q zero_h_intermediate " + q(dir.file("log")) +
+                     " 2>/dev/null && break; done; sleep 1; kill -SEGV $pid; wait $pid; echo rc=$?");
+  EXPECT_NE(s.out.find("rc=139"), std::string::npos) << s.out;  // still dies of the signal
+  std::ifstream js(json);
+  const nlohmann::json j = nlohmann::json::parse(js);
+  EXPECT_FALSE(j.at("pass").get<bool>());
+  const nlohmann::json& last = j.at("cases").back();
+  EXPECT_EQ(last.at("suite"), "campaign.reference");
+  EXPECT_EQ(last.at("status"), "fail");
+  EXPECT_NE(last.at("message").get<std::string>().find("crashed"), std::string::npos);
+  EXPECT_GE(j.at("cases").size(), 8u);  // the replays that finished before are kept
+  std::ifstream x(xml);
+  const std::string junit((std::istreambuf_iterator<char>(x)), {});
+  EXPECT_NE(junit.find("crashed"), std::string::npos);
+}
+
+TEST(Gate, OutputPathsAreCheckedBeforeAnyWork) {
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --cases 1 --junit /nonexistent-dir/x.xml");
+  EXPECT_EQ(s.code, 2) << s.out;
+  EXPECT_NE(s.out.find("--junit /nonexistent-dir/x.xml: cannot write"), std::string::npos) << s.out;
+  EXPECT_EQ(s.out.find("replay.golden"), std::string::npos) << "the gate ran before checking its output: " << s.out;
+}
+
 TEST(Gate, FailsWhenAFaultyTraceIsNotPinpointed) {
   TempDir dir;
   fs::create_directories(dir.file("t/faulty"));

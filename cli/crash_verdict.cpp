@@ -1,0 +1,69 @@
+// The crash verdict (see crash_verdict.h).
+#include "cli/crash_verdict.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <deque>
+
+namespace ssm::cli {
+
+namespace {
+
+struct Armed {
+  std::string path;
+  std::atomic<const std::string*> text{nullptr};
+};
+Armed g_files[2];
+std::deque<std::string> g_texts;  // every rendered text stays alive while armed (a handler may read it)
+
+void write_all(const char* path, const std::string* text) {
+  if (!path || !*path || !text) return;
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return;
+  const char* p = text->data();
+  size_t left = text->size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n <= 0) break;
+    p += n;
+    left -= size_t(n);
+  }
+  ::close(fd);
+}
+
+extern "C" void on_fatal_signal(int sig) {
+  for (Armed& a : g_files) write_all(a.path.c_str(), a.text.load());
+  const char msg[] = "ssmcheck: fatal signal; the JUnit/JSON verdict names the check that crashed\n";
+  (void)!::write(2, msg, sizeof msg - 1);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+}  // namespace
+
+CrashVerdict::CrashVerdict(const std::string& junit_path, const std::string& json_path) {
+  g_files[0].path = junit_path;
+  g_files[1].path = json_path;
+  static bool installed = [] {
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, on_fatal_signal);
+    return true;
+  }();
+  (void)installed;
+}
+
+CrashVerdict::~CrashVerdict() {
+  for (Armed& a : g_files) a.text.store(nullptr);
+}
+
+void CrashVerdict::update(const std::string& junit_text, const std::string& json_text) {
+  g_texts.push_back(junit_text);
+  g_files[0].text.store(&g_texts.back());
+  g_texts.push_back(json_text);
+  g_files[1].text.store(&g_texts.back());
+}
+
+}  // namespace ssm::cli

@@ -1,0 +1,22 @@
+// A verdict that survives a crash: a subcommand that writes JUnit or JSON registers what those
+// files must say if the process dies on a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+// SIGABRT) in the middle of a check, and updates it before each check starts (the checks done
+// so far, and the running one marked as crashed). The signal handler only writes those
+// pre-rendered bytes with open/write/close (async-signal-safe), then lets the signal kill the
+// process as before, so CI still sees the crash and also finds a failing verdict naming the
+// check that crashed.
+#pragma once
+#include <string>
+
+namespace ssm::cli {
+
+class CrashVerdict {
+ public:
+  // Installs the handlers (once per process) and remembers the files; "" = none.
+  CrashVerdict(const std::string& junit_path, const std::string& json_path);
+  ~CrashVerdict();  // the verdict is written normally by then: disarms
+  // What the files must say if the process dies before the next update or the destructor.
+  void update(const std::string& junit_text, const std::string& json_text);
+};
+
+}  // namespace ssm::cli
