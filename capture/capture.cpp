@@ -326,15 +326,12 @@ ssmc_status ssmc_op_refused(ssmc_trace* t, const char* kind) {
   return call(t, true, [&] {
     PendingOp& p = current(t);
     need(kind != nullptr, SSMC_ERR_ARGUMENT, "ssmc_op_refused: kind is null");
-    std::string known;
-    for (int k = 0; k <= int(ErrorKind::snapshot_empty); ++k) {
-      if (std::string(kind) == to_string(ErrorKind(k))) {
-        p.op.refused = ErrorKind(k);
-        return;
-      }
-      known += (k ? ", " : "") + std::string(to_string(ErrorKind(k)));
+    if (const auto k = parse_error_kind(kind)) {
+      p.op.refused = *k;
+      return;
     }
-    throw Failure{SSMC_ERR_ARGUMENT, "ssmc_op_refused: unknown error kind '" + std::string(kind) + "' (known: " + known + ")"};
+    throw Failure{SSMC_ERR_ARGUMENT, "ssmc_op_refused: unknown error kind '" + std::string(kind) +
+                                         "' (known: " + known_error_kinds() + ")"};
   });
 }
 

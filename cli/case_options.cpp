@@ -20,10 +20,15 @@ void CaseOptions::add_to(CLI::App* cmd, bool with_backend) {
       ->capture_default_str();
   cmd->add_option("--conv-capacity", c.conv_capacity, "conv intermediates per slot")->capture_default_str();
   cmd->add_option("--snapshots", c.snapshots, "prefix-cache snapshot slots")->capture_default_str();
-  cmd->add_option("--seed", c.gen.seed, "seed of weights and inputs")->capture_default_str();
+  cmd->add_option("--seed", c.gen.seed, "seed of weights and inputs")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--decay", c.gen.decay, "0: g close to 1 (hard for FP16) .. 1: strongly decaying")
-      ->capture_default_str();
-  cmd->add_option("--value-scale", c.gen.value_scale, "scale of value inputs (drives |h|)")->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--value-scale", c.gen.value_scale, "scale of value inputs (drives |h|)")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-30, 1e30));
   cmd->add_flag("--extreme-gates", c.gen.extreme_gates,
                 "gate parameters at the softplus threshold, the A_log clamp and both g clamps");
   if (with_backend) cmd->add_option("--backend", backend, "reference or cuda")->capture_default_str();
@@ -42,7 +47,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
 #ifdef SSMCHECK_HAVE_CUDA
   if (name == "cuda") {
     std::string why;
-    if (!cuda::device_available(&why)) throw std::invalid_argument("backend 'cuda': no CUDA device: " + why);
+    if (!cuda::device_available(&why)) throw std::invalid_argument("backend 'cuda': " + why);
     return std::make_unique<cuda::CudaBackend>();
   }
 #else

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "compare/compare.h"
 #include "compare/dump.h"
@@ -50,6 +51,7 @@ std::string op_at(const cmp::Provenance& p) {
 }
 
 int run_diff(const DiffOptions& o) {
+  prepare_output_file(o.json, "--json");
   nlohmann::json j;
   j["a"] = o.a;
   j["b"] = o.b;

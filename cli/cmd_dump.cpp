@@ -4,6 +4,7 @@
 
 #include "cli/case_options.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "compare/dump.h"
 #include "core/errors.h"
 #include "core/runner.h"
@@ -13,6 +14,7 @@ namespace ssm::cli {
 namespace {
 
 int dump_script(const CaseOptions& opt, const std::string& ops, const std::string& out) {
+  prepare_output_file(out, "-o");
   const ModelSpec spec = opt.spec();
   const PoolConfig pool = opt.pool();
   const GenConfig gen = opt.gen();

@@ -5,6 +5,7 @@
 
 #include "cli/case_options.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "fuzz/alt_reference.h"
 #include "fuzz/campaign.h"
@@ -44,6 +45,7 @@ struct FuzzFlags {
 };
 
 int run_fuzz(const FuzzFlags& f) {
+  check_output_dir(f.out, "--out");
   fuzz::CampaignOptions o;
   o.seed = f.seed;
   o.cases = f.cases;
@@ -75,6 +77,7 @@ int run_fuzz(const FuzzFlags& f) {
 
 int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOptions& tol,
               const std::string& dump, bool pause_async) {
+  if (!dump.empty()) prepare_output_file(dump + ".model.h5", "--dump");
   const CaseConfig cfg = opt.resolve();
   const std::vector<Op> script = parse_script(ops);
   const auto sut = sut_factory(opt.backend);
@@ -84,6 +87,10 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
              sut()->name(), r.pass ? "agree" : "DIVERGED");
   fmt::print("{}", r.report);
   if (!dump.empty()) fmt::print("  wrote {}.model.h5 and {}.sut.h5\n", dump, dump);
+  if (r.pass && r.accepted == 0) {  // both sides refused every op: no state was ever compared
+    fmt::print("ssmcheck check: every op was refused by both sides: nothing was checked\n");
+    return kExitNothingRan;
+  }
   return r.pass ? kExitOk : kExitDiffer;
 }
 
@@ -92,7 +99,7 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
 void add_fuzz_command(CLI::App& app, int* rc) {
   auto* cmd = app.add_subcommand("fuzz", "random op sequences through the reference and a backend, in lockstep");
   auto f = std::make_shared<FuzzFlags>();
-  cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--cases", f->cases, "cases (op sequences); with --duration, an upper bound")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000000));

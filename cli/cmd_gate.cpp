@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "cli/crash_verdict.h"
 #include "cli/tolerance_options.h"
 #include "cli/trace_backends.h"
@@ -50,6 +51,8 @@ int run_gate(const GateFlags& f) {
   // Output files are written before any work (an unwritable path fails at once) with a verdict
   // that says the gate has not finished; a crash in the middle of a check leaves a failing
   // verdict naming it.
+  prepare_output_file(f.junit, "--junit");
+  prepare_output_file(f.json, "--json");
   {
     replay::GateResult unfinished;
     unfinished.seed = f.seed;
@@ -96,7 +99,7 @@ void add_gate_command(CLI::App& app, int* rc) {
   cmd->add_option("--json", f->json, "write JSON");
   cmd->add_option("--traces", f->traces, "golden traces (faulty ones in DIR/faulty)")->capture_default_str();
   cmd->add_option("--backend", f->backend, "all (every available one), reference or cuda")->capture_default_str();
-  cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_flag("-v,--verbose", f->verbose, "one line per check on stderr");
   cmd->add_flag("--no-coverage", f->no_coverage,
                 "skip the campaigns' coverage check (for quick looks with too few cases to reach every "

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "cli/trace_backends.h"
 #include "fuzz/mutant_catalogue.h"
 
@@ -142,6 +143,7 @@ Row run_mutant(const fuzz::MutantInfo& m, const MutantsFlags& f, const fs::path&
 }
 
 int run_mutants(const MutantsFlags& f) {
+  prepare_output_file(f.json, "--json");
   const fs::path binary = f.binary.empty() ? self_dir() / "ssmcheck-mutants" : fs::path(f.binary);
   if (!fs::exists(binary))
     throw std::invalid_argument("mutant build not found: " + binary.string() +
@@ -169,7 +171,7 @@ int run_mutants(const MutantsFlags& f) {
   };
   const fs::path dir = f.logs.empty() ? fs::temp_directory_path() / fmt::format("ssmcheck-mutants-{}", getpid())
                                       : fs::path(f.logs);
-  fs::create_directories(dir);
+  prepare_output_dir(dir.string(), "--logs");
   fmt::print("ssmcheck mutants: {} (seed {}, {} cases per campaign), logs in {}\n", binary.string(), f.seed, f.cases,
              dir.string());
   std::vector<Row> rows;
@@ -229,7 +231,7 @@ void add_mutants_command(CLI::App& app, int* rc) {
   auto f = std::make_shared<MutantsFlags>();
   cmd->add_option("--backend", f->backend, "all, reference (CPU mutants) or cuda (CUDA mutants)")->capture_default_str();
   cmd->add_option("--cases", f->cases, "cases per gate campaign")->capture_default_str()->check(CLI::Range(1, 10000000));
-  cmd->add_option("--seed", f->seed, "gate seed")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "gate seed")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--traces", f->traces, "golden traces for the gate")->capture_default_str();
   cmd->add_option("--only", f->only, "comma list of mutant names");
   cmd->add_option("--json", f->json, "write the table as JSON");

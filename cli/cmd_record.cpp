@@ -8,6 +8,7 @@
 
 #include "cli/case_options.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "compare/dump.h"
 #include "compare/trace.h"
 #include "core/errors.h"
@@ -34,6 +35,7 @@ std::function<bool(int, int)> op_selection(const std::string& s) {
 }
 
 int run_record(const RecordFlags& f) {
+  prepare_output_file(f.out, "-o");
   const CaseConfig cfg = f.opt.resolve();
   const std::vector<Op> script = parse_script(f.ops);
   if (script.empty()) throw std::invalid_argument("--ops: empty script");

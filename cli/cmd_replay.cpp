@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "cli/trace_backends.h"
 #include "compare/trace.h"
@@ -28,6 +29,7 @@ std::string describe(const cmp::Trace& t) {
 }
 
 int run_replay(const ReplayFlags& f) {
+  prepare_output_file(f.json, "--json");
   replay::ReplayOptions o;
   o.tolerances = f.tol.resolve();
   o.strictness = f.bitwise ? cmp::Strictness::bitwise : cmp::Strictness::classes;

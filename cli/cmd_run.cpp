@@ -67,6 +67,10 @@ int run_script(const CaseOptions& opt, const std::string& ops, bool keep_going) 
   const PoolConfig pool = cfg.pool();
   const GenConfig gen = cfg.gen;
   const std::vector<Op> script = parse_script(ops);
+  if (script.empty()) {  // nothing ran is not a success
+    fmt::print(stderr, "ssmcheck run: the op script is empty: nothing ran\n");
+    return kExitNothingRan;
+  }
   auto backend = make_backend(opt.backend);
   backend->create_pool(make_model(spec, gen), pool);
   Runner runner(*backend, input_source(spec, gen));

@@ -16,7 +16,7 @@ std::string cuda_unavailable() {
 #ifdef SSMCHECK_HAVE_CUDA
   std::string why;
   if (cuda::device_available(&why)) return "";
-  return "no CUDA device: " + why;
+  return why;
 #else
   return "this build has no CUDA implementation";
 #endif

@@ -22,7 +22,10 @@ namespace ssm::cmp {
 //   max(|ref|, rms(ref)), because one rounding flip at the head's scale leaks through H^T k
 //   into every element of the column, so tiny elements see thousands of their own ULPs
 //   (docs/tolerances.md).
-// fp32_state / output: FP32 values against the FP64 reference (atol + rtol*|ref|, normalised RMS).
+// fp32_state: FP32 values against the FP64 reference, |d| <= atol + rtol*max(|ref|, rms(ref)),
+//   and the normalised RMS error.
+// output: per-token outputs, |d| <= atol + rtol*|ref| + cond*u*C (C: the output's condition,
+//   Tolerance::cond), and the normalised RMS error with the condition's share.
 // output_f16: per-token outputs of a step that read FP16 state (same metrics as output; the
 //   rounded state makes them differ far more than outputs of FP32 state).
 enum class TolClass { exact, fp16_state, fp32_state, output, output_f16 };

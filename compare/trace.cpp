@@ -44,22 +44,6 @@ std::string dims_text(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
-const ErrorKind* parse_error_kind(const std::string& s) {
-  static const std::vector<ErrorKind> kinds = [] {
-    std::vector<ErrorKind> v;
-    for (int k = 0; k <= int(ErrorKind::snapshot_empty); ++k) v.push_back(ErrorKind(k));
-    return v;
-  }();
-  for (const ErrorKind& k : kinds)
-    if (s == to_string(k)) return &k;
-  return nullptr;
-}
-
-std::string known_error_kinds() {
-  std::string s;
-  for (int k = 0; k <= int(ErrorKind::snapshot_empty); ++k) s += (k ? ", " : "") + std::string(to_string(ErrorKind(k)));
-  return s;
-}
 
 // A DumpError from the shared sequence-group code, as a TraceError of `file`.
 TraceError trace_error(const std::string& file, const DumpError& e) { return TraceError(file, e.object(), e.detail()); }
@@ -507,7 +491,7 @@ class Reader : public CheckedReader<TraceError> {
     }
     if (has_attr(og, op, "refused")) {
       const std::string k = str_attr(og, op, "refused");
-      const ErrorKind* kind = parse_error_kind(k);
+      const std::optional<ErrorKind> kind = parse_error_kind(k);
       if (!kind) throw TraceError(file_, op + "@refused", "unknown error kind '" + k + "' (known: " + known_error_kinds() + ")");
       t.refused = *kind;
     }

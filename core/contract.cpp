@@ -229,4 +229,25 @@ const char* to_string(ErrorKind k) {
   return "?";
 }
 
+const std::vector<ErrorKind>& all_error_kinds() {
+  static const std::vector<ErrorKind> v = {
+      ErrorKind::bad_argument,      ErrorKind::bad_input,      ErrorKind::bad_slot,       ErrorKind::pool_exhausted,
+      ErrorKind::commit_zero,       ErrorKind::commit_n_gt_k,  ErrorKind::commit_k_mismatch, ErrorKind::capacity,
+      ErrorKind::rollback_range,    ErrorKind::to_f16_twice,   ErrorKind::wrong_mode,     ErrorKind::dtype_mismatch,
+      ErrorKind::snapshot_empty};
+  return v;
+}
+
+std::optional<ErrorKind> parse_error_kind(const std::string& name) {
+  for (ErrorKind k : all_error_kinds())
+    if (name == to_string(k)) return k;
+  return std::nullopt;
+}
+
+std::string known_error_kinds() {
+  std::string s;
+  for (ErrorKind k : all_error_kinds()) s += (s.empty() ? "" : ", ") + std::string(to_string(k));
+  return s;
+}
+
 }  // namespace ssm

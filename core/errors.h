@@ -1,8 +1,10 @@
 // Typed errors of the op contract (STATE-MODEL section 4). Both backends raise the same kind,
 // before changing any state, with a message naming the op, sequence slot, layer and limit.
 #pragma once
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ssm {
 
@@ -22,6 +24,10 @@ enum class ErrorKind {
   snapshot_empty,      // snapshot_restore from a snapshot never saved
 };
 const char* to_string(ErrorKind k);
+// The one list of error kinds (core/contract.cpp), for readers and writers of their names.
+const std::vector<ErrorKind>& all_error_kinds();
+std::optional<ErrorKind> parse_error_kind(const std::string& name);  // nullopt: unknown
+std::string known_error_kinds();  // "bad_argument, bad_input, ..." for messages
 
 class StateError : public std::runtime_error {
  public:

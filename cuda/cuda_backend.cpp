@@ -51,11 +51,17 @@ bool device_available(std::string* why) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    if (why) *why = std::string("cudaGetDeviceCount: ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+    if (why) {
+      // a machine without an NVIDIA driver reports "insufficient driver": say what it means
+      const bool none = e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice;
+      *why = none ? std::string("no NVIDIA GPU or driver found (cudaGetDeviceCount: ") + cudaGetErrorName(e) + ")"
+                  : std::string("no usable CUDA device: cudaGetDeviceCount: ") + cudaGetErrorName(e) + " (" +
+                        cudaGetErrorString(e) + ")";
+    }
     return false;
   }
   if (n == 0) {
-    if (why) *why = "cudaGetDeviceCount reports 0 devices";
+    if (why) *why = "no NVIDIA GPU found (cudaGetDeviceCount reports 0 devices)";
     return false;
   }
   return true;

@@ -403,6 +403,7 @@ ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& scrip
       break;
     }
   }
+  for (const auto& kv : lock.coverage().ops) r.accepted += kv.second;
   if (r.pass) {
     const Lockstep::Step end = lock.finish();
     if (!end.pass) {

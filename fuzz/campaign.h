@@ -70,6 +70,7 @@ CampaignResult run_campaign(const CampaignOptions& options, const BackendFactory
 struct ReplayResult {
   bool pass = true;
   int ops = 0;
+  int64_t accepted = 0;  // ops both sides accepted (0: every op was refused, nothing was compared)
   std::string report;
 };
 ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& script, const BackendFactory& model,

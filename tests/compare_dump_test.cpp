@@ -480,6 +480,23 @@ TEST(compare_dump, cli_dump_then_diff) {
   // a script the contract refuses writes nothing
   EXPECT_EQ(sh(bin + " dump --ops 'alloc; commit 1 2' -o " + q(dir.file("r.h5"))).code, 2);
   EXPECT_FALSE(fs::exists(dir.file("r.h5")));
+  // -o into a missing directory: created, and said so (as every output flag does)
+  const Shell made = sh(bin + " dump --ops alloc -o " + q(dir.file("made/here/d.h5")));
+  EXPECT_EQ(made.code, 0) << made.out;
+  EXPECT_NE(made.out.find("created directory"), std::string::npos) << made.out;
+  EXPECT_TRUE(fs::exists(dir.file("made/here/d.h5")));
+  // nothing ran is not a pass: exit 5 (an empty script; a check in which both sides refused every op)
+  EXPECT_EQ(sh(bin + " run --ops ''").code, 5);
+  const Shell none = sh(bin + " check --backend reference --ops 'commit 1 1; release'");
+  EXPECT_EQ(none.code, 5) << none.out;
+  EXPECT_NE(none.out.find("nothing was checked"), std::string::npos) << none.out;
+  // numbers out of their range are refused, naming the flag (a negative seed used to wrap)
+  for (const char* flags : {"--decay 7", "--value-scale -1", "--seed -3"}) {
+    const Shell r = sh(bin + " dump --ops alloc " + flags + " -o " + q(dir.file("range.h5")));
+    EXPECT_EQ(r.code, 2) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find(std::string(flags).substr(0, std::string(flags).find(' '))), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(dir.file("range.h5"))) << flags;
+  }
 }
 
 }  // namespace

@@ -29,8 +29,8 @@ class GpuTest : public ::testing::Test {
     std::string why;
     if (cuda::device_available(&why)) return;
     const char* req = std::getenv("SSMCHECK_REQUIRE_GPU");
-    if (req && std::string(req) == "1") FAIL() << "no CUDA device (SSMCHECK_REQUIRE_GPU=1): " << why;
-    GTEST_SKIP() << "no CUDA device: " << why;
+    if (req && std::string(req) == "1") FAIL() << "SSMCHECK_REQUIRE_GPU=1: " << why;
+    GTEST_SKIP() << why;
   }
 };
 

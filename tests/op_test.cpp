@@ -1,8 +1,10 @@
 // core/op.h: every printed op parses back to itself; malformed scripts say what is wrong.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <stdexcept>
 
+#include "core/errors.h"
 #include "core/op.h"
 
 namespace ssm {
@@ -63,4 +65,22 @@ TEST(Op, MalformedOpsNameTheProblem) {
   EXPECT_NE(message("prefill 99999999999").find("not a count"), std::string::npos);
 }
 
+}  // namespace ssm
+
+namespace ssm {
+// The one list of error kinds: every kind named once, names round-trip, unknown names refused.
+TEST(ErrorKinds, OneListWhoseNamesRoundTrip) {
+  const std::vector<ErrorKind>& kinds = all_error_kinds();
+  EXPECT_EQ(kinds.size(), 13u);
+  std::set<std::string> names;
+  for (ErrorKind k : kinds) {
+    const std::string n = to_string(k);
+    EXPECT_NE(n, "?");
+    EXPECT_TRUE(names.insert(n).second) << n << " twice";
+    ASSERT_TRUE(parse_error_kind(n).has_value()) << n;
+    EXPECT_EQ(*parse_error_kind(n), k);
+  }
+  EXPECT_FALSE(parse_error_kind("snapshot_emptyy").has_value());
+  EXPECT_NE(known_error_kinds().find("commit_k_mismatch"), std::string::npos);
+}
 }  // namespace ssm

@@ -48,6 +48,7 @@ TEST_F(TraceGpu, GoldenTracesReplayOnCuda) {
 }
 
 TEST_F(TraceGpu, FaultyTracesArePinpointedOnCuda) {
+  ASSERT_FALSE(traces(dir_ + "/faulty").empty()) << "no faulty traces in " << dir_ << "/faulty";
   for (const std::string& p : traces(dir_ + "/faulty")) {
     SCOPED_TRACE(p);
     const cmp::Trace t = cmp::read_trace(p);

@@ -250,10 +250,22 @@ TEST(Gate, ACrashLeavesAVerdictNamingTheCheck) {
 }
 
 TEST(Gate, OutputPathsAreCheckedBeforeAnyWork) {
-  const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --cases 1 --junit /nonexistent-dir/x.xml");
+  TempDir dir;
+  { std::ofstream(dir.file("plain")) << "a file, not a directory"; }
+  const std::string bad = dir.file("plain") + "/x.xml";
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --cases 1 --junit " + q(bad));
   EXPECT_EQ(s.code, 2) << s.out;
-  EXPECT_NE(s.out.find("--junit /nonexistent-dir/x.xml: cannot write"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("--junit " + bad + ": "), std::string::npos) << s.out;
   EXPECT_EQ(s.out.find("replay.golden"), std::string::npos) << "the gate ran before checking its output: " << s.out;
+  const Shell r = sh(std::string(SSMCHECK_BIN) + " replay --json " + q(dir.file("plain") + "/r.json") + " " +
+                     q(traces_dir() + "/tiny_f32_every_op.h5"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(r.out.find("-- on reference"), std::string::npos) << "replay ran before checking --json: " << r.out;
+  // a missing parent directory is created, and said so, everywhere
+  const Shell g = sh(std::string(SSMCHECK_BIN) + " gate --cases 1 --no-coverage --backend reference --json " +
+                     q(dir.file("new/sub/g.json")));
+  EXPECT_NE(g.out.find("created directory"), std::string::npos) << g.out;
+  EXPECT_TRUE(fs::exists(dir.file("new/sub/g.json")));
 }
 
 TEST(Gate, FailsWhenAFaultyTraceIsNotPinpointed) {

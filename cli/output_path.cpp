@@ -1,0 +1,66 @@
+// Output paths checked before any work (see output_path.h).
+#include "cli/output_path.h"
+
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace ssm::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+void make_dir(const fs::path& dir, const std::string& flag, const std::string& path) {
+  std::error_code ec;
+  if (dir.empty() || fs::is_directory(dir, ec)) return;
+  if (fs::exists(dir, ec))
+    throw std::invalid_argument(flag + " " + path + ": " + dir.string() + " exists and is not a directory");
+  fs::create_directories(dir, ec);
+  if (ec) throw std::invalid_argument(flag + " " + path + ": cannot create directory " + dir.string() + ": " + ec.message());
+  fmt::print(stderr, "ssmcheck: created directory {} for {}\n", dir.string(), flag);
+}
+
+// A file can be created in dir: probe with a temporary name, removed at once.
+void check_writable_dir(const fs::path& dir, const std::string& flag, const std::string& path) {
+  const fs::path probe = (dir.empty() ? fs::path(".") : dir) / fmt::format(".ssmcheck-probe-{}", getpid());
+  {
+    std::ofstream f(probe);
+    if (!f) throw std::invalid_argument(flag + " " + path + ": cannot write in " + (dir.empty() ? "." : dir.string()));
+  }
+  std::error_code ec;
+  fs::remove(probe, ec);
+}
+}  // namespace
+
+void prepare_output_file(const std::string& path, const std::string& flag) {
+  if (path.empty() || path == "-") return;
+  const fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) throw std::invalid_argument(flag + " " + path + ": is a directory");
+  make_dir(p.parent_path(), flag, path);
+  if (fs::exists(p, ec) && ::access(path.c_str(), W_OK) != 0)
+    throw std::invalid_argument(flag + " " + path + ": cannot write (permission denied)");
+  check_writable_dir(p.parent_path(), flag, path);
+}
+
+void prepare_output_dir(const std::string& dir, const std::string& flag) {
+  if (dir.empty()) return;
+  make_dir(fs::path(dir), flag, dir);
+  check_writable_dir(fs::path(dir), flag, dir);
+}
+
+void check_output_dir(const std::string& dir, const std::string& flag) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(dir), ec);
+  if (fs::exists(p, ec) && !fs::is_directory(p, ec))
+    throw std::invalid_argument(flag + " " + dir + ": exists and is not a directory");
+  while (!p.empty() && !fs::exists(p, ec)) p = p.parent_path();  // the nearest existing ancestor
+  if (!fs::is_directory(p, ec) || ::access(p.c_str(), W_OK) != 0)
+    throw std::invalid_argument(flag + " " + dir + ": cannot be created (" + p.string() + " is not writable)");
+}
+
+}  // namespace ssm::cli
