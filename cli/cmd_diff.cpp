@@ -28,13 +28,7 @@ struct DiffOptions {
 
 void write_json(const std::string& path, const nlohmann::json& j) {
   if (path.empty()) return;
-  if (path == "-") {
-    fmt::print("{}\n", j.dump(2));
-    return;
-  }
-  std::ofstream f(path);
-  f << j.dump(2) << "\n";
-  if (!f) throw std::runtime_error("cannot write " + path);
+  write_text_atomically(path, j.dump(2) + "\n", "--json");
 }
 
 std::string layer_identity(const LayerSpec& s) { return s.name() + fmt::format(",eps={}", s.eps); }

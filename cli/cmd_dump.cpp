@@ -18,7 +18,7 @@ int dump_script(const CaseOptions& opt, const std::string& ops, const std::strin
   const ModelSpec spec = opt.spec();
   const PoolConfig pool = opt.pool();
   const GenConfig gen = opt.gen();
-  const std::vector<Op> script = parse_script(ops);
+  const std::vector<Op> script = parse_script(resolve_ops(ops));
   auto backend = make_backend(opt.backend);
   backend->create_pool(make_model(spec, gen), pool);
   Runner runner(*backend, input_source(spec, gen));
@@ -55,7 +55,7 @@ void add_dump_command(CLI::App& app, int* rc) {
   auto ops = std::make_shared<std::string>("alloc; prefill 17; checkpoint; verify 4; commit 2 4; decode");
   auto out = std::make_shared<std::string>();
   opt->add_to(cmd);
-  cmd->add_option("--ops", *ops, "op script, e.g. 'alloc; prefill 17; verify 4; commit 2 4'")->capture_default_str();
+  cmd->add_option("--ops", *ops, "op script (or @FILE), e.g. 'alloc; prefill 17; verify 4; commit 2 4'")->capture_default_str();
   cmd->add_option("-o,--output", *out, "HDF5 file to write (written to a temporary name, then renamed)")
       ->required();
   cmd->callback([=] { *rc = dump_script(*opt, *ops, *out); });

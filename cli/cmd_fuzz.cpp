@@ -79,7 +79,7 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
               const std::string& dump, bool pause_async) {
   if (!dump.empty()) prepare_output_file(dump + ".model.h5", "--dump");
   const CaseConfig cfg = opt.resolve();
-  const std::vector<Op> script = parse_script(ops);
+  const std::vector<Op> script = parse_script(resolve_ops(ops));
   const auto sut = sut_factory(opt.backend);
   const fuzz::ReplayResult r = fuzz::check_script(cfg, script, model_factory(), sut, tol.resolve(),
                                                   strictness_for(opt.backend), dump, nullptr, pause_async);
@@ -131,7 +131,7 @@ void add_check_command(CLI::App& app, int* rc) {
   auto tol = std::make_shared<ToleranceOptions>();
   auto pause = std::make_shared<bool>(false);
   opt->add_to(cmd);
-  cmd->add_option("--ops", *ops, "op script")->required();
+  cmd->add_option("--ops", *ops, "op script (or @FILE)")->required();
   cmd->add_flag("--pause-async", *pause, "hold the backend's async copies until their reader waits");
   cmd->add_option("--dump", *dump, "write both sides' final states to PREFIX.model.h5 and PREFIX.sut.h5");
   tol->add_to(cmd);

@@ -30,9 +30,7 @@ struct GateFlags {
 };
 
 void write_file(const std::string& path, const std::string& text, const char* flag) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) throw std::invalid_argument(std::string(flag) + " " + path + ": cannot write");
+  write_text_atomically(path, text, flag);
 }
 
 int run_gate(const GateFlags& f) {

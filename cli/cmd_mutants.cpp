@@ -216,9 +216,7 @@ int run_mutants(const MutantsFlags& f) {
       j["mutants"].push_back({{"name", r.m.name}, {"class", r.m.bug_class}, {"backend", r.m.backend},
                               {"what", r.m.what}, {"verdict", r.verdict}, {"seconds", r.seconds},
                               {"failing_check", r.check}, {"shrunk_ops", r.shrunk}, {"note", r.note}});
-    std::ofstream out(f.json);
-    out << j.dump(2) << "\n";
-    if (!out) throw std::invalid_argument("--json " + f.json + ": cannot write");
+    write_text_atomically(f.json, j.dump(2) + "\n", "--json");
   }
   if (ran == 0) return kExitNothingRan;
   return survived ? kExitDiffer : kExitOk;

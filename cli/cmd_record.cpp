@@ -37,7 +37,7 @@ std::function<bool(int, int)> op_selection(const std::string& s) {
 int run_record(const RecordFlags& f) {
   prepare_output_file(f.out, "-o");
   const CaseConfig cfg = f.opt.resolve();
-  const std::vector<Op> script = parse_script(f.ops);
+  const std::vector<Op> script = parse_script(resolve_ops(f.ops));
   if (script.empty()) throw std::invalid_argument("--ops: empty script");
   const auto selected = op_selection(f.states);
   cmp::TraceHeader h;
@@ -134,7 +134,7 @@ void add_record_command(CLI::App& app, int* rc) {
   auto* cmd = app.add_subcommand("record", "run an op script on a backend and write a state trace (HDF5)");
   auto f = std::make_shared<RecordFlags>();
   f->opt.add_to(cmd);
-  cmd->add_option("--ops", f->ops, "op script, e.g. 'alloc; prefill 17; checkpoint; verify 4; commit 2 4; decode'")
+  cmd->add_option("--ops", f->ops, "op script (or @FILE), e.g. 'alloc; prefill 17; checkpoint; verify 4; commit 2 4; decode'")
       ->required();
   cmd->add_option("-o,--out", f->out, "trace file to write")->required();
   cmd->add_option("--states", f->states, "after which ops to record states: all, none, last, or op indexes '3,5'")

@@ -16,7 +16,8 @@ namespace ssm::cli {
 namespace {
 
 struct ReplayFlags {
-  std::string trace, backend = "reference", json;
+  std::vector<std::string> traces;
+  std::string backend = "reference", json;
   bool keep_going = false, bitwise = false, classes = false;
   ToleranceOptions tol;
 };
@@ -37,40 +38,46 @@ int run_replay(const ReplayFlags& f) {
   o.keep_going = f.keep_going;
   std::vector<std::pair<std::string, std::string>> skipped;
   const auto backends = trace_backends(f.backend, &skipped);
-  cmp::Trace trace;
-  try {
-    trace = cmp::read_trace(f.trace);
-  } catch (const cmp::TraceError& e) {
-    fmt::print(stderr, "ssmcheck replay: bad trace: {}\n", e.what());
-    return kExitBadInput;
-  }
-  fmt::print("ssmcheck replay: {}: {}\n", trace.source, describe(trace));
-  for (const auto& s : skipped) fmt::print("  backend {}: skipped ({})\n", s.first, s.second);
-  bool diverged = false;
+  bool diverged = false, bad = false;
   nlohmann::json all = nlohmann::json::array();
-  for (const auto& be : backends) {
-    auto backend = be.factory();
-    replay::ReplayResult r;
+  // every trace is replayed, a bad one reported and skipped: nothing already checked is lost
+  for (const std::string& path : f.traces) {
+    cmp::Trace trace;
     try {
-      r = replay::replay_trace(trace, *backend, o);
-    } catch (const std::invalid_argument& e) {
-      fmt::print(stderr, "ssmcheck replay: {}: {} rejects the trace's model or pool: {}\n", trace.source, be.name,
-                 e.what());
-      return kExitBadInput;
+      trace = cmp::read_trace(path);
+    } catch (const cmp::TraceError& e) {
+      fmt::print(stderr, "ssmcheck replay: bad trace: {}\n", e.what());
+      all.push_back({{"trace", path}, {"bad_input", e.what()}});
+      bad = true;
+      continue;
     }
-    fmt::print("-- on {}\n{}", be.name, r.text());
-    if (trace.header.expect)
-      fmt::print("  deliberately faulty trace: expected the first divergence at {}: {}\n",
-                 trace.header.expect->text(), r.matches(*trace.header.expect) ? "pinpointed" : "NOT MATCHED");
-    diverged = diverged || !r.pass();
-    all.push_back(r.json());
+    fmt::print("ssmcheck replay: {}: {}\n", trace.source, describe(trace));
+    for (const auto& s : skipped) fmt::print("  backend {}: skipped ({})\n", s.first, s.second);
+    for (const auto& be : backends) {
+      auto backend = be.factory();
+      replay::ReplayResult r;
+      try {
+        r = replay::replay_trace(trace, *backend, o);
+      } catch (const std::invalid_argument& e) {
+        fmt::print(stderr, "ssmcheck replay: {}: {} rejects the trace's model or pool: {}\n", trace.source, be.name,
+                   e.what());
+        all.push_back({{"trace", path}, {"backend", be.name}, {"bad_input", e.what()}});
+        bad = true;
+        continue;
+      }
+      fmt::print("-- on {}\n{}", be.name, r.text());
+      if (trace.header.expect)
+        fmt::print("  deliberately faulty trace: expected the first divergence at {}: {}\n",
+                   trace.header.expect->text(), r.matches(*trace.header.expect) ? "pinpointed" : "NOT MATCHED");
+      if (!r.pass()) fmt::print("  rerun: ssmcheck replay {} --backend {}\n", path, be.name);
+      diverged = diverged || !r.pass();
+      all.push_back(r.json());
+    }
   }
-  if (!f.json.empty()) {
-    std::ofstream out(f.json);
-    out << all.dump(2) << "\n";
-    if (!out) throw std::invalid_argument("--json " + f.json + ": cannot write");
-  }
-  return diverged ? kExitDiffer : kExitOk;
+  if (f.traces.size() > 1) fmt::print("ssmcheck replay: {} traces: {}\n", f.traces.size(),
+                                      bad ? "BAD INPUT" : diverged ? "DIVERGED" : "all agree");
+  if (!f.json.empty()) write_text_atomically(f.json, all.dump(2) + "\n", "--json");
+  return bad ? kExitBadInput : diverged ? kExitDiffer : kExitOk;
 }
 
 }  // namespace
@@ -78,7 +85,7 @@ int run_replay(const ReplayFlags& f) {
 void add_replay_command(CLI::App& app, int* rc) {
   auto* cmd = app.add_subcommand("replay", "replay a state trace on a backend and compare every recorded state");
   auto f = std::make_shared<ReplayFlags>();
-  cmd->add_option("trace", f->trace, "trace file (or an unfinished capture TRACE.partial/)")->required();
+  cmd->add_option("traces", f->traces, "trace files (or unfinished captures TRACE.partial/)")->required();
   cmd->add_option("--backend", f->backend, "reference, cuda or all")->capture_default_str();
   cmd->add_flag("--keep-going", f->keep_going, "go on past the first divergence");
   cmd->add_flag("--bitwise", f->bitwise, "compare every tensor bit for bit");

@@ -5,6 +5,7 @@
 
 #include "cli/case_options.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "core/errors.h"
 #include "core/runner.h"
 
@@ -66,7 +67,7 @@ int run_script(const CaseOptions& opt, const std::string& ops, bool keep_going) 
   const ModelSpec spec = cfg.spec();
   const PoolConfig pool = cfg.pool();
   const GenConfig gen = cfg.gen;
-  const std::vector<Op> script = parse_script(ops);
+  const std::vector<Op> script = parse_script(resolve_ops(ops));
   if (script.empty()) {  // nothing ran is not a success
     fmt::print(stderr, "ssmcheck run: the op script is empty: nothing ran\n");
     return kExitNothingRan;
@@ -122,7 +123,7 @@ void add_run_command(CLI::App& app, int* rc) {
   auto ops = std::make_shared<std::string>("alloc; prefill 17; checkpoint; verify 4; commit 2 4; decode");
   auto keep_going = std::make_shared<bool>(false);
   opt->add_to(cmd);
-  cmd->add_option("--ops", *ops, "op script, e.g. 'alloc; prefill 17; verify 4; commit 2 4'")->capture_default_str();
+  cmd->add_option("--ops", *ops, "op script (or @FILE), e.g. 'alloc; prefill 17; verify 4; commit 2 4'")->capture_default_str();
   cmd->add_flag("--keep-going", *keep_going, "continue after a refused op");
   cmd->callback([=] { *rc = run_script(*opt, *ops, *keep_going); });
 }

@@ -52,6 +52,39 @@ void prepare_output_dir(const std::string& dir, const std::string& flag) {
   check_writable_dir(fs::path(dir), flag, dir);
 }
 
+void write_text_atomically(const std::string& path, const std::string& text, const std::string& flag) {
+  if (path == "-") {
+    fmt::print("{}", text);
+    return;
+  }
+  const std::string tmp = path + fmt::format(".tmp-{}", getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out << text;
+    out.flush();
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw std::invalid_argument(flag + " " + path + ": cannot write (disk full?)");
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw std::invalid_argument(flag + " " + path + ": cannot write: " + ec.message());
+  }
+}
+
+std::string resolve_ops(const std::string& ops) {
+  if (ops.empty() || ops[0] != '@') return ops;
+  const std::string file = ops.substr(1);
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw std::invalid_argument("--ops " + ops + ": cannot read " + file);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 void check_output_dir(const std::string& dir, const std::string& flag) {
   if (dir.empty()) return;
   std::error_code ec;

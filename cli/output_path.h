@@ -11,5 +11,12 @@ void prepare_output_dir(const std::string& dir, const std::string& flag);    // 
 // A directory written only on failure (fuzz --out): not created now, but it must be creatable
 // (or exist as a writable directory).
 void check_output_dir(const std::string& dir, const std::string& flag);
+// Writes a whole text file through a temporary name in the same directory and renames it into
+// place once every byte is written and the file closed without error: a full disk or a crash
+// never leaves a truncated verdict. "-" writes to stdout. Throws std::invalid_argument naming the flag.
+void write_text_atomically(const std::string& path, const std::string& text, const std::string& flag);
+// `--ops @FILE`: the script read from FILE (newlines and # comments as in any script); else the
+// text itself.
+std::string resolve_ops(const std::string& ops);
 
 }  // namespace ssm::cli

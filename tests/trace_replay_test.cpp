@@ -153,6 +153,31 @@ TEST(Replay, SameBackendAndBuildReplayIsBitwise) {
   EXPECT_TRUE(replay::replay_trace(t, b, o).pass());
 }
 
+// Several traces in one call; a bad one is reported and the others still replayed (exit 2);
+// op scripts from a file with --ops @FILE.
+TEST(Replay, SeveralTracesAndOpsFromAFile) {
+  TempDir dir;
+  { std::ofstream(dir.file("bad.h5")) << "not HDF5"; }
+  const std::string bin = SSMCHECK_BIN;
+  const Shell two = sh(bin + " replay " + q(traces_dir() + "/tiny_f32_every_op.h5") + " " +
+                       q(traces_dir() + "/odd_d_f32_batched.h5") + " --json " + q(dir.file("two.json")));
+  EXPECT_EQ(two.code, 0) << two.out;
+  EXPECT_NE(two.out.find("2 traces: all agree"), std::string::npos) << two.out;
+  const Shell three = sh(bin + " replay " + q(traces_dir() + "/tiny_f32_every_op.h5") + " " + q(dir.file("bad.h5")) +
+                         " " + q(traces_dir() + "/odd_d_f32_batched.h5") + " --json " + q(dir.file("three.json")));
+  EXPECT_EQ(three.code, 2) << three.out;
+  std::ifstream js(dir.file("three.json"));
+  const nlohmann::json j = nlohmann::json::parse(js);
+  ASSERT_EQ(j.size(), 3u) << j.dump();
+  EXPECT_TRUE(j.at(1).contains("bad_input"));
+  EXPECT_NE(three.out.find("odd_d_f32_batched"), std::string::npos) << "the trace after the bad one was not replayed";
+  { std::ofstream(dir.file("s.ops")) << "alloc\n# a comment\nprefill 3\ndecode\n"; }
+  const Shell run = sh(bin + " run --ops @" + q(dir.file("s.ops")));
+  EXPECT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("3 ops, 0 refused"), std::string::npos) << run.out;
+  EXPECT_EQ(sh(bin + " run --ops @" + q(dir.file("missing.ops"))).code, 2);
+}
+
 TEST(Replay, RecordThenReplayFromTheCommandLine) {
   TempDir dir;
   const std::string p = dir.file("rec.h5");
