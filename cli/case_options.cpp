@@ -12,7 +12,9 @@ namespace ssm::cli {
 
 void CaseOptions::add_to(CLI::App* cmd, bool with_backend) {
   CaseConfig& c = config;
-  cmd->add_option("--preset", c.preset, "model preset")->capture_default_str();
+  std::string presets;
+  for (const std::string& p : preset_names()) presets += (presets.empty() ? "" : ", ") + p;
+  cmd->add_option("--preset", c.preset, "model preset: " + presets)->capture_default_str();
   cmd->add_option("--layers", c.layers, "keep only the first N recurrent layers (0: all)")->capture_default_str();
   cmd->add_option("--h-mode", h_mode, "f32, f16 or f16-pool")->capture_default_str();
   cmd->add_option("--slots", c.slots, "pool slots")->capture_default_str();

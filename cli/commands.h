@@ -11,6 +11,9 @@ constexpr int kExitOk = 0, kExitDiffer = 1, kExitBadInput = 2, kExitNothingRan =
 
 // A finite number of seconds > 0 (NaN, inf and negatives are refused, naming the flag).
 const CLI::Validator& finite_seconds();  // main.cpp
+// For a command line CLI11 refused: "unknown subcommand 'replya' (did you mean 'replay'?)" or
+// the same for a flag of the subcommand; "" when neither applies (main.cpp).
+std::string did_you_mean(const CLI::App& app, int argc, char** argv);
 
 // Each add_* registers a subcommand; the callback stores the subcommand's exit code in *rc.
 void add_run_command(CLI::App& app, int* rc);   // cmd_run.cpp

@@ -1,8 +1,10 @@
 // ssmcheck: command line entry point; subcommands live in cli/cmd_*.cpp.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <exception>
+#include <vector>
 
 #include "cli/commands.h"
 
@@ -28,6 +30,67 @@ const CLI::Validator& finite_seconds() {
       "SECONDS > 0");
   return v;
 }
+namespace {
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> d(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) d[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t prev = d[0];
+    d[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cur = d[j];
+      d[j] = std::min({d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      prev = cur;
+    }
+  }
+  return d[b.size()];
+}
+
+// The closest of `names` to `word` when it is close enough to be a typo, else "".
+std::string closest(const std::string& word, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const std::string& n : names) {
+    const size_t d = edit_distance(word, n);
+    if (d < best_d) {
+      best_d = d;
+      best = n;
+    }
+  }
+  return best;
+}
+}  // namespace
+
+std::string did_you_mean(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> subs;
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) subs.push_back(s->get_name());
+  if (argc < 2 || argv[1][0] == '-') return "";
+  const std::string first = argv[1];
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (s->get_name() == first) sub = s;
+  if (!sub) {
+    const std::string c = closest(first, subs);
+    std::string all;
+    for (const auto& n : subs) all += (all.empty() ? "" : ", ") + n;
+    return "ssmcheck: unknown subcommand '" + first + "'" + (c.empty() ? "" : " (did you mean '" + c + "'?)") +
+           "; subcommands: " + all;
+  }
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : sub->get_options())
+    for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) continue;
+    a = a.substr(0, a.find('='));
+    if (std::find(flags.begin(), flags.end(), a) != flags.end()) continue;
+    const std::string c = closest(a, flags);
+    return "ssmcheck " + first + ": unknown flag '" + a + "'" + (c.empty() ? "" : " (did you mean '" + c + "'?)") +
+           "; see ssmcheck " + first + " --help";
+  }
+  return "";
+}
+
 }  // namespace ssm::cli
 
 int main(int argc, char** argv) {
@@ -47,6 +110,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      const std::string hint = ssm::cli::did_you_mean(app, argc, argv);
+      if (!hint.empty()) {
+        std::fprintf(stderr, "%s\n", hint.c_str());
+        return ssm::cli::kExitBadInput;
+      }
+    }
     const int code = app.exit(e);
     return code == 0 ? 0 : ssm::cli::kExitBadInput;
   } catch (const std::exception& e) {

@@ -490,6 +490,14 @@ TEST(compare_dump, cli_dump_then_diff) {
   const Shell none = sh(bin + " check --backend reference --ops 'commit 1 1; release'");
   EXPECT_EQ(none.code, 5) << none.out;
   EXPECT_NE(none.out.find("nothing was checked"), std::string::npos) << none.out;
+  // typos get a suggestion, exit 2
+  const Shell typo = sh(bin + " replya x.h5");
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.out.find("unknown subcommand 'replya' (did you mean 'replay'?)"), std::string::npos) << typo.out;
+  const Shell flag = sh(bin + " gate --casses 3");
+  EXPECT_EQ(flag.code, 2);
+  EXPECT_NE(flag.out.find("ssmcheck gate: unknown flag '--casses' (did you mean '--cases'?)"), std::string::npos)
+      << flag.out;
   // numbers out of their range are refused, naming the flag (a negative seed used to wrap)
   for (const char* flags : {"--decay 7", "--value-scale -1", "--seed -3"}) {
     const Shell r = sh(bin + " dump --ops alloc " + flags + " -o " + q(dir.file("range.h5")));
