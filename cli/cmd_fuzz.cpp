@@ -9,6 +9,7 @@
 #include "cli/tolerance_options.h"
 #include "fuzz/alt_reference.h"
 #include "fuzz/campaign.h"
+#include "replay/gate.h"
 
 namespace ssm::cli {
 
@@ -36,7 +37,7 @@ struct FuzzFlags {
   // (with duration 0 the campaign is bounded by cases alone)
   int max_ops = 40;
   double duration = 0;
-  std::string backend = "reference", preset, h_mode, out = "ssmcheck-fuzz";
+  std::string backend = "reference", preset, h_mode, out = "ssmcheck-fuzz", junit;
   int layers = 0;
   bool no_shrink = false;
   bool pause_async = false;
@@ -46,6 +47,7 @@ struct FuzzFlags {
 
 int run_fuzz(const FuzzFlags& f) {
   check_output_dir(f.out, "--out");
+  prepare_output_file(f.junit, "--junit");
   fuzz::CampaignOptions o;
   o.seed = f.seed;
   o.cases = f.cases;
@@ -70,6 +72,27 @@ int run_fuzz(const FuzzFlags& f) {
                             : "");
   const fuzz::CampaignResult r = fuzz::run_campaign(o, model_factory(), sut);
   fmt::print("{}", r.summary());
+  if (!f.junit.empty()) {  // one test case: the campaign
+    replay::GateResult v;
+    v.tool = "ssmcheck fuzz";
+    v.seed = f.seed;
+    v.seconds = r.seconds;
+    replay::GateCase c;
+    c.suite = "campaign." + f.backend;
+    c.name = fmt::format("seed {}", f.seed);
+    c.seconds = r.seconds;
+    const bool ok = !r.failed && !r.gave_up && r.cases > 0 && r.coverage_missing.empty();
+    c.status = ok ? replay::GateCase::Status::pass : replay::GateCase::Status::fail;
+    c.message = r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
+                : r.gave_up ? "gave up: " + r.message
+                : r.cases == 0 ? std::string("no case ran")
+                : !r.coverage_missing.empty() ? std::string("coverage check failed")
+                                              : fmt::format("{} cases, {} ops: passed", r.cases, r.ops);
+    c.details = r.summary();
+    if (r.failed) c.shrunk_ops = r.script_length;
+    v.cases.push_back(c);
+    write_text_atomically(f.junit, v.junit(), "--junit");
+  }
   if (r.gave_up) return kExitBadInput;
   if (r.failed || !r.coverage_missing.empty()) return kExitDiffer;
   return r.cases == 0 ? kExitNothingRan : kExitOk;
@@ -114,6 +137,7 @@ void add_fuzz_command(CLI::App& app, int* rc) {
   cmd->add_option("--layers", f->layers, "with --preset: keep the first N layers");
   cmd->add_option("--h-mode", f->h_mode, "fixed h mode (default: drawn)");
   cmd->add_option("--out", f->out, "directory for failing cases")->capture_default_str();
+  cmd->add_option("--junit", f->junit, "write JUnit XML (one test case: the campaign)");
   cmd->add_flag("--no-shrink", f->no_shrink, "report the first failure as found");
   cmd->add_flag("--pause-async", f->pause_async,
                 "hold the backend's async copies until their reader waits (exposes readers that skip the wait)");

@@ -9,6 +9,7 @@
 #include "cli/tolerance_options.h"
 #include "cli/trace_backends.h"
 #include "compare/trace.h"
+#include "replay/gate.h"
 #include "replay/replay.h"
 
 namespace ssm::cli {
@@ -17,7 +18,7 @@ namespace {
 
 struct ReplayFlags {
   std::vector<std::string> traces;
-  std::string backend = "reference", json;
+  std::string backend = "reference", json, junit;
   bool keep_going = false, bitwise = false, classes = false;
   ToleranceOptions tol;
 };
@@ -31,6 +32,9 @@ std::string describe(const cmp::Trace& t) {
 
 int run_replay(const ReplayFlags& f) {
   prepare_output_file(f.json, "--json");
+  prepare_output_file(f.junit, "--junit");
+  replay::GateResult verdict;  // for --junit: one case per trace and backend
+  verdict.tool = "ssmcheck replay";
   replay::ReplayOptions o;
   o.tolerances = f.tol.resolve();
   o.strictness = f.bitwise ? cmp::Strictness::bitwise : cmp::Strictness::classes;
@@ -48,6 +52,12 @@ int run_replay(const ReplayFlags& f) {
     } catch (const cmp::TraceError& e) {
       fmt::print(stderr, "ssmcheck replay: bad trace: {}\n", e.what());
       all.push_back({{"trace", path}, {"bad_input", e.what()}});
+      replay::GateCase c;
+      c.suite = "replay";
+      c.name = path;
+      c.status = replay::GateCase::Status::fail;
+      c.message = std::string("bad trace: ") + e.what();
+      verdict.cases.push_back(c);
       bad = true;
       continue;
     }
@@ -72,11 +82,21 @@ int run_replay(const ReplayFlags& f) {
       if (!r.pass()) fmt::print("  rerun: ssmcheck replay {} --backend {}\n", path, be.name);
       diverged = diverged || !r.pass();
       all.push_back(r.json());
+      replay::GateCase c;
+      c.suite = "replay." + be.name;
+      c.name = path;
+      c.status = r.pass() ? replay::GateCase::Status::pass : replay::GateCase::Status::fail;
+      c.message = r.pass() ? fmt::format("agree: {} ops, {} states, {} outputs", r.ops_run, r.states_compared,
+                                         r.outputs_compared)
+                           : "diverged at " + r.divergences.front().headline();
+      if (!r.pass()) c.details = r.text();
+      verdict.cases.push_back(c);
     }
   }
   if (f.traces.size() > 1) fmt::print("ssmcheck replay: {} traces: {}\n", f.traces.size(),
                                       bad ? "BAD INPUT" : diverged ? "DIVERGED" : "all agree");
   if (!f.json.empty()) write_text_atomically(f.json, all.dump(2) + "\n", "--json");
+  if (!f.junit.empty()) write_text_atomically(f.junit, verdict.junit(), "--junit");
   return bad ? kExitBadInput : diverged ? kExitDiffer : kExitOk;
 }
 
@@ -93,6 +113,7 @@ void add_replay_command(CLI::App& app, int* rc) {
                 "judge under the tolerance classes even a trace this backend and build recorded (bitwise by default)")
       ->excludes("--bitwise");
   cmd->add_option("--json", f->json, "write the results as JSON");
+  cmd->add_option("--junit", f->junit, "write JUnit XML (one test case per trace and backend)");
   f->tol.add_to(cmd);
   cmd->callback([=] { *rc = run_replay(*f); });
 }

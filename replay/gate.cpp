@@ -188,8 +188,8 @@ std::string GateResult::junit() const {
     skips += c.status == GateCase::Status::skipped;
   }
   std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  s += fmt::format("<testsuites name=\"ssmcheck gate\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
-                   cases.size(), fails, skips, seconds);
+  s += fmt::format("<testsuites name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+                   xml(tool), cases.size(), fails, skips, seconds);
   for (const std::string& suite : order) {
     int n = 0, f = 0, k = 0;
     double t = 0;

@@ -45,7 +45,10 @@ struct GateCase {
   int shrunk_ops = -1;  // campaigns that failed: length of the minimal failing script
 };
 
+// The verdict of a run of checks; also what `replay`, `fuzz` and `check` write as JUnit and JSON
+// (one case per trace and backend, per campaign, per script), so CI reads every verdict alike.
 struct GateResult {
+  std::string tool = "ssmcheck gate";  // the JUnit <testsuites> name
   std::vector<GateCase> cases;
   double seconds = 0;
   int cases_per_campaign = 0;

@@ -176,6 +176,20 @@ TEST(Replay, SeveralTracesAndOpsFromAFile) {
   EXPECT_EQ(run.code, 0) << run.out;
   EXPECT_NE(run.out.find("3 ops, 0 refused"), std::string::npos) << run.out;
   EXPECT_EQ(sh(bin + " run --ops @" + q(dir.file("missing.ops"))).code, 2);
+  // JUnit from replay (one case per trace and backend) and from fuzz (the campaign), as the gate
+  const Shell ju = sh(bin + " replay " + q(traces_dir() + "/tiny_f32_every_op.h5") + " " + q(dir.file("bad.h5")) +
+                      " --junit " + q(dir.file("r.xml")));
+  EXPECT_EQ(ju.code, 2) << ju.out;
+  std::ifstream rx(dir.file("r.xml"));
+  const std::string rxml((std::istreambuf_iterator<char>(rx)), {});
+  EXPECT_NE(rxml.find("<testsuites name=\"ssmcheck replay\" tests=\"2\" failures=\"1\""), std::string::npos) << rxml;
+  EXPECT_NE(rxml.find("classname=\"replay.reference\""), std::string::npos) << rxml;
+  const Shell fz = sh(bin + " fuzz --cases 3 --max-ops 5 --junit " + q(dir.file("f.xml")));
+  EXPECT_EQ(fz.code, 0) << fz.out;
+  std::ifstream fx(dir.file("f.xml"));
+  const std::string fxml((std::istreambuf_iterator<char>(fx)), {});
+  EXPECT_NE(fxml.find("<testsuites name=\"ssmcheck fuzz\" tests=\"1\" failures=\"0\""), std::string::npos) << fxml;
+  EXPECT_NE(fxml.find("3 cases"), std::string::npos) << fxml;
 }
 
 TEST(Replay, RecordThenReplayFromTheCommandLine) {
