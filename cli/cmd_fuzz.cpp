@@ -2,6 +2,9 @@
 // reference; --backend names the system under test, `reference` meaning its alternate path),
 // and `ssmcheck check`: one op script through the same lockstep comparison.
 #include <fmt/core.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "cli/case_options.h"
 #include "cli/commands.h"
@@ -63,7 +66,12 @@ int run_fuzz(const FuzzFlags& f) {
   o.strictness = strictness_for(f.backend);
   o.pause_async = f.pause_async;
   o.require_coverage = f.require_coverage;
-  o.progress = [](const std::string& line) { fmt::print(stderr, "ssmcheck fuzz: {}\n", line); };
+  // a terminal gets one status line rewritten in place; a pipe or file gets plain lines
+  const bool tty = isatty(2);
+  o.progress = [tty](const std::string& line) {
+    fmt::print(stderr, tty ? "\r\033[Kssmcheck fuzz: {}" : "ssmcheck fuzz: {}\n", line);
+    std::fflush(stderr);
+  };
   const auto sut = sut_factory(f.backend);
   fmt::print("ssmcheck fuzz: seed {}, {}{} cases of up to {} ops, reference vs {}{}\n", f.seed,
              f.duration > 0 ? "at most " : "", f.cases, f.max_ops, sut()->name(),
@@ -71,6 +79,7 @@ int run_fuzz(const FuzzFlags& f) {
                                           f.duration)
                             : "");
   const fuzz::CampaignResult r = fuzz::run_campaign(o, model_factory(), sut);
+  if (tty) fmt::print(stderr, "\n");
   fmt::print("{}", r.summary());
   if (!f.junit.empty()) {  // one test case: the campaign
     replay::GateResult v;

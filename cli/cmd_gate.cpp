@@ -3,6 +3,9 @@
 // writes JUnit XML and JSON.
 #include <fmt/core.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 
 #include "cli/commands.h"
@@ -41,7 +44,14 @@ int run_gate(const GateFlags& f) {
   o.tolerances = f.tol.resolve();
   o.require_coverage = !f.no_coverage;
   o.backends = trace_backends(f.backend, &o.skipped);
-  if (f.verbose) o.progress = [](const std::string& line) { fmt::print(stderr, "ssmcheck gate: {}\n", line); };
+  if (f.verbose) {
+    o.progress = [](const std::string& line) { fmt::print(stderr, "ssmcheck gate: {}\n", line); };
+  } else if (isatty(2)) {  // on a terminal: one status line, rewritten in place, cleared at the end
+    o.progress = [](const std::string& line) {
+      fmt::print(stderr, "\r\033[Kssmcheck gate: {}", line.substr(0, 110));
+      std::fflush(stderr);
+    };
+  }
   fmt::print("ssmcheck gate: traces {}, backends:", f.traces);
   for (const auto& b : o.backends) fmt::print(" {}", b.name);
   for (const auto& s : o.skipped) fmt::print(" ({} skipped: {})", s.first, s.second);
@@ -77,9 +87,12 @@ int run_gate(const GateFlags& f) {
         v.cases.push_back(c);
         crash.update(v.junit(), v.json().dump(2) + "\n");
       });
+  if (!f.verbose && isatty(2)) fmt::print(stderr, "\r\033[K");
   fmt::print("{}", r.summary());
   if (!f.junit.empty()) write_file(f.junit, r.junit(), "--junit");
   if (!f.json.empty()) write_file(f.json, r.json().dump(2) + "\n", "--json");
+  if (!f.junit.empty()) fmt::print("wrote JUnit XML to {}\n", f.junit);
+  if (!f.json.empty()) fmt::print("wrote JSON to {}\n", f.json);
   return r.pass() ? kExitOk : kExitDiffer;
 }
 

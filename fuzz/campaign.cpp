@@ -365,10 +365,17 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
       result.message = "RapidCheck error: " + error.description;
     }
     if (o.progress && (result.failed || (c + 1) % 10 == 0 || c + 1 == o.cases))
-      o.progress(fmt::format("{}/{} cases, {} ops, {:.1f} s{}", result.cases, o.cases, result.ops, elapsed(),
+    {
+      // ETA from the mean time per case so far (the campaign is bounded by its case count)
+      const double t = elapsed();
+      const std::string eta = result.cases > 0 && result.cases < o.cases && !result.failed
+                                  ? fmt::format(", ETA {:.0f} s", t / result.cases * (o.cases - result.cases))
+                                  : "";
+      o.progress(fmt::format("{}/{} cases, {} ops, {:.1f} s{}{}", result.cases, o.cases, result.ops, t, eta,
                              result.failed ? fmt::format(", case {} failed, shrunk to {} ops ({} shrinks)", c,
                                                          ctx.length, ctx.shrinks)
                                            : ""));
+    }
     if (result.failed || result.gave_up) break;
   }
   result.seconds = elapsed();

@@ -186,6 +186,10 @@ TEST(Replay, SeveralTracesAndOpsFromAFile) {
   EXPECT_NE(rxml.find("classname=\"replay.reference\""), std::string::npos) << rxml;
   const Shell fz = sh(bin + " fuzz --cases 3 --max-ops 5 --junit " + q(dir.file("f.xml")));
   EXPECT_EQ(fz.code, 0) << fz.out;
+  // progress lines (plain when not a terminal) carry done/total and an ETA
+  const Shell prog = sh(bin + " fuzz --cases 20 --max-ops 3");
+  EXPECT_NE(prog.out.find("ssmcheck fuzz: 10/20 cases"), std::string::npos) << prog.out;
+  EXPECT_NE(prog.out.find(", ETA "), std::string::npos) << prog.out;
   std::ifstream fx(dir.file("f.xml"));
   const std::string fxml((std::istreambuf_iterator<char>(fx)), {});
   EXPECT_NE(fxml.find("<testsuites name=\"ssmcheck fuzz\" tests=\"1\" failures=\"0\""), std::string::npos) << fxml;
@@ -245,6 +249,8 @@ TEST(Gate, RunsOnTheBundledFixturesAndWritesJUnitAndJson) {
   EXPECT_NE(s.out.find("replay.faulty.reference"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("campaign.reference"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("result: PASS"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("wrote JUnit XML to " + dir.file("g.xml")), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("wrote JSON to " + dir.file("g.json")), std::string::npos) << s.out;
 #ifndef SSMCHECK_TEST_HAVE_CUDA
   EXPECT_NE(s.out.find("cuda: skipped"), std::string::npos) << s.out;
 #endif
