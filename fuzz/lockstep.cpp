@@ -11,6 +11,22 @@
 
 namespace ssm::fuzz {
 
+namespace {
+// The configuration and accept axes a campaign covers: one name each, used where they are
+// counted and in Coverage::required.
+constexpr const char* kTiered = "tiered h capacities";
+constexpr const char* kConvDiffers = "conv capacity != h capacity";
+constexpr const char* kDeep = ">= 49 layers (copy lists span launches)";
+constexpr const char* kExtremeGates = "extreme gates";
+constexpr const char* kWideBatch = "batch of >= 200 rows";
+constexpr const char* kCommitPartial = "commit n < k";
+constexpr const char* kCommitFull = "commit n == k";
+constexpr const char* kRollbackCheckpoint = "rollback to the checkpoint";
+constexpr const char* kRollbackIntermediate = "rollback to an intermediate";
+constexpr const char* kAsyncDeferred = "async reads deferred";
+std::string mode_axis(HMode m) { return std::string("h mode ") + to_string(m); }
+}  // namespace
+
 void Coverage::merge(const Coverage& o) {
   for (const auto& kv : o.axes) axes[kv.first] += kv.second;
   for (const auto& kv : o.ops) ops[kv.first] += kv.second;
@@ -29,12 +45,11 @@ std::vector<std::string> Coverage::missing(const std::vector<std::string>& requi
 std::vector<std::string> Coverage::required(bool paused_async) {
   std::vector<std::string> v;
   for (int b = 0; b < ref::kBranches; ++b) v.push_back(ref::branch_name(ref::Branch(b)));
-  for (const char* a : {"h mode f32", "h mode f16", "h mode f16-pool", "tiered h capacities",
-                        "conv capacity != h capacity", ">= 49 layers (copy lists span launches)", "extreme gates",
-                        "batch of >= 200 rows", "commit n < k", "commit n == k", "rollback to the checkpoint",
-                        "rollback to an intermediate"})
+  for (HMode m : {HMode::f32, HMode::f16, HMode::f16_pool}) v.push_back(mode_axis(m));
+  for (const char* a : {kTiered, kConvDiffers, kDeep, kExtremeGates, kWideBatch, kCommitPartial, kCommitFull,
+                        kRollbackCheckpoint, kRollbackIntermediate})
     v.push_back(a);
-  if (paused_async) v.push_back("async reads deferred");
+  if (paused_async) v.push_back(kAsyncDeferred);
   return v;
 }
 
@@ -63,16 +78,16 @@ Lockstep::Lockstep(const CaseConfig& config, const BackendFactory& model, const 
   sut_->create_pool(m, pool);
   pause_async_ = pause_async && sut_->pause_async_copies(true);
   // the configuration axes this case covers (docs/fuzzing.md, "Coverage")
-  ++coverage_.axes[std::string("h mode ") + to_string(pool.h_mode)];
+  ++coverage_.axes[mode_axis(pool.h_mode)];
   bool tiered = false, conv_differs = false;
   for (int s = 0; s < pool.max_slots; ++s) {
     tiered = tiered || pool.capacity(s) != pool.capacity(0);
     conv_differs = conv_differs || pool.capacity(s) != pool.conv_capacity;
   }
-  if (tiered) ++coverage_.axes["tiered h capacities"];
-  if (conv_differs) ++coverage_.axes["conv capacity != h capacity"];
-  if (spec_.layers.size() >= 49) ++coverage_.axes[">= 49 layers (copy lists span launches)"];
-  if (config.gen.extreme_gates) ++coverage_.axes["extreme gates"];
+  if (tiered) ++coverage_.axes[kTiered];
+  if (conv_differs) ++coverage_.axes[kConvDiffers];
+  if (spec_.layers.size() >= 49) ++coverage_.axes[kDeep];
+  if (config.gen.extreme_gates) ++coverage_.axes[kExtremeGates];
   model_run_ = std::make_unique<Runner>(*model_, input_source(spec_, config.gen));
   sut_run_ = std::make_unique<Runner>(*sut_, input_source(spec_, config.gen));
 }
@@ -125,12 +140,12 @@ Lockstep::Step Lockstep::apply(const Op& op) {
                      describe(s)));
   }
   // The contract both sides share, checked against the independent statement of legality
-  // (a model that failed past its contract checks let the op through: that is an acceptance too)
-  const bool m_refused = m.refused && !m.crashed;
-  if (m_refused == verdict.legal || (m_refused && m.kind != verdict.kind))
+  // (a model that failed past its contract checks let the op through: that is an acceptance too;
+  // run_one never marks an outcome both refused and crashed)
+  if (m.refused == verdict.legal || (m.refused && m.kind != verdict.kind))
     fail(fmt::format("op {} '{}': the contract {}, but the independent legality model (fuzz/legality.h) {}\n",
                      index, name,
-                     m_refused ? "refused it (" + m.error + ")"
+                     m.refused ? "refused it (" + m.error + ")"
                      : m.crashed ? "let it through (it then failed: " + m.error + ")"
                                  : std::string("accepted it"),
                      verdict.legal ? "says it is legal"
@@ -162,10 +177,10 @@ Lockstep::Step Lockstep::apply(const Op& op) {
     ++coverage_.total;
     for (int b = 0; b < ref::kBranches; ++b)
       if (branches[size_t(b)]) coverage_.axes[ref::branch_name(ref::Branch(b))] += branches[size_t(b)];
-    if (!m.refused && op.is_batch() && op.seqs.size() >= 200) ++coverage_.axes["batch of >= 200 rows"];
-    if (!m.refused && op.kind == OpKind::commit) ++coverage_.axes[op.a < op.b ? "commit n < k" : "commit n == k"];
+    if (!m.refused && op.is_batch() && op.seqs.size() >= 200) ++coverage_.axes[kWideBatch];
+    if (!m.refused && op.kind == OpKind::commit) ++coverage_.axes[op.a < op.b ? kCommitPartial : kCommitFull];
     if (!m.refused && (op.kind == OpKind::rollback || op.kind == OpKind::rollback_and_checkpoint_async))
-      ++coverage_.axes[op.a == 0 ? "rollback to the checkpoint" : "rollback to an intermediate"];
+      ++coverage_.axes[op.a == 0 ? kRollbackCheckpoint : kRollbackIntermediate];
     if (m.refused) {
       ++coverage_.refusals[to_string(m.kind)];
     } else {
@@ -193,7 +208,7 @@ void Lockstep::compare_live(const cmp::Where& base, bool final, cmp::StateReport
     // With paused async copies, exporting a slot would release its copy before the next reader
     // had the chance to skip its wait: compare it after a later op (or at the end of the case).
     if (!final && pause_async_ && sut_->async_pending(ss)) {
-      ++coverage_.axes["async reads deferred"];
+      ++coverage_.axes[kAsyncDeferred];
       continue;
     }
     cmp::Where w = base;
