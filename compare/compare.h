@@ -22,8 +22,9 @@ namespace ssm::cmp {
 //   max(|ref|, rms(ref)), because one rounding flip at the head's scale leaks through H^T k
 //   into every element of the column, so tiny elements see thousands of their own ULPs
 //   (docs/tolerances.md).
-// fp32_state: FP32 values against the FP64 reference, |d| <= atol + rtol*max(|ref|, rms(ref)),
-//   and the normalised RMS error.
+// fp32_state: FP32 values against the FP64 reference, |d| <= atol + rtol*max(|ref|, rms(ref))
+//   + cond*u*G (G: the state's condition carried through the rows, core/state.h HCondition),
+//   and the normalised RMS error with the condition's share.
 // output: per-token outputs, |d| <= atol + rtol*|ref| + cond*u*C (C: the output's condition,
 //   Tolerance::cond), and the normalised RMS error with the condition's share.
 // output_f16: per-token outputs of a step that read FP16 state (same metrics as output; the
@@ -37,8 +38,9 @@ struct Tolerance {
   double atol = 0, rtol = 0;  // elementwise: |got - ref| <= atol + rtol*|ref| (+ cond term)
   double max_ulp = 0;         // fp16_state: FP16 ULPs per element, at max(|ref|, rms(ref))
   double max_nrmse = 0;       // whole tensor: rms(got - ref) / rms(ref) (+ cond term)
-  // output / output_f16, when the model side supplies the output's condition C (the first-order
-  // error bound per unit roundoff, computed by the reference alongside the value): each element
+  // fp32_state / output / output_f16, when the model side supplies the value's condition C (the
+  // first-order error bound per unit roundoff, computed by the reference alongside the value: for
+  // an output the dot product's, for FP32 state the recurrence's carried through the rows): each element
   // may also differ by cond * u * C_j and the whole tensor by cond * u * rms(C) / rms(ref) more,
   // u = 2^-24 (FP32 unit roundoff). An ill-conditioned element (a cancelling dot product) gets
   // the error FP32 arithmetic cannot avoid; a well-conditioned one gets essentially nothing.
@@ -143,7 +145,8 @@ struct TensorReport {
 // (legitimately zero tensors: fresh state, zero checkpoints): then got must be all zero as well.
 // Different dtype or shape fails before anything else.
 // condition (optional, same shape, f32): the model side's condition of each element (see
-// Tolerance::cond); used by the output classes only.
+// Tolerance::cond); used by fp32-state and the output classes (exact has no tolerance,
+// fp16-state counts FP16 ULPs).
 TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tol,
                             const Where& where, bool allow_zero_ref = false, const Tensor* condition = nullptr);
 

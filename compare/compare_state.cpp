@@ -22,27 +22,41 @@ TensorReport flag_failure(const Where& base, int layer, const std::string& what,
   return r;
 }
 
+// The condition of a field, from whichever side computed one (the reference does: the model in
+// the lockstep, the recomputation in `replay`).
+std::optional<Tensor> field_condition(const Tensor& field, const Tensor* ref_cond, const Tensor* got_cond) {
+  const Tensor* c = ref_cond && ref_cond->size() > 0 ? ref_cond : got_cond && got_cond->size() > 0 ? got_cond : nullptr;
+  if (!c) return std::nullopt;
+  return broadcast_condition(*c, field.shape());
+}
+
+const Tensor* opt_ptr(const std::optional<Tensor>& t) { return t ? &*t : nullptr; }
+const Tensor* at_ptr(const std::vector<Tensor>& v, size_t i) { return i < v.size() ? &v[i] : nullptr; }
+
 void compare_field(StateReport& rep, const Tensor& ref, const Tensor& got, const std::string& field,
                    const std::string& name, const Tolerances& tol, const Where& base, int layer, Strictness s,
-                   bool lineage) {
+                   bool lineage, const Tensor* ref_cond = nullptr, const Tensor* got_cond = nullptr) {
   Where w = base;
   w.layer = layer;
   w.tensor = name;
   ++rep.tensors;
-  TensorReport r = compare_tensor(ref, got, class_of(field, ref.dtype(), s, lineage), tol, w, /*allow_zero_ref=*/true);
+  const std::optional<Tensor> cond = field_condition(ref, ref_cond, got_cond);
+  TensorReport r = compare_tensor(ref, got, class_of(field, ref.dtype(), s, lineage), tol, w, /*allow_zero_ref=*/true,
+                                  cond ? &*cond : nullptr);
   if (!r.pass) rep.failures.push_back(std::move(r));
 }
 
 void compare_optional(StateReport& rep, const std::optional<Tensor>& ref, const std::optional<Tensor>& got,
                       const std::string& field, const Tolerances& tol, const Where& base, int layer,
-                      Strictness s, bool lineage) {
+                      Strictness s, bool lineage, const Tensor* ref_cond = nullptr,
+                      const Tensor* got_cond = nullptr) {
   if (ref.has_value() != got.has_value()) {
     rep.failures.push_back(flag_failure(base, layer, field,
                                         fmt::format("{} present in ref: {}, in got: {}", field,
                                                     ref ? "yes" : "no", got ? "yes" : "no")));
     return;
   }
-  if (ref) compare_field(rep, *ref, *got, field, field, tol, base, layer, s, lineage);
+  if (ref) compare_field(rep, *ref, *got, field, field, tol, base, layer, s, lineage, ref_cond, got_cond);
 }
 
 std::string yes_no(bool b) { return b ? "true" : "false"; }
@@ -72,25 +86,28 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
       rep.failures.push_back(flag_failure(base, l, "h_is_f16",
                                           fmt::format("h_is_f16 differs: ref {}, got {} (FP16 bytes read as FP32 "
                                                       "or the reverse)", yes_no(a.h_is_f16), yes_no(b.h_is_f16))));
-    compare_field(rep, a.h, b.h, "h", "h", tol, base, l, strictness, lineage.h);
+    compare_field(rep, a.h, b.h, "h", "h", tol, base, l, strictness, lineage.h, opt_ptr(a.condition.h),
+                  opt_ptr(b.condition.h));
     compare_field(rep, a.conv, b.conv, "conv", "conv", tol, base, l, strictness, false);
     compare_optional(rep, a.h_checkpoint, b.h_checkpoint, "h_checkpoint", tol, base, l, strictness,
-                     lineage.h_checkpoint);
+                     lineage.h_checkpoint, opt_ptr(a.condition.h_checkpoint), opt_ptr(b.condition.h_checkpoint));
     compare_optional(rep, a.conv_checkpoint, b.conv_checkpoint, "conv_checkpoint", tol, base, l, strictness, false);
     auto intermediates = [&](const std::vector<Tensor>& ra, const std::vector<Tensor>& rb, const std::string& field,
-                             bool from_f16) {
+                             bool from_f16, const std::vector<Tensor>& ca, const std::vector<Tensor>& cb) {
       if (ra.size() != rb.size())
         rep.failures.push_back(flag_failure(base, l, field + "s",
                                             fmt::format("number of valid {}s differs: ref {}, got {}", field,
                                                         ra.size(), rb.size())));
       for (size_t t = 0; t < ra.size() && t < rb.size(); ++t)
-        compare_field(rep, ra[t], rb[t], field, fmt::format("{}[{}]", field, t), tol, base, l, strictness, from_f16);
+        compare_field(rep, ra[t], rb[t], field, fmt::format("{}[{}]", field, t), tol, base, l, strictness, from_f16,
+                      at_ptr(ca, t), at_ptr(cb, t));
     };
-    intermediates(a.h_intermediates, b.h_intermediates, "h_intermediate", lineage.intermediates);
-    intermediates(a.conv_intermediates, b.conv_intermediates, "conv_intermediate", false);
+    intermediates(a.h_intermediates, b.h_intermediates, "h_intermediate", lineage.intermediates,
+                  a.condition.h_intermediates, b.condition.h_intermediates);
+    intermediates(a.conv_intermediates, b.conv_intermediates, "conv_intermediate", false, {}, {});
   }
   compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness,
-                   lineage.stage);
+                   lineage.stage, opt_ptr(ref.h_prefill_stage_condition), opt_ptr(got.h_prefill_stage_condition));
   return rep;
 }
 

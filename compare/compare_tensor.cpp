@@ -96,8 +96,9 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
 
   if (ref.dtype() != got.dtype() || ref.shape() != got.shape())
     return fail("shape or dtype differs: ref " + ref.shape_string() + ", got " + got.shape_string());
-  const bool output_class = cls == TolClass::output || cls == TolClass::output_f16;
-  const Tensor* cond = output_class ? condition : nullptr;
+  // the FP32-judged classes take a condition; exact has none, fp16-state counts FP16 ULPs
+  const bool conditioned_class = cls == TolClass::output || cls == TolClass::output_f16 || cls == TolClass::fp32_state;
+  const Tensor* cond = conditioned_class ? condition : nullptr;
   if (cond && (cond->dtype() != DType::f32 || cond->shape() != ref.shape()))
     return fail("condition tensor " + cond->shape_string() + " does not match the reference " + ref.shape_string());
   r.conditioned = cond != nullptr;

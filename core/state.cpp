@@ -11,4 +11,17 @@ int64_t stage_elems(const ModelSpec& m) {
   return n;
 }
 
+Tensor broadcast_condition(const Tensor& cond, const std::vector<int64_t>& field_shape) {
+  const auto& cs = cond.shape();
+  if (cs.size() != 2 || cond.dtype() != DType::f32) return cond;
+  const int64_t nv = cs[0], vd = cs[1];
+  if (field_shape.size() == 3 && field_shape[0] == nv && field_shape[2] == vd) {
+    Tensor full = Tensor::zeros(DType::f32, field_shape);
+    const int64_t head = field_shape[1] * vd;
+    for (int64_t i = 0; i < full.size(); ++i) full.f32()[i] = cond.f32()[(i / head) * vd + i % vd];
+    return full;
+  }
+  return cond;
+}
+
 }  // namespace ssm

@@ -8,6 +8,22 @@
 
 namespace ssm {
 
+// The model side's bound on the FP32 rounding error an implementation may carry in each h-like
+// field, per unit roundoff: [nv][vd] f32 per field, one value per column of every head (the
+// recurrence's condition carried through the rows, docs/tolerances.md "Condition of the state").
+// ssmcheck's reference fills it; other implementations leave it empty and are judged by the
+// fixed limits alone.
+struct HCondition {
+  std::optional<Tensor> h, h_checkpoint;
+  std::vector<Tensor> h_intermediates;
+};
+
+// A field's condition in the field's shape: a per-column condition [nv][vd] of an h-like field
+// [nv][kd][vd] applies to every row of its column (a flat field of nv*kd*vd or more elements, the
+// f16-pool stage, takes it in its leading elements and zero after); any other shape is returned
+// as it is (compare_tensor refuses a shape that does not match, naming both).
+Tensor broadcast_condition(const Tensor& cond, const std::vector<int64_t>& field_shape);
+
 struct LayerState {
   Tensor h;                                // [nv, kd, vd], vd fastest; f16 when h_is_f16
   Tensor conv;                             // [conv_dim, d_conv] f32, column 0 oldest
@@ -16,6 +32,7 @@ struct LayerState {
   std::vector<Tensor> h_intermediates;     // valid ones only: t = 0..K-2 of the last verify
   std::vector<Tensor> conv_intermediates;  // valid ones only: t = 0..K-2 of the last verify
   bool h_is_f16 = false;
+  HCondition condition;                    // optional (see HCondition)
 };
 
 struct SequenceState {
@@ -23,6 +40,7 @@ struct SequenceState {
   int last_verify_k = 0;  // K of the sequence's most recent verify, 0 when none
   std::vector<LayerState> layers;
   std::optional<Tensor> h_prefill_stage;  // f16-pool only: [max nv*kd*vd over layers] f32
+  std::optional<Tensor> h_prefill_stage_condition;  // optional: the stage's condition, element by element
 };
 
 // Shapes of the fields of one layer.

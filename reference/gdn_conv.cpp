@@ -6,21 +6,37 @@
 
 namespace ssm::ref {
 
-VecD conv_update(const LayerSpec& s, const LayerWeights& w, float* window, const float* x) {
+VecD conv_update(const LayerSpec& s, const LayerWeights& w, float* window, const float* x, VecD* err) {
   const int C = s.conv_dim(), D = s.d_conv;
   VecD y(C);
+  if (err) *err = VecD::Zero(C);
   for (int c = 0; c < C; ++c) {
     float* win = window + size_t(c) * size_t(D);  // [d_conv], column 0 oldest
     for (int j = 0; j + 1 < D; ++j) win[j] = win[j + 1];
     win[D - 1] = x[c];
     double acc = s.conv_bias ? double(w.conv_bias[size_t(c)]) : 0.0;
-    for (int j = 0; j < D; ++j) acc += double(w.conv_w[size_t(c) * size_t(D) + size_t(j)]) * double(win[j]);
-    y[c] = acc / (1.0 + std::exp(-acc));
+    double mag = std::fabs(acc);  // sum of |terms|: the FP32 sum's error scale
+    for (int j = 0; j < D; ++j) {
+      const double term = double(w.conv_w[size_t(c) * size_t(D) + size_t(j)]) * double(win[j]);
+      acc += term;
+      mag += std::fabs(term);
+    }
+    const double sig = 1.0 / (1.0 + std::exp(-acc));
+    y[c] = acc * sig;
+    // silu'(x) = sig (1 + x (1 - sig)); the evaluation itself adds a rounding of |y|
+    if (err) (*err)[c] = std::fabs(sig * (1.0 + acc * (1.0 - sig))) * mag + std::fabs(y[c]);
   }
   // Q heads then K heads: 2*nk heads of kd channels each
   for (int head = 0; head < 2 * s.nk; ++head) {
     auto seg = y.segment(Eigen::Index(head) * s.kd, s.kd);
-    seg *= 1.0 / std::sqrt(seg.squaredNorm() + 1e-6);
+    const double inv = 1.0 / std::sqrt(seg.squaredNorm() + 1e-6);
+    seg *= inv;
+    if (err) {
+      // y_i / n moves by dy_i / n + |y_i / n| sum_i' |y_i' / n| dy_i' / n, plus its own rounding
+      auto e = err->segment(Eigen::Index(head) * s.kd, s.kd);
+      const double mix = seg.cwiseAbs().dot(e) * inv;
+      e = (e * inv + seg.cwiseAbs() * mix + seg.cwiseAbs()).eval();
+    }
   }
   return y;
 }

@@ -12,10 +12,11 @@ void ReferenceBackend::step(int slot, const StepInputs& in, int row, StepOutputs
     const LayerSpec& ls = model_.spec.layers[l];
     const LayerRows& r = in.layers[l];
     const size_t t = size_t(row);
-    gdn_step(ls, model_.weights[l], s.layers[l].h, s.layers[l].conv.f32(),
-             r.x.data() + t * size_t(ls.conv_dim()), r.a.data() + t * size_t(ls.nv),
-             r.b.data() + t * size_t(ls.nv), r.z.data() + t * size_t(ls.out_dim()),
-             out.layers[l].data() + t * size_t(ls.out_dim()), out.condition[l].data() + t * size_t(ls.out_dim()));
+    LayerSlot& L = s.layers[l];
+    gdn_step(ls, model_.weights[l], L.h.value, L.conv.f32(), r.x.data() + t * size_t(ls.conv_dim()),
+             r.a.data() + t * size_t(ls.nv), r.b.data() + t * size_t(ls.nv), r.z.data() + t * size_t(ls.out_dim()),
+             out.layers[l].data() + t * size_t(ls.out_dim()), out.condition[l].data() + t * size_t(ls.out_dim()),
+             &L.h.cond);
   }
 }
 

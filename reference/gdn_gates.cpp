@@ -9,7 +9,7 @@
 namespace ssm::ref {
 
 Gates gates(const LayerSpec& s, const LayerWeights& w, const float* a, const float* b) {
-  Gates out{VecD(s.nv), VecD(s.nv)};
+  Gates out{VecD(s.nv), VecD(s.nv), VecD(s.nv)};
   for (int vh = 0; vh < s.nv; ++vh) {
     out.beta[vh] = 1.0 / (1.0 + std::exp(-double(b[vh])));
     const double x = double(a[vh]) + double(w.dt_bias[size_t(vh)]), al = double(w.A_log[size_t(vh)]);
@@ -21,6 +21,12 @@ Gates gates(const LayerSpec& s, const LayerWeights& w, const float* a, const flo
     if (g < 1e-6) count_branch(Branch::g_clamp_low);
     if (g > 1.0 - 1e-6) count_branch(Branch::g_clamp_high);
     out.g[vh] = std::clamp(g, 1e-6, 1.0 - 1e-6);
+    // g's relative error per unit roundoff: x = a + dt_bias rounds, softplus amplifies that by its
+    // relative condition x sigmoid(x) / softplus(x), A dt adds a few roundings, and exp(-A dt)
+    // multiplies the relative error of A dt by |A dt| = |ln g|; a clamped g is a constant
+    const double xs = std::min(x, 20.0);
+    const double sp_cond = std::fabs(xs / (1.0 + std::exp(-xs))) / std::max(dt, 1e-300);
+    out.g_cond[vh] = out.g[vh] == g ? 1.0 + A * dt * (sp_cond + 4.0) : 1.0;
   }
   return out;
 }

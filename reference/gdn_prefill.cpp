@@ -24,21 +24,23 @@ StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
   for (size_t l = 0; l < s.layers.size(); ++l) {
     const LayerSpec& ls = model_.spec.layers[l];
     LayerSlot& L = s.layers[l];
-    Tensor work = L.h.dtype() == DType::f16 ? widen(L.h) : L.h;  // FP32 working h
+    Tensor work = L.h.value.dtype() == DType::f16 ? widen(L.h.value) : L.h.value;  // FP32 working h
     const LayerRows& r = in.layers[l];
     for (int t = 0; t < in.rows; ++t) {
       const size_t tt = size_t(t);
       gdn_step(ls, model_.weights[l], work, L.conv.f32(), r.x.data() + tt * size_t(ls.conv_dim()),
                r.a.data() + tt * size_t(ls.nv), r.b.data() + tt * size_t(ls.nv),
                r.z.data() + tt * size_t(ls.out_dim()), out.layers[l].data() + tt * size_t(ls.out_dim()),
-               out.condition[l].data() + tt * size_t(ls.out_dim()));
+               out.condition[l].data() + tt * size_t(ls.out_dim()), &L.h.cond);
     }
     if (mode == HMode::f16_pool) {
       // the stage holds this layer's FP32 result until the next layer widens into it
       std::copy(work.f32(), work.f32() + work.size(), s.stage.f32());
-      for (int64_t i = 0; i < work.size(); ++i) L.h.f16()[i] = convert_to_half(work.f32()[i]);
+      const Tensor stage_cond = broadcast_condition(L.h.cond.rho, h_shape(ls));
+      std::copy(stage_cond.f32(), stage_cond.f32() + stage_cond.size(), s.stage_cond.f32());
+      for (int64_t i = 0; i < work.size(); ++i) L.h.value.f16()[i] = convert_to_half(work.f32()[i]);
     } else {
-      L.h = std::move(work);  // f16 mode: h is FP32 again until the next decode converts it
+      L.h.value = std::move(work);  // f16 mode: h is FP32 again until the next decode converts it
     }
   }
   contract_.on_prefill(slot);

@@ -39,8 +39,10 @@ MatD store_head(const LayerSpec& s, Tensor& h, int vh, const MatD& H) {
 }  // namespace
 
 void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window,
-              const float* x, const float* a, const float* b, const float* z, float* out, float* cond) {
-  const VecD y = conv_update(s, w, window, x);  // [conv_dim]: Q | K | V
+              const float* x, const float* a, const float* b, const float* z, float* out, float* cond,
+              StateCondition* h_cond) {
+  VecD yerr;  // the conv outputs' FP32 error per unit roundoff, for the state's condition
+  const VecD y = conv_update(s, w, window, x, h_cond ? &yerr : nullptr);  // [conv_dim]: Q | K | V
   const Gates gt = gates(s, w, a, b);
   const double qscale = 1.0 / std::sqrt(double(s.kd));
   for (int vh = 0; vh < s.nv; ++vh) {
@@ -49,6 +51,11 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
     const VecD k = y.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd);
     const VecD v = y.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd);
     MatD H = load_head(s, h, vh);
+    if (h_cond)  // the state's carried condition: RMS error per column and its shape
+      delta_rule_condition(H, k, yerr.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd), v,
+                           yerr.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd), gt.g[vh],
+                           gt.g_cond[vh], gt.beta[vh], h_cond->rho.f32() + size_t(vh) * size_t(s.vd),
+                           h_cond->shape.f32() + size_t(vh) * size_t(s.kd) * size_t(s.kd));
     delta_rule(H, k, v, gt.g[vh], gt.beta[vh]);
     const MatD Hs = store_head(s, h, vh, H);
     const VecD o = Hs.transpose() * q * qscale;  // the UPDATED, stored state
@@ -61,6 +68,13 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
       for (int j = 0; j < s.vd; ++j) cond[size_t(vh) * size_t(s.vd) + size_t(j)] = float(c[j]);
     }
   }
+}
+
+StateCondition fresh_state_condition(const LayerSpec& s) {
+  StateCondition c{Tensor::zeros(DType::f32, {s.nv, s.vd}), Tensor::zeros(DType::f32, {s.nv, s.kd, s.kd})};
+  for (int vh = 0; vh < s.nv; ++vh)
+    for (int i = 0; i < s.kd; ++i) c.shape.f32()[(size_t(vh) * size_t(s.kd) + size_t(i)) * size_t(s.kd) + size_t(i)] = 1.0f / float(s.kd);
+  return c;
 }
 
 }  // namespace ssm::ref

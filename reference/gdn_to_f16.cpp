@@ -7,9 +7,10 @@ namespace ssm::ref {
 
 void ReferenceBackend::convert_h_to_f16(int slot) {
   for (LayerSlot& L : slots_[size_t(slot)].layers) {
-    Tensor h16 = Tensor::zeros(DType::f16, L.h.shape());
-    for (int64_t i = 0; i < L.h.size(); ++i) h16.f16()[i] = convert_to_half(L.h.f32()[i]);
-    L.h = std::move(h16);
+    // the condition stays with it: FP16-lineage fields are judged by the FP16 classes anyway
+    Tensor h16 = Tensor::zeros(DType::f16, L.h.value.shape());
+    for (int64_t i = 0; i < L.h.value.size(); ++i) h16.f16()[i] = convert_to_half(L.h.value.f32()[i]);
+    L.h.value = std::move(h16);
   }
   if (slot != contract_.dummy_slot()) contract_.on_to_f16(slot);
 }

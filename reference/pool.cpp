@@ -25,14 +25,17 @@ ReferenceBackend::Slot ReferenceBackend::fresh_slot(int slot) const {
   Slot s;
   for (const LayerSpec& ls : model_.spec.layers) {
     LayerSlot l;
-    l.h = Tensor::zeros(hd, h_shape(ls));
+    l.h = HField{Tensor::zeros(hd, h_shape(ls)), fresh_state_condition(ls)};
     l.conv = Tensor::zeros(DType::f32, conv_shape(ls));
     // checkpoints and intermediates are written whole before they are ever read
     l.h_intermediates.resize(size_t(pool.capacity(slot)));
     l.conv_intermediates.resize(size_t(pool.conv_capacity));
     s.layers.push_back(std::move(l));
   }
-  if (pool.h_mode == HMode::f16_pool) s.stage = Tensor::zeros(DType::f32, {stage_elems(model_.spec)});
+  if (pool.h_mode == HMode::f16_pool) {
+    s.stage = Tensor::zeros(DType::f32, {stage_elems(model_.spec)});
+    s.stage_cond = s.stage;
+  }
   return s;
 }
 
@@ -64,39 +67,47 @@ StepOutputs ReferenceBackend::empty_outputs(const ModelSpec& spec, int rows) {
   return o;
 }
 
-const Tensor& ReferenceBackend::intermediate(const std::vector<Tensor>& v, int t, const char* family, int slot) {
+template <class T>
+T& ReferenceBackend::intermediate(std::vector<T>& v, int t, const char* family, int slot) {
   if (t < 0 || size_t(t) >= v.size())
     throw std::out_of_range("reference: " + std::string(family) + " intermediate " + std::to_string(t) + " of slot " +
                             std::to_string(slot) + " is beyond its capacity " + std::to_string(v.size()) +
                             " (an op the contract should have refused)");
   return v[size_t(t)];
 }
-
-Tensor& ReferenceBackend::intermediate(std::vector<Tensor>& v, int t, const char* family, int slot) {
-  return const_cast<Tensor&>(intermediate(static_cast<const std::vector<Tensor>&>(v), t, family, slot));
-}
+template Tensor& ReferenceBackend::intermediate(std::vector<Tensor>&, int, const char*, int);
+template ReferenceBackend::HField& ReferenceBackend::intermediate(std::vector<HField>&, int, const char*, int);
 
 SequenceState ReferenceBackend::export_state(int slot) {
   contract_.check_claimed("export", slot);
   const SlotMeta& m = contract_.slot(slot);
-  const Slot& s = slots_[size_t(slot)];
+  Slot& s = slots_[size_t(slot)];
   SequenceState out;
   out.slot = slot;
   out.last_verify_k = m.last_verify_k;
-  for (const LayerSlot& l : s.layers) {
+  for (LayerSlot& l : s.layers) {
     LayerState ls;
-    ls.h = l.h;
+    ls.h = l.h.value;
+    ls.condition.h = l.h.cond.rho;
     ls.conv = l.conv;
     ls.h_is_f16 = m.h_is_f16;
-    if (m.has_h_checkpoint) ls.h_checkpoint = l.h_checkpoint;
+    if (m.has_h_checkpoint) {
+      ls.h_checkpoint = l.h_checkpoint.value;
+      ls.condition.h_checkpoint = l.h_checkpoint.cond.rho;
+    }
     if (m.has_conv_checkpoint) ls.conv_checkpoint = l.conv_checkpoint;
     for (int t = 0; t + 1 < m.last_verify_k; ++t) {
-      ls.h_intermediates.push_back(intermediate(l.h_intermediates, t, "h", slot));
+      const HField& hi = intermediate(l.h_intermediates, t, "h", slot);
+      ls.h_intermediates.push_back(hi.value);
+      ls.condition.h_intermediates.push_back(hi.cond.rho);
       ls.conv_intermediates.push_back(intermediate(l.conv_intermediates, t, "conv", slot));
     }
     out.layers.push_back(std::move(ls));
   }
-  if (contract_.pool().h_mode == HMode::f16_pool) out.h_prefill_stage = s.stage;
+  if (contract_.pool().h_mode == HMode::f16_pool) {
+    out.h_prefill_stage = s.stage;
+    out.h_prefill_stage_condition = s.stage_cond;
+  }
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include "core/backend.h"
 #include "core/contract.h"
+#include "reference/gdn_math.h"
 
 namespace ssm::ref {
 
@@ -30,19 +31,29 @@ class ReferenceBackend : public Backend {
   const Model& model() const { return model_; }
 
  private:
+  // An h-like value and its condition (reference/gdn_math.h StateCondition: the FP32 error an
+  // implementation may carry, carried through the rows), one object so that a copy or a restore
+  // can never separate them.
+  struct HField {
+    Tensor value;  // [nv, kd, vd] in the field's dtype
+    StateCondition cond;
+  };
   struct LayerSlot {
-    Tensor h;     // [nv, kd, vd] in the slot's current h dtype
+    HField h;     // in the slot's current h dtype
     Tensor conv;  // [conv_dim, d_conv] f32
-    Tensor h_checkpoint, conv_checkpoint;   // empty until the first checkpoint
-    std::vector<Tensor> h_intermediates;     // capacity(slot) entries, empty until written
+    HField h_checkpoint;                     // empty until the first checkpoint
+    Tensor conv_checkpoint;
+    std::vector<HField> h_intermediates;     // capacity(slot) entries, empty until written
     std::vector<Tensor> conv_intermediates;  // conv_capacity entries
   };
   struct Slot {
     std::vector<LayerSlot> layers;
-    Tensor stage;  // f16-pool: FP32 staging blob shared by the slot's layers
+    Tensor stage;       // f16-pool: FP32 staging blob shared by the slot's layers
+    Tensor stage_cond;  // its condition, element by element (the last layer's h_cond broadcast over kd)
   };
   struct Snapshot {
-    std::vector<Tensor> h, conv;  // per layer
+    std::vector<HField> h;  // per layer
+    std::vector<Tensor> conv;
   };
 
   Slot fresh_slot(int slot) const;  // every field zero, h in the mode's initial dtype
@@ -56,8 +67,8 @@ class ReferenceBackend : public Backend {
   // Intermediate t of a slot's storage, bounds-checked: an op the contract should have refused
   // (a slip in the shared contract) is reported as std::out_of_range naming the slot and the
   // capacity, never undefined behaviour (docs/fuzzing.md, "Legality").
-  static Tensor& intermediate(std::vector<Tensor>& v, int t, const char* family, int slot);
-  static const Tensor& intermediate(const std::vector<Tensor>& v, int t, const char* family, int slot);
+  template <class T>
+  static T& intermediate(std::vector<T>& v, int t, const char* family, int slot);
 
   Model model_;
   Contract contract_;

@@ -22,8 +22,11 @@ namespace {
 // store points as reference/gdn_step.cpp.
 // drift: adds drift ULPs of the head's largest |o| to every o_j before the norm (an injected
 // bias in the output path, for the test that the condition term does not hide one).
+// state_drift: adds one ULP of the head's largest |H| to every element of H before it is stored
+// (a bias of one ULP per row in the state, for the same test on the state's condition).
 void step_f32(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window, const float* x,
-              const float* a, const float* b, const float* z, float* out, int drift = 0) {
+              const float* a, const float* b, const float* z, float* out, int drift = 0,
+              bool state_drift = false) {
   const int C = s.conv_dim(), D = s.d_conv;
   std::vector<float> y(static_cast<size_t>(C));
   for (int c = 0; c < C; ++c) {
@@ -59,10 +62,18 @@ void step_f32(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
       hk[size_t(j)] = acc;
       vn[size_t(j)] = (v[j] - g * acc) * beta;
     }
+    float hmax = 0;
     for (int i = 0; i < s.kd; ++i)
       for (int j = 0; j < s.vd; ++j) {
         float& hij = H[size_t(i * s.vd + j)];
         hij = g * hij + k[i] * vn[size_t(j)];
+        hmax = std::max(hmax, std::fabs(hij));
+      }
+    const float hulp = state_drift ? std::nextafter(hmax, 1e30f) - hmax : 0.0f;
+    for (int i = 0; i < s.kd; ++i)
+      for (int j = 0; j < s.vd; ++j) {
+        float& hij = H[size_t(i * s.vd + j)];
+        hij += hulp;
         const size_t e = size_t(base + i * s.vd + j);
         if (h.dtype() == DType::f32) {
           h.f32()[e] = hij;
@@ -100,7 +111,9 @@ struct Measured {
   double out_atol = 0;   // outputs: smallest atol passing with the class's default rtol
   double out_nrmse = 0;
   double out_cond = 0;   // outputs: max |d| / (u * condition), the `cond` that alone covers every element
+  double h_cond = 0;     // FP32 h: max |d| / (u * the state's carried condition)
   void max_with(const Measured& m) {
+    h_cond = std::max(h_cond, m.h_cond);
     out_cond = std::max(out_cond, m.out_cond);
     sulp = std::max(sulp, m.sulp);
     h_nrmse = std::max(h_nrmse, m.h_nrmse);
@@ -123,6 +136,7 @@ std::pair<Measured, Measured> measure(const LayerSpec& s, DType hd, double decay
   Tensor h_ref = Tensor::zeros(hd, h_shape(s)), h_emu = h_ref;
   Tensor w_ref = Tensor::zeros(DType::f32, conv_shape(s)), w_emu = w_ref;
   std::vector<float> o_ref(size_t(s.out_dim())), o_emu(o_ref.size()), c_ref(o_ref.size());
+  ref::StateCondition hc_ref = ref::fresh_state_condition(s);  // the state's condition
   // Limits that never fail: only the measured quantities matter here; rtol as the defaults.
   const Tolerances d = Tolerances::defaults();
   Tolerances loose = d;
@@ -135,12 +149,13 @@ std::pair<Measured, Measured> measure(const LayerSpec& s, DType hd, double decay
     const StepInputs in = make_inputs(spec, g, t, 0, 0, 1);
     const LayerRows& r = in.layers[0];
     ref::gdn_step(s, m.weights[0], h_ref, w_ref.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(), o_ref.data(),
-                  c_ref.data());
+                  c_ref.data(), &hc_ref);
     step_f32(s, m.weights[0], h_emu, w_emu.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(), o_emu.data());
     EXPECT_TRUE(w_ref.bit_equal(w_emu)) << "conv windows are data movement: exact";
     Where wh;
     wh.tensor = "h";
-    const TensorReport hr = compare_tensor(h_ref, h_emu, class_of("h", hd), loose, wh, true);
+    const Tensor hc = broadcast_condition(hc_ref.rho, h_ref.shape());
+    const TensorReport hr = compare_tensor(h_ref, h_emu, class_of("h", hd), loose, wh, true, &hc);
     EXPECT_TRUE(hr.measured) << hr.text();
     Tensor tr = Tensor::zeros(DType::f32, {1, s.nv, s.vd}), tg = tr;
     std::copy(o_ref.begin(), o_ref.end(), tr.f32());
@@ -155,6 +170,7 @@ std::pair<Measured, Measured> measure(const LayerSpec& s, DType hd, double decay
     mm.sulp = hr.max_ulp_scaled;
     mm.h_nrmse = hr.nrmse;
     mm.h_atol = hd == DType::f32 ? hr.smallest_passing.atol : 0;
+    mm.h_cond = hd == DType::f32 ? hr.max_cond_ratio : 0;
     mm.out_atol = orr.smallest_passing.atol;
     mm.out_nrmse = orr.nrmse;
     mm.out_cond = orr.max_cond_ratio;
@@ -194,6 +210,8 @@ TEST(compare_derivation, defaults_hold_with_margin_and_fp16_error_does_not_grow)
           std::printf("%-38s %-4s %-5.1f %-4.0f %-5d| %7.1f / %-7.1f | %8.3g / %-9.3g | %8.3g / %-9.3g | %8.3g / %-9.3g\n",
                       s.name().c_str(), to_string(hd), decay, vscale, steps, first.sulp, second.sulp, first.h_nrmse,
                       second.h_nrmse, first.out_atol, second.out_atol, first.out_nrmse, second.out_nrmse);
+          if (hd == DType::f32)
+            std::printf("    fp32-state |d|/(u G) 1st/2nd: %.3g / %.3g\n", first.h_cond, second.h_cond);
           Measured both = first;
           both.max_with(second);
           (hd == DType::f16 ? w16 : w32).max_with(both);
@@ -212,8 +230,8 @@ TEST(compare_derivation, defaults_hold_with_margin_and_fp16_error_does_not_grow)
               d.output.rtol, w32.out_nrmse, d.output.atol, d.output.max_nrmse);
   std::printf("worst output-f16: atol %.3g at rtol %g, nrmse %.3g   (defaults: atol %g, max_nrmse %g)\n",
               w16.out_atol, d.output_f16.rtol, w16.out_nrmse, d.output_f16.atol, d.output_f16.max_nrmse);
-  std::printf("worst |d| / (u * condition): output %.3g, output-f16 %.3g   (defaults: cond %g, %g)\n", w32.out_cond,
-              w16.out_cond, d.output.cond, d.output_f16.cond);
+  std::printf("worst |d| / (u * condition): fp32-state %.3g, output %.3g, output-f16 %.3g   (defaults: cond %g, %g, "
+              "%g)\n", w32.h_cond, w32.out_cond, w16.out_cond, d.fp32_state.cond, d.output.cond, d.output_f16.cond);
   // Each default is at least twice the worst measurement (docs/tolerances.md).
   EXPECT_LE(2 * w16.sulp, d.fp16_state.max_ulp);
   EXPECT_LE(2 * w16.h_nrmse, d.fp16_state.max_nrmse);
@@ -223,6 +241,7 @@ TEST(compare_derivation, defaults_hold_with_margin_and_fp16_error_does_not_grow)
   EXPECT_LE(2 * w32.out_nrmse, d.output.max_nrmse);
   EXPECT_LE(2 * w16.out_atol, d.output_f16.atol);
   EXPECT_LE(2 * w16.out_nrmse, d.output_f16.max_nrmse);
+  EXPECT_LE(2 * w32.h_cond, d.fp32_state.cond);
   EXPECT_LE(2 * w32.out_cond, d.output.cond);
   EXPECT_LE(2 * w16.out_cond, d.output_f16.cond);
 }
@@ -323,6 +342,82 @@ TEST(compare_derivation, cancelling_head_passes_with_its_condition_and_a_drift_s
   }
   std::printf("a drift of 1 ULP per step fails at step %d\n", failed_at);
   EXPECT_GE(failed_at, 0) << "a drift of one ULP per step passed 1024 steps under the condition-aware limits";
+}
+
+// The false alarm the state's carried condition exists for: a delta-rule memory written at value
+// scale 1e4 and then overwritten, key for key, at value scale 1 (beta near 1, no decay). The update
+// g (I - beta k k^T) H cancels the old memory 1e4-fold, an FP32 implementation keeps about u |H_old|
+// of it, and the new state sits outside rtol at its own scale although both sides are correct.
+// With the reference's condition it passes; a bias of one ULP per row in the state, on ordinary
+// data, still fails.
+TEST(compare_derivation, erased_memory_passes_with_the_state_condition_and_a_state_drift_still_fails) {
+  const LayerSpec s = make_preset("odd-a").layers[0];
+  ModelSpec spec{"erase", {s}};
+  GenConfig g;
+  g.seed = 20261130;
+  std::printf("case: %s %s\n", s.name().c_str(), g.name().c_str());
+  const Model m = make_model(spec, g);
+  Tensor h_ref = Tensor::zeros(DType::f32, h_shape(s)), h_emu = h_ref;
+  Tensor w_ref = Tensor::zeros(DType::f32, conv_shape(s)), w_emu = w_ref;
+  ref::StateCondition hc = ref::fresh_state_condition(s);
+  std::vector<float> o_ref(size_t(s.out_dim())), o_emu(o_ref.size()), c_ref(o_ref.size());
+  const int qk = 2 * s.nk * s.kd;
+  LayerRows r;
+  r.x.resize(size_t(s.conv_dim()));
+  r.a.assign(size_t(s.nv), -30.0f);  // dt ~ e^-30: g clamps at 1 - 1e-6 (no forgetting)
+  r.b.assign(size_t(s.nv), 20.0f);   // beta = 1 - 2e-9: each row replaces the column along k
+  r.z.assign(size_t(s.out_dim()), 1.0f);
+  for (int c = 0; c < qk; ++c) r.x[size_t(c)] = float(hash_uniform(g.seed, 90, uint64_t(c), 0, 0.5, 1.5));
+  Where w;
+  w.tensor = "h";
+  const Tolerances d = Tolerances::defaults();
+  // phase 0 fills the conv window with the key's input (values zero: nothing is written), so every
+  // later row has the same k; phase 1 writes a large memory, phase 2 overwrites it
+  for (int phase = 0; phase < 3; ++phase) {
+    const double scale = phase == 0 ? 0.0 : phase == 1 ? 1e4 : 1.0;
+    for (int c = qk; c < s.conv_dim(); ++c)
+      r.x[size_t(c)] = float(scale * hash_uniform(g.seed, 91 + uint64_t(phase), uint64_t(c), 0, 0.5, 1.5));
+    for (int t = 0; t < 2 * s.d_conv; ++t) {  // the window fills with the phase's input
+      ref::gdn_step(s, m.weights[0], h_ref, w_ref.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(),
+                    o_ref.data(), c_ref.data(), &hc);
+      step_f32(s, m.weights[0], h_emu, w_emu.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(), o_emu.data());
+    }
+  }
+  double rms = 0;
+  for (int64_t i = 0; i < h_ref.size(); ++i) rms += double(h_ref.f32()[i]) * h_ref.f32()[i];
+  std::printf("after the overwrite: rms(h) = %.3g (the erased memory was about 1e4)\n",
+              std::sqrt(rms / double(h_ref.size())));
+  const TensorReport plain = compare_tensor(h_ref, h_emu, TolClass::fp32_state, d, w, true);
+  std::printf("without the condition: %s\n", plain.pass ? "pass" : plain.failure.c_str());
+  EXPECT_FALSE(plain.pass) << "the case no longer reproduces the false alarm:\n" << plain.text();
+  const Tensor cond = broadcast_condition(hc.rho, h_ref.shape());
+  const TensorReport with = compare_tensor(h_ref, h_emu, TolClass::fp32_state, d, w, true, &cond);
+  EXPECT_TRUE(with.pass) << with.text();
+  std::printf("with the condition: %s, max |d| / (u cond) = %.3g\n", with.pass ? "pass" : "FAIL",
+              with.max_cond_ratio);
+
+  // A bias of one ULP per row in the state, on ordinary data without forgetting (decay 0: g about
+  // 1 - 1e-4, so the bias accumulates instead of decaying away), fails within the horizon.
+  GenConfig g0 = g;
+  g0.decay = 0.0;
+  const Model m0 = make_model(spec, g0);
+  Tensor a = Tensor::zeros(DType::f32, h_shape(s)), b = a;
+  Tensor wa = Tensor::zeros(DType::f32, conv_shape(s)), wb = wa;
+  ref::StateCondition hc2 = ref::fresh_state_condition(s);
+  int failed_at = -1, failed_plain_at = -1;
+  for (int t = 0; t < 1024 && failed_at < 0; ++t) {
+    const StepInputs in = make_inputs(spec, g0, t, 0, 0, 1);
+    const LayerRows& rr = in.layers[0];
+    ref::gdn_step(s, m0.weights[0], a, wa.f32(), rr.x.data(), rr.a.data(), rr.b.data(), rr.z.data(), o_ref.data(),
+                  c_ref.data(), &hc2);
+    step_f32(s, m0.weights[0], b, wb.f32(), rr.x.data(), rr.a.data(), rr.b.data(), rr.z.data(), o_emu.data(), 0, true);
+    const Tensor c2 = broadcast_condition(hc2.rho, a.shape());
+    if (failed_plain_at < 0 && !compare_tensor(a, b, TolClass::fp32_state, d, w, true).pass) failed_plain_at = t;
+    if (!compare_tensor(a, b, TolClass::fp32_state, d, w, true, &c2).pass) failed_at = t;
+  }
+  std::printf("a state bias of 1 ULP per row fails at row %d (at row %d under the fixed limits alone)\n", failed_at,
+              failed_plain_at);
+  EXPECT_GE(failed_at, 0) << "a bias of one ULP per row in the state passed 1024 rows under the conditioned limits";
 }
 
 }  // namespace

@@ -154,7 +154,7 @@ TEST(compare_dump, round_trip_of_every_finite_half_and_random_f32_bits) {
     std::memcpy(L.conv.f32() + i, &bits, 4);
   }
   L.h_checkpoint = L.conv;  // an FP32 checkpoint of the wrong shape is refused ...
-  EXPECT_THROW(write_dump(dir.file("bad.h5"), [&] { Dump x = d; x.sequences.push_back({0, {0, 0, {L}, {}}}); return x; }()),
+  EXPECT_THROW(write_dump(dir.file("bad.h5"), [&] { Dump x = d; x.sequences.push_back({0, {0, 0, {L}, {}, {}}}); return x; }()),
                DumpError);
   L.h_checkpoint = Tensor::zeros(DType::f32, h_shape(s));  // ... the right shape in FP32 is fine
   for (int64_t i = 0; i < L.h.size(); ++i) L.h_checkpoint->f32()[i] = half_to_float(L.h.f16()[i]);

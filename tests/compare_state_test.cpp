@@ -210,6 +210,54 @@ TEST(compare_outputs, condition_is_taken_from_either_side) {
   EXPECT_TRUE(compare_outputs(spec, off_with, with, Tolerances::defaults(), base()).pass());
 }
 
+// The state's condition (core/state.h HCondition): the reference carries it with every copy of h,
+// compare_state takes it from either side, and it widens fp32-state by cond * u * rho_j in
+// column j; a condition of the wrong shape is refused by name.
+TEST(compare_state, state_condition_travels_with_copies_and_widens_fp32_state) {
+  const uint64_t seed = 29;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const ScriptRun cp = run_script("odd-a", HMode::f32, seed, "alloc; prefill 7; checkpoint");
+  const LayerState& c0 = cp.state.layers[0];
+  ASSERT_TRUE(c0.condition.h && c0.condition.h_checkpoint);
+  EXPECT_EQ(c0.condition.h->shape(), (std::vector<int64_t>{c0.h.shape()[0], c0.h.shape()[2]}));
+  EXPECT_TRUE(c0.condition.h->bit_equal(*c0.condition.h_checkpoint)) << "a checkpoint copies the condition";
+  float lo = 1e30f;
+  for (int64_t i = 0; i < c0.condition.h->size(); ++i) lo = std::min(lo, c0.condition.h->f32()[i]);
+  EXPECT_GT(lo, 0.0f) << "seven rows leave a rounding error to carry in every column";
+  const ScriptRun rb = run_script("odd-a", HMode::f32, seed, "alloc; prefill 7; checkpoint; decode; rollback 0");
+  EXPECT_TRUE(rb.state.layers[0].condition.h->bit_equal(*c0.condition.h)) << "a rollback restores the condition";
+  const ScriptRun fresh = run_script("odd-a", HMode::f32, seed, "alloc");
+  for (int64_t i = 0; i < fresh.state.layers[0].condition.h->size(); ++i)
+    ASSERT_EQ(fresh.state.layers[0].condition.h->f32()[i], 0.0f) << "fresh state is exact";
+
+  const ScriptRun a = run_script("odd-a", HMode::f32, seed, kOps);
+  ASSERT_EQ(a.state.layers[0].condition.h_intermediates.size(), a.state.layers[0].h_intermediates.size());
+  // limits of the condition alone: |d| <= cond u rho_j
+  Tolerances t = Tolerances::defaults();
+  t.fp32_state = Tolerance{0, 0, 0, 1e9, 8};
+  const LayerState& L = a.state.layers[0];
+  const int64_t vd = L.h.shape()[2], e = 3 * vd + 5;  // row 3, column 5 of head 0
+  const double allowed = 8 * kUnitRoundoffF32 * L.condition.h->f32()[5];
+  auto off_by = [&](double frac) {
+    SequenceState g = a.state;
+    g.layers[0].h.f32()[e] += float(frac * allowed);
+    for (auto& l : g.layers) l.condition = HCondition{};  // an implementation computes none
+    return g;
+  };
+  EXPECT_TRUE(compare_state(a.state, off_by(0.5), t, base()).pass());
+  const StateReport far = compare_state(a.state, off_by(2.0), t, base());
+  EXPECT_TRUE(has_failure(far, "h", 0)) << far.text();
+  SequenceState bare = a.state;
+  for (auto& l : bare.layers) l.condition = HCondition{};
+  EXPECT_FALSE(compare_state(bare, off_by(0.5), t, base()).pass()) << "without a condition only the fixed limits";
+  EXPECT_TRUE(compare_state(off_by(0.5), a.state, t, base()).pass()) << "the got side's condition is used";
+  SequenceState wrong = a.state;
+  wrong.layers[0].condition.h = Tensor::zeros(DType::f32, {3, 3});
+  const StateReport bad = compare_state(wrong, a.state, t, base());
+  ASSERT_TRUE(has_failure(bad, "h", 0)) << bad.text();
+  EXPECT_NE(bad.text().find("condition tensor"), std::string::npos) << bad.text();
+}
+
 TEST(compare_state, report_json_and_merge) {
   const ScriptRun a = run_script("tiny", HMode::f32, 27, kOps);
   SequenceState got = a.state;
