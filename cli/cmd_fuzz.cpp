@@ -96,7 +96,7 @@ int run_fuzz(const FuzzFlags& f) {
                 : r.gave_up ? "gave up: " + r.message
                 : r.cases == 0 ? std::string("no case ran")
                 : !r.coverage_missing.empty() ? std::string("coverage check failed")
-                                              : fmt::format("{} cases, {} ops: passed", r.cases, r.ops);
+                                              : fmt::format("{} cases, {} sequences, {} ops: passed", r.cases, r.sequences(), r.ops);
     c.details = r.summary();
     if (r.failed) c.shrunk_ops = r.script_length;
     v.cases.push_back(c);

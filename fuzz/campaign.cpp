@@ -267,10 +267,16 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
+int64_t CampaignResult::sequences() const {
+  const auto it = coverage.ops.find("alloc");
+  return it == coverage.ops.end() ? 0 : it->second;
+}
+
 std::string CampaignResult::summary() const {
   const std::string range = cases > 0 ? fmt::format("case 0..{} of seed {}", cases - 1, seed)
                                       : fmt::format("no case of seed {}", seed);
-  std::string s = fmt::format("{} cases ({}), {} ops in {:.1f} s ({:.0f} ops/s): {}{}\n", cases, range, ops, seconds,
+  std::string s = fmt::format("{} cases ({}), {} sequences, {} ops in {:.1f} s ({:.0f} ops/s): {}{}\n", cases, range,
+                              sequences(), ops, seconds,
                               seconds > 0 ? double(ops) / seconds : 0.0,
                               failed ? "FAILED" : gave_up ? "GAVE UP" : cases == 0 ? "NOTHING RAN" : "passed",
                               stopped_by_duration ? " (stopped by --duration)" : "");

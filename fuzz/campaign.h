@@ -61,6 +61,9 @@ struct CampaignResult {
   int script_length = 0;
   std::vector<std::string> files;  // dumps and the case text file
   std::string summary() const;
+  // Sequences the campaign created (allocs both sides applied): the unit of the false-alarm count
+  // (docs/tolerances.md).
+  int64_t sequences() const;
 };
 
 CampaignResult run_campaign(const CampaignOptions& options, const BackendFactory& model,

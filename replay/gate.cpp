@@ -100,7 +100,7 @@ GateCase campaign_case(const GateBackend& be, const GateOptions& o) {
     c.status = r.failed || r.gave_up || r.cases == 0 || uncovered ? GateCase::Status::fail : GateCase::Status::pass;
     std::string missing;
     for (const auto& m : r.coverage_missing) missing += (missing.empty() ? "" : ", ") + m;
-    c.message = fmt::format("seed {}: cases 0..{}, {} ops: {}", o.seed, r.cases - 1, r.ops,
+    c.message = fmt::format("seed {}: cases 0..{}, {} sequences, {} ops: {}", o.seed, r.cases - 1, r.sequences(), r.ops,
                             r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
                             : r.gave_up ? "gave up: " + r.message
                             : r.cases == 0 ? "no case ran"
