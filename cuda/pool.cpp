@@ -18,6 +18,11 @@ DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& name) : bytes_(bytes
   SSM_CUDA(cudaMemcpy(base_, g.data(), kGuard, cudaMemcpyHostToDevice));
   SSM_CUDA(cudaMemcpy(base_ + kGuard + bytes, g.data(), kGuard, cudaMemcpyHostToDevice));
   if (bytes) SSM_CUDA(cudaMemset(base_ + kGuard, 0, bytes));
+  // cudaMemset is asynchronous, on the legacy stream, and the engine's streams are non-blocking:
+  // nothing orders the zeroing before their first write. Without this wait, a GPU shared by other
+  // processes ran the memset after the first upload of inputs and zeroed them (an H200 campaign of
+  // 14 processes side by side; docs/cuda.md "Streams"). Buffers are created rarely.
+  SSM_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
 DeviceBuffer::~DeviceBuffer() {

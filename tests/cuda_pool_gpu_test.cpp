@@ -5,6 +5,9 @@
 
 #include <map>
 
+#include "cuda/check.h"
+#include "cuda/occupy.h"
+#include "cuda/pool.h"
 #include "cuda_test_support.h"
 
 namespace ssm::test {
@@ -41,6 +44,31 @@ std::vector<Range> allowed(const cuda::CudaBackend& cb, const PoolConfig& pool, 
 const Family kFamilies[] = {Family::h, Family::conv, Family::h_checkpoint, Family::conv_checkpoint,
                             Family::h_intermediates, Family::conv_intermediates, Family::snapshot_h,
                             Family::snapshot_conv, Family::stage};
+
+// A new buffer is zero before any stream writes it. cudaMemset runs on the legacy stream and the
+// engine's streams are non-blocking: when every SM was busy (another process sharing the GPU), the
+// first upload of inputs went through the copy engine and the memset zeroed it afterwards, so a
+// 14-process H200 campaign saw all-zero outputs on every kind of op. Here the SMs are held busy on
+// a non-blocking stream while the buffer is made and written by a copy on another one.
+TEST_F(PoolGpu, NewBufferIsZeroedBeforeAnyStreamWritesIt) {
+  cudaStream_t busy = nullptr, copy = nullptr;
+  SSM_CUDA(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking));
+  SSM_CUDA(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
+  const size_t n = 1 << 20;
+  std::vector<float> ones(n, 1.0f), back(n, 0.0f);
+  cuda::launch_occupy_sms(busy, 300);
+  {
+    cuda::DeviceBuffer b(n * 4, "test buffer");
+    SSM_CUDA(cudaMemcpyAsync(b.get(), ones.data(), n * 4, cudaMemcpyHostToDevice, copy));
+    SSM_CUDA(cudaDeviceSynchronize());
+    SSM_CUDA(cudaMemcpy(back.data(), b.get(), n * 4, cudaMemcpyDeviceToHost));
+  }
+  SSM_CUDA(cudaStreamDestroy(busy));
+  SSM_CUDA(cudaStreamDestroy(copy));
+  size_t zeros = 0;
+  for (float v : back) zeros += v == 0.0f;
+  EXPECT_EQ(zeros, 0u) << "the zeroing of a new buffer ran after a write on a non-blocking stream";
+}
 
 TEST_F(PoolGpu, UntouchedSlotsAndGuardBands) {
   for (HMode mode : {HMode::f32, HMode::f16, HMode::f16_pool}) {
