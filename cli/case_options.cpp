@@ -14,8 +14,12 @@ void CaseOptions::add_to(CLI::App* cmd, bool with_backend) {
   CaseConfig& c = config;
   std::string presets;
   for (const std::string& p : preset_names()) presets += (presets.empty() ? "" : ", ") + p;
-  cmd->add_option("--preset", c.preset, "model preset: " + presets)->capture_default_str();
+  auto* preset = cmd->add_option("--preset", c.preset, "model preset: " + presets)->capture_default_str();
+  cmd->add_option("--config", c.config_path,
+                  "a Hugging Face config.json instead of a preset (its recurrent layers; docs/hf-config.md)")
+      ->excludes(preset);
   cmd->add_option("--layers", c.layers, "keep only the first N recurrent layers (0: all)")->capture_default_str();
+  // (resolve() reads the config, so a bad file is an error naming the file and field before any work)
   cmd->add_option("--h-mode", h_mode, "f32, f16 or f16-pool")->capture_default_str();
   cmd->add_option("--slots", c.slots, "pool slots")->capture_default_str();
   cmd->add_option("--capacity", capacity, "h intermediates per slot: N or a comma list per slot")
@@ -41,6 +45,7 @@ CaseConfig CaseOptions::resolve() const {
   c.h_mode = parse_h_mode(h_mode);
   c.capacity = parse_int_list(capacity, "--capacity");
   c.pool();  // validates
+  if (!c.config_path.empty()) c.spec();  // reads and checks the config (an error names file and field)
   return c;
 }
 

@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
+#include "fixtures/hf_config.h"
 #include "fuzz/alt_reference.h"
 #include "fuzz/campaign.h"
 #include "replay/gate.h"
@@ -40,7 +41,7 @@ struct FuzzFlags {
   // (with duration 0 the campaign is bounded by cases alone)
   int max_ops = 40;
   double duration = 0;
-  std::string backend = "reference", preset, h_mode, out = "ssmcheck-fuzz", junit;
+  std::string backend = "reference", preset, config, h_mode, out = "ssmcheck-fuzz", junit;
   int layers = 0;
   bool no_shrink = false;
   bool pause_async = false;
@@ -58,6 +59,10 @@ int run_fuzz(const FuzzFlags& f) {
   o.duration_s = f.duration;
   o.shrink = !f.no_shrink;
   if (!f.preset.empty()) o.preset = make_preset(f.preset, f.layers).name;
+  if (!f.config.empty()) {
+    (void)model_from_hf_config(f.config, f.layers);  // a bad config fails here, naming file and field
+    o.config_path = f.config;
+  }
   if (!f.h_mode.empty()) o.h_mode = parse_h_mode(f.h_mode);
   o.layers = f.layers;
   o.out_dir = f.out;
@@ -142,8 +147,10 @@ void add_fuzz_command(CLI::App& app, int* rc) {
       ->check(finite_seconds());
   cmd->add_option("--backend", f->backend, "system under test: reference (its alternate path) or cuda")
       ->capture_default_str();
-  cmd->add_option("--preset", f->preset, "fixed preset (default: drawn from the small odd presets)");
-  cmd->add_option("--layers", f->layers, "with --preset: keep the first N layers");
+  auto* preset = cmd->add_option("--preset", f->preset, "fixed preset (default: drawn from the small odd presets)");
+  cmd->add_option("--config", f->config, "fixed model from a Hugging Face config.json (docs/hf-config.md)")
+      ->excludes(preset);
+  cmd->add_option("--layers", f->layers, "with --preset or --config: keep the first N layers");
   cmd->add_option("--h-mode", f->h_mode, "fixed h mode (default: drawn)");
   cmd->add_option("--out", f->out, "directory for failing cases")->capture_default_str();
   cmd->add_option("--junit", f->junit, "write JUnit XML (one test case: the campaign)");

@@ -209,6 +209,7 @@ void write_contents(hid_t f, const Dump& dump) {
   {
     h5::Handle mg = h5::create_group(f, "model");
     h5::write_attr_str(mg, "name", dump.spec.name);
+    if (!dump.spec.source.empty()) h5::write_attr_str(mg, "source", dump.spec.source);
     h5::write_attr_i64(mg, "layers", int64_t(dump.spec.layers.size()));
     for (size_t l = 0; l < dump.spec.layers.size(); ++l) {
       h5::Handle lg = h5::create_group(mg, "layer" + std::to_string(l));
@@ -360,6 +361,7 @@ class Reader : public CheckedReader<DumpError> {
   void read_model(hid_t f, ModelSpec& spec) {
     h5::Handle mg = group(f, "/", "model");
     spec.name = opt_str_attr(mg, "/model", "name");
+    spec.source = opt_str_attr(mg, "/model", "source");
     const int64_t n = int_attr(mg, "/model", "layers", 1, kMaxLayers);
     for (int64_t l = 0; l < n; ++l) {
       const std::string name = "layer" + std::to_string(l);

@@ -227,6 +227,7 @@ void write_header(hid_t f, const TraceHeader& h, int ops) {
   }
   h5::Handle mg = h5::create_group(f, "model");
   h5::write_attr_str(mg, "name", h.model.spec.name);
+  if (!h.model.spec.source.empty()) h5::write_attr_str(mg, "source", h.model.spec.source);
   h5::write_attr_i64(mg, "layers", int64_t(h.model.spec.layers.size()));
   for (size_t l = 0; l < h.model.spec.layers.size(); ++l) {
     const LayerSpec& s = h.model.spec.layers[l];
@@ -460,6 +461,7 @@ class Reader : public CheckedReader<TraceError> {
   void read_model(hid_t f, Model& m) {
     h5::Handle mg = group(f, "/", "model");
     m.spec.name = opt_str_attr(mg, "/model", "name");
+    m.spec.source = opt_str_attr(mg, "/model", "source");
     const int64_t n = int_attr(mg, "/model", "layers", 1, kMaxLayers);
     only(mg, "/model", {"layer*"});
     for (int64_t l = 0; l < n; ++l) {

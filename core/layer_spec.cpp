@@ -75,6 +75,7 @@ ModelSpec make_preset(const std::string& name, int layers) {
   if (layers > 0 && size_t(layers) < m.layers.size()) m.layers.resize(size_t(layers));
   if (layers < 0) throw std::invalid_argument("layers must be >= 0");
   for (const auto& l : m.layers) l.validate();
+  m.source = "preset " + name;
   return m;
 }
 

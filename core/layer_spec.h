@@ -38,6 +38,9 @@ struct LayerSpec {
 struct ModelSpec {
   std::string name;
   std::vector<LayerSpec> layers;  // recurrent layers only, in model order
+  // Where the shapes came from: "preset NAME", "config.json PATH" (fixtures/hf_config.h), or ""
+  // (built by hand, or read from a file that did not record it). Traces and dumps keep it.
+  std::string source = {};
 };
 
 // Presets: "qwen3-next-80b" (36 GDN layers), "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c",

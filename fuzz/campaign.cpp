@@ -211,6 +211,7 @@ rc::Gen<std::string> preset_gen() {
 CaseConfig gen_config(const CampaignOptions& o) {
   CaseConfig c;
   c.preset = o.preset ? *o.preset : *preset_gen();
+  if (o.config_path) c.config_path = *o.config_path;
   c.layers = o.layers;
   c.h_mode = o.h_mode ? *o.h_mode : *rc::gen::element(HMode::f32, HMode::f16, HMode::f16_pool);
   c.slots = uniform(1, 5);
@@ -385,7 +386,8 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     if (result.failed || result.gave_up) break;
   }
   result.seconds = elapsed();
-  if (o.require_coverage && !result.failed && !result.gave_up && result.cases > 0 && !o.preset && !o.h_mode)
+  if (o.require_coverage && !result.failed && !result.gave_up && result.cases > 0 && !o.preset && !o.config_path &&
+      !o.h_mode)
     result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async));
   if (result.failed && !o.out_dir.empty()) {
     // replay the minimal case once more to write both sides' states at the failing op

@@ -26,6 +26,7 @@ struct CampaignOptions {
   double duration_s = 0;
   bool shrink = true;
   std::optional<std::string> preset;  // fixed preset, else drawn from the small odd presets
+  std::optional<std::string> config_path;  // fixed model from a Hugging Face config.json (wins over preset)
   std::optional<HMode> h_mode;        // fixed h mode, else drawn
   int layers = 0;                     // with a fixed big preset: keep the first N layers
   std::string out_dir;                // where failing cases are written ("" = nowhere)

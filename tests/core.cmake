@@ -1,3 +1,7 @@
 ssmcheck_test(core_test LABEL cpu
   SOURCES half_test.cpp op_test.cpp layer_spec_test.cpp
   LIBS ssmcheck_core)
+
+ssmcheck_test(hf_config_test LABEL cpu
+  SOURCES hf_config_test.cpp
+  LIBS ssmcheck_fixtures)

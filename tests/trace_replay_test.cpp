@@ -222,6 +222,34 @@ TEST(Replay, RecordThenReplayFromTheCommandLine) {
   EXPECT_EQ(sh(bin + " replay --backend nope " + q(p)).code, 2);
 }
 
+// --config (fixtures/hf_config.h) wherever --preset is: record keeps where the model came from
+// in /model@source, the trace replays, fuzz runs on it, and a Mamba-2 config is a clear error.
+TEST(Replay, HfConfigModelRecordsReplaysAndFuzzes) {
+  TempDir dir;
+  const std::string p = dir.file("cfg.h5");
+  const std::string bin = SSMCHECK_BIN;
+  const std::string cfg = std::string(SSMCHECK_SOURCE_DIR) + "/fixtures/configs/qwen3-next-80b-a3b-instruct.json";
+  const Shell rec = sh(bin + " record --config " + q(cfg) + " --layers 1 --outputs --ops 'alloc; prefill 2; decode' -o " +
+                       q(p));
+  ASSERT_EQ(rec.code, 0) << rec.out;
+  EXPECT_NE(rec.out.find("--config " + cfg), std::string::npos) << rec.out;
+  const cmp::Trace t = cmp::read_trace(p);
+  EXPECT_EQ(t.header.model.spec.source, "config.json " + cfg);
+  EXPECT_EQ(t.header.model.spec.name, "qwen3_next");
+  ASSERT_EQ(t.header.model.spec.layers.size(), 1u);
+  EXPECT_EQ(t.header.model.spec.layers[0].nv, 32);
+  const Shell rep = sh(bin + " replay " + q(p));
+  EXPECT_EQ(rep.code, 0) << rep.out;
+  const Shell fz = sh(bin + " fuzz --config " + q(cfg) + " --layers 1 --cases 2 --max-ops 4 --out " + q(dir.file("f")));
+  EXPECT_EQ(fz.code, 0) << fz.out;
+  EXPECT_NE(fz.out.find("2 cases (case 0..1 of seed 1)"), std::string::npos) << fz.out;
+  const Shell mamba = sh(bin + " run --config " + q(std::string(SSMCHECK_SOURCE_DIR) +
+                                                    "/fixtures/configs/nemotron-h-8b-base-8k.json"));
+  EXPECT_EQ(mamba.code, 2) << mamba.out;
+  EXPECT_NE(mamba.out.find("24 mamba2 layers"), std::string::npos) << mamba.out;
+  EXPECT_EQ(sh(bin + " run --config " + q(cfg) + " --preset tiny").code, 2) << "--config and --preset exclude each other";
+}
+
 TEST(Replay, PythonExampleTraceReplays) {
   if (sh("/usr/bin/python3 -c 'import h5py, numpy'").code != 0)
     GTEST_SKIP() << "python3-h5py / python3-numpy not installed (/usr/bin/python3 -c 'import h5py, numpy' failed)";

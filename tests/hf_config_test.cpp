@@ -1,0 +1,124 @@
+// Model shapes from Hugging Face config.json files (fixtures/hf_config.h): the shipped real
+// configs give the presets' shapes, the Mamba-2 one its published geometry, and malformed or
+// impossible configs are refused naming the file and the field.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "fixtures/hf_config.h"
+#include "support/shell.h"
+
+namespace ssm {
+namespace {
+
+std::string config(const std::string& name) { return std::string(SSMCHECK_FIXTURES_DIR) + "/configs/" + name; }
+
+bool same_layers(const ModelSpec& a, const ModelSpec& b) {
+  if (a.layers.size() != b.layers.size()) return false;
+  for (size_t i = 0; i < a.layers.size(); ++i)
+    if (a.layers[i].name() != b.layers[i].name() || a.layers[i].eps != b.layers[i].eps) return false;
+  return true;
+}
+
+TEST(hf_config, qwen3_next_config_gives_the_preset) {
+  const ModelSpec m = model_from_hf_config(config("qwen3-next-80b-a3b-instruct.json"));
+  const ModelSpec p = make_preset("qwen3-next-80b");
+  EXPECT_EQ(m.layers.size(), 36u) << "48 layers, every 4th full attention";
+  EXPECT_TRUE(same_layers(m, p)) << m.layers[0].name() << " vs " << p.layers[0].name();
+  EXPECT_EQ(m.name, "qwen3_next");
+  EXPECT_EQ(m.source, "config.json " + config("qwen3-next-80b-a3b-instruct.json"));
+  EXPECT_EQ(model_from_hf_config(config("qwen3-next-80b-a3b-instruct.json"), 2).layers.size(), 2u);
+}
+
+TEST(hf_config, nemotron_h_config_gives_its_mamba2_geometry_and_is_refused_to_run) {
+  const ModelSpec m = describe_hf_config(config("nemotron-h-8b-base-8k.json"));
+  ASSERT_EQ(m.layers.size(), 24u) << "24 'M' of 52 layers";
+  const LayerSpec& s = m.layers[0];
+  EXPECT_EQ(s.kind, LayerKind::mamba2);
+  EXPECT_EQ(s.nh, 128);
+  EXPECT_EQ(s.hp, 64);
+  EXPECT_EQ(s.ns, 128);
+  EXPECT_EQ(s.ng, 8);
+  EXPECT_EQ(s.d_conv, 4);
+  // in_proj width: z and x (2 nh hp), B and C (2 ng ns), dt (nh): the published 18560
+  EXPECT_EQ(2 * s.nh * s.hp + 2 * s.ng * s.ns + s.nh, 18560);
+  try {
+    model_from_hf_config(config("nemotron-h-8b-base-8k.json"));
+    FAIL() << "a Mamba-2 model ran";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("Mamba-2 is not implemented yet"), std::string::npos) << e.what();
+  }
+}
+
+class hf_config_errors : public ::testing::Test {
+ protected:
+  test::TempDir dir;
+  std::string write(const std::string& text) {
+    const std::string p = dir.file("config.json");
+    std::ofstream(p) << text;
+    return p;
+  }
+  std::string error_of(const std::string& text) {
+    try {
+      model_from_hf_config(write(text));
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+const char* kGdn = R"({"model_type": "qwen3_5_text", "num_hidden_layers": 8, "full_attention_interval": 4,
+  "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+  "linear_value_head_dim": 24, "linear_conv_kernel_dim": 4, "rms_norm_eps": 1e-6)";
+
+TEST_F(hf_config_errors, nested_text_config_layer_types_and_the_output_gate) {
+  const std::string nested = R"({"model_type": "qwen3_5", "text_config": {"model_type": "qwen3_5_text",
+    "layer_types": ["linear_attention", "linear_attention", "full_attention", "linear_attention"],
+    "num_hidden_layers": 4, "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+    "linear_value_head_dim": 24, "linear_conv_kernel_dim": 3, "output_gate_type": "sigmoid"}})";
+  const ModelSpec m = model_from_hf_config(write(nested));
+  ASSERT_EQ(m.layers.size(), 3u);
+  EXPECT_EQ(m.layers[0].name(), "gdn(nk=2,nv=4,kd=16,vd=24,d_conv=3,gate=sigmoid)");
+  EXPECT_EQ(model_from_hf_config(write(std::string(kGdn) + "}")).layers.size(), 6u);
+}
+
+TEST_F(hf_config_errors, each_bad_config_is_refused_naming_file_and_field) {
+  const std::string gdn = kGdn;
+  struct Bad { std::string text, expect; };
+  const std::vector<Bad> bad = {
+      {"{not json", "not valid JSON"},
+      {"[1, 2]", "not a JSON object"},
+      {R"({"model_type": "llama", "num_hidden_layers": 32})", "describes no recurrent layer"},
+      {gdn + R"(, "linear_num_key_heads": 3})", "not a multiple of linear_num_key_heads"},
+      {R"({"num_hidden_layers": 8, "full_attention_interval": 4, "linear_num_key_heads": 2,
+          "linear_num_value_heads": 4, "linear_key_head_dim": 0, "linear_value_head_dim": 24,
+          "linear_conv_kernel_dim": 4})", "'linear_key_head_dim' is 0"},
+      {R"({"num_hidden_layers": 8, "full_attention_interval": 4, "linear_num_key_heads": 2,
+          "linear_num_value_heads": 4, "linear_key_head_dim": 16.5, "linear_value_head_dim": 24,
+          "linear_conv_kernel_dim": 4})", "'linear_key_head_dim' is 16.5, expected an integer"},
+      {R"({"linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+          "linear_value_head_dim": 24})", "'linear_conv_kernel_dim' is missing"},
+      {R"({"num_hidden_layers": 3, "layer_types": ["linear_attention", "full_attention"], "linear_num_key_heads": 2,
+          "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 24,
+          "linear_conv_kernel_dim": 4})", "'layer_types' has 2 entries for num_hidden_layers 3"},
+      {R"({"num_hidden_layers": 4, "hybrid_override_pattern": "M*M", "mamba_num_heads": 8, "mamba_head_dim": 4,
+          "ssm_state_size": 16, "n_groups": 2, "conv_kernel": 4})", "'hybrid_override_pattern' has 3 layers"},
+      {R"({"num_hidden_layers": 2, "hybrid_override_pattern": "M*", "mamba_num_heads": 8, "mamba_head_dim": 4,
+          "ssm_state_size": 16, "n_groups": 3, "conv_kernel": 4})", "'n_groups' is 3, not a divisor"},
+  };
+  for (const Bad& b : bad) {
+    const std::string e = error_of(b.text);
+    EXPECT_NE(e.find(dir.file("config.json")), std::string::npos) << "names the file: " << e;
+    EXPECT_NE(e.find(b.expect), std::string::npos) << "expected '" << b.expect << "' in: " << e;
+  }
+  try {
+    model_from_hf_config(dir.file("missing.json"));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot read"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ssm
