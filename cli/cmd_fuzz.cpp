@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 
 #include "cli/case_options.h"
 #include "cli/commands.h"
+#include "cli/crash_verdict.h"
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "fixtures/hf_config.h"
@@ -83,6 +85,27 @@ int run_fuzz(const FuzzFlags& f) {
              f.duration > 0 ? fmt::format(", for {} s (exploratory: the cases that run depend on the machine)",
                                           f.duration)
                             : "");
+  // The verdict a crash leaves (cli/crash_verdict.h): the campaign, failed as crashed. Written now
+  // as "unfinished" (a kill -9 leaves that), rendered for the signal handler otherwise.
+  std::optional<CrashVerdict> crash;
+  if (!f.junit.empty()) {
+    auto verdict_with = [&](const std::string& message) {
+      replay::GateResult v;
+      v.tool = "ssmcheck fuzz";
+      v.seed = f.seed;
+      replay::GateCase c;
+      c.suite = "campaign." + f.backend;
+      c.name = fmt::format("seed {}", f.seed);
+      c.status = replay::GateCase::Status::fail;
+      c.message = message;
+      v.cases.push_back(c);
+      return v.junit();
+    };
+    write_text_atomically(f.junit, verdict_with("the campaign started but has not finished (killed, or still running)"),
+                          "--junit");
+    crash.emplace(f.junit, "");
+    crash->update(verdict_with("crashed: the process died on a fatal signal during the campaign (see its stderr)"), "");
+  }
   const fuzz::CampaignResult r = fuzz::run_campaign(o, model_factory(), sut);
   if (tty) fmt::print(stderr, "\n");
   fmt::print("{}", r.summary());

@@ -3,8 +3,10 @@
 #include <fmt/core.h>
 
 #include <fstream>
+#include <optional>
 
 #include "cli/commands.h"
+#include "cli/crash_verdict.h"
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "cli/trace_backends.h"
@@ -44,9 +46,37 @@ int run_replay(const ReplayFlags& f) {
   const auto backends = trace_backends(f.backend, &skipped);
   bool diverged = false, bad = false;
   nlohmann::json all = nlohmann::json::array();
+  // The verdict a crash leaves (cli/crash_verdict.h): what finished, and the running step failed
+  // as crashed; written first as "unfinished" (what a kill -9 leaves).
+  auto with_step = [&](const std::string& suite, const std::string& name, const std::string& message) {
+    replay::GateResult v = verdict;
+    replay::GateCase c;
+    c.suite = suite;
+    c.name = name;
+    c.status = replay::GateCase::Status::fail;
+    c.message = message;
+    v.cases.push_back(c);
+    nlohmann::json j = all;
+    j.push_back({{"trace", name}, {"suite", suite}, {"crashed", message}});
+    return std::make_pair(v.junit(), j.dump(2) + "\n");
+  };
+  std::optional<CrashVerdict> crash;
+  if (!f.json.empty() || !f.junit.empty()) {
+    const auto [junit, json] = with_step("replay", "unfinished", "replay started but has not finished (killed, or still running)");
+    if (!f.json.empty()) write_text_atomically(f.json, json, "--json");
+    if (!f.junit.empty()) write_text_atomically(f.junit, junit, "--junit");
+    crash.emplace(f.junit, f.json);
+  }
+  auto arm = [&](const std::string& suite, const std::string& name) {
+    if (!crash) return;
+    const auto [junit, json] =
+        with_step(suite, name, "crashed: the process died on a fatal signal here (see its stderr)");
+    crash->update(junit, json);
+  };
   // every trace is replayed, a bad one reported and skipped: nothing already checked is lost
   for (const std::string& path : f.traces) {
     cmp::Trace trace;
+    arm("replay.read", path);
     try {
       trace = cmp::read_trace(path);
     } catch (const cmp::TraceError& e) {
@@ -64,6 +94,7 @@ int run_replay(const ReplayFlags& f) {
     fmt::print("ssmcheck replay: {}: {}\n", trace.source, describe(trace));
     for (const auto& s : skipped) fmt::print("  backend {}: skipped ({})\n", s.first, s.second);
     for (const auto& be : backends) {
+      arm("replay." + be.name, path);
       auto backend = be.factory();
       replay::ReplayResult r;
       try {

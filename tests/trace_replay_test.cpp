@@ -322,6 +322,36 @@ TEST(Gate, ACrashLeavesAVerdictNamingTheCheck) {
   EXPECT_NE(junit.find("crashed"), std::string::npos);
 }
 
+// replay and fuzz leave a failing verdict naming the running step when they die on a signal, and
+// keep what finished before it (the same mechanism as the gate's, cli/crash_verdict.h).
+TEST(Replay, ACrashLeavesAVerdictNamingTheTraceAndBackend) {
+  TempDir dir;
+  const std::string json = dir.file("r.json"), xml = dir.file("r.xml"), log = dir.file("log");
+  std::string many;  // the golden traces 40 times over: long enough to be killed in the middle
+  for (int i = 0; i < 40; ++i)
+    for (const std::string& t : traces(traces_dir())) many += " " + q(traces_dir() + "/" + t);
+  const Shell s = sh(std::string(SSMCHECK_BIN) + " replay" + many + " --json " + q(json) + " --junit " + q(xml) +
+                     " > " + q(log) + " 2>&1 & pid=$!; sleep 1; kill -SEGV $pid; wait $pid; echo rc=$?");
+  EXPECT_NE(s.out.find("rc=139"), std::string::npos) << s.out;
+  std::ifstream js(json);
+  const nlohmann::json j = nlohmann::json::parse(js);
+  ASSERT_GE(j.size(), 2u) << j.dump();  // at least one finished replay, then the crashed step
+  EXPECT_NE(j.back().at("crashed").get<std::string>().find("fatal signal"), std::string::npos) << j.dump();
+  EXPECT_NE(j.back().at("trace").get<std::string>().find(".h5"), std::string::npos) << j.dump();
+  std::ifstream x(xml);
+  const std::string junit((std::istreambuf_iterator<char>(x)), {});
+  EXPECT_NE(junit.find("crashed"), std::string::npos) << junit;
+
+  const std::string fx = dir.file("f.xml");
+  const Shell f = sh(std::string(SSMCHECK_BIN) + " fuzz --cases 100000 --out " + q(dir.file("out")) + " --junit " +
+                     q(fx) + " > " + q(log) + " 2>&1 & pid=$!; sleep 1; kill -SEGV $pid; wait $pid; echo rc=$?");
+  EXPECT_NE(f.out.find("rc=139"), std::string::npos) << f.out;
+  std::ifstream fxs(fx);
+  const std::string fj((std::istreambuf_iterator<char>(fxs)), {});
+  EXPECT_NE(fj.find("crashed: the process died on a fatal signal during the campaign"), std::string::npos) << fj;
+  EXPECT_NE(fj.find("failures=\"1\""), std::string::npos) << fj;
+}
+
 TEST(Gate, OutputPathsAreCheckedBeforeAnyWork) {
   TempDir dir;
   { std::ofstream(dir.file("plain")) << "a file, not a directory"; }
