@@ -74,53 +74,65 @@ int run_record(const RecordFlags& f) {
     return in;
   });
   cmp::TraceWriter w(f.out, h);
+  if (!w.moved_aside().empty())
+    fmt::print(stderr, "ssmcheck record: an unfinished capture of {} was moved aside to {} (replay reads it)\n", f.out,
+               w.moved_aside());
   int refused = 0, states = 0, outputs = 0;
-  for (size_t i = 0; i < script.size(); ++i) {
-    cmp::TraceOp t;
-    t.op = script[i];
-    const int rows = t.op.rows();
-    if (t.op.kind == OpKind::prefill || t.op.is_batch()) {
-      // inputs of an op refused before the backend asked for them: any valid rows will do
-      t.inputs.resize(t.op.seqs.size());
-      if (rows > 0)
-        for (size_t e = 0; e < t.op.seqs.size(); ++e)
-          t.inputs[e] = make_inputs(spec, cfg.gen, int(i), t.op.seqs[e], int(e), rows);
-    }
-    current = &t;
-    OpResult r;
-    try {
-      r = runner.run(t.op, int(i));
-    } catch (const StateError& e) {
-      t.refused = e.kind();
-      ++refused;
-      fmt::print("  op {} '{}': refused: {}\n", i, to_string(t.op), e.what());
-    }
-    if (f.outputs && !t.refused && !r.outputs.empty()) {
-      for (size_t e = 0; e < r.outputs.size(); ++e) {
-        if (t.op.seqs[e] == kPadRow) t.outputs.push_back(std::nullopt);
-        else {
-          t.outputs.push_back(r.outputs[e]);
-          ++outputs;
+  size_t i = 0;
+  try {
+    for (; i < script.size(); ++i) {
+      cmp::TraceOp t;
+      t.op = script[i];
+      const int rows = t.op.rows();
+      if (t.op.kind == OpKind::prefill || t.op.is_batch()) {
+        // inputs of an op refused before the backend asked for them: any valid rows will do
+        t.inputs.resize(t.op.seqs.size());
+        if (rows > 0)
+          for (size_t e = 0; e < t.op.seqs.size(); ++e)
+            t.inputs[e] = make_inputs(spec, cfg.gen, int(i), t.op.seqs[e], int(e), rows);
+      }
+      current = &t;
+      OpResult r;
+      try {
+        r = runner.run(t.op, int(i));
+      } catch (const StateError& e) {
+        t.refused = e.kind();
+        ++refused;
+        fmt::print("  op {} '{}': refused: {}\n", i, to_string(t.op), e.what());
+      }
+      if (f.outputs && !t.refused && !r.outputs.empty()) {
+        for (size_t e = 0; e < r.outputs.size(); ++e) {
+          if (t.op.seqs[e] == kPadRow) t.outputs.push_back(std::nullopt);
+          else {
+            t.outputs.push_back(r.outputs[e]);
+            ++outputs;
+          }
         }
       }
-    }
-    if (selected(int(i), int(script.size()))) {
-      for (int seq : runner.live_seqs()) {
-        SequenceState full = backend->export_state(runner.slot_of(seq));
-        cmp::TraceState ts;
-        ts.seq = seq;
-        ts.layers = layers;
-        ts.state.slot = full.slot;
-        ts.state.last_verify_k = full.last_verify_k;
-        ts.state.h_prefill_stage = std::move(full.h_prefill_stage);
-        for (int l : layers) ts.state.layers.push_back(std::move(full.layers.at(size_t(l))));
-        t.states.push_back(std::move(ts));
-        ++states;
+      if (selected(int(i), int(script.size()))) {
+        for (int seq : runner.live_seqs()) {
+          SequenceState full = backend->export_state(runner.slot_of(seq));
+          cmp::TraceState ts;
+          ts.seq = seq;
+          ts.layers = layers;
+          ts.state.slot = full.slot;
+          ts.state.last_verify_k = full.last_verify_k;
+          ts.state.h_prefill_stage = std::move(full.h_prefill_stage);
+          for (int l : layers) ts.state.layers.push_back(std::move(full.layers.at(size_t(l))));
+          t.states.push_back(std::move(ts));
+          ++states;
+        }
       }
+      w.append(t);
     }
-    w.append(t);
+    w.close();
+  } catch (const std::exception& e) {
+    // the ops appended so far stay in PATH.partial/ (crash safety); say so instead of leaving it
+    // behind silently
+    fmt::print(stderr, "ssmcheck record: stopped at op {}: the {} ops before it are kept in {} (replay reads it)\n", i,
+               w.ops(), cmp::trace_partial_dir(f.out));
+    throw;
   }
-  w.close();
   std::error_code ec;
   const auto bytes = std::filesystem::file_size(f.out, ec);
   fmt::print("ssmcheck record: wrote {} ({} ops, {} refused, {} states, {} outputs, {} bytes) from {} on {}\n", f.out,

@@ -294,7 +294,17 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header)
   validate_trace_header(header_, path_);
   if (header_.tool_version.empty()) header_.tool_version = tool_version();
   std::error_code ec;
-  fs::remove_all(dir_, ec);  // a stale capture of the same path
+  if (fs::exists(dir_, ec)) {
+    // an unfinished capture of the same path (a crash left it): its ops are what crash safety
+    // exists to keep, so it is moved aside, never deleted
+    for (int n = 1; moved_aside_.empty(); ++n) {
+      const std::string aside = dir_ + "." + std::to_string(n);
+      if (fs::exists(aside, ec)) continue;
+      fs::rename(dir_, aside, ec);
+      if (ec) throw TraceError(path_, "/", "cannot move the unfinished capture " + dir_ + " aside: " + ec.message());
+      moved_aside_ = aside;
+    }
+  }
   fs::create_directories(dir_, ec);
   if (ec) throw TraceError(path_, "/", "cannot create " + dir_ + ": " + ec.message());
   write_atomically<TraceError>(dir_ + "/header.h5", "/", [&](hid_t f) { write_header(f, header_, -1); });

@@ -102,7 +102,9 @@ std::string trace_partial_dir(const std::string& path);
 // then one op-NNNNNN.h5 per op, each written under a temporary name and renamed, so an op is
 // durable once append() returns. close() merges everything into PATH (temporary name, then
 // rename) and removes the directory. A writer destroyed without close() (or a crashed process)
-// leaves PATH.partial/, which read_trace recovers up to the last complete op.
+// leaves PATH.partial/, which read_trace recovers up to the last complete op. A new writer of the
+// same PATH never deletes such an unfinished capture: it moves it aside to PATH.partial.N (the
+// first free N), still readable by read_trace, and says where (moved_aside()).
 class TraceWriter {
  public:
   TraceWriter(const std::string& path, const TraceHeader& header);  // throws TraceError
@@ -115,9 +117,11 @@ class TraceWriter {
   int ops() const { return count_; }
   const std::string& path() const { return path_; }
   const TraceHeader& header() const { return header_; }
+  // Where an unfinished capture of the same path was moved ("" when there was none).
+  const std::string& moved_aside() const { return moved_aside_; }
 
  private:
-  std::string path_, dir_;
+  std::string path_, dir_, moved_aside_;
   TraceHeader header_;
   int count_ = 0;
   bool closed_ = false;

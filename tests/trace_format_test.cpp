@@ -188,6 +188,19 @@ TEST(TraceFormat, ACrashedCaptureKeepsEveryFlushedOp) {
     tw.append(w.ops[1]);
   }
   EXPECT_EQ(cmp::read_trace(p1).ops.size(), 2u);
+  // a new capture of the same path moves the unfinished one aside (never deletes its ops)
+  {
+    cmp::TraceWriter again(p1, w.header);
+    EXPECT_EQ(again.moved_aside(), cmp::trace_partial_dir(p1) + ".1");
+    again.append(w.ops[0]);
+    again.close();
+  }
+  EXPECT_EQ(cmp::read_trace(p1).ops.size(), 1u);
+  EXPECT_EQ(cmp::read_trace(cmp::trace_partial_dir(p1) + ".1").ops.size(), 2u) << "the old capture is kept";
+  {
+    cmp::TraceWriter one(p1 + "x", w.header);  // nothing to move aside
+    EXPECT_EQ(one.moved_aside(), "");
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
