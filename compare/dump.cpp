@@ -164,6 +164,37 @@ void validate_dump(const Dump& dump, const std::string& file, bool check_finite)
   for (size_t i = 0; i < dump.sequences.size(); ++i)
     validate_sequence(dump.sequences[i].state, file, seq_path(i), dump.spec, dump.pool.h_mode, layers,
                       /*stage_optional=*/false, check_finite);
+  // States no pool can hold (the trace reader refuses the same): one logical sequence twice, two
+  // sequences in one slot, a slot outside the pool, more valid intermediates than the slot's
+  // capacity, FP16 state in an f32-mode dump.
+  const PoolConfig& pool = dump.pool;
+  for (size_t i = 0; i < dump.sequences.size(); ++i) {
+    const DumpSequence& a = dump.sequences[i];
+    const std::string sp = seq_path(i);
+    for (size_t j = 0; j < i; ++j) {
+      if (dump.sequences[j].seq == a.seq)
+        throw DumpError(file, sp + "@seq", fmt::format("sequence {} appears twice (also {})", a.seq, seq_path(j)));
+      if (a.state.slot >= 0 && dump.sequences[j].state.slot == a.state.slot)
+        throw DumpError(file, sp + "@slot", fmt::format("slot {} holds two sequences (also {})", a.state.slot, seq_path(j)));
+    }
+    if (pool.max_slots > 0 && a.state.slot >= pool.max_slots)
+      throw DumpError(file, sp + "@slot", fmt::format("slot {} is outside the pool of {} slots", a.state.slot, pool.max_slots));
+    if (a.state.slot >= 0 && size_t(a.state.slot) < pool.h_capacity.size() &&
+        a.state.last_verify_k - 1 > pool.capacity(a.state.slot))
+      throw DumpError(file, sp + "@last_verify_k",
+                      fmt::format("{} makes {} valid intermediates, slot {} holds {}", a.state.last_verify_k,
+                                  a.state.last_verify_k - 1, a.state.slot, pool.capacity(a.state.slot)));
+    if (pool.h_mode == HMode::f32)
+      for (size_t l = 0; l < a.state.layers.size(); ++l) {
+        const LayerState& L = a.state.layers[l];
+        const bool f16 = L.h_is_f16 || L.h.dtype() == DType::f16 ||
+                         (L.h_checkpoint && L.h_checkpoint->dtype() == DType::f16) ||
+                         (!L.h_intermediates.empty() && L.h_intermediates[0].dtype() == DType::f16);
+        if (f16)
+          throw DumpError(file, sp + "/layer" + std::to_string(layers[l]),
+                          "FP16 state in an f32-mode dump (h mode f32 never stores h in FP16)");
+      }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

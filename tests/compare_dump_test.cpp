@@ -199,6 +199,46 @@ TEST(compare_dump, writer_refuses_inconsistent_state) {
   EXPECT_FALSE(fs::exists(dir.file("x.h5")));
 }
 
+// States no pool can hold are refused, naming the object: one logical sequence twice (then `diff X
+// X` would say DIFFERENT), two sequences in one slot, a slot outside the pool, more intermediates
+// than the slot's capacity, FP16 state in an f32-mode dump.
+TEST(compare_dump, impossible_states_are_refused) {
+  TempDir dir;
+  const Dump d = make_dump("tiny", HMode::f32, 37, kOps);
+  ASSERT_GE(d.sequences.size(), 2u);
+  struct Bad { std::function<void(Dump&)> edit; std::string object, text; };
+  const std::vector<Bad> bad = {
+      {[](Dump& x) { x.sequences[1].seq = x.sequences[0].seq; }, "/seq1@seq", "appears twice"},
+      {[](Dump& x) { x.sequences[1].state.slot = x.sequences[0].state.slot; }, "/seq1@slot", "holds two sequences"},
+      {[](Dump& x) { x.sequences[0].state.slot = 9; }, "/seq0@slot", "outside the pool of 4 slots"},
+      {[](Dump& x) {
+         SequenceState& s = x.sequences[0].state;
+         s.slot = 2;  // capacity 2
+         s.last_verify_k = 5;
+         for (auto& L : s.layers) {
+           L.h_intermediates.assign(4, L.h);
+           L.conv_intermediates.assign(4, L.conv);
+         }
+       }, "/seq0@last_verify_k", "slot 2 holds 2"},
+      {[](Dump& x) {
+         LayerState& L = x.sequences[0].state.layers[0];
+         L.h_is_f16 = true;
+         L.h = Tensor::zeros(DType::f16, L.h.shape());
+       }, "/seq0/layer0", "FP16 state in an f32-mode dump"},
+  };
+  for (const Bad& b : bad) {
+    Dump x = d;
+    b.edit(x);
+    try {
+      write_dump(dir.file("x.h5"), x);
+      ADD_FAILURE() << "no DumpError for " << b.object;
+    } catch (const DumpError& e) {
+      EXPECT_EQ(e.object(), b.object) << e.what();
+      EXPECT_NE(std::string(e.what()).find(b.text), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(compare_dump, non_finite_is_written_but_rejected_on_read_unless_allowed) {
   TempDir dir;
   Dump d = make_dump("tiny", HMode::f32, 35, kOps);
