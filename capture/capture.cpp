@@ -213,17 +213,18 @@ ssmc_status ssmc_set_pool(ssmc_trace* t, int max_slots, const int* h_capacity, i
   return call(t, false, [&] {
     need(!t->writer, SSMC_ERR_ORDER, "ssmc_set_pool after the first op");
     need(max_slots >= 1 && max_slots <= 65536, SSMC_ERR_ARGUMENT, "ssmc_set_pool: max_slots must be in 1..65536");
-    PoolConfig& p = t->header.pool;
+    PoolConfig p = t->header.pool;  // a refused call changes nothing
     p.max_slots = max_slots;
     p.conv_capacity = conv_capacity;
     p.snapshot_slots = snapshot_slots;
     p.h_capacity.clear();
     if (h_capacity) p.h_capacity.assign(h_capacity, h_capacity + max_slots);
     try {
-      p.validate();
+      p.validate();  // the same bounds as the trace reader's (core/model.h)
     } catch (const std::exception& e) {
       throw Failure{SSMC_ERR_ARGUMENT, std::string("ssmc_set_pool: ") + e.what()};
     }
+    t->header.pool = p;
     t->pool_set = true;
   });
 }

@@ -16,7 +16,9 @@
 namespace ssm::cmp {
 
 // Bounds that keep a malformed file from asking for absurd allocations.
-constexpr int64_t kMaxLayers = 4096, kMaxSlots = 65536, kMaxDim = 65536, kMaxK = 65536;
+// Pool and head bounds are core's (core/model.h, core/layer_spec.h): what a reader accepts, the
+// capture ABI and every backend accept too.
+constexpr int64_t kMaxLayers = 4096, kMaxSlots = kMaxPoolSlots, kMaxDim = kMaxHeads, kMaxK = kMaxIntermediates;
 constexpr int64_t kMaxElems = int64_t(1) << 31;
 
 // The root attribute h_mode of the open file `f`.

@@ -1,6 +1,7 @@
 // Presets and printing for layer specs (see layer_spec.h).
 #include "core/layer_spec.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -24,10 +25,11 @@ void LayerSpec::validate() const {
   auto bad = [&](const std::string& what) { throw std::invalid_argument(name() + ": " + what); };
   if (kind != LayerKind::gdn) bad("only gdn layers are implemented");
   if (nk < 1 || nv < 1 || kd < 1 || vd < 1) bad("nk, nv, kd, vd must be >= 1");
+  if (nk > kMaxHeads || nv > kMaxHeads) bad("nk and nv must be <= " + std::to_string(kMaxHeads));
   if (nv % nk != 0) bad("nv must be a multiple of nk");
   if (d_conv < 1 || d_conv > 8) bad("d_conv must be in 1..8");
   if (kd > 256 || vd > 256) bad("kd and vd must be <= 256");
-  if (!(eps > 0.0f)) bad("eps must be > 0");
+  if (!(eps > 0.0f) || !std::isfinite(eps)) bad("eps must be finite and > 0");
 }
 
 namespace {

@@ -13,6 +13,8 @@ enum class OutputGate { silu, sigmoid };  // out *= silu(z) (Qwen) or sigmoid(z)
 const char* to_string(LayerKind k);
 const char* to_string(OutputGate g);
 
+constexpr int kMaxHeads = 65536;  // nk, nv (LayerSpec::validate; the file readers use the same bound)
+
 struct LayerSpec {
   LayerKind kind = LayerKind::gdn;
   // GDN

@@ -66,14 +66,22 @@ int PoolConfig::max_capacity() const {
 }
 
 void PoolConfig::validate() const {
-  if (max_slots < 1) throw std::invalid_argument("pool: max_slots must be >= 1");
+  if (max_slots < 1 || max_slots > kMaxPoolSlots)
+    throw std::invalid_argument("pool: max_slots must be in 1.." + std::to_string(kMaxPoolSlots) + ", not " +
+                                std::to_string(max_slots));
   if (!h_capacity.empty() && h_capacity.size() != size_t(max_slots))
     throw std::invalid_argument("pool: h_capacity has " + std::to_string(h_capacity.size()) +
                                 " entries for " + std::to_string(max_slots) + " slots");
   for (int c : h_capacity)
-    if (c < 0) throw std::invalid_argument("pool: negative h intermediate capacity");
-  if (conv_capacity < 0) throw std::invalid_argument("pool: negative conv intermediate capacity");
-  if (snapshot_slots < 0) throw std::invalid_argument("pool: negative snapshot_slots");
+    if (c < 0 || c > kMaxIntermediates)
+      throw std::invalid_argument("pool: h intermediate capacity " + std::to_string(c) + " is outside 0.." +
+                                  std::to_string(kMaxIntermediates));
+  if (conv_capacity < 0 || conv_capacity > kMaxIntermediates)
+    throw std::invalid_argument("pool: conv intermediate capacity " + std::to_string(conv_capacity) +
+                                " is outside 0.." + std::to_string(kMaxIntermediates));
+  if (snapshot_slots < 0 || snapshot_slots > kMaxPoolSlots)
+    throw std::invalid_argument("pool: snapshot_slots " + std::to_string(snapshot_slots) + " is outside 0.." +
+                                std::to_string(kMaxPoolSlots));
 }
 
 std::string PoolConfig::name() const {

@@ -29,6 +29,11 @@ struct Model {
   void validate() const;
 };
 
+// Bounds of a pool (PoolConfig::validate), shared by the file readers and the capture ABI so
+// that nothing one accepts the other refuses.
+constexpr int kMaxPoolSlots = 65536;      // max_slots and snapshot_slots
+constexpr int kMaxIntermediates = 65536;  // h capacity per slot, conv capacity, last verify K
+
 struct PoolConfig {
   HMode h_mode = HMode::f32;
   int max_slots = 4;

@@ -84,6 +84,15 @@ static void write_trace_file(const char* path, int bad) {
 static void misuse(const char* path) {
   ssmc_trace* t = start(path);
   float x[CD] = {0}, a[NV] = {0}, b[NV] = {0}, z[NV * VD] = {0};
+  /* what the trace reader refuses is refused here too, and changes nothing (core/model.h bounds) */
+  EXPECT(ssmc_set_pool(t, 2, NULL, 70000, 1) == SSMC_ERR_ARGUMENT);
+  {
+    static float w[CD * DC], v[NV], n[VD];
+    ssmc_layer_desc wide = {1, 70000, KD, VD, DC, 0, 0, 1e-6f};
+    ssmc_layer_desc inf_eps = {NK, NV, KD, VD, DC, 0, 0, INFINITY};
+    EXPECT(ssmc_add_layer(t, &wide, w, NULL, v, v, n) == SSMC_ERR_ARGUMENT);
+    EXPECT(ssmc_add_layer(t, &inf_eps, w, NULL, v, v, n) == SSMC_ERR_ARGUMENT);
+  }
   EXPECT(ssmc_op_inputs(t, 0, 0, x, a, b, z, SSMC_HOST) == SSMC_ERR_ORDER); /* outside an op */
   EXPECT(strlen(ssmc_last_error()) > 0);
   EXPECT(ssmc_begin_op(t, "frobnicate 3") == SSMC_ERR_ARGUMENT);
