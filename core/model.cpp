@@ -92,6 +92,17 @@ std::string PoolConfig::name() const {
          ",snap=" + std::to_string(snapshot_slots) + ")";
 }
 
+void check_input_size(const ModelSpec& spec, int rows) {
+  int64_t per_row = 0;
+  for (const LayerSpec& s : spec.layers) per_row += int64_t(s.conv_dim()) + 2 * int64_t(s.nv) + int64_t(s.out_dim());
+  const double floats = double(std::max(rows, 0)) * double(per_row);
+  if (floats > double(kMaxInputFloats))
+    throw std::invalid_argument("inputs of " + std::to_string(rows) + " rows: " + std::to_string(int64_t(floats)) +
+                                " floats (" + std::to_string(int64_t(floats * 4 / double(1 << 30))) +
+                                " GiB), more than ssmcheck builds for one sequence of one op (" +
+                                std::to_string(kMaxInputFloats * 4 / (1 << 30)) + " GiB)");
+}
+
 void StepInputs::validate(const ModelSpec& spec, int expected_rows) const {
   if (rows != expected_rows)
     throw std::invalid_argument("inputs: " + std::to_string(rows) + " rows given, " +

@@ -53,6 +53,12 @@ struct LayerRows {
   std::vector<float> b;  // [rows][nv] gate input (beta)
   std::vector<float> z;  // [rows][nv*vd] output gate
 };
+// Inputs ssmcheck builds for one sequence of one op are bounded (1 GiB of floats): a script or
+// a trace asking for more (`prefill 300000000`) is an error naming the size before anything is
+// allocated, never std::bad_alloc. Throws std::invalid_argument.
+constexpr int64_t kMaxInputFloats = int64_t(1) << 28;
+void check_input_size(const ModelSpec& spec, int rows);
+
 struct StepInputs {
   int rows = 0;
   std::vector<LayerRows> layers;

@@ -12,6 +12,7 @@ namespace ssm::replay {
 namespace {
 
 StepInputs zero_inputs(const ModelSpec& spec, int rows) {
+  check_input_size(spec, rows);
   StepInputs in;
   in.rows = rows;
   for (const LayerSpec& s : spec.layers) {

@@ -250,6 +250,21 @@ TEST(Replay, HfConfigModelRecordsReplaysAndFuzzes) {
   EXPECT_EQ(sh(bin + " run --config " + q(cfg) + " --preset tiny").code, 2) << "--config and --preset exclude each other";
 }
 
+// An op asking for more inputs than ssmcheck builds is an error naming the size, before anything
+// is allocated (run under a 3 GB address-space limit: a bad_alloc would not get this message),
+// and a huge pool is refused by its bounds.
+TEST(Replay, HugeOpsAndPoolsAreErrorsBeforeAllocation) {
+  const std::string bin = SSMCHECK_BIN;
+  for (const std::string ops : {"alloc; prefill 300000000", "alloc; verify 100000000"}) {
+    const Shell s = sh("ulimit -v 3000000; " + bin + " run --ops '" + ops + "'");
+    EXPECT_EQ(s.code, 2) << ops << "\n" << s.out;
+    EXPECT_NE(s.out.find("more than ssmcheck builds for one sequence of one op (1 GiB)"), std::string::npos) << s.out;
+  }
+  const Shell slots = sh("ulimit -v 3000000; " + bin + " run --slots 100000000 --ops alloc");
+  EXPECT_EQ(slots.code, 2) << slots.out;
+  EXPECT_NE(slots.out.find("max_slots must be in 1..65536, not 100000000"), std::string::npos) << slots.out;
+}
+
 TEST(Replay, PythonExampleTraceReplays) {
   if (sh("/usr/bin/python3 -c 'import h5py, numpy'").code != 0)
     GTEST_SKIP() << "python3-h5py / python3-numpy not installed (/usr/bin/python3 -c 'import h5py, numpy' failed)";
