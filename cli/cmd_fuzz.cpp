@@ -51,6 +51,40 @@ struct FuzzFlags {
   ToleranceOptions tol;
 };
 
+// A JUnit verdict of one test case (fuzz: the campaign; check: the script).
+std::string one_case_junit(const std::string& tool, uint64_t seed, const std::string& suite, const std::string& name,
+                           bool pass, const std::string& message, const std::string& details = "",
+                           double seconds = 0, int shrunk_ops = -1) {
+  replay::GateResult v;
+  v.tool = tool;
+  v.seed = seed;
+  v.seconds = seconds;
+  replay::GateCase c;
+  c.suite = suite;
+  c.name = name;
+  c.seconds = seconds;
+  c.status = pass ? replay::GateCase::Status::pass : replay::GateCase::Status::fail;
+  c.message = message;
+  c.details = details;
+  if (shrunk_ops >= 0) c.shrunk_ops = shrunk_ops;
+  v.cases.push_back(c);
+  return v.junit();
+}
+
+// Written before the work (what a kill -9 leaves) and armed for a fatal signal (cli/crash_verdict.h).
+// `crash` is emplaced in place: a CrashVerdict disarms when destroyed, so it is never moved.
+void arm_one_case_junit(std::optional<CrashVerdict>& crash, const std::string& junit, const std::string& tool,
+                        uint64_t seed, const std::string& suite, const std::string& name) {
+  if (junit.empty()) return;
+  write_text_atomically(junit, one_case_junit(tool, seed, suite, name, false, "started but has not finished (killed, or still running)"),
+                        "--junit");
+  crash.emplace(junit, "");
+  crash->update(one_case_junit(tool, seed, suite, name, false,
+                               "crashed: the process died on a fatal signal during the " +
+                                   std::string(tool == "ssmcheck fuzz" ? "campaign" : "check") + " (see its stderr)"),
+                "");
+}
+
 int run_fuzz(const FuzzFlags& f) {
   check_output_dir(f.out, "--out");
   prepare_output_file(f.junit, "--junit");
@@ -85,50 +119,24 @@ int run_fuzz(const FuzzFlags& f) {
              f.duration > 0 ? fmt::format(", for {} s (exploratory: the cases that run depend on the machine)",
                                           f.duration)
                             : "");
-  // The verdict a crash leaves (cli/crash_verdict.h): the campaign, failed as crashed. Written now
-  // as "unfinished" (a kill -9 leaves that), rendered for the signal handler otherwise.
+  const std::string suite = "campaign." + f.backend, name = fmt::format("seed {}", f.seed);
   std::optional<CrashVerdict> crash;
-  if (!f.junit.empty()) {
-    auto verdict_with = [&](const std::string& message) {
-      replay::GateResult v;
-      v.tool = "ssmcheck fuzz";
-      v.seed = f.seed;
-      replay::GateCase c;
-      c.suite = "campaign." + f.backend;
-      c.name = fmt::format("seed {}", f.seed);
-      c.status = replay::GateCase::Status::fail;
-      c.message = message;
-      v.cases.push_back(c);
-      return v.junit();
-    };
-    write_text_atomically(f.junit, verdict_with("the campaign started but has not finished (killed, or still running)"),
-                          "--junit");
-    crash.emplace(f.junit, "");
-    crash->update(verdict_with("crashed: the process died on a fatal signal during the campaign (see its stderr)"), "");
-  }
+  arm_one_case_junit(crash, f.junit, "ssmcheck fuzz", f.seed, suite, name);
   const fuzz::CampaignResult r = fuzz::run_campaign(o, model_factory(), sut);
   if (tty) fmt::print(stderr, "\n");
   fmt::print("{}", r.summary());
   if (!f.junit.empty()) {  // one test case: the campaign
-    replay::GateResult v;
-    v.tool = "ssmcheck fuzz";
-    v.seed = f.seed;
-    v.seconds = r.seconds;
-    replay::GateCase c;
-    c.suite = "campaign." + f.backend;
-    c.name = fmt::format("seed {}", f.seed);
-    c.seconds = r.seconds;
     const bool ok = !r.failed && !r.gave_up && r.cases > 0 && r.coverage_missing.empty();
-    c.status = ok ? replay::GateCase::Status::pass : replay::GateCase::Status::fail;
-    c.message = r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
-                : r.gave_up ? "gave up: " + r.message
-                : r.cases == 0 ? std::string("no case ran")
-                : !r.coverage_missing.empty() ? std::string("coverage check failed")
-                                              : fmt::format("{} cases, {} sequences, {} ops: passed", r.cases, r.sequences(), r.ops);
-    c.details = r.summary();
-    if (r.failed) c.shrunk_ops = r.script_length;
-    v.cases.push_back(c);
-    write_text_atomically(f.junit, v.junit(), "--junit");
+    const std::string message =
+        r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
+        : r.gave_up ? "gave up: " + r.message
+        : r.cases == 0 ? std::string("no case ran")
+        : !r.coverage_missing.empty() ? std::string("coverage check failed")
+                                      : fmt::format("{} cases, {} sequences, {} ops: passed", r.cases, r.sequences(), r.ops);
+    write_text_atomically(f.junit,
+                          one_case_junit("ssmcheck fuzz", f.seed, suite, name, ok, message, r.summary(), r.seconds,
+                                         r.failed ? r.script_length : -1),
+                          "--junit");
   }
   if (r.gave_up) return kExitBadInput;
   if (r.failed || !r.coverage_missing.empty()) return kExitDiffer;
@@ -136,10 +144,14 @@ int run_fuzz(const FuzzFlags& f) {
 }
 
 int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOptions& tol,
-              const std::string& dump, bool pause_async) {
+              const std::string& dump, bool pause_async, const std::string& junit) {
   if (!dump.empty()) prepare_output_file(dump + ".model.h5", "--dump");
+  prepare_output_file(junit, "--junit");
   const CaseConfig cfg = opt.resolve();
   const std::vector<Op> script = parse_script(resolve_ops(ops));
+  const std::string suite = "check." + opt.backend, name = cfg.flags();
+  std::optional<CrashVerdict> crash;
+  arm_one_case_junit(crash, junit, "ssmcheck check", cfg.gen.seed, suite, name);
   const auto sut = sut_factory(opt.backend);
   const fuzz::ReplayResult r = fuzz::check_script(cfg, script, model_factory(), sut, tol.resolve(),
                                                   strictness_for(opt.backend), dump, nullptr, pause_async);
@@ -147,7 +159,16 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
              sut()->name(), r.pass ? "agree" : "DIVERGED");
   fmt::print("{}", r.report);
   if (!dump.empty()) fmt::print("  wrote {}.model.h5 and {}.sut.h5\n", dump, dump);
-  if (r.pass && r.accepted == 0) {  // both sides refused every op: no state was ever compared
+  const bool nothing = r.pass && r.accepted == 0;  // both sides refused every op: no state was compared
+  if (!junit.empty())
+    write_text_atomically(junit,
+                          one_case_junit("ssmcheck check", cfg.gen.seed, suite, name, r.pass && !nothing,
+                                         nothing ? std::string("every op was refused by both sides: nothing was checked")
+                                         : r.pass ? fmt::format("{} ops agree", r.ops)
+                                                  : fmt::format("DIVERGED after {} ops", r.ops),
+                                         r.report),
+                          "--junit");
+  if (nothing) {
     fmt::print("ssmcheck check: every op was refused by both sides: nothing was checked\n");
     return kExitNothingRan;
   }
@@ -197,8 +218,10 @@ void add_check_command(CLI::App& app, int* rc) {
   cmd->add_option("--ops", *ops, "op script (or @FILE)")->required();
   cmd->add_flag("--pause-async", *pause, "hold the backend's async copies until their reader waits");
   cmd->add_option("--dump", *dump, "write both sides' final states to PREFIX.model.h5 and PREFIX.sut.h5");
+  auto junit = std::make_shared<std::string>();
+  cmd->add_option("--junit", *junit, "write JUnit XML (one test case: the script)");
   tol->add_to(cmd);
-  cmd->callback([=] { *rc = run_check(*opt, *ops, *tol, *dump, *pause); });
+  cmd->callback([=] { *rc = run_check(*opt, *ops, *tol, *dump, *pause, *junit); });
 }
 
 }  // namespace ssm::cli

@@ -15,6 +15,9 @@ class CrashVerdict {
   // Installs the handlers (once per process) and remembers the files; "" = none.
   CrashVerdict(const std::string& junit_path, const std::string& json_path);
   ~CrashVerdict();  // the verdict is written normally by then: disarms
+  // Never copied or moved: a moved-from copy's destructor would disarm the live one.
+  CrashVerdict(const CrashVerdict&) = delete;
+  CrashVerdict& operator=(const CrashVerdict&) = delete;
   // What the files must say if the process dies before the next update or the destructor.
   void update(const std::string& junit_text, const std::string& json_text);
 };

@@ -186,6 +186,18 @@ TEST(Replay, SeveralTracesAndOpsFromAFile) {
   EXPECT_NE(rxml.find("classname=\"replay.reference\""), std::string::npos) << rxml;
   const Shell fz = sh(bin + " fuzz --cases 3 --max-ops 5 --junit " + q(dir.file("f.xml")));
   EXPECT_EQ(fz.code, 0) << fz.out;
+  // and from check (the script): agree, diverge-free refusal-only (nothing checked: a failure)
+  const Shell ck = sh(bin + " check --ops 'alloc; prefill 3; decode' --junit " + q(dir.file("c.xml")));
+  EXPECT_EQ(ck.code, 0) << ck.out;
+  std::ifstream cx(dir.file("c.xml"));
+  const std::string cxml((std::istreambuf_iterator<char>(cx)), {});
+  EXPECT_NE(cxml.find("<testsuites name=\"ssmcheck check\" tests=\"1\" failures=\"0\""), std::string::npos) << cxml;
+  EXPECT_NE(cxml.find("3 ops agree"), std::string::npos) << cxml;
+  EXPECT_EQ(sh(bin + " check --ops 'release' --junit " + q(dir.file("c2.xml"))).code, 5);
+  std::ifstream cx2(dir.file("c2.xml"));
+  const std::string cxml2((std::istreambuf_iterator<char>(cx2)), {});
+  EXPECT_NE(cxml2.find("failures=\"1\""), std::string::npos) << cxml2;
+  EXPECT_NE(cxml2.find("nothing was checked"), std::string::npos) << cxml2;
   // progress lines (plain when not a terminal) carry done/total and an ETA
   const Shell prog = sh(bin + " fuzz --cases 20 --max-ops 3");
   EXPECT_NE(prog.out.find("ssmcheck fuzz: 10/20 cases"), std::string::npos) << prog.out;
