@@ -19,9 +19,9 @@ struct HCondition {
 };
 
 // A field's condition in the field's shape: a per-column condition [nv][vd] of an h-like field
-// [nv][kd][vd] applies to every row of its column (a flat field of nv*kd*vd or more elements, the
-// f16-pool stage, takes it in its leading elements and zero after); any other shape is returned
-// as it is (compare_tensor refuses a shape that does not match, naming both).
+// [nv][kd][vd] applies to every row of its column; any other shape is returned as it is (the
+// f16-pool stage's condition is already element by element; compare_tensor refuses a shape that
+// does not match, naming both).
 Tensor broadcast_condition(const Tensor& cond, const std::vector<int64_t>& field_shape);
 
 struct LayerState {

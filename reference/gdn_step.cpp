@@ -41,8 +41,11 @@ MatD store_head(const LayerSpec& s, Tensor& h, int vh, const MatD& H) {
 void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window,
               const float* x, const float* a, const float* b, const float* z, float* out, float* cond,
               StateCondition* h_cond) {
+  // the state's carried condition: RMS error per column and its shape (FP16 h is judged in FP16
+  // ULPs, never by it: skipped there, conv errors included)
+  const bool carry = h_cond && h.dtype() == DType::f32;
   VecD yerr;  // the conv outputs' FP32 error per unit roundoff, for the state's condition
-  const VecD y = conv_update(s, w, window, x, h_cond ? &yerr : nullptr);  // [conv_dim]: Q | K | V
+  const VecD y = conv_update(s, w, window, x, carry ? &yerr : nullptr);  // [conv_dim]: Q | K | V
   const Gates gt = gates(s, w, a, b);
   const double qscale = 1.0 / std::sqrt(double(s.kd));
   for (int vh = 0; vh < s.nv; ++vh) {
@@ -51,9 +54,7 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
     const VecD k = y.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd);
     const VecD v = y.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd);
     MatD H = load_head(s, h, vh);
-    // the state's carried condition: RMS error per column and its shape (FP16 h is judged in
-    // FP16 ULPs, never by it: skipped there)
-    if (h_cond && h.dtype() == DType::f32)
+    if (carry)
       delta_rule_condition(H, k, yerr.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd), v,
                            yerr.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd), gt.g[vh],
                            gt.g_cond[vh], gt.beta[vh], h_cond->rho.f32() + size_t(vh) * size_t(s.vd),

@@ -67,25 +67,20 @@ StepOutputs ReferenceBackend::empty_outputs(const ModelSpec& spec, int rows) {
   return o;
 }
 
-template <class T>
-T& ReferenceBackend::intermediate(std::vector<T>& v, int t, const char* family, int slot) {
-  if (t < 0 || size_t(t) >= v.size())
-    throw std::out_of_range("reference: " + std::string(family) + " intermediate " + std::to_string(t) + " of slot " +
-                            std::to_string(slot) + " is beyond its capacity " + std::to_string(v.size()) +
-                            " (an op the contract should have refused)");
-  return v[size_t(t)];
+void ReferenceBackend::throw_beyond_capacity(const char* family, int t, int slot, size_t capacity) {
+  throw std::out_of_range("reference: " + std::string(family) + " intermediate " + std::to_string(t) + " of slot " +
+                          std::to_string(slot) + " is beyond its capacity " + std::to_string(capacity) +
+                          " (an op the contract should have refused)");
 }
-template Tensor& ReferenceBackend::intermediate(std::vector<Tensor>&, int, const char*, int);
-template ReferenceBackend::HField& ReferenceBackend::intermediate(std::vector<HField>&, int, const char*, int);
 
 SequenceState ReferenceBackend::export_state(int slot) {
   contract_.check_claimed("export", slot);
   const SlotMeta& m = contract_.slot(slot);
-  Slot& s = slots_[size_t(slot)];
+  const Slot& s = slots_[size_t(slot)];
   SequenceState out;
   out.slot = slot;
   out.last_verify_k = m.last_verify_k;
-  for (LayerSlot& l : s.layers) {
+  for (const LayerSlot& l : s.layers) {
     LayerState ls;
     ls.h = l.h.value;
     ls.condition.h = l.h.cond.rho;

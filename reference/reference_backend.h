@@ -67,8 +67,12 @@ class ReferenceBackend : public Backend {
   // Intermediate t of a slot's storage, bounds-checked: an op the contract should have refused
   // (a slip in the shared contract) is reported as std::out_of_range naming the slot and the
   // capacity, never undefined behaviour (docs/fuzzing.md, "Legality").
-  template <class T>
-  static T& intermediate(std::vector<T>& v, int t, const char* family, int slot);
+  template <class V>  // std::vector<Tensor> or std::vector<HField>, const or not
+  static auto& intermediate(V& v, int t, const char* family, int slot) {
+    if (t < 0 || size_t(t) >= v.size()) throw_beyond_capacity(family, t, slot, v.size());
+    return v[size_t(t)];
+  }
+  [[noreturn]] static void throw_beyond_capacity(const char* family, int t, int slot, size_t capacity);
 
   Model model_;
   Contract contract_;
