@@ -1,12 +1,9 @@
-// Shared case flags and the backend factory (see case_options.h).
+// Shared case flags (see case_options.h).
 #include "cli/case_options.h"
 
 #include <stdexcept>
 
-#include "reference/reference_backend.h"
-#ifdef SSMCHECK_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#endif
+#include "cli/backend_registry.h"
 
 namespace ssm::cli {
 
@@ -37,7 +34,7 @@ void CaseOptions::add_to(CLI::App* cmd, bool with_backend) {
       ->check(CLI::Range(1e-30, 1e30));
   cmd->add_flag("--extreme-gates", c.gen.extreme_gates,
                 "gate parameters at the softplus threshold, the A_log clamp and both g clamps");
-  if (with_backend) cmd->add_option("--backend", backend, "reference or cuda")->capture_default_str();
+  if (with_backend) cmd->add_option("--backend", backend, backend_choices())->capture_default_str();
 }
 
 CaseConfig CaseOptions::resolve() const {
@@ -47,20 +44,6 @@ CaseConfig CaseOptions::resolve() const {
   c.pool();  // validates
   if (!c.config_path.empty()) c.spec();  // reads and checks the config (an error names file and field)
   return c;
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& name) {
-  if (name == "reference") return std::make_unique<ref::ReferenceBackend>();
-#ifdef SSMCHECK_HAVE_CUDA
-  if (name == "cuda") {
-    std::string why;
-    if (!cuda::device_available(&why)) throw std::invalid_argument("backend 'cuda': " + why);
-    return std::make_unique<cuda::CudaBackend>();
-  }
-#else
-  if (name == "cuda") throw std::invalid_argument("backend 'cuda': this build has no CUDA implementation");
-#endif
-  throw std::invalid_argument("unknown backend '" + name + "' (expected reference or cuda)");
 }
 
 }  // namespace ssm::cli

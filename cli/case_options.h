@@ -25,7 +25,4 @@ struct CaseOptions {
   std::string name() const { return resolve().flags(); }
 };
 
-// "reference" or "cuda" (when built with CUDA). Throws std::invalid_argument otherwise.
-std::unique_ptr<Backend> make_backend(const std::string& name);
-
 }  // namespace ssm::cli

@@ -2,6 +2,7 @@
 // the final state of every live sequence to an HDF5 dump (schema: docs/dump-format.md).
 #include <fmt/core.h>
 
+#include "cli/backend_registry.h"
 #include "cli/case_options.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"

@@ -7,35 +7,19 @@
 #include <cstdio>
 #include <optional>
 
+#include "cli/backend_registry.h"
 #include "cli/case_options.h"
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "fixtures/hf_config.h"
-#include "fuzz/alt_reference.h"
 #include "fuzz/campaign.h"
 #include "replay/gate.h"
 
 namespace ssm::cli {
 
 namespace {
-
-// The system under test named by --backend; the reference is tested through its alternate path.
-fuzz::BackendFactory sut_factory(const std::string& backend) {
-  if (backend == "reference") return [] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); };
-  make_backend(backend);  // throws for unknown or unavailable backends
-  return [backend] { return make_backend(backend); };
-}
-
-fuzz::BackendFactory model_factory() {
-  return [] { return make_backend("reference"); };
-}
-
-// The alternate reference path must agree bit for bit; other backends under the classes.
-cmp::Strictness strictness_for(const std::string& backend) {
-  return backend == "reference" ? cmp::Strictness::bitwise : cmp::Strictness::classes;
-}
 
 struct FuzzFlags {
   uint64_t seed = 1;
@@ -104,7 +88,8 @@ int run_fuzz(const FuzzFlags& f) {
   o.out_dir = f.out;
   o.backend_label = f.backend;
   o.tolerances = f.tol.resolve();
-  o.strictness = strictness_for(f.backend);
+  const fuzz::BackendEntry be = find_backend(f.backend);
+  o.strictness = be.strictness;
   o.pause_async = f.pause_async;
   o.require_coverage = f.require_coverage;
   // a terminal gets one status line rewritten in place; a pipe or file gets plain lines
@@ -113,16 +98,15 @@ int run_fuzz(const FuzzFlags& f) {
     fmt::print(stderr, tty ? "\r\033[Kssmcheck fuzz: {}" : "ssmcheck fuzz: {}\n", line);
     std::fflush(stderr);
   };
-  const auto sut = sut_factory(f.backend);
-  fmt::print("ssmcheck fuzz: seed {}, {}{} cases of up to {} ops, reference vs {}{}\n", f.seed,
-             f.duration > 0 ? "at most " : "", f.cases, f.max_ops, sut()->name(),
+  fmt::print("ssmcheck fuzz: seed {}, {}{} cases of up to {} ops, {} vs {}{}\n", f.seed,
+             f.duration > 0 ? "at most " : "", f.cases, f.max_ops, be.model_name, be.under_test()->name(),
              f.duration > 0 ? fmt::format(", for {} s (exploratory: the cases that run depend on the machine)",
                                           f.duration)
                             : "");
-  const std::string suite = "campaign." + f.backend, name = fmt::format("seed {}", f.seed);
+  const std::string suite = "campaign." + be.name, name = fmt::format("seed {}", f.seed);
   std::optional<CrashVerdict> crash;
   arm_one_case_junit(crash, f.junit, "ssmcheck fuzz", f.seed, suite, name);
-  const fuzz::CampaignResult r = fuzz::run_campaign(o, model_factory(), sut);
+  const fuzz::CampaignResult r = fuzz::run_campaign(o, be.model, be.under_test);
   if (tty) fmt::print(stderr, "\n");
   fmt::print("{}", r.summary());
   if (!f.junit.empty()) {  // one test case: the campaign
@@ -149,14 +133,14 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
   prepare_output_file(junit, "--junit");
   const CaseConfig cfg = opt.resolve();
   const std::vector<Op> script = parse_script(resolve_ops(ops));
-  const std::string suite = "check." + opt.backend, name = cfg.flags();
+  const fuzz::BackendEntry be = find_backend(opt.backend);
+  const std::string suite = "check." + be.name, name = cfg.flags();
   std::optional<CrashVerdict> crash;
   arm_one_case_junit(crash, junit, "ssmcheck check", cfg.gen.seed, suite, name);
-  const auto sut = sut_factory(opt.backend);
-  const fuzz::ReplayResult r = fuzz::check_script(cfg, script, model_factory(), sut, tol.resolve(),
-                                                  strictness_for(opt.backend), dump, nullptr, pause_async);
-  fmt::print("ssmcheck check: {} ops of {} on {}: reference vs {}: {}\n", r.ops, script.size(), cfg.flags(),
-             sut()->name(), r.pass ? "agree" : "DIVERGED");
+  const fuzz::ReplayResult r = fuzz::check_script(cfg, script, be.model, be.under_test, tol.resolve(), be.strictness,
+                                                  dump, nullptr, pause_async);
+  fmt::print("ssmcheck check: {} ops of {} on {}: {} vs {}: {}\n", r.ops, script.size(), cfg.flags(), be.model_name,
+             be.under_test()->name(), r.pass ? "agree" : "DIVERGED");
   fmt::print("{}", r.report);
   if (!dump.empty()) fmt::print("  wrote {}.model.h5 and {}.sut.h5\n", dump, dump);
   const bool nothing = r.pass && r.accepted == 0;  // both sides refused every op: no state was compared
@@ -189,7 +173,7 @@ void add_fuzz_command(CLI::App& app, int* rc) {
                   "exploratory: run cases until SECONDS have passed (checked between cases); the cases that run "
                   "then depend on the machine's speed, so the gate never does this")
       ->check(finite_seconds());
-  cmd->add_option("--backend", f->backend, "system under test: reference (its alternate path) or cuda")
+  cmd->add_option("--backend", f->backend, "system under test: " + backend_choices() + " (reference: its alternate path)")
       ->capture_default_str();
   auto* preset = cmd->add_option("--preset", f->preset, "fixed preset (default: drawn from the small odd presets)");
   cmd->add_option("--config", f->config, "fixed model from a Hugging Face config.json (docs/hf-config.md)")

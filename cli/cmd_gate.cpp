@@ -12,7 +12,7 @@
 #include "cli/output_path.h"
 #include "cli/crash_verdict.h"
 #include "cli/tolerance_options.h"
-#include "cli/trace_backends.h"
+#include "cli/backend_registry.h"
 #include "replay/gate.h"
 
 #ifndef SSMCHECK_FIXTURES_DIR
@@ -43,7 +43,7 @@ int run_gate(const GateFlags& f) {
   o.seed = f.seed;
   o.tolerances = f.tol.resolve();
   o.require_coverage = !f.no_coverage;
-  o.backends = trace_backends(f.backend, &o.skipped);
+  o.backends = select_backends(f.backend, &o.skipped);
   if (f.verbose) {
     o.progress = [](const std::string& line) { fmt::print(stderr, "ssmcheck gate: {}\n", line); };
   } else if (isatty(2)) {  // on a terminal: one status line, rewritten in place, cleared at the end
@@ -109,7 +109,7 @@ void add_gate_command(CLI::App& app, int* rc) {
   cmd->add_option("--junit", f->junit, "write JUnit XML");
   cmd->add_option("--json", f->json, "write JSON");
   cmd->add_option("--traces", f->traces, "golden traces (faulty ones in DIR/faulty)")->capture_default_str();
-  cmd->add_option("--backend", f->backend, "all (every available one), reference or cuda")->capture_default_str();
+  cmd->add_option("--backend", f->backend, "all (every available built-in) or " + backend_choices())->capture_default_str();
   cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_flag("-v,--verbose", f->verbose, "one line per check on stderr");
   cmd->add_flag("--no-coverage", f->no_coverage,

@@ -20,7 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/output_path.h"
-#include "cli/trace_backends.h"
+#include "cli/backend_registry.h"
 #include "fuzz/mutant_catalogue.h"
 
 extern char** environ;
@@ -163,7 +163,7 @@ int run_mutants(const MutantsFlags& f) {
       if (!fuzz::find_mutant(n)) throw std::invalid_argument("--only: unknown mutant '" + n + "'");
   }
   std::vector<std::pair<std::string, std::string>> skipped;
-  const auto available = trace_backends("all", &skipped);  // an unavailable backend's mutants are skipped
+  const auto available = select_backends("all", &skipped);  // an unavailable backend's mutants are skipped
   auto has = [&](const std::string& b) {
     for (const auto& a : available)
       if (a.name == b) return true;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "cli/backend_registry.h"
 #include "cli/case_options.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"

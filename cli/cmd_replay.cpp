@@ -9,7 +9,7 @@
 #include "cli/crash_verdict.h"
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
-#include "cli/trace_backends.h"
+#include "cli/backend_registry.h"
 #include "compare/trace.h"
 #include "replay/gate.h"
 #include "replay/replay.h"
@@ -43,7 +43,7 @@ int run_replay(const ReplayFlags& f) {
   o.same_build_bitwise = !f.classes;
   o.keep_going = f.keep_going;
   std::vector<std::pair<std::string, std::string>> skipped;
-  const auto backends = trace_backends(f.backend, &skipped);
+  const auto backends = select_backends(f.backend, &skipped);
   bool diverged = false, bad = false;
   nlohmann::json all = nlohmann::json::array();
   // The verdict a crash leaves (cli/crash_verdict.h): what finished, and the running step failed
@@ -95,7 +95,7 @@ int run_replay(const ReplayFlags& f) {
     for (const auto& s : skipped) fmt::print("  backend {}: skipped ({})\n", s.first, s.second);
     for (const auto& be : backends) {
       arm("replay." + be.name, path);
-      auto backend = be.factory();
+      auto backend = be.make();
       replay::ReplayResult r;
       try {
         r = replay::replay_trace(trace, *backend, o);
@@ -137,7 +137,7 @@ void add_replay_command(CLI::App& app, int* rc) {
   auto* cmd = app.add_subcommand("replay", "replay a state trace on a backend and compare every recorded state");
   auto f = std::make_shared<ReplayFlags>();
   cmd->add_option("traces", f->traces, "trace files (or unfinished captures TRACE.partial/)")->required();
-  cmd->add_option("--backend", f->backend, "reference, cuda or all")->capture_default_str();
+  cmd->add_option("--backend", f->backend, "all (every available built-in) or " + backend_choices())->capture_default_str();
   cmd->add_flag("--keep-going", f->keep_going, "go on past the first divergence");
   cmd->add_flag("--bitwise", f->bitwise, "compare every tensor bit for bit");
   cmd->add_flag("--classes", f->classes,

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <map>
 
+#include "cli/backend_registry.h"
 #include "cli/case_options.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <deque>
 
+#include "cli/commands.h"
+#include "plugin/plugin_backend.h"
+
 namespace ssm::cli {
 
 namespace {
@@ -35,24 +38,38 @@ void write_all(const char* path, const std::string* text) {
   ::close(fd);
 }
 
+void say(const char* s) { (void)!::write(2, s, std::strlen(s)); }
+
 extern "C" void on_fatal_signal(int sig) {
   for (Armed& a : g_files) write_all(a.path.c_str(), a.text.load());
-  const char msg[] = "ssmcheck: fatal signal; the JUnit/JSON verdict names the check that crashed\n";
-  (void)!::write(2, msg, sizeof msg - 1);
+  if (const char* call = plugin::plugin_call_in_progress()) {
+    // the plug-in crashed, not ssmcheck: a bad plug-in is bad input (exit 2), with the call named
+    say("ssmcheck: error: the plug-in crashed (");
+    say(sig == SIGSEGV ? "SIGSEGV" : sig == SIGABRT ? "SIGABRT" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" : "SIGILL");
+    say(") inside ");
+    say(call);
+    say("; a JUnit/JSON verdict, when asked for, names the check\n");
+    ::_exit(kExitBadInput);
+  }
+  say("ssmcheck: fatal signal; the JUnit/JSON verdict names the check that crashed\n");
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
 
 }  // namespace
 
-CrashVerdict::CrashVerdict(const std::string& junit_path, const std::string& json_path) {
-  g_files[0].path = junit_path;
-  g_files[1].path = json_path;
+void install_crash_handlers() {
   static bool installed = [] {
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, on_fatal_signal);
     return true;
   }();
   (void)installed;
+}
+
+CrashVerdict::CrashVerdict(const std::string& junit_path, const std::string& json_path) {
+  g_files[0].path = junit_path;
+  g_files[1].path = json_path;
+  install_crash_handlers();
 }
 
 CrashVerdict::~CrashVerdict() {

@@ -4,11 +4,16 @@
 // so far, and the running one marked as crashed). The signal handler only writes those
 // pre-rendered bytes with open/write/close (async-signal-safe), then lets the signal kill the
 // process as before, so CI still sees the crash and also finds a failing verdict naming the
-// check that crashed.
+// check that crashed. A crash inside a plug-in's call (plugin/plugin_backend.h) is the plug-in's
+// fault, not ssmcheck's: the handler then names the call and exits 2 (bad input).
 #pragma once
 #include <string>
 
 namespace ssm::cli {
+
+// Installs the fatal-signal handlers (once per process; main does it, so a crashing plug-in is
+// reported even without --junit/--json).
+void install_crash_handlers();
 
 class CrashVerdict {
  public:

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/crash_verdict.h"
 
 #ifndef SSMCHECK_VERSION
 #define SSMCHECK_VERSION "unknown"
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "ssmcheck " SSMCHECK_VERSION);
   int rc = ssm::cli::kExitOk;
+  ssm::cli::install_crash_handlers();
   ssm::cli::add_run_command(app, &rc);
   ssm::cli::add_dump_command(app, &rc);
   ssm::cli::add_diff_command(app, &rc);
@@ -107,6 +109,7 @@ int main(int argc, char** argv) {
   ssm::cli::add_replay_command(app, &rc);
   ssm::cli::add_gate_command(app, &rc);
   ssm::cli::add_mutants_command(app, &rc);
+  ssm::cli::add_backends_command(app, &rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,9 +9,7 @@
 #include <map>
 
 #include "compare/trace.h"
-#include "fuzz/alt_reference.h"
 #include "fuzz/campaign.h"
-#include "reference/reference_backend.h"
 #include "replay/replay.h"
 
 namespace ssm::replay {
@@ -36,14 +34,14 @@ std::vector<std::string> traces_in(const std::string& dir) {
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
 // Replays one trace file; golden: must agree; faulty: must diverge at its expectation.
-GateCase replay_case(const std::string& path, const GateBackend& be, bool faulty, const GateOptions& o) {
+GateCase replay_case(const std::string& path, const fuzz::BackendEntry& be, bool faulty, const GateOptions& o) {
   GateCase c;
   c.suite = std::string(faulty ? "replay.faulty." : "replay.golden.") + be.name;
   c.name = fs::path(path).filename().string();
   const auto start = Clock::now();
   try {
     const cmp::Trace tr = cmp::read_trace(path);
-    auto backend = be.factory();
+    auto backend = be.make();
     ReplayOptions ro;
     ro.tolerances = o.tolerances;
     const ReplayResult r = replay_trace(tr, *backend, ro);
@@ -73,28 +71,24 @@ GateCase replay_case(const std::string& path, const GateBackend& be, bool faulty
   return c;
 }
 
-GateCase campaign_case(const GateBackend& be, const GateOptions& o) {
+GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   GateCase c;
   c.suite = "campaign." + be.name;
-  const bool ref = be.name == "reference";
-  c.name = ref ? "reference vs alternate path" : "reference vs " + be.name;
+  const bool alt = be.name == "reference";  // the reference is checked through its alternate path
+  c.name = be.model_name + " vs " + (alt ? "alternate path" : be.name);
   fuzz::CampaignOptions co;
   co.seed = o.seed;
   co.cases = o.cases;
   co.max_ops = o.max_ops;
-  co.backend_label = be.name;
+  co.backend_label = be.flag;
   co.tolerances = o.tolerances;
-  co.strictness = ref ? cmp::Strictness::bitwise : cmp::Strictness::classes;
-  co.pause_async = !ref;  // async copies held until their reader waits: a reader that skips it is caught
+  co.strictness = be.strictness;
+  co.pause_async = be.pause_async;  // async copies held until their reader waits: a reader that skips it is caught
   co.require_coverage = o.require_coverage;
   if (o.progress) co.progress = [&](const std::string& line) { o.progress(c.suite + ": " + line); };
-  const fuzz::BackendFactory model = [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
-  const fuzz::BackendFactory sut =
-      ref ? fuzz::BackendFactory([] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); })
-          : be.factory;
   const auto start = Clock::now();
   try {
-    const fuzz::CampaignResult r = fuzz::run_campaign(co, model, sut);
+    const fuzz::CampaignResult r = fuzz::run_campaign(co, be.model, be.under_test);
     // nothing ran is not a pass
     const bool uncovered = !r.coverage_missing.empty();
     c.status = r.failed || r.gave_up || r.cases == 0 || uncovered ? GateCase::Status::fail : GateCase::Status::pass;
@@ -258,7 +252,7 @@ GateResult run_gate(const GateOptions& o,
       starting(res, suite, name);
     }
   };
-  for (const GateBackend& be : o.backends) {
+  for (const fuzz::BackendEntry& be : o.backends) {
     for (const std::string& p : golden) {
       start_check("replay.golden." + be.name, fs::path(p).filename().string());
       add(replay_case(p, be, false, o));
@@ -276,7 +270,7 @@ GateResult run_gate(const GateOptions& o,
     c.message = "skipped: " + sk.second;
     add(c);
   }
-  for (const GateBackend& be : o.backends) {
+  for (const fuzz::BackendEntry& be : o.backends) {
     start_check("campaign." + be.name, be.name == "reference" ? "reference vs alternate path" : "reference vs " + be.name);
     add(campaign_case(be, o));
   }

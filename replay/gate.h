@@ -10,14 +10,9 @@
 #include <vector>
 
 #include "compare/compare.h"
-#include "fuzz/lockstep.h"
+#include "fuzz/backend_entry.h"
 
 namespace ssm::replay {
-
-struct GateBackend {
-  std::string name;               // "reference", "cuda"
-  fuzz::BackendFactory factory;
-};
 
 struct GateOptions {
   std::string traces_dir;          // golden traces; faulty ones in traces_dir/faulty
@@ -27,7 +22,7 @@ struct GateOptions {
   // campaigns fail their coverage check when a threshold, clamp or axis was never reached
   // (fuzz::Coverage::required); off only for quick looks with few cases (gate --no-coverage)
   bool require_coverage = true;
-  std::vector<GateBackend> backends;                       // available ones; "reference" runs its alt path
+  std::vector<fuzz::BackendEntry> backends;                // available ones (cli/backend_registry.h)
   std::vector<std::pair<std::string, std::string>> skipped;  // unavailable backend, why
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();
   std::function<void(const std::string&)> progress;        // one line per finished case

@@ -1,0 +1,120 @@
+// The backend registry (see backend_registry.h).
+#include "cli/backend_registry.h"
+
+#include <stdexcept>
+
+#include "fuzz/alt_reference.h"
+#include "plugin/plugin_backend.h"
+#include "reference/reference_backend.h"
+#ifdef SSMCHECK_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+namespace ssm::cli {
+
+namespace {
+
+constexpr const char* kPluginPrefix = "plugin:";
+
+fuzz::BackendFactory reference_factory() {
+  return [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
+}
+
+fuzz::BackendEntry reference_entry() {
+  fuzz::BackendEntry e;
+  e.name = e.flag = "reference";
+  e.summary = "ssmcheck's CPU reference; in campaigns its alternate path is checked against it bit for bit";
+  e.make = reference_factory();
+  e.under_test = [] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); };
+  e.model = reference_factory();
+  e.strictness = cmp::Strictness::bitwise;
+  e.pause_async = false;  // no async path
+  return e;
+}
+
+// "" when the CUDA backend can run here, else why not.
+std::string cuda_unavailable() {
+#ifdef SSMCHECK_HAVE_CUDA
+  std::string why;
+  return cuda::device_available(&why) ? "" : why;
+#else
+  return "this build has no CUDA implementation";
+#endif
+}
+
+fuzz::BackendEntry cuda_entry() {
+  fuzz::BackendEntry e;
+  e.name = e.flag = "cuda";
+  e.summary = "ssmcheck's CUDA implementation, judged against the reference under the tolerance classes";
+#ifdef SSMCHECK_HAVE_CUDA
+  e.make = [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); };
+#else
+  e.make = []() -> std::unique_ptr<Backend> { throw std::invalid_argument("backend 'cuda': " + cuda_unavailable()); };
+#endif
+  e.under_test = e.make;
+  e.model = reference_factory();
+  return e;
+}
+
+fuzz::BackendEntry plugin_entry(const std::string& text) {
+  plugin::PluginSpec spec;
+  const plugin::PluginLibrary* lib = nullptr;
+  try {
+    spec = plugin::PluginSpec::parse(text);
+    lib = &plugin::load_plugin(spec.path);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(std::string("backend '") + kPluginPrefix + text + "': " + e.what());
+  }
+  fuzz::BackendEntry e;
+  e.name = spec.label();
+  e.flag = kPluginPrefix + text;
+  e.summary = "plug-in " + lib->path + ": " + lib->declared();
+  e.make = [spec] { return std::unique_ptr<Backend>(new plugin::PluginBackend(spec)); };
+  e.under_test = e.make;
+  e.model = reference_factory();
+  e.strictness = lib->bitwise() ? cmp::Strictness::bitwise : cmp::Strictness::classes;
+  // a plug-in is created now once, so that a create that fails (a bad option) is an error before any work
+  try {
+    e.make();
+  } catch (const std::exception& ex) {
+    throw std::invalid_argument(std::string("backend '") + kPluginPrefix + text + "': " + ex.what());
+  }
+  return e;
+}
+
+}  // namespace
+
+std::vector<std::pair<fuzz::BackendEntry, std::string>> builtin_backends() {
+  return {{reference_entry(), ""}, {cuda_entry(), cuda_unavailable()}};
+}
+
+fuzz::BackendEntry find_backend(const std::string& name) {
+  if (name.rfind(kPluginPrefix, 0) == 0) return plugin_entry(name.substr(std::char_traits<char>::length(kPluginPrefix)));
+  for (auto& [entry, why] : builtin_backends()) {
+    if (entry.name != name) continue;
+    if (!why.empty()) throw std::invalid_argument("backend '" + name + "': " + why);
+    return entry;
+  }
+  throw std::invalid_argument("unknown backend '" + name + "' (expected " + backend_choices() + ")");
+}
+
+std::vector<fuzz::BackendEntry> select_backends(const std::string& which,
+                                                std::vector<std::pair<std::string, std::string>>* skipped) {
+  if (which != "all") return {find_backend(which)};
+  std::vector<fuzz::BackendEntry> v;
+  for (auto& [entry, why] : builtin_backends()) {
+    if (why.empty()) v.push_back(entry);
+    else if (skipped) skipped->emplace_back(entry.name, why);
+  }
+  return v;
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name) { return find_backend(name).make(); }
+
+std::string backend_choices() {
+  std::string s;
+  for (const auto& b : builtin_backends()) s += b.first.name + ", ";
+  return s + "or plugin:PATH.so[,key=value...]";
+}
+
+}  // namespace ssm::cli

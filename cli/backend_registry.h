@@ -1,0 +1,33 @@
+// The one list of backends every subcommand uses: the built-ins ("reference", "cuda") and
+// plug-ins named `plugin:PATH.so[,key=value...]` (plugin/ssmcheck_plugin.h). Adding a built-in
+// backend is one entry in backend_registry.cpp (docs/backends.md).
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/backend.h"
+#include "fuzz/backend_entry.h"
+
+namespace ssm::cli {
+
+// Every built-in backend with, where it cannot run here, why not ("" when it can).
+std::vector<std::pair<fuzz::BackendEntry, std::string>> builtin_backends();
+
+// A built-in name or plugin:PATH.so[,key=value...] (loaded and checked now). Throws
+// std::invalid_argument for an unknown name, an unavailable backend or a bad plug-in, naming it.
+fuzz::BackendEntry find_backend(const std::string& name);
+
+// "all": every available built-in (unavailable ones with their reason in *skipped); otherwise
+// the one backend find_backend names.
+std::vector<fuzz::BackendEntry> select_backends(const std::string& which,
+                                                std::vector<std::pair<std::string, std::string>>* skipped);
+
+// find_backend(name).make().
+std::unique_ptr<Backend> make_backend(const std::string& name);
+
+// For --backend's help: "reference, cuda or plugin:PATH.so[,key=value...]".
+std::string backend_choices();
+
+}  // namespace ssm::cli

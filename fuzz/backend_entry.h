@@ -1,0 +1,24 @@
+// What the harness needs to know to judge one implementation: how to make it, what it runs as in
+// a campaign, what it is judged against and how strictly. cli/backend_registry.cpp holds the one
+// list of them (built-ins and plug-ins); campaigns, check, replay and gate take entries from it.
+#pragma once
+#include <string>
+
+#include "compare/compare.h"
+#include "fuzz/lockstep.h"
+
+namespace ssm::fuzz {
+
+struct BackendEntry {
+  std::string name;         // "reference", "cuda", "plugin:NAME": suites, reports, --backend
+  std::string flag;         // what --backend takes to name it again (rerun lines): the name, or plugin:PATH,...
+  std::string summary;      // one line for `ssmcheck backends`
+  BackendFactory make;      // the implementation itself (run, dump, record, replay)
+  BackendFactory under_test;  // what a campaign runs against the model (the reference: its alternate path)
+  std::string model_name = "reference";  // the implementation it is judged against
+  BackendFactory model;     // makes that implementation
+  cmp::Strictness strictness = cmp::Strictness::classes;  // bitwise: every tensor exact
+  bool pause_async = true;  // gate campaigns hold its async copies until their reader waits
+};
+
+}  // namespace ssm::fuzz

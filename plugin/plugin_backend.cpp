@@ -1,0 +1,479 @@
+// A plug-in as a Backend (see plugin_backend.h).
+#include "plugin/plugin_backend.h"
+
+#include <dlfcn.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <stdexcept>
+
+#include "core/errors.h"
+#include "core/state.h"
+
+namespace ssm::plugin {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The running call, for the fatal-signal handler: written before each call, cleared after.
+char g_call[512];
+volatile sig_atomic_t g_in_call = 0;
+
+class CallMarker {
+ public:
+  explicit CallMarker(const std::string& what) {
+    std::snprintf(g_call, sizeof g_call, "%s", what.c_str());
+    g_in_call = 1;
+  }
+  ~CallMarker() { g_in_call = 0; }
+  CallMarker(const CallMarker&) = delete;
+  CallMarker& operator=(const CallMarker&) = delete;
+};
+
+// A NUL-terminated copy of a fixed buffer the plug-in filled (it may have forgotten the NUL).
+std::string text_of(const char* buf, size_t n) { return std::string(buf, strnlen(buf, n)); }
+
+ssmp_h_mode h_mode_of(HMode m) {
+  switch (m) {
+    case HMode::f32: return SSMP_H_F32;
+    case HMode::f16: return SSMP_H_F16;
+    case HMode::f16_pool: return SSMP_H_F16_POOL;
+  }
+  return SSMP_H_F32;
+}
+
+// The required members of the table, by name, for the load check.
+std::vector<std::pair<const char*, bool>> required_members(const ssmp_plugin& t) {
+  return {{"create", t.create != nullptr},
+          {"destroy", t.destroy != nullptr},
+          {"create_pool", t.create_pool != nullptr},
+          {"alloc", t.alloc != nullptr},
+          {"release", t.release != nullptr},
+          {"prefill", t.prefill != nullptr},
+          {"decode", t.decode != nullptr},
+          {"verify", t.verify != nullptr},
+          {"checkpoint", t.checkpoint != nullptr},
+          {"commit", t.commit != nullptr},
+          {"rollback", t.rollback != nullptr},
+          {"to_f16", t.to_f16 != nullptr},
+          {"snapshot_save", t.snapshot_save != nullptr},
+          {"snapshot_restore", t.snapshot_restore != nullptr},
+          {"export_state", t.export_state != nullptr}};
+}
+
+std::string slot_text(int slot) { return slot == SSMP_PAD_ROW ? "pad" : std::to_string(slot); }
+
+}  // namespace
+
+const char* plugin_call_in_progress() { return g_in_call ? g_call : nullptr; }
+
+PluginSpec PluginSpec::parse(const std::string& text) {
+  PluginSpec s;
+  const size_t comma = text.find(',');
+  s.path = text.substr(0, comma);
+  if (comma != std::string::npos) s.options = text.substr(comma + 1);
+  if (s.path.empty())
+    throw std::invalid_argument("plugin: no path (expected plugin:PATH.so[,key=value...])");
+  size_t start = 0;
+  while (comma != std::string::npos && start <= s.options.size()) {
+    const size_t end = std::min(s.options.find(',', start), s.options.size());
+    const std::string kv = s.options.substr(start, end - start);
+    if (kv.empty() || kv.find('=') == std::string::npos || kv.front() == '=')
+      throw std::invalid_argument("plugin:" + text + ": option '" + kv + "' is not key=value");
+    start = end + 1;
+  }
+  return s;
+}
+
+std::string PluginSpec::label() const { return "plugin:" + fs::path(path).stem().string(); }
+
+std::string PluginLibrary::declared() const {
+  return std::string("name '") + (table->name ? table->name : "") + "', ABI " + std::to_string(table->abi_version) +
+         ", legality: " + (own_legality() ? "its own (refusals compared)" : "ssmcheck's (sees legal ops only)") +
+         ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes");
+}
+
+const PluginLibrary& load_plugin(const std::string& path) {
+  static std::map<std::string, PluginLibrary> loaded;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(path, ec);
+  const std::string key = ec ? path : abs.lexically_normal().string();
+  if (auto it = loaded.find(key); it != loaded.end()) return it->second;
+  const std::string who = "plug-in " + path;
+  if (!fs::exists(key, ec)) throw std::runtime_error(who + ": no such file");
+  if (!fs::is_regular_file(key, ec)) throw std::runtime_error(who + ": not a file");
+  dlerror();
+  void* handle = dlopen(key.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = dlerror();
+    throw std::runtime_error(who + ": cannot be loaded: " + (e ? e : "dlopen failed"));
+  }
+  // A library that fails a check stays loaded (dlclose of a half-initialised library is riskier
+  // than the few pages it holds); it is never used.
+  auto entry = reinterpret_cast<ssmp_entry_fn>(dlsym(handle, SSMP_ENTRY_SYMBOL));
+  if (!entry)
+    throw std::runtime_error(who + ": does not export " SSMP_ENTRY_SYMBOL
+                             "() (the entry point of plugin/ssmcheck_plugin.h; declared extern \"C\"?)");
+  const ssmp_plugin* t = entry();
+  if (!t) throw std::runtime_error(who + ": " SSMP_ENTRY_SYMBOL "() returned NULL");
+  if (t->abi_version != SSMP_ABI_VERSION)
+    throw std::runtime_error(who + ": built against plug-in ABI version " + std::to_string(t->abi_version) +
+                             "; this ssmcheck speaks version " + std::to_string(SSMP_ABI_VERSION) +
+                             " (rebuild it against this ssmcheck's plugin/ssmcheck_plugin.h)");
+  if (t->struct_size < sizeof(ssmp_plugin))
+    throw std::runtime_error(who + ": its function table is " + std::to_string(t->struct_size) +
+                             " bytes, ABI " + std::to_string(SSMP_ABI_VERSION) + "'s is " +
+                             std::to_string(sizeof(ssmp_plugin)) + " (built against another header?)");
+  std::string missing;
+  for (const auto& [name, set] : required_members(*t))
+    if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  if (!missing.empty()) throw std::runtime_error(who + ": required members not set: " + missing);
+  const uint32_t known = SSMP_OWN_LEGALITY | SSMP_BITWISE;
+  if (t->flags & ~known)
+    throw std::runtime_error(who + ": unknown flags " + std::to_string(t->flags & ~known) + " (ABI " +
+                             std::to_string(SSMP_ABI_VERSION) + " knows SSMP_OWN_LEGALITY and SSMP_BITWISE)");
+  PluginLibrary lib;
+  lib.path = key;
+  lib.table = t;
+  return loaded.emplace(key, lib).first->second;
+}
+
+PluginBackend::PluginBackend(const PluginSpec& spec) : lib_(&load_plugin(spec.path)), label_(spec.label()) {
+  own_legality_ = lib_->own_legality();
+  ssmp_error err{};
+  {
+    CallMarker m(label_ + ": create(\"" + spec.options + "\")");
+    self_ = lib_->table->create(spec.options.c_str(), &err);
+  }
+  if (!self_)
+    throw std::runtime_error(label_ + ": create failed: " + text_of(err.message, sizeof err.message) +
+                             (spec.options.empty() ? "" : " (options: " + spec.options + ")"));
+}
+
+PluginBackend::~PluginBackend() {
+  if (!self_) return;
+  CallMarker m(label_ + ": destroy");
+  lib_->table->destroy(self_);
+}
+
+template <class Call>
+void PluginBackend::call(const char* op, int slot, const std::string& args, Call&& c) const {
+  ssmp_error err{};
+  int rc;
+  {
+    CallMarker m(label_ + ": " + op + "(" + args + ")");
+    rc = c(&err);
+  }
+  if (rc == SSMP_OK) return;
+  const std::string message = text_of(err.message, sizeof err.message);
+  if (rc == SSMP_REFUSED) {
+    const std::string kind = text_of(err.kind, sizeof err.kind);
+    const auto k = parse_error_kind(kind);
+    if (!k)
+      throw std::runtime_error(label_ + ": " + op + "(" + args + ") refused with unknown error kind '" + kind +
+                               "' (known: " + known_error_kinds() + "): " + message);
+    throw StateError(*k, op, slot, -1, label_ + ": " + message);
+  }
+  if (rc == SSMP_ERROR) throw std::runtime_error(label_ + ": " + op + "(" + args + ") failed: " + message);
+  throw std::runtime_error(label_ + ": " + op + "(" + args + ") returned " + std::to_string(rc) +
+                           ", not an ssmp_status (0 ok, 1 refused, 2 error)");
+}
+
+void PluginBackend::require_pool(const char* op) const {
+  if (!has_pool_) throw std::logic_error(label_ + ": " + op + " before create_pool");
+}
+
+void PluginBackend::check_slot_index(const char* op, int slot) const {
+  if (slot < 0 || slot >= contract_.pool().max_slots)
+    throw std::runtime_error(label_ + ": " + op + " returned slot " + std::to_string(slot) + ", outside 0.." +
+                             std::to_string(contract_.pool().max_slots - 1));
+}
+
+void PluginBackend::check_sizes(const char* op, int slot, const StepInputs& in, int rows) const {
+  const ModelSpec& spec = model_.spec;
+  auto refuse = [&](const std::string& what) { throw StateError(ErrorKind::bad_input, op, slot, -1, what); };
+  if (in.rows != rows) refuse("inputs of " + std::to_string(in.rows) + " rows, expected " + std::to_string(rows));
+  if (in.layers.size() != spec.layers.size())
+    refuse("inputs of " + std::to_string(in.layers.size()) + " layers, the model has " +
+           std::to_string(spec.layers.size()));
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const LayerSpec& s = spec.layers[l];
+    const LayerRows& r = in.layers[l];
+    const size_t n = size_t(rows);
+    if (r.x.size() != n * size_t(s.conv_dim()) || r.a.size() != n * size_t(s.nv) || r.b.size() != n * size_t(s.nv) ||
+        r.z.size() != n * size_t(s.out_dim()))
+      refuse("layer " + std::to_string(l) + ": inputs do not fit [rows][conv_dim|nv|nv|nv*vd]");
+  }
+}
+
+void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
+  model.validate();
+  pool.validate();
+  std::vector<ssmp_layer> layers;
+  for (size_t l = 0; l < model.spec.layers.size(); ++l) {
+    const LayerSpec& s = model.spec.layers[l];
+    if (s.kind != LayerKind::gdn)
+      throw std::invalid_argument(label_ + ": layer " + std::to_string(l) + " is " + to_string(s.kind) +
+                                  "; plug-in ABI " + std::to_string(SSMP_ABI_VERSION) + " carries GDN layers only");
+    const LayerWeights& w = model.weights[l];
+    layers.push_back({SSMP_LAYER_GDN, s.nk, s.nv, s.kd, s.vd, s.d_conv, s.output_gate == OutputGate::sigmoid ? 1 : 0,
+                      s.eps, w.conv_w.data(), w.conv_bias.empty() ? nullptr : w.conv_bias.data(), w.A_log.data(),
+                      w.dt_bias.data(), w.norm_w.data()});
+  }
+  std::vector<int> h_capacity;
+  for (int s = 0; s < pool.max_slots; ++s) h_capacity.push_back(pool.capacity(s));
+  ssmp_config c{};
+  c.struct_size = sizeof c;
+  c.model_name = model.spec.name.c_str();
+  c.n_layers = int(layers.size());
+  c.layers = layers.data();
+  c.h_mode = h_mode_of(pool.h_mode);
+  c.max_slots = pool.max_slots;
+  c.h_capacity = h_capacity.data();
+  c.conv_capacity = pool.conv_capacity;
+  c.snapshot_slots = pool.snapshot_slots;
+  has_pool_ = false;
+  call("create_pool", -1, pool.name(), [&](ssmp_error* e) { return lib_->table->create_pool(self_, &c, e); });
+  model_ = model;
+  contract_ = Contract(model.spec, pool);
+  // export room: every field at FP32 size, intermediates up to the largest capacity
+  room_.assign(model.spec.layers.size(), ExportRoom{});
+  const int h_room = pool.max_capacity(), conv_room = pool.conv_capacity;
+  for (size_t l = 0; l < room_.size(); ++l) {
+    const LayerSpec& s = model.spec.layers[l];
+    ExportRoom& r = room_[l];
+    r.h.resize(size_t(s.h_elems()));
+    r.h_checkpoint.resize(size_t(s.h_elems()));
+    r.conv.resize(size_t(s.conv_elems()));
+    r.conv_checkpoint.resize(size_t(s.conv_elems()));
+    r.h_inter.assign(size_t(h_room), std::vector<float>(size_t(s.h_elems())));
+    r.conv_inter.assign(size_t(conv_room), std::vector<float>(size_t(s.conv_elems())));
+    for (auto& v : r.h_inter) r.h_inter_ptrs.push_back(v.data());
+    for (auto& v : r.conv_inter) r.conv_inter_ptrs.push_back(v.data());
+  }
+  stage_room_.assign(pool.h_mode == HMode::f16_pool ? size_t(stage_elems(model.spec)) : 0, 0.0f);
+  has_pool_ = true;
+}
+
+int PluginBackend::alloc(int min_capacity) {
+  require_pool("alloc");
+  if (!own_legality_) contract_.check_alloc(min_capacity);
+  int slot = -1;
+  call("alloc", -1, "min capacity " + std::to_string(min_capacity),
+       [&](ssmp_error* e) { return lib_->table->alloc(self_, min_capacity, &slot, e); });
+  check_slot_index("alloc", slot);
+  if (contract_.slot(slot).claimed)
+    throw std::runtime_error(label_ + ": alloc returned slot " + std::to_string(slot) + ", which is claimed");
+  contract_.on_alloc(slot);
+  return slot;
+}
+
+void PluginBackend::release(int slot) {
+  require_pool("release");
+  if (!own_legality_) contract_.check_claimed("release", slot);
+  call("release", slot, "slot " + std::to_string(slot), [&](ssmp_error* e) { return lib_->table->release(self_, slot, e); });
+  if (slot >= 0 && slot < contract_.pool().max_slots) contract_.on_release(slot);
+}
+
+StepOutputs PluginBackend::prefill(int slot, const StepInputs& in) {
+  require_pool("prefill");
+  if (!own_legality_) contract_.check_prefill(slot, in);
+  check_sizes("prefill", slot, in, in.rows);
+  if (in.rows < 1) throw StateError(ErrorKind::bad_argument, "prefill", slot, -1, "T must be >= 1");
+  StepOutputs out;
+  out.rows = in.rows;
+  std::vector<ssmp_layer_io> io;
+  for (size_t l = 0; l < in.layers.size(); ++l) {
+    out.layers.emplace_back(size_t(in.rows) * size_t(model_.spec.layers[l].out_dim()), 0.0f);
+    const LayerRows& r = in.layers[l];
+    io.push_back({r.x.data(), r.a.data(), r.b.data(), r.z.data(), out.layers.back().data()});
+  }
+  call("prefill", slot, "slot " + std::to_string(slot) + ", " + std::to_string(in.rows) + " rows",
+       [&](ssmp_error* e) { return lib_->table->prefill(self_, slot, in.rows, io.data(), e); });
+  if (!own_legality_) contract_.on_prefill(slot);
+  return out;
+}
+
+std::vector<StepOutputs> PluginBackend::batch(OpKind op, const std::vector<int>& slots, int k, VerifyArm arm,
+                                              const std::vector<StepInputs>& in) {
+  const char* name = op_name(op);
+  require_pool(name);
+  const int rows = op == OpKind::decode ? 1 : k;
+  if (!own_legality_) contract_.check_batch(op, slots, rows, in);
+  if (in.size() != slots.size())
+    throw StateError(ErrorKind::bad_input, name, -1, -1,
+                     std::to_string(in.size()) + " inputs for " + std::to_string(slots.size()) + " rows");
+  if (op == OpKind::verify && k < 1) throw StateError(ErrorKind::bad_argument, name, -1, -1, "K must be >= 1");
+  std::vector<StepOutputs> out(slots.size());
+  std::vector<ssmp_layer_io> io;
+  std::string args;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    check_sizes(name, slots[i], in[i], rows);
+    out[i].rows = rows;
+    for (size_t l = 0; l < in[i].layers.size(); ++l) {
+      out[i].layers.emplace_back(size_t(rows) * size_t(model_.spec.layers[l].out_dim()), 0.0f);
+      const LayerRows& r = in[i].layers[l];
+      io.push_back({r.x.data(), r.a.data(), r.b.data(), r.z.data(), out[i].layers.back().data()});
+    }
+    args += (i ? "," : "slots ") + slot_text(slots[i]);
+  }
+  // the f16-mode conversion of FP32 h on its first decode step, decided before the op
+  std::vector<int> converts;
+  if (!own_legality_)
+    for (int s : slots)
+      if (s != kPadRow && contract_.needs_to_f16(s)) converts.push_back(s);
+  const int n = int(slots.size());
+  if (op == OpKind::decode)
+    call(name, -1, args, [&](ssmp_error* e) { return lib_->table->decode(self_, n, slots.data(), io.data(), e); });
+  else
+    call(name, -1, args + ", k " + std::to_string(k),
+         [&](ssmp_error* e) {
+           return lib_->table->verify(self_, n, slots.data(), k, arm == VerifyArm::wy ? SSMP_ARM_WY : SSMP_ARM_EXACT,
+                                      io.data(), e);
+         });
+  if (!own_legality_) {
+    for (int s : converts) contract_.on_to_f16(s);
+    if (op == OpKind::verify)
+      for (int s : slots)
+        if (s != kPadRow) contract_.on_verify(s, k);
+  }
+  return out;
+}
+
+std::vector<StepOutputs> PluginBackend::decode(const std::vector<int>& slots, const std::vector<StepInputs>& in) {
+  return batch(OpKind::decode, slots, 1, VerifyArm::exact, in);
+}
+
+std::vector<StepOutputs> PluginBackend::verify(const std::vector<int>& slots, int k, VerifyArm arm,
+                                               const std::vector<StepInputs>& in) {
+  return batch(OpKind::verify, slots, k, arm, in);
+}
+
+void PluginBackend::checkpoint(int slot, bool async) {
+  const char* op = async ? "checkpoint_async" : "checkpoint";
+  require_pool(op);
+  if (!own_legality_) contract_.check_claimed(op, slot);
+  call(op, slot, "slot " + std::to_string(slot),
+       [&](ssmp_error* e) { return lib_->table->checkpoint(self_, slot, async ? 1 : 0, e); });
+  if (!own_legality_) contract_.on_checkpoint(slot);
+}
+
+void PluginBackend::commit(int slot, int n, int k) {
+  require_pool("commit");
+  if (!own_legality_) contract_.check_commit(slot, n, k);
+  call("commit", slot, "slot " + std::to_string(slot) + ", n " + std::to_string(n) + ", k " + std::to_string(k),
+       [&](ssmp_error* e) { return lib_->table->commit(self_, slot, n, k, e); });
+}
+
+void PluginBackend::rollback(int slot, int n, bool and_checkpoint) {
+  const OpKind op = and_checkpoint ? OpKind::rollback_and_checkpoint_async : OpKind::rollback;
+  require_pool(op_name(op));
+  if (!own_legality_) contract_.check_rollback(op, slot, n);
+  call(op_name(op), slot, "slot " + std::to_string(slot) + ", n " + std::to_string(n),
+       [&](ssmp_error* e) { return lib_->table->rollback(self_, slot, n, and_checkpoint ? 1 : 0, e); });
+  if (!own_legality_ && and_checkpoint) contract_.on_checkpoint(slot);
+}
+
+void PluginBackend::to_f16(int slot) {
+  require_pool("to_f16");
+  if (!own_legality_) contract_.check_to_f16(slot);
+  call("to_f16", slot, "slot " + std::to_string(slot), [&](ssmp_error* e) { return lib_->table->to_f16(self_, slot, e); });
+  if (!own_legality_) contract_.on_to_f16(slot);
+}
+
+void PluginBackend::snapshot_save(int slot, int snap) {
+  require_pool("snapshot_save");
+  if (!own_legality_) contract_.check_snapshot(OpKind::snapshot_save, slot, snap);
+  call("snapshot_save", slot, "slot " + std::to_string(slot) + ", snapshot " + std::to_string(snap),
+       [&](ssmp_error* e) { return lib_->table->snapshot_save(self_, slot, snap, e); });
+  if (!own_legality_) contract_.on_snapshot_save(slot, snap);
+}
+
+void PluginBackend::snapshot_restore(int slot, int snap) {
+  require_pool("snapshot_restore");
+  if (!own_legality_) contract_.check_snapshot(OpKind::snapshot_restore, slot, snap);
+  call("snapshot_restore", slot, "slot " + std::to_string(slot) + ", snapshot " + std::to_string(snap),
+       [&](ssmp_error* e) { return lib_->table->snapshot_restore(self_, slot, snap, e); });
+}
+
+SequenceState PluginBackend::export_state(int slot) {
+  require_pool("export");
+  if (!own_legality_) contract_.check_claimed("export", slot);
+  const ModelSpec& spec = model_.spec;
+  std::vector<ssmp_layer_state> ls(spec.layers.size());
+  for (size_t l = 0; l < ls.size(); ++l) {
+    ExportRoom& r = room_[l];
+    ssmp_layer_state& s = ls[l];
+    s = ssmp_layer_state{};
+    s.h = r.h.data();
+    s.conv = r.conv.data();
+    s.h_checkpoint = r.h_checkpoint.data();
+    s.conv_checkpoint = r.conv_checkpoint.data();
+    s.h_intermediates = r.h_inter_ptrs.data();
+    s.conv_intermediates = r.conv_inter_ptrs.data();
+    s.h_intermediate_room = int(r.h_inter.size());
+    s.conv_intermediate_room = int(r.conv_inter.size());
+  }
+  ssmp_state st{};
+  st.struct_size = sizeof st;
+  st.n_layers = int(ls.size());
+  st.layers = ls.data();
+  st.h_prefill_stage = stage_room_.empty() ? nullptr : stage_room_.data();
+  st.stage_elems = int64_t(stage_room_.size());
+  call("export_state", slot, "slot " + std::to_string(slot),
+       [&](ssmp_error* e) { return lib_->table->export_state(self_, slot, &st, e); });
+  auto bad = [&](const std::string& what) {
+    throw std::runtime_error(label_ + ": export_state(slot " + std::to_string(slot) + ") " + what);
+  };
+  if (st.last_verify_k < 0 || st.last_verify_k > kMaxIntermediates)
+    bad("says last_verify_k = " + std::to_string(st.last_verify_k));
+  if (st.has_prefill_stage && stage_room_.empty()) bad("wrote a prefill stage outside f16-pool mode");
+  SequenceState out;
+  out.slot = slot;
+  out.last_verify_k = st.last_verify_k;
+  auto tensor = [](const void* p, bool f16, std::vector<int64_t> shape) {
+    Tensor t = Tensor::zeros(f16 ? DType::f16 : DType::f32, std::move(shape));
+    std::memcpy(t.raw(), p, t.bytes());
+    return t;
+  };
+  for (size_t l = 0; l < ls.size(); ++l) {
+    const ssmp_layer_state& s = ls[l];
+    const LayerSpec& sp = spec.layers[l];
+    if (s.n_h_intermediates < 0 || s.n_h_intermediates > s.h_intermediate_room || s.n_conv_intermediates < 0 ||
+        s.n_conv_intermediates > s.conv_intermediate_room)
+      bad("layer " + std::to_string(l) + " says it wrote " + std::to_string(s.n_h_intermediates) + " h and " +
+          std::to_string(s.n_conv_intermediates) + " conv intermediates; room: " +
+          std::to_string(s.h_intermediate_room) + " and " + std::to_string(s.conv_intermediate_room));
+    LayerState L;
+    L.h_is_f16 = s.h_is_f16 != 0;
+    L.h = tensor(s.h, L.h_is_f16, h_shape(sp));
+    L.conv = tensor(s.conv, false, conv_shape(sp));
+    if (s.has_h_checkpoint) L.h_checkpoint = tensor(s.h_checkpoint, s.h_checkpoint_is_f16 != 0, h_shape(sp));
+    if (s.has_conv_checkpoint) L.conv_checkpoint = tensor(s.conv_checkpoint, false, conv_shape(sp));
+    for (int t = 0; t < s.n_h_intermediates; ++t)
+      L.h_intermediates.push_back(tensor(s.h_intermediates[t], s.h_intermediates_are_f16 != 0, h_shape(sp)));
+    for (int t = 0; t < s.n_conv_intermediates; ++t)
+      L.conv_intermediates.push_back(tensor(s.conv_intermediates[t], false, conv_shape(sp)));
+    out.layers.push_back(std::move(L));
+  }
+  if (st.has_prefill_stage) out.h_prefill_stage = tensor(stage_room_.data(), false, {int64_t(stage_room_.size())});
+  return out;
+}
+
+bool PluginBackend::async_pending(int slot) const {
+  if (!self_ || !lib_->table->async_pending) return false;
+  CallMarker m(label_ + ": async_pending(slot " + std::to_string(slot) + ")");
+  return lib_->table->async_pending(self_, slot) != 0;
+}
+
+bool PluginBackend::pause_async_copies(bool on) {
+  if (!self_ || !lib_->table->pause_async_copies) return false;
+  CallMarker m(label_ + ": pause_async_copies(" + std::to_string(on) + ")");
+  return lib_->table->pause_async_copies(self_, on ? 1 : 0) != 0;
+}
+
+}  // namespace ssm::plugin

@@ -1,0 +1,103 @@
+// A plug-in (plugin/ssmcheck_plugin.h) as a Backend: loads the shared library, checks its ABI,
+// and turns each Backend call into one C call, with errors crossing as codes and messages.
+// Without SSMP_OWN_LEGALITY it refuses illegal ops itself through a Contract, like every backend
+// of this repository, so the plug-in never sees one. Counterparts: cli/backend_registry.cpp
+// (which makes `plugin:PATH.so[,key=value...]` a backend name), docs/plugins.md.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/contract.h"
+#include "plugin/ssmcheck_plugin.h"
+
+namespace ssm::plugin {
+
+// `PATH.so[,key=value...]`: the text after "plugin:" in --backend.
+struct PluginSpec {
+  std::string path;
+  std::string options;  // "key=value,..." as given, passed to the plug-in's create
+  // Throws std::invalid_argument naming what is malformed (empty path, an option without '=').
+  static PluginSpec parse(const std::string& text);
+  std::string label() const;  // "plugin:NAME" (NAME = the file's stem), for suites and reports
+};
+
+// A loaded plug-in library (loaded once per path and kept for the process's life).
+struct PluginLibrary {
+  std::string path;
+  const ssmp_plugin* table = nullptr;
+  bool own_legality() const { return table->flags & SSMP_OWN_LEGALITY; }
+  bool bitwise() const { return table->flags & SSMP_BITWISE; }
+  std::string declared() const;  // "name 'x', ABI 1, legality: its own, judged: bitwise"
+};
+
+// Loads PATH and checks it: the file opens, exports ssmcheck_plugin, has this ABI version and a
+// table large enough, every required member set. Throws std::runtime_error naming the file and
+// what is wrong.
+const PluginLibrary& load_plugin(const std::string& path);
+
+class PluginBackend : public Backend {
+ public:
+  // Loads the library and creates an instance with the spec's options (throws as load_plugin;
+  // a failed create names the plug-in and its message).
+  explicit PluginBackend(const PluginSpec& spec);
+  ~PluginBackend() override;
+  PluginBackend(const PluginBackend&) = delete;
+  PluginBackend& operator=(const PluginBackend&) = delete;
+
+  std::string name() const override { return label_; }
+  void create_pool(const Model& model, const PoolConfig& pool) override;
+  int alloc(int min_capacity) override;
+  void release(int slot) override;
+  StepOutputs prefill(int slot, const StepInputs& in) override;
+  std::vector<StepOutputs> decode(const std::vector<int>& slots, const std::vector<StepInputs>& in) override;
+  std::vector<StepOutputs> verify(const std::vector<int>& slots, int k, VerifyArm arm,
+                                  const std::vector<StepInputs>& in) override;
+  void checkpoint(int slot, bool async) override;
+  void commit(int slot, int n, int k) override;
+  void rollback(int slot, int n, bool and_checkpoint) override;
+  void to_f16(int slot) override;
+  void snapshot_save(int slot, int snap) override;
+  void snapshot_restore(int slot, int snap) override;
+  SequenceState export_state(int slot) override;
+  bool async_pending(int slot) const override;
+  bool pause_async_copies(bool on) override;
+
+ private:
+  // Runs one C call (err filled by it); SSMP_REFUSED becomes StateError of the named kind,
+  // SSMP_ERROR and unknown codes std::runtime_error naming the plug-in and the call.
+  template <class Call>
+  void call(const char* op, int slot, const std::string& args, Call&& c) const;
+  void require_pool(const char* op) const;
+  // Refuses inputs whose sizes do not fit the model before any pointer reaches the plug-in
+  // (also for SSMP_OWN_LEGALITY plug-ins: a wrong size would be an out-of-bounds read).
+  void check_sizes(const char* op, int slot, const StepInputs& in, int rows) const;
+  std::vector<StepOutputs> batch(OpKind op, const std::vector<int>& slots, int k, VerifyArm arm,
+                                 const std::vector<StepInputs>& in);
+  void check_slot_index(const char* op, int slot) const;
+
+  const PluginLibrary* lib_;
+  std::string label_;
+  void* self_ = nullptr;
+  bool has_pool_ = false;
+  bool own_legality_ = false;
+  Model model_;
+  Contract contract_;  // used only without SSMP_OWN_LEGALITY
+  // export buffers, allocated once per pool
+  struct ExportRoom {
+    std::vector<float> h, conv, h_checkpoint, conv_checkpoint;
+    std::vector<std::vector<float>> h_inter, conv_inter;
+    std::vector<void*> h_inter_ptrs;
+    std::vector<float*> conv_inter_ptrs;
+  };
+  std::vector<ExportRoom> room_;
+  std::vector<float> stage_room_;
+};
+
+// The plug-in call running now ("plugin:x: commit(slot 1, n 2, k 4)"), or nullptr; read by the
+// fatal-signal handler (cli/crash_verdict.cpp), so it is async-signal-safe: a static buffer.
+const char* plugin_call_in_progress();
+
+}  // namespace ssm::plugin

@@ -1,0 +1,185 @@
+/* ssmcheck_plugin: the C ABI through which ssmcheck drives an implementation it did not build
+ * (any language with a C FFI: C, C++, Rust, Zig; Python through python/ssmcheck later). A
+ * plug-in is a shared library exporting one function, ssmcheck_plugin(), that returns a table of
+ * function pointers. `--backend plugin:PATH.so[,key=value...]` makes it the system under test of
+ * run, check, fuzz, replay and gate; `ssmcheck backends plugin:PATH.so` loads it and says what it
+ * declares. docs/plugins.md is the guide; plugin/reference_plugin.cpp is a complete example.
+ *
+ * The plug-in implements the state transitions of docs/state-model.md on its own memory. ssmcheck
+ * gives it the model (layers and FP32 weights) and the pool once (create_pool), the inputs of
+ * every op, and reads the state back through export_state into buffers ssmcheck owns.
+ *
+ * Rules of the boundary:
+ * - Only C types cross it. Every pointer ssmcheck passes is valid during the call only: copy what
+ *   you keep (weights in create_pool, inputs in an op).
+ * - No exception and no longjmp crosses it. A call returns SSMP_OK, SSMP_REFUSED (the op breaks
+ *   the contract: err->kind names ssmcheck's error kind, e.g. "capacity", "commit_zero"; the
+ *   state must be unchanged) or SSMP_ERROR (anything else; err->message says what).
+ * - A refusal is compared with ssmcheck's own legality decision only when the plug-in sets
+ *   SSMP_OWN_LEGALITY. Without it ssmcheck refuses illegal ops itself and the plug-in never sees
+ *   one (a plug-in that refuses a legal op is still reported).
+ * - A crash inside a call (abort, segfault) ends ssmcheck with exit 2, a message naming the
+ *   plug-in and the call, and the JUnit/JSON verdict already armed (--junit, --json).
+ * - Calls come from one thread, in op order. Slots are the plug-in's own pool indexes
+ *   (0..max_slots-1); SSMP_PAD_ROW marks a padding row of a batch, which the plug-in runs on a
+ *   slot of its own (the dummy slot) and whose outputs are not compared.
+ *
+ * Layouts (row-major, last index fastest), per GDN layer with conv_dim = 2*nk*kd + nv*vd:
+ *   x [rows][conv_dim] (channels Q | K | V), a [rows][nv], b [rows][nv], z [rows][nv*vd],
+ *   out [rows][nv*vd]; h [nv][kd][vd] (FP32, or raw IEEE binary16 bits when FP16);
+ *   conv [conv_dim][d_conv] FP32, column 0 oldest; h_prefill_stage [stage_elems] FP32 where
+ *   stage_elems = max over layers of nv*kd*vd.
+ */
+#ifndef SSMCHECK_PLUGIN_H
+#define SSMCHECK_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SSMP_ABI_VERSION 1 /* bumped on any incompatible change of this header */
+#define SSMP_PAD_ROW (-1)  /* a padding row of a batch op */
+
+typedef enum { SSMP_OK = 0, SSMP_REFUSED = 1, SSMP_ERROR = 2 } ssmp_status;
+
+/* Filled by the plug-in when a call does not return SSMP_OK (NUL-terminated, truncated to fit). */
+typedef struct {
+  char kind[64];       /* SSMP_REFUSED: an ssmcheck error kind name (docs/state-model.md) */
+  char message[1024];  /* what went wrong, naming the slot, layer and limit where it can */
+} ssmp_error;
+
+typedef enum { SSMP_H_F32 = 0, SSMP_H_F16 = 1, SSMP_H_F16_POOL = 2 } ssmp_h_mode;
+typedef enum { SSMP_LAYER_GDN = 0 } ssmp_layer_kind; /* ABI 1 carries GDN layers only */
+typedef enum { SSMP_ARM_EXACT = 0, SSMP_ARM_WY = 1 } ssmp_verify_arm;
+
+/* What a plug-in declares (ssmp_plugin.flags). */
+enum {
+  /* The plug-in makes its own legality decisions: ssmcheck passes every op through and compares
+   * its refusals (SSMP_REFUSED and the kind) with the contract's. */
+  SSMP_OWN_LEGALITY = 1u << 0,
+  /* The plug-in promises ssmcheck's reference bit for bit: it is judged bitwise instead of under
+   * the tolerance classes (docs/tolerances.md). */
+  SSMP_BITWISE = 1u << 1,
+};
+
+/* One recurrent layer and its weights (FP32 host arrays, valid during create_pool only). */
+typedef struct {
+  int kind; /* ssmp_layer_kind */
+  int nk, nv, kd, vd, d_conv;
+  int sigmoid_gate; /* 0: out *= silu(z) (Qwen); 1: out *= sigmoid(z) */
+  float eps;        /* rms_norm_eps of the output norm */
+  const float* conv_w;    /* [conv_dim][d_conv] */
+  const float* conv_bias; /* [conv_dim], or NULL when the layer has none */
+  const float* A_log;     /* [nv] */
+  const float* dt_bias;   /* [nv] */
+  const float* norm_w;    /* [vd] */
+} ssmp_layer;
+
+/* The model and the pool (create_pool). */
+typedef struct {
+  size_t struct_size; /* sizeof(ssmp_config) of ssmcheck's header */
+  const char* model_name;
+  int n_layers;
+  const ssmp_layer* layers; /* recurrent layers, in model order */
+  int h_mode;               /* ssmp_h_mode */
+  int max_slots;
+  const int* h_capacity;    /* [max_slots]: h intermediates slot s holds */
+  int conv_capacity;        /* conv intermediates of every slot */
+  int snapshot_slots;       /* prefix-cache snapshot slots of the pool */
+} ssmp_config;
+
+/* Inputs and outputs of one sequence (one entry of a batch) at one layer; `rows` tokens. */
+typedef struct {
+  const float* x;
+  const float* a;
+  const float* b;
+  const float* z;
+  float* out; /* written by the plug-in */
+} ssmp_layer_io;
+
+/* The state of one layer of a slot, read back by export_state. The buffers belong to ssmcheck
+ * and are sized for FP32 (an FP16 field fills the first half with binary16 bits); the plug-in
+ * writes the fields it has and says so in the int members. */
+typedef struct {
+  void* h;
+  float* conv;
+  void* h_checkpoint;
+  float* conv_checkpoint;
+  void* const* h_intermediates;      /* [h_intermediate_room] buffers like h */
+  float* const* conv_intermediates;  /* [conv_intermediate_room] buffers like conv */
+  int h_intermediate_room, conv_intermediate_room;
+  /* set by the plug-in: */
+  int h_is_f16;
+  int has_h_checkpoint, has_conv_checkpoint;
+  int h_checkpoint_is_f16;
+  int n_h_intermediates, n_conv_intermediates; /* valid ones: t = 0..K-2 of the last verify */
+  int h_intermediates_are_f16;
+} ssmp_layer_state;
+
+typedef struct {
+  size_t struct_size; /* sizeof(ssmp_state) of ssmcheck's header */
+  int n_layers;
+  ssmp_layer_state* layers;
+  float* h_prefill_stage; /* [stage_elems] */
+  int64_t stage_elems;
+  /* set by the plug-in: */
+  int last_verify_k;     /* K of the slot's last verify since alloc, 0 when none */
+  int has_prefill_stage; /* f16-pool: the staging blob is part of the state */
+} ssmp_state;
+
+/* The table a plug-in returns. Every member but the last two is required. `self` is what create
+ * returned. Every int-returning member returns an ssmp_status and fills *err unless SSMP_OK. */
+typedef struct {
+  uint32_t abi_version; /* SSMP_ABI_VERSION of the plug-in's header */
+  uint32_t struct_size; /* sizeof(ssmp_plugin) of the plug-in's header */
+  const char* name;     /* e.g. "my-engine 0.3 (GDN kernels)" */
+  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE */
+
+  /* options: the key=value,... text after the path in --backend (possibly ""). NULL: failed. */
+  void* (*create)(const char* options, ssmp_error* err);
+  void (*destroy)(void* self);
+  /* Replaces any previous pool; every slot unclaimed, every snapshot empty. */
+  int (*create_pool)(void* self, const ssmp_config* config, ssmp_error* err);
+  /* Claims a zeroed slot holding at least min_capacity h intermediates; *slot = its index. */
+  int (*alloc)(void* self, int min_capacity, int* slot, ssmp_error* err);
+  int (*release)(void* self, int slot, ssmp_error* err);
+  /* io: [n_layers] */
+  int (*prefill)(void* self, int slot, int rows, ssmp_layer_io* io, ssmp_error* err);
+  /* io: [n][n_layers], entry-major; one row per entry */
+  int (*decode)(void* self, int n, const int* slots, ssmp_layer_io* io, ssmp_error* err);
+  /* io: [n][n_layers], k rows per entry; writes intermediates t = 0..k-2 */
+  int (*verify)(void* self, int n, const int* slots, int k, int arm, ssmp_layer_io* io, ssmp_error* err);
+  int (*checkpoint)(void* self, int slot, int async, ssmp_error* err);
+  int (*commit)(void* self, int slot, int n, int k, ssmp_error* err);
+  int (*rollback)(void* self, int slot, int n, int and_checkpoint, ssmp_error* err);
+  int (*to_f16)(void* self, int slot, ssmp_error* err);
+  int (*snapshot_save)(void* self, int slot, int snap, ssmp_error* err);
+  int (*snapshot_restore)(void* self, int slot, int snap, ssmp_error* err);
+  /* Waits for the slot's outstanding async copies, then writes its state into *out. */
+  int (*export_state)(void* self, int slot, ssmp_state* out, ssmp_error* err);
+
+  /* Optional (NULL: no async path). While on, hold every async copy until its reader waits for
+   * it; returns 1 when supported. */
+  int (*pause_async_copies)(void* self, int on);
+  /* 1 while an async copy of the slot is in flight. */
+  int (*async_pending)(void* self, int slot);
+} ssmp_plugin;
+
+/* The one symbol a plug-in exports. */
+#if defined(__GNUC__)
+#define SSMP_EXPORT __attribute__((visibility("default")))
+#else
+#define SSMP_EXPORT
+#endif
+SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void);
+typedef const ssmp_plugin* (*ssmp_entry_fn)(void);
+#define SSMP_ENTRY_SYMBOL "ssmcheck_plugin"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SSMCHECK_PLUGIN_H */

@@ -1,0 +1,19 @@
+# Plug-ins (issue 10): the reference built as a plug-in passes CPU campaigns through the C ABI
+# alone, its deliberate faults are caught and shrunk, and bad plug-ins (no entry point, another
+# ABI version, missing members, a call that aborts) are refused with exit 2 and a message.
+foreach(bad NO_ENTRY ABI MISSING_CALL)
+  string(TOLOWER ${bad} name)
+  add_library(ssmcheck_bad_plugin_${name} MODULE plugins/bad_plugin.c)
+  target_compile_definitions(ssmcheck_bad_plugin_${name} PRIVATE BAD_${bad}=1)
+  target_include_directories(ssmcheck_bad_plugin_${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  set_target_properties(ssmcheck_bad_plugin_${name} PROPERTIES C_STANDARD 99 C_VISIBILITY_PRESET hidden PREFIX lib)
+endforeach()
+ssmcheck_test(plugin_test LABEL cpu TIMEOUT 900
+  SOURCES plugin_test.cpp
+  LIBS ssmcheck_plugin_host ssmcheck_fuzz ssmcheck_reference ssmcheck_fixtures)
+target_compile_definitions(plugin_test PRIVATE
+  SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
+  SSMCHECK_REFERENCE_PLUGIN="$<TARGET_FILE:ssmcheck_reference_plugin>"
+  SSMCHECK_BAD_PLUGIN_DIR="$<TARGET_FILE_DIR:ssmcheck_bad_plugin_abi>")
+add_dependencies(plugin_test ssmcheck ssmcheck_reference_plugin ssmcheck_bad_plugin_no_entry ssmcheck_bad_plugin_abi
+  ssmcheck_bad_plugin_missing_call)
