@@ -23,7 +23,7 @@ fuzz::BackendFactory reference_factory() {
 fuzz::BackendEntry reference_entry() {
   fuzz::BackendEntry e;
   e.name = e.flag = "reference";
-  e.summary = "ssmcheck's CPU reference; in campaigns its alternate path is checked against it bit for bit";
+  e.summary = "ssmcheck's CPU reference (campaigns check its alternate path)";
   e.make = reference_factory();
   e.under_test = [] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); };
   e.model = reference_factory();
@@ -45,7 +45,7 @@ std::string cuda_unavailable() {
 fuzz::BackendEntry cuda_entry() {
   fuzz::BackendEntry e;
   e.name = e.flag = "cuda";
-  e.summary = "ssmcheck's CUDA implementation, judged against the reference under the tolerance classes";
+  e.summary = "ssmcheck's CUDA implementation";
 #ifdef SSMCHECK_HAVE_CUDA
   e.make = [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); };
 #else

@@ -1,6 +1,5 @@
-// ssmcheck's CPU reference as a plug-in: libssmcheck_reference_plugin.so. It is the complete
-// example of plugin/ssmcheck_plugin.h (every member, refusals, export) and the proof that the
-// ABI carries everything: run through `--backend plugin:.../libssmcheck_reference_plugin.so`
+// ssmcheck's CPU reference as a plug-in: libssmcheck_reference_plugin.so, through
+// backend_plugin.cpp's adapter. Run through `--backend plugin:.../libssmcheck_reference_plugin.so`
 // it must agree with the reference bit for bit, so it declares SSMP_BITWISE, and it makes its own
 // legality decisions (SSMP_OWN_LEGALITY), so its refusals are compared with the contract's.
 //
@@ -8,243 +7,56 @@
 // implementation (docs/plugins.md):
 //   fault=commit_keeps_live   commit n < k keeps the live state instead of restoring n-1
 //   fault=abort_in_commit     commit calls abort(): a plug-in that crashes
-//   fault=throw_in_decode     decode reports SSMP_ERROR: a plug-in that fails
+//   fault=throw_in_decode     decode fails (SSMP_ERROR): a plug-in that reports an error
 #include <cstdlib>
-#include <cstring>
-#include <exception>
-#include <memory>
-#include <string>
+#include <stdexcept>
 
-#include "core/errors.h"
-#include "plugin/ssmcheck_plugin.h"
+#include "plugin/backend_plugin.h"
 #include "reference/reference_backend.h"
 
 namespace {
 
 using namespace ssm;
 
-struct Instance {
-  ref::ReferenceBackend backend;
-  std::string fault;  // "" or one of the faults above
+class ReferenceWithFault : public ref::ReferenceBackend {
+ public:
+  explicit ReferenceWithFault(std::string fault) : fault_(std::move(fault)) {}
+  void commit(int slot, int n, int k) override {
+    if (fault_ == "abort_in_commit") std::abort();
+    // the deliberate bug: checked as usual, then the live state (all K rows applied) is kept
+    if (fault_ == "commit_keeps_live" && n > 0 && n < k) return ReferenceBackend::commit(slot, k, k);
+    ReferenceBackend::commit(slot, n, k);
+  }
+  std::vector<StepOutputs> decode(const std::vector<int>& slots, const std::vector<StepInputs>& in) override {
+    if (fault_ == "throw_in_decode") throw std::runtime_error("deliberate fault: throw_in_decode");
+    return ReferenceBackend::decode(slots, in);
+  }
+
+ private:
+  std::string fault_;
 };
 
-void set_text(char* dst, size_t n, const std::string& s) {
-  std::strncpy(dst, s.c_str(), n - 1);
-  dst[n - 1] = '\0';
-}
-
-// Runs f, turning C++ exceptions into codes: the contract's StateError is a refusal of its kind.
-template <class F>
-int guarded(ssmp_error* err, F&& f) {
-  try {
-    f();
-    return SSMP_OK;
-  } catch (const StateError& e) {
-    set_text(err->kind, sizeof err->kind, to_string(e.kind()));
-    set_text(err->message, sizeof err->message, e.what());
-    return SSMP_REFUSED;
-  } catch (const std::exception& e) {
-    set_text(err->message, sizeof err->message, e.what());
-    return SSMP_ERROR;
-  }
-}
-
-Instance& self(void* p) { return *static_cast<Instance*>(p); }
-
-// Inputs of one entry, copied from the C layout.
-StepInputs inputs_of(const ModelSpec& spec, const ssmp_layer_io* io, int rows) {
-  StepInputs in;
-  in.rows = rows;
-  for (size_t l = 0; l < spec.layers.size(); ++l) {
-    const LayerSpec& s = spec.layers[l];
-    const size_t r = size_t(rows);
-    LayerRows lr;
-    lr.x.assign(io[l].x, io[l].x + r * size_t(s.conv_dim()));
-    lr.a.assign(io[l].a, io[l].a + r * size_t(s.nv));
-    lr.b.assign(io[l].b, io[l].b + r * size_t(s.nv));
-    lr.z.assign(io[l].z, io[l].z + r * size_t(s.out_dim()));
-    in.layers.push_back(std::move(lr));
-  }
-  return in;
-}
-
-void write_outputs(const StepOutputs& out, ssmp_layer_io* io) {
-  for (size_t l = 0; l < out.layers.size(); ++l)
-    std::memcpy(io[l].out, out.layers[l].data(), out.layers[l].size() * sizeof(float));
-}
-
-void* create(const char* options, ssmp_error* err) {
-  auto inst = std::make_unique<Instance>();
-  std::string opts = options ? options : "";
+std::unique_ptr<Backend> make(const std::string& options) {
+  std::string fault;
   size_t start = 0;
-  while (start < opts.size()) {
-    const size_t end = std::min(opts.find(',', start), opts.size());
-    const std::string kv = opts.substr(start, end - start);
-    const size_t eq = kv.find('=');
-    const std::string key = kv.substr(0, eq), value = eq == std::string::npos ? "" : kv.substr(eq + 1);
-    if (key == "fault" && (value == "commit_keeps_live" || value == "abort_in_commit" || value == "throw_in_decode")) {
-      inst->fault = value;
-    } else {
-      set_text(err->message, sizeof err->message,
-               "unknown option '" + kv +
-                   "' (known: fault=commit_keeps_live, fault=abort_in_commit, fault=throw_in_decode)");
-      return nullptr;
-    }
+  while (start < options.size()) {
+    const size_t end = std::min(options.find(',', start), options.size());
+    const std::string kv = options.substr(start, end - start);
+    if (kv == "fault=commit_keeps_live" || kv == "fault=abort_in_commit" || kv == "fault=throw_in_decode")
+      fault = kv.substr(6);
+    else
+      throw std::invalid_argument("unknown option '" + kv +
+                                  "' (known: fault=commit_keeps_live, fault=abort_in_commit, fault=throw_in_decode)");
     start = end + 1;
   }
-  return inst.release();
+  if (fault.empty()) return std::make_unique<ref::ReferenceBackend>();
+  return std::make_unique<ReferenceWithFault>(fault);
 }
-
-void destroy(void* p) { delete static_cast<Instance*>(p); }
-
-int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
-  return guarded(err, [&] {
-    if (c->struct_size < sizeof(ssmp_config)) throw std::invalid_argument("ssmp_config from an older header");
-    Model m;
-    m.spec.name = c->model_name ? c->model_name : "";
-    for (int l = 0; l < c->n_layers; ++l) {
-      const ssmp_layer& L = c->layers[l];
-      if (L.kind != SSMP_LAYER_GDN) throw std::invalid_argument("layer " + std::to_string(l) + ": not a GDN layer");
-      LayerSpec s;
-      s.nk = L.nk, s.nv = L.nv, s.kd = L.kd, s.vd = L.vd, s.d_conv = L.d_conv;
-      s.conv_bias = L.conv_bias != nullptr;
-      s.output_gate = L.sigmoid_gate ? OutputGate::sigmoid : OutputGate::silu;
-      s.eps = L.eps;
-      s.validate();
-      LayerWeights w;
-      w.conv_w.assign(L.conv_w, L.conv_w + s.conv_elems());
-      if (L.conv_bias) w.conv_bias.assign(L.conv_bias, L.conv_bias + s.conv_dim());
-      w.A_log.assign(L.A_log, L.A_log + s.nv);
-      w.dt_bias.assign(L.dt_bias, L.dt_bias + s.nv);
-      w.norm_w.assign(L.norm_w, L.norm_w + s.vd);
-      m.spec.layers.push_back(s);
-      m.weights.push_back(std::move(w));
-    }
-    PoolConfig pool;
-    pool.h_mode = c->h_mode == SSMP_H_F16 ? HMode::f16 : c->h_mode == SSMP_H_F16_POOL ? HMode::f16_pool : HMode::f32;
-    pool.max_slots = c->max_slots;
-    pool.h_capacity.assign(c->h_capacity, c->h_capacity + c->max_slots);
-    pool.conv_capacity = c->conv_capacity;
-    pool.snapshot_slots = c->snapshot_slots;
-    self(p).backend.create_pool(m, pool);
-  });
-}
-
-int alloc(void* p, int min_capacity, int* slot, ssmp_error* err) {
-  return guarded(err, [&] { *slot = self(p).backend.alloc(min_capacity); });
-}
-
-int release(void* p, int slot, ssmp_error* err) {
-  return guarded(err, [&] { self(p).backend.release(slot); });
-}
-
-int prefill(void* p, int slot, int rows, ssmp_layer_io* io, ssmp_error* err) {
-  return guarded(err, [&] {
-    const ModelSpec& spec = self(p).backend.model().spec;
-    write_outputs(self(p).backend.prefill(slot, inputs_of(spec, io, rows)), io);
-  });
-}
-
-int batch(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, ssmp_error* err) {
-  return guarded(err, [&] {
-    Instance& I = self(p);
-    if (k == 0 && I.fault == "throw_in_decode") throw std::runtime_error("deliberate fault: throw_in_decode");
-    const ModelSpec& spec = I.backend.model().spec;
-    const size_t L = spec.layers.size();
-    const int rows = k == 0 ? 1 : k;
-    std::vector<int> s(slots, slots + n);
-    std::vector<StepInputs> in;
-    for (int i = 0; i < n; ++i) in.push_back(inputs_of(spec, io + size_t(i) * L, rows));
-    const auto out = k == 0 ? I.backend.decode(s, in)
-                            : I.backend.verify(s, k, arm == SSMP_ARM_WY ? VerifyArm::wy : VerifyArm::exact, in);
-    for (int i = 0; i < n; ++i) write_outputs(out[size_t(i)], io + size_t(i) * L);
-  });
-}
-
-int decode(void* p, int n, const int* slots, ssmp_layer_io* io, ssmp_error* err) {
-  return batch(p, n, slots, 0, SSMP_ARM_EXACT, io, err);
-}
-
-int verify(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, ssmp_error* err) {
-  return batch(p, n, slots, k, arm, io, err);
-}
-
-int checkpoint(void* p, int slot, int async, ssmp_error* err) {
-  return guarded(err, [&] { self(p).backend.checkpoint(slot, async != 0); });
-}
-
-int commit(void* p, int slot, int n, int k, ssmp_error* err) {
-  Instance& I = self(p);
-  if (I.fault == "abort_in_commit") std::abort();
-  if (I.fault == "commit_keeps_live" && n > 0 && n < k) {
-    // the deliberate bug: checks as usual, then keeps the live state (all K rows applied)
-    return guarded(err, [&] { I.backend.commit(slot, k, k); });
-  }
-  return guarded(err, [&] { I.backend.commit(slot, n, k); });
-}
-
-int rollback(void* p, int slot, int n, int and_checkpoint, ssmp_error* err) {
-  return guarded(err, [&] { self(p).backend.rollback(slot, n, and_checkpoint != 0); });
-}
-
-int to_f16(void* p, int slot, ssmp_error* err) {
-  return guarded(err, [&] { self(p).backend.to_f16(slot); });
-}
-
-int snapshot_save(void* p, int slot, int snap, ssmp_error* err) {
-  return guarded(err, [&] { self(p).backend.snapshot_save(slot, snap); });
-}
-
-int snapshot_restore(void* p, int slot, int snap, ssmp_error* err) {
-  return guarded(err, [&] { self(p).backend.snapshot_restore(slot, snap); });
-}
-
-void copy_tensor(void* dst, const Tensor& t) { std::memcpy(dst, t.raw(), t.bytes()); }
-
-int export_state(void* p, int slot, ssmp_state* out, ssmp_error* err) {
-  return guarded(err, [&] {
-    if (out->struct_size < sizeof(ssmp_state)) throw std::invalid_argument("ssmp_state from an older header");
-    const SequenceState st = self(p).backend.export_state(slot);
-    if (out->n_layers != int(st.layers.size())) throw std::invalid_argument("ssmp_state has the wrong layer count");
-    out->last_verify_k = st.last_verify_k;
-    for (size_t l = 0; l < st.layers.size(); ++l) {
-      const LayerState& s = st.layers[l];
-      ssmp_layer_state& o = out->layers[l];
-      copy_tensor(o.h, s.h);
-      o.h_is_f16 = s.h.dtype() == DType::f16;
-      copy_tensor(o.conv, s.conv);
-      o.has_h_checkpoint = s.h_checkpoint.has_value();
-      if (s.h_checkpoint) {
-        copy_tensor(o.h_checkpoint, *s.h_checkpoint);
-        o.h_checkpoint_is_f16 = s.h_checkpoint->dtype() == DType::f16;
-      }
-      o.has_conv_checkpoint = s.conv_checkpoint.has_value();
-      if (s.conv_checkpoint) copy_tensor(o.conv_checkpoint, *s.conv_checkpoint);
-      if (int(s.h_intermediates.size()) > o.h_intermediate_room ||
-          int(s.conv_intermediates.size()) > o.conv_intermediate_room)
-        throw std::invalid_argument("more intermediates than the export has room for");
-      o.n_h_intermediates = int(s.h_intermediates.size());
-      o.n_conv_intermediates = int(s.conv_intermediates.size());
-      for (size_t t = 0; t < s.h_intermediates.size(); ++t) {
-        copy_tensor(o.h_intermediates[t], s.h_intermediates[t]);
-        o.h_intermediates_are_f16 = s.h_intermediates[t].dtype() == DType::f16;
-      }
-      for (size_t t = 0; t < s.conv_intermediates.size(); ++t) copy_tensor(o.conv_intermediates[t], s.conv_intermediates[t]);
-    }
-    out->has_prefill_stage = st.h_prefill_stage.has_value();
-    if (st.h_prefill_stage) {
-      if (out->stage_elems != st.h_prefill_stage->size()) throw std::invalid_argument("stage of the wrong size");
-      copy_tensor(out->h_prefill_stage, *st.h_prefill_stage);
-    }
-  });
-}
-
-const ssmp_plugin kTable = {
-    SSMP_ABI_VERSION, sizeof(ssmp_plugin), "ssmcheck reference (CPU, as a plug-in)", SSMP_OWN_LEGALITY | SSMP_BITWISE,
-    create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit, rollback, to_f16,
-    snapshot_save, snapshot_restore, export_state, nullptr, nullptr,
-};
 
 }  // namespace
 
-extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) { return &kTable; }
+extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) {
+  static const ssmp_plugin* table = plugin::expose(
+      {"ssmcheck reference (CPU, as a plug-in)", SSMP_OWN_LEGALITY | SSMP_BITWISE, make});
+  return table;
+}

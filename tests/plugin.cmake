@@ -17,3 +17,14 @@ target_compile_definitions(plugin_test PRIVATE
   SSMCHECK_BAD_PLUGIN_DIR="$<TARGET_FILE_DIR:ssmcheck_bad_plugin_abi>")
 add_dependencies(plugin_test ssmcheck ssmcheck_reference_plugin ssmcheck_bad_plugin_no_entry ssmcheck_bad_plugin_abi
   ssmcheck_bad_plugin_missing_call)
+
+if(TARGET ssmcheck_cuda_plugin)
+  ssmcheck_test(plugin_gpu_test LABEL gpu TIMEOUT 900
+    SOURCES plugin_gpu_test.cpp
+    LIBS ssmcheck_plugin_host ssmcheck_fuzz ssmcheck_reference ssmcheck_fixtures ssmcheck_cuda)
+  target_compile_definitions(plugin_gpu_test PRIVATE
+    SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
+    SSMCHECK_CUDA_PLUGIN="$<TARGET_FILE:ssmcheck_cuda_plugin>"
+    SSMCHECK_FIXTURES="${PROJECT_SOURCE_DIR}/fixtures")
+  add_dependencies(plugin_gpu_test ssmcheck ssmcheck_cuda_plugin)
+endif()

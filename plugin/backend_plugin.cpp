@@ -1,0 +1,232 @@
+// A Backend exposed through the plug-in C ABI (see backend_plugin.h).
+#include "plugin/backend_plugin.h"
+
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+
+#include "core/errors.h"
+#include "core/state.h"
+
+namespace ssm::plugin {
+
+namespace {
+
+ExposedBackend g_exposed;  // one per plug-in library (this file is linked into each)
+ssmp_plugin g_table;
+
+void set_text(char* dst, size_t n, const std::string& s) {
+  std::strncpy(dst, s.c_str(), n - 1);
+  dst[n - 1] = '\0';
+}
+
+// Runs f, turning C++ exceptions into codes: the contract's StateError is a refusal of its kind.
+template <class F>
+int guarded(ssmp_error* err, F&& f) {
+  try {
+    f();
+    return SSMP_OK;
+  } catch (const StateError& e) {
+    set_text(err->kind, sizeof err->kind, to_string(e.kind()));
+    set_text(err->message, sizeof err->message, e.what());
+    return SSMP_REFUSED;
+  } catch (const std::exception& e) {
+    set_text(err->message, sizeof err->message, e.what());
+    return SSMP_ERROR;
+  }
+}
+
+struct Instance {
+  std::unique_ptr<Backend> backend;
+  ModelSpec spec;
+};
+Instance& self(void* p) { return *static_cast<Instance*>(p); }
+
+// Inputs of one entry, copied from the C layout.
+StepInputs inputs_of(const ModelSpec& spec, const ssmp_layer_io* io, int rows) {
+  StepInputs in;
+  in.rows = rows;
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const LayerSpec& s = spec.layers[l];
+    const size_t r = size_t(rows);
+    LayerRows lr;
+    lr.x.assign(io[l].x, io[l].x + r * size_t(s.conv_dim()));
+    lr.a.assign(io[l].a, io[l].a + r * size_t(s.nv));
+    lr.b.assign(io[l].b, io[l].b + r * size_t(s.nv));
+    lr.z.assign(io[l].z, io[l].z + r * size_t(s.out_dim()));
+    in.layers.push_back(std::move(lr));
+  }
+  return in;
+}
+
+void write_outputs(const StepOutputs& out, ssmp_layer_io* io) {
+  for (size_t l = 0; l < out.layers.size(); ++l)
+    std::memcpy(io[l].out, out.layers[l].data(), out.layers[l].size() * sizeof(float));
+}
+
+void copy_tensor(void* dst, const Tensor& t) { std::memcpy(dst, t.raw(), t.bytes()); }
+
+Model model_of(const ssmp_config* c) {
+  if (c->struct_size < sizeof(ssmp_config)) throw std::invalid_argument("ssmp_config from an older header");
+  Model m;
+  m.spec.name = c->model_name ? c->model_name : "";
+  for (int l = 0; l < c->n_layers; ++l) {
+    const ssmp_layer& L = c->layers[l];
+    if (L.kind != SSMP_LAYER_GDN) throw std::invalid_argument("layer " + std::to_string(l) + ": not a GDN layer");
+    LayerSpec s;
+    s.nk = L.nk, s.nv = L.nv, s.kd = L.kd, s.vd = L.vd, s.d_conv = L.d_conv;
+    s.conv_bias = L.conv_bias != nullptr;
+    s.output_gate = L.sigmoid_gate ? OutputGate::sigmoid : OutputGate::silu;
+    s.eps = L.eps;
+    s.validate();
+    LayerWeights w;
+    w.conv_w.assign(L.conv_w, L.conv_w + s.conv_elems());
+    if (L.conv_bias) w.conv_bias.assign(L.conv_bias, L.conv_bias + s.conv_dim());
+    w.A_log.assign(L.A_log, L.A_log + s.nv);
+    w.dt_bias.assign(L.dt_bias, L.dt_bias + s.nv);
+    w.norm_w.assign(L.norm_w, L.norm_w + s.vd);
+    m.spec.layers.push_back(s);
+    m.weights.push_back(std::move(w));
+  }
+  return m;
+}
+
+PoolConfig pool_of(const ssmp_config* c) {
+  PoolConfig pool;
+  pool.h_mode = c->h_mode == SSMP_H_F16 ? HMode::f16 : c->h_mode == SSMP_H_F16_POOL ? HMode::f16_pool : HMode::f32;
+  pool.max_slots = c->max_slots;
+  pool.h_capacity.assign(c->h_capacity, c->h_capacity + c->max_slots);
+  pool.conv_capacity = c->conv_capacity;
+  pool.snapshot_slots = c->snapshot_slots;
+  return pool;
+}
+
+void* create(const char* options, ssmp_error* err) {
+  auto inst = std::make_unique<Instance>();
+  const int rc = guarded(err, [&] { inst->backend = g_exposed.make(options ? options : ""); });
+  return rc == SSMP_OK && inst->backend ? inst.release() : nullptr;
+}
+
+void destroy(void* p) { delete static_cast<Instance*>(p); }
+
+int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
+  return guarded(err, [&] {
+    const Model m = model_of(c);
+    self(p).backend->create_pool(m, pool_of(c));
+    self(p).spec = m.spec;
+  });
+}
+
+int alloc(void* p, int min_capacity, int* slot, ssmp_error* err) {
+  return guarded(err, [&] { *slot = self(p).backend->alloc(min_capacity); });
+}
+
+int release(void* p, int slot, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend->release(slot); });
+}
+
+int prefill(void* p, int slot, int rows, ssmp_layer_io* io, ssmp_error* err) {
+  return guarded(err, [&] { write_outputs(self(p).backend->prefill(slot, inputs_of(self(p).spec, io, rows)), io); });
+}
+
+// decode (k == 0) or verify
+int batch(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, ssmp_error* err) {
+  return guarded(err, [&] {
+    Instance& I = self(p);
+    const size_t L = I.spec.layers.size();
+    const int rows = k == 0 ? 1 : k;
+    const std::vector<int> s(slots, slots + n);
+    std::vector<StepInputs> in;
+    for (int i = 0; i < n; ++i) in.push_back(inputs_of(I.spec, io + size_t(i) * L, rows));
+    const auto out = k == 0 ? I.backend->decode(s, in)
+                            : I.backend->verify(s, k, arm == SSMP_ARM_WY ? VerifyArm::wy : VerifyArm::exact, in);
+    for (int i = 0; i < n; ++i) write_outputs(out[size_t(i)], io + size_t(i) * L);
+  });
+}
+
+int decode(void* p, int n, const int* slots, ssmp_layer_io* io, ssmp_error* err) {
+  return batch(p, n, slots, 0, SSMP_ARM_EXACT, io, err);
+}
+
+int verify(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, ssmp_error* err) {
+  return batch(p, n, slots, k, arm, io, err);
+}
+
+int checkpoint(void* p, int slot, int async, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend->checkpoint(slot, async != 0); });
+}
+
+int commit(void* p, int slot, int n, int k, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend->commit(slot, n, k); });
+}
+
+int rollback(void* p, int slot, int n, int and_checkpoint, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend->rollback(slot, n, and_checkpoint != 0); });
+}
+
+int to_f16(void* p, int slot, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend->to_f16(slot); });
+}
+
+int snapshot_save(void* p, int slot, int snap, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend->snapshot_save(slot, snap); });
+}
+
+int snapshot_restore(void* p, int slot, int snap, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend->snapshot_restore(slot, snap); });
+}
+
+int export_state(void* p, int slot, ssmp_state* out, ssmp_error* err) {
+  return guarded(err, [&] {
+    if (out->struct_size < sizeof(ssmp_state)) throw std::invalid_argument("ssmp_state from an older header");
+    const SequenceState st = self(p).backend->export_state(slot);
+    if (out->n_layers != int(st.layers.size())) throw std::invalid_argument("ssmp_state has the wrong layer count");
+    out->last_verify_k = st.last_verify_k;
+    for (size_t l = 0; l < st.layers.size(); ++l) {
+      const LayerState& s = st.layers[l];
+      ssmp_layer_state& o = out->layers[l];
+      copy_tensor(o.h, s.h);
+      o.h_is_f16 = s.h.dtype() == DType::f16;
+      copy_tensor(o.conv, s.conv);
+      o.has_h_checkpoint = s.h_checkpoint.has_value();
+      if (s.h_checkpoint) {
+        copy_tensor(o.h_checkpoint, *s.h_checkpoint);
+        o.h_checkpoint_is_f16 = s.h_checkpoint->dtype() == DType::f16;
+      }
+      o.has_conv_checkpoint = s.conv_checkpoint.has_value();
+      if (s.conv_checkpoint) copy_tensor(o.conv_checkpoint, *s.conv_checkpoint);
+      if (int(s.h_intermediates.size()) > o.h_intermediate_room ||
+          int(s.conv_intermediates.size()) > o.conv_intermediate_room)
+        throw std::invalid_argument("more intermediates than the export has room for");
+      o.n_h_intermediates = int(s.h_intermediates.size());
+      o.n_conv_intermediates = int(s.conv_intermediates.size());
+      for (size_t t = 0; t < s.h_intermediates.size(); ++t) {
+        copy_tensor(o.h_intermediates[t], s.h_intermediates[t]);
+        o.h_intermediates_are_f16 = s.h_intermediates[t].dtype() == DType::f16;
+      }
+      for (size_t t = 0; t < s.conv_intermediates.size(); ++t)
+        copy_tensor(o.conv_intermediates[t], s.conv_intermediates[t]);
+    }
+    out->has_prefill_stage = st.h_prefill_stage.has_value();
+    if (st.h_prefill_stage) {
+      if (out->stage_elems != st.h_prefill_stage->size()) throw std::invalid_argument("stage of the wrong size");
+      copy_tensor(out->h_prefill_stage, *st.h_prefill_stage);
+    }
+  });
+}
+
+int pause_async_copies(void* p, int on) { return self(p).backend->pause_async_copies(on != 0) ? 1 : 0; }
+int async_pending(void* p, int slot) { return self(p).backend->async_pending(slot) ? 1 : 0; }
+
+}  // namespace
+
+const ssmp_plugin* expose(const ExposedBackend& what) {
+  g_exposed = what;
+  g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_exposed.name.c_str(), g_exposed.flags,
+                        create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
+                        rollback, to_f16, snapshot_save, snapshot_restore, export_state, pause_async_copies,
+                        async_pending};
+  return &g_table;
+}
+
+}  // namespace ssm::plugin
