@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "fuzz/alt_reference.h"
+#include "plugin/pipe_plugin.h"
 #include "plugin/plugin_backend.h"
 #include "reference/reference_backend.h"
 #ifdef SSMCHECK_HAVE_CUDA
@@ -56,19 +57,21 @@ fuzz::BackendEntry cuda_entry() {
   return e;
 }
 
-fuzz::BackendEntry plugin_entry(const std::string& text) {
+// flag: the whole --backend text; text: what names the plug-in (after "plugin:", or all of it
+// for a registered in-process one).
+fuzz::BackendEntry plugin_entry(const std::string& flag, const std::string& text) {
   plugin::PluginSpec spec;
   const plugin::PluginLibrary* lib = nullptr;
   try {
     spec = plugin::PluginSpec::parse(text);
     lib = &plugin::load_plugin(spec.path);
   } catch (const std::exception& e) {
-    throw std::invalid_argument(std::string("backend '") + kPluginPrefix + text + "': " + e.what());
+    throw std::invalid_argument("backend '" + flag + "': " + e.what());
   }
   fuzz::BackendEntry e;
   e.name = spec.label();
-  e.flag = kPluginPrefix + text;
-  e.summary = "plug-in " + lib->path + ": " + lib->declared();
+  e.flag = flag;
+  e.summary = (lib->in_process ? "in-process plug-in " : "plug-in ") + lib->path + ": " + lib->declared();
   e.make = [spec] { return std::unique_ptr<Backend>(new plugin::PluginBackend(spec)); };
   e.under_test = e.make;
   e.model = reference_factory();
@@ -77,7 +80,7 @@ fuzz::BackendEntry plugin_entry(const std::string& text) {
   try {
     e.make();
   } catch (const std::exception& ex) {
-    throw std::invalid_argument(std::string("backend '") + kPluginPrefix + text + "': " + ex.what());
+    throw std::invalid_argument("backend '" + flag + "': " + ex.what());
   }
   return e;
 }
@@ -89,7 +92,17 @@ std::vector<std::pair<fuzz::BackendEntry, std::string>> builtin_backends() {
 }
 
 fuzz::BackendEntry find_backend(const std::string& name) {
-  if (name.rfind(kPluginPrefix, 0) == 0) return plugin_entry(name.substr(std::char_traits<char>::length(kPluginPrefix)));
+  if (name.rfind(kPluginPrefix, 0) == 0)
+    return plugin_entry(name, name.substr(std::char_traits<char>::length(kPluginPrefix)));
+  const std::string head = name.substr(0, name.find(','));
+  if (head.rfind(plugin::kPythonScheme, 0) == 0 && !plugin::is_registered(head)) {
+    try {  // a Python class served by the bridge (python/ssmcheck) over pipes
+      plugin::register_plugin(head, plugin::python_plugin_table());
+    } catch (const std::exception& e) {
+      throw std::invalid_argument("backend '" + name + "': " + e.what());
+    }
+  }
+  if (plugin::is_registered(head)) return plugin_entry(name, name);
   for (auto& [entry, why] : builtin_backends()) {
     if (entry.name != name) continue;
     if (!why.empty()) throw std::invalid_argument("backend '" + name + "': " + why);
@@ -114,7 +127,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) { return find_bac
 std::string backend_choices() {
   std::string s;
   for (const auto& b : builtin_backends()) s += b.first.name + ", ";
-  return s + "or plugin:PATH.so[,key=value...]";
+  return s + "plugin:PATH.so[,key=value...] or python:NAME (through python/ssmcheck)";
 }
 
 }  // namespace ssm::cli

@@ -89,7 +89,9 @@ PluginSpec PluginSpec::parse(const std::string& text) {
   return s;
 }
 
-std::string PluginSpec::label() const { return "plugin:" + fs::path(path).stem().string(); }
+std::string PluginSpec::label() const {
+  return is_registered(path) ? path : "plugin:" + fs::path(path).stem().string();
+}
 
 std::string PluginLibrary::declared() const {
   return std::string("name '") + (table->name ? table->name : "") + "', ABI " + std::to_string(table->abi_version) +
@@ -97,28 +99,10 @@ std::string PluginLibrary::declared() const {
          ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes");
 }
 
-const PluginLibrary& load_plugin(const std::string& path) {
-  static std::map<std::string, PluginLibrary> loaded;
-  std::error_code ec;
-  const fs::path abs = fs::absolute(path, ec);
-  const std::string key = ec ? path : abs.lexically_normal().string();
-  if (auto it = loaded.find(key); it != loaded.end()) return it->second;
-  const std::string who = "plug-in " + path;
-  if (!fs::exists(key, ec)) throw std::runtime_error(who + ": no such file");
-  if (!fs::is_regular_file(key, ec)) throw std::runtime_error(who + ": not a file");
-  dlerror();
-  void* handle = dlopen(key.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* e = dlerror();
-    throw std::runtime_error(who + ": cannot be loaded: " + (e ? e : "dlopen failed"));
-  }
-  // A library that fails a check stays loaded (dlclose of a half-initialised library is riskier
-  // than the few pages it holds); it is never used.
-  auto entry = reinterpret_cast<ssmp_entry_fn>(dlsym(handle, SSMP_ENTRY_SYMBOL));
-  if (!entry)
-    throw std::runtime_error(who + ": does not export " SSMP_ENTRY_SYMBOL
-                             "() (the entry point of plugin/ssmcheck_plugin.h; declared extern \"C\"?)");
-  const ssmp_plugin* t = entry();
+namespace {
+
+// Checks a table the way every plug-in is checked; throws std::runtime_error naming `who`.
+void check_table(const std::string& who, const ssmp_plugin* t) {
   if (!t) throw std::runtime_error(who + ": " SSMP_ENTRY_SYMBOL "() returned NULL");
   if (t->abi_version != SSMP_ABI_VERSION)
     throw std::runtime_error(who + ": built against plug-in ABI version " + std::to_string(t->abi_version) +
@@ -136,10 +120,63 @@ const PluginLibrary& load_plugin(const std::string& path) {
   if (t->flags & ~known)
     throw std::runtime_error(who + ": unknown flags " + std::to_string(t->flags & ~known) + " (ABI " +
                              std::to_string(SSMP_ABI_VERSION) + " knows SSMP_OWN_LEGALITY and SSMP_BITWISE)");
+}
+
+// Loaded files by absolute path, and in-process tables by their registered name.
+std::map<std::string, PluginLibrary>& loaded() {
+  static std::map<std::string, PluginLibrary> m;
+  return m;
+}
+std::map<std::string, PluginLibrary>& registered() {
+  static std::map<std::string, PluginLibrary> m;
+  return m;
+}
+
+}  // namespace
+
+void register_plugin(const std::string& name, const ssmp_plugin* table) {
+  const size_t colon = name.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == name.size() || name.rfind("plugin:", 0) == 0 ||
+      name.find(',') != std::string::npos)
+    throw std::runtime_error("in-process plug-in name '" + name +
+                             "' must be SCHEME:NAME with a scheme other than 'plugin' and no ',' (e.g. python:mine)");
+  check_table("in-process plug-in " + name, table);
+  PluginLibrary lib;
+  lib.path = name;
+  lib.table = table;
+  lib.in_process = true;
+  registered()[name] = lib;
+}
+
+bool is_registered(const std::string& name) { return registered().count(name) > 0; }
+
+const PluginLibrary& load_plugin(const std::string& path) {
+  if (auto it = registered().find(path); it != registered().end()) return it->second;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(path, ec);
+  const std::string key = ec ? path : abs.lexically_normal().string();
+  if (auto it = loaded().find(key); it != loaded().end()) return it->second;
+  const std::string who = "plug-in " + path;
+  if (!fs::exists(key, ec)) throw std::runtime_error(who + ": no such file");
+  if (!fs::is_regular_file(key, ec)) throw std::runtime_error(who + ": not a file");
+  dlerror();
+  void* handle = dlopen(key.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = dlerror();
+    throw std::runtime_error(who + ": cannot be loaded: " + (e ? e : "dlopen failed"));
+  }
+  // A library that fails a check stays loaded (dlclose of a half-initialised library is riskier
+  // than the few pages it holds); it is never used.
+  auto entry = reinterpret_cast<ssmp_entry_fn>(dlsym(handle, SSMP_ENTRY_SYMBOL));
+  if (!entry)
+    throw std::runtime_error(who + ": does not export " SSMP_ENTRY_SYMBOL
+                             "() (the entry point of plugin/ssmcheck_plugin.h; declared extern \"C\"?)");
+  const ssmp_plugin* t = entry();
+  check_table(who, t);
   PluginLibrary lib;
   lib.path = key;
   lib.table = t;
-  return loaded.emplace(key, lib).first->second;
+  return loaded().emplace(key, lib).first->second;
 }
 
 PluginBackend::PluginBackend(const PluginSpec& spec) : lib_(&load_plugin(spec.path)), label_(spec.label()) {

@@ -15,18 +15,20 @@
 
 namespace ssm::plugin {
 
-// `PATH.so[,key=value...]`: the text after "plugin:" in --backend.
+// `PATH.so[,key=value...]`: the text after "plugin:" in --backend (or `SCHEME:NAME[,key=value...]`
+// of a registered in-process table).
 struct PluginSpec {
   std::string path;
   std::string options;  // "key=value,..." as given, passed to the plug-in's create
   // Throws std::invalid_argument naming what is malformed (empty path, an option without '=').
   static PluginSpec parse(const std::string& text);
-  std::string label() const;  // "plugin:NAME" (NAME = the file's stem), for suites and reports
+  std::string label() const;  // "plugin:NAME" (the file's stem) or the registered name, for suites and reports
 };
 
 // A loaded plug-in library (loaded once per path and kept for the process's life).
 struct PluginLibrary {
-  std::string path;
+  std::string path;  // absolute path of the file, or the registered name of an in-process table
+  bool in_process = false;
   const ssmp_plugin* table = nullptr;
   bool own_legality() const { return table->flags & SSMP_OWN_LEGALITY; }
   bool bitwise() const { return table->flags & SSMP_BITWISE; }
@@ -36,7 +38,13 @@ struct PluginLibrary {
 // Loads PATH and checks it: the file opens, exports ssmcheck_plugin, has this ABI version and a
 // table large enough, every required member set. Throws std::runtime_error naming the file and
 // what is wrong.
+// A name registered with register_plugin is returned as it is.
 const PluginLibrary& load_plugin(const std::string& path);
+
+// An in-process table (cli/ssmcheck_lib.h: the Python bridge) under "SCHEME:NAME", checked like a
+// file's; PluginSpec::parse("SCHEME:NAME,key=value") then names it. Throws std::runtime_error.
+void register_plugin(const std::string& name, const ssmp_plugin* table);
+bool is_registered(const std::string& name);
 
 class PluginBackend : public Backend {
  public:

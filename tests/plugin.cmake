@@ -28,3 +28,9 @@ if(TARGET ssmcheck_cuda_plugin)
     SSMCHECK_FIXTURES="${PROJECT_SOURCE_DIR}/fixtures")
   add_dependencies(plugin_gpu_test ssmcheck ssmcheck_cuda_plugin)
 endif()
+
+# The Python bridge (python/ssmcheck, no compiled extension) with Debian's python3-numpy: a numpy
+# implementation as the system under test of fuzz and check, and the trace writer.
+add_test(NAME python_bridge COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/python/tests/test_bridge.py)
+set_tests_properties(python_bridge PROPERTIES LABELS cpu TIMEOUT 600
+  ENVIRONMENT "SSMCHECK=$<TARGET_FILE:ssmcheck>;PYTHONDONTWRITEBYTECODE=1")

@@ -1,6 +1,6 @@
 // Replay (replay/replay.h) and the trace command line: every golden trace under
 // fixtures/traces replays on the reference; every faulty one is pinpointed at its documented
-// op, layer and tensor; a trace written by scripts/write_trace_example.py (h5py) replays;
+// op, layer and tensor; a trace written by python/examples/write_trace.py (ssmcheck.TraceWriter) replays;
 // record -> replay round trips, --keep-going, and the gate with its JUnit XML and JSON.
 #include <gtest/gtest.h>
 
@@ -282,10 +282,12 @@ TEST(Replay, PythonExampleTraceReplays) {
     GTEST_SKIP() << "python3-h5py / python3-numpy not installed (/usr/bin/python3 -c 'import h5py, numpy' failed)";
   TempDir dir;
   const std::string p = dir.file("example.h5");
-  const Shell w = sh("/usr/bin/python3 " + std::string(SSMCHECK_SOURCE_DIR) + "/scripts/write_trace_example.py " + q(p));
+  // ssmcheck.TraceWriter (python/ssmcheck/capture.py) finds libssmcheck_capture.so next to $SSMCHECK
+  const Shell w = sh("SSMCHECK=" + q(SSMCHECK_BIN) + " /usr/bin/python3 " + std::string(SSMCHECK_SOURCE_DIR) +
+                     "/python/examples/write_trace.py " + q(p));
   ASSERT_EQ(w.code, 0) << w.out;
   const cmp::Trace t = cmp::read_trace(p);
-  EXPECT_EQ(t.header.producer, "write_trace_example.py (numpy GDN)");
+  EXPECT_EQ(t.header.producer, "write_trace.py (numpy GDN)");
   ref::ReferenceBackend b;
   const replay::ReplayResult r = replay::replay_trace(t, b);
   EXPECT_TRUE(r.pass()) << r.text();

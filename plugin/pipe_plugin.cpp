@@ -1,0 +1,382 @@
+// A plug-in served by another process over two pipes (see pipe_plugin.h).
+#include "plugin/pipe_plugin.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ssm::plugin {
+
+namespace {
+
+using nlohmann::json;
+using Blob = std::string;  // raw bytes
+
+struct Conn {
+  int rfd = -1, wfd = -1;
+};
+Conn g_conn;
+std::string g_name;
+ssmp_plugin g_table;
+
+void write_all(const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t w = ::write(g_conn.wfd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw std::runtime_error("the Python side is gone (writing to it failed: " + std::string(strerror(errno)) + ")");
+    c += w;
+    n -= size_t(w);
+  }
+}
+
+void read_all(void* p, size_t n) {
+  char* c = static_cast<char*>(p);
+  while (n > 0) {
+    const ssize_t r = ::read(g_conn.rfd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) throw std::runtime_error("the Python side closed the pipe (did its process die?)");
+    if (r < 0) throw std::runtime_error("reading from the Python side failed: " + std::string(strerror(errno)));
+    c += r;
+    n -= size_t(r);
+  }
+}
+
+void send(const json& j, const std::vector<const Blob*>& blobs) {
+  const std::string text = j.dump();
+  const uint64_t n = text.size();
+  write_all(&n, sizeof n);
+  write_all(text.data(), text.size());
+  const uint32_t count = uint32_t(blobs.size());
+  write_all(&count, sizeof count);
+  for (const Blob* b : blobs) {
+    const uint64_t len = b->size();
+    write_all(&len, sizeof len);
+    write_all(b->data(), b->size());
+  }
+}
+
+// Replies are bounded so that a confused peer cannot make ssmcheck allocate without limit.
+constexpr uint64_t kMaxMessage = uint64_t(1) << 34;
+
+json receive(std::vector<Blob>* blobs) {
+  uint64_t n = 0;
+  read_all(&n, sizeof n);
+  if (n > kMaxMessage) throw std::runtime_error("the Python side sent a message of " + std::to_string(n) + " bytes");
+  std::string text(n, '\0');
+  read_all(text.data(), n);
+  uint32_t count = 0;
+  read_all(&count, sizeof count);
+  blobs->clear();
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t len = 0;
+    read_all(&len, sizeof len);
+    if (len > kMaxMessage) throw std::runtime_error("the Python side sent an array of " + std::to_string(len) + " bytes");
+    Blob b(len, '\0');
+    read_all(b.data(), len);
+    blobs->push_back(std::move(b));
+  }
+  try {
+    return json::parse(text);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("the Python side sent malformed JSON: ") + e.what());
+  }
+}
+
+Blob floats(const float* p, size_t n) { return Blob(reinterpret_cast<const char*>(p), n * sizeof(float)); }
+
+void set_text(char* dst, size_t n, const std::string& s) {
+  std::strncpy(dst, s.c_str(), n - 1);
+  dst[n - 1] = '\0';
+}
+
+struct Layer {
+  int nk, nv, kd, vd, d_conv;
+  size_t conv_dim() const { return size_t(2 * nk * kd + nv * vd); }
+  size_t out() const { return size_t(nv) * size_t(vd); }
+  size_t h() const { return size_t(nv) * size_t(kd) * size_t(vd); }
+};
+
+struct Instance {
+  int64_t id = 0;
+  std::vector<Layer> layers;
+};
+Instance& self(void* p) { return *static_cast<Instance*>(p); }
+
+// One call: sends the request, reads the reply, maps its status; reply blobs in *out.
+int exchange(json req, const std::vector<const Blob*>& blobs, ssmp_error* err, json* reply, std::vector<Blob>* out) {
+  try {
+    send(req, blobs);
+    *reply = receive(out);
+    const int status = reply->value("status", -1);
+    if (status == SSMP_OK) return SSMP_OK;
+    set_text(err->kind, sizeof err->kind, reply->value("kind", ""));
+    set_text(err->message, sizeof err->message, reply->value("message", ""));
+    return status == SSMP_REFUSED ? SSMP_REFUSED : SSMP_ERROR;
+  } catch (const std::exception& e) {
+    set_text(err->message, sizeof err->message, e.what());
+    return SSMP_ERROR;
+  }
+}
+
+int simple(const char* call, void* p, json args, ssmp_error* err) {
+  args["call"] = call;
+  args["instance"] = self(p).id;
+  json reply;
+  std::vector<Blob> out;
+  return exchange(args, {}, err, &reply, &out);
+}
+
+// Inputs of `entries` x layers into blobs x, a, b, z each.
+std::vector<Blob> input_blobs(const Instance& I, int entries, int rows, const ssmp_layer_io* io) {
+  std::vector<Blob> v;
+  for (int e = 0; e < entries; ++e)
+    for (size_t l = 0; l < I.layers.size(); ++l) {
+      const Layer& L = I.layers[l];
+      const ssmp_layer_io& x = io[size_t(e) * I.layers.size() + l];
+      const size_t r = size_t(rows);
+      v.push_back(floats(x.x, r * L.conv_dim()));
+      v.push_back(floats(x.a, r * size_t(L.nv)));
+      v.push_back(floats(x.b, r * size_t(L.nv)));
+      v.push_back(floats(x.z, r * L.out()));
+    }
+  return v;
+}
+
+// Copies the reply's outputs (one blob per entry and layer) into io[].out.
+void take_outputs(const Instance& I, int entries, int rows, const std::vector<Blob>& got, ssmp_layer_io* io) {
+  const size_t want = size_t(entries) * I.layers.size();
+  if (got.size() != want)
+    throw std::runtime_error("the Python side returned " + std::to_string(got.size()) + " output arrays, expected " +
+                             std::to_string(want) + " (one per entry and layer)");
+  for (size_t i = 0; i < want; ++i) {
+    const Layer& L = I.layers[i % I.layers.size()];
+    const size_t bytes = size_t(rows) * L.out() * sizeof(float);
+    if (got[i].size() != bytes)
+      throw std::runtime_error("output " + std::to_string(i) + " from the Python side has " +
+                               std::to_string(got[i].size()) + " bytes, expected " + std::to_string(bytes) +
+                               " ([rows][nv*vd] float32)");
+    std::memcpy(io[i].out, got[i].data(), bytes);
+  }
+}
+
+int with_outputs(json req, void* p, int entries, int rows, ssmp_layer_io* io, ssmp_error* err) {
+  const Instance& I = self(p);
+  req["instance"] = I.id;
+  const std::vector<Blob> in = input_blobs(I, entries, rows, io);
+  std::vector<const Blob*> ptrs;
+  for (const Blob& b : in) ptrs.push_back(&b);
+  json reply;
+  std::vector<Blob> out;
+  const int rc = exchange(req, ptrs, err, &reply, &out);
+  if (rc != SSMP_OK) return rc;
+  try {
+    take_outputs(I, entries, rows, out, io);
+  } catch (const std::exception& e) {
+    set_text(err->message, sizeof err->message, e.what());
+    return SSMP_ERROR;
+  }
+  return SSMP_OK;
+}
+
+void* create(const char* options, ssmp_error* err) {
+  json reply;
+  std::vector<Blob> out;
+  if (exchange({{"call", "create"}, {"options", options ? options : ""}}, {}, err, &reply, &out) != SSMP_OK)
+    return nullptr;
+  auto* I = new Instance;
+  I->id = reply.value("instance", int64_t(0));
+  return I;
+}
+
+void destroy(void* p) {
+  ssmp_error err{};
+  try {
+    simple("destroy", p, json::object(), &err);
+  } catch (...) {
+  }
+  delete static_cast<Instance*>(p);
+}
+
+int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
+  Instance& I = self(p);
+  json layers = json::array();
+  std::vector<Blob> w;
+  I.layers.clear();
+  for (int l = 0; l < c->n_layers; ++l) {
+    const ssmp_layer& L = c->layers[l];
+    const Layer g{L.nk, L.nv, L.kd, L.vd, L.d_conv};
+    layers.push_back({{"kind", "gdn"}, {"nk", L.nk}, {"nv", L.nv}, {"kd", L.kd}, {"vd", L.vd}, {"d_conv", L.d_conv},
+                      {"output_gate", L.sigmoid_gate ? "sigmoid" : "silu"}, {"eps", L.eps},
+                      {"conv_bias", L.conv_bias != nullptr}});
+    w.push_back(floats(L.conv_w, g.conv_dim() * size_t(L.d_conv)));
+    if (L.conv_bias) w.push_back(floats(L.conv_bias, g.conv_dim()));
+    w.push_back(floats(L.A_log, size_t(L.nv)));
+    w.push_back(floats(L.dt_bias, size_t(L.nv)));
+    w.push_back(floats(L.norm_w, size_t(L.vd)));
+    I.layers.push_back(g);
+  }
+  const char* mode = c->h_mode == SSMP_H_F16 ? "f16" : c->h_mode == SSMP_H_F16_POOL ? "f16-pool" : "f32";
+  json req = {{"call", "create_pool"},
+              {"instance", I.id},
+              {"model_name", c->model_name ? c->model_name : ""},
+              {"layers", layers},
+              {"h_mode", mode},
+              {"max_slots", c->max_slots},
+              {"h_capacity", std::vector<int>(c->h_capacity, c->h_capacity + c->max_slots)},
+              {"conv_capacity", c->conv_capacity},
+              {"snapshot_slots", c->snapshot_slots}};
+  std::vector<const Blob*> ptrs;
+  for (const Blob& b : w) ptrs.push_back(&b);
+  json reply;
+  std::vector<Blob> out;
+  return exchange(req, ptrs, err, &reply, &out);
+}
+
+int alloc(void* p, int min_capacity, int* slot, ssmp_error* err) {
+  json reply;
+  std::vector<Blob> out;
+  const int rc =
+      exchange({{"call", "alloc"}, {"instance", self(p).id}, {"min_capacity", min_capacity}}, {}, err, &reply, &out);
+  if (rc == SSMP_OK) *slot = reply.value("slot", -1);
+  return rc;
+}
+
+int release(void* p, int slot, ssmp_error* err) { return simple("release", p, {{"slot", slot}}, err); }
+
+int prefill(void* p, int slot, int rows, ssmp_layer_io* io, ssmp_error* err) {
+  return with_outputs({{"call", "prefill"}, {"slot", slot}, {"rows", rows}}, p, 1, rows, io, err);
+}
+
+int decode(void* p, int n, const int* slots, ssmp_layer_io* io, ssmp_error* err) {
+  return with_outputs({{"call", "decode"}, {"slots", std::vector<int>(slots, slots + n)}}, p, n, 1, io, err);
+}
+
+int verify(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, ssmp_error* err) {
+  return with_outputs({{"call", "verify"},
+                       {"slots", std::vector<int>(slots, slots + n)},
+                       {"k", k},
+                       {"arm", arm == SSMP_ARM_WY ? "wy" : "exact"}},
+                      p, n, k, io, err);
+}
+
+int checkpoint(void* p, int slot, int async, ssmp_error* err) {
+  return simple("checkpoint", p, {{"slot", slot}, {"async", async != 0}}, err);
+}
+int commit(void* p, int slot, int n, int k, ssmp_error* err) {
+  return simple("commit", p, {{"slot", slot}, {"n", n}, {"k", k}}, err);
+}
+int rollback(void* p, int slot, int n, int and_checkpoint, ssmp_error* err) {
+  return simple("rollback", p, {{"slot", slot}, {"n", n}, {"and_checkpoint", and_checkpoint != 0}}, err);
+}
+int to_f16(void* p, int slot, ssmp_error* err) { return simple("to_f16", p, {{"slot", slot}}, err); }
+int snapshot_save(void* p, int slot, int snap, ssmp_error* err) {
+  return simple("snapshot_save", p, {{"slot", slot}, {"snap", snap}}, err);
+}
+int snapshot_restore(void* p, int slot, int snap, ssmp_error* err) {
+  return simple("snapshot_restore", p, {{"slot", slot}, {"snap", snap}}, err);
+}
+
+// Export: the reply says which fields it has; its blobs come in the order h, conv, [h_checkpoint],
+// [conv_checkpoint], h intermediates, conv intermediates (per layer), then [the stage].
+int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
+  const Instance& I = self(p);
+  json reply;
+  std::vector<Blob> got;
+  const int rc = exchange({{"call", "export_state"}, {"instance", I.id}, {"slot", slot}}, {}, err, &reply, &got);
+  if (rc != SSMP_OK) return rc;
+  try {
+    if (st->n_layers != int(I.layers.size())) throw std::runtime_error("export of another model's layer count");
+    const json& layers = reply.at("layers");
+    if (!layers.is_array() || layers.size() != I.layers.size())
+      throw std::runtime_error("export_state: 'layers' must list " + std::to_string(I.layers.size()) + " layers");
+    size_t next = 0;
+    auto take = [&](void* dst, size_t elems, bool f16, const std::string& what) {
+      if (next >= got.size()) throw std::runtime_error("export_state: no array for " + what);
+      const size_t bytes = elems * (f16 ? 2 : 4);
+      if (got[next].size() != bytes)
+        throw std::runtime_error("export_state: " + what + " has " + std::to_string(got[next].size()) +
+                                 " bytes, expected " + std::to_string(bytes) + (f16 ? " (float16)" : " (float32)"));
+      std::memcpy(dst, got[next].data(), bytes);
+      ++next;
+    };
+    st->last_verify_k = reply.value("last_verify_k", 0);
+    for (size_t l = 0; l < I.layers.size(); ++l) {
+      const Layer& L = I.layers[l];
+      const json& j = layers[l];
+      ssmp_layer_state& o = st->layers[l];
+      const std::string at = "layer " + std::to_string(l) + " ";
+      o.h_is_f16 = j.value("h_is_f16", false);
+      o.has_h_checkpoint = j.value("has_h_checkpoint", false);
+      o.h_checkpoint_is_f16 = j.value("h_checkpoint_is_f16", false);
+      o.has_conv_checkpoint = j.value("has_conv_checkpoint", false);
+      o.n_h_intermediates = j.value("n_h_intermediates", 0);
+      o.n_conv_intermediates = j.value("n_conv_intermediates", 0);
+      o.h_intermediates_are_f16 = j.value("h_intermediates_are_f16", false);
+      if (o.n_h_intermediates < 0 || o.n_h_intermediates > o.h_intermediate_room || o.n_conv_intermediates < 0 ||
+          o.n_conv_intermediates > o.conv_intermediate_room)
+        throw std::runtime_error("export_state: " + at + "has " + std::to_string(o.n_h_intermediates) + " h and " +
+                                 std::to_string(o.n_conv_intermediates) + " conv intermediates; room for " +
+                                 std::to_string(o.h_intermediate_room) + " and " +
+                                 std::to_string(o.conv_intermediate_room));
+      const size_t conv = L.conv_dim() * size_t(L.d_conv);
+      take(o.h, L.h(), o.h_is_f16, at + "h");
+      take(o.conv, conv, false, at + "conv");
+      if (o.has_h_checkpoint) take(o.h_checkpoint, L.h(), o.h_checkpoint_is_f16, at + "h_checkpoint");
+      if (o.has_conv_checkpoint) take(o.conv_checkpoint, conv, false, at + "conv_checkpoint");
+      for (int t = 0; t < o.n_h_intermediates; ++t)
+        take(o.h_intermediates[t], L.h(), o.h_intermediates_are_f16, at + "h_intermediate " + std::to_string(t));
+      for (int t = 0; t < o.n_conv_intermediates; ++t)
+        take(o.conv_intermediates[t], conv, false, at + "conv_intermediate " + std::to_string(t));
+    }
+    st->has_prefill_stage = reply.value("has_prefill_stage", false);
+    if (st->has_prefill_stage) {
+      if (!st->h_prefill_stage) throw std::runtime_error("export_state: a prefill stage outside f16-pool mode");
+      take(st->h_prefill_stage, size_t(st->stage_elems), false, "h_prefill_stage");
+    }
+    if (next != got.size())
+      throw std::runtime_error("export_state: " + std::to_string(got.size() - next) + " arrays more than its fields");
+  } catch (const std::exception& e) {
+    set_text(err->message, sizeof err->message, e.what());
+    return SSMP_ERROR;
+  }
+  return SSMP_OK;
+}
+
+}  // namespace
+
+const ssmp_plugin* python_plugin_table() {
+  static const ssmp_plugin* table = [] {
+    const char* fds = std::getenv("SSMCHECK_PYTHON_FDS");
+    int r = -1, w = -1;
+    if (!fds || std::sscanf(fds, "%d,%d", &r, &w) != 2 || r < 0 || w < 0)
+      throw std::runtime_error(
+          "python: backends are served by the Python bridge: run ssmcheck through ssmcheck.run(...) of "
+          "python/ssmcheck (docs/plugins.md, \"Python\"); SSMCHECK_PYTHON_FDS is not set");
+    g_conn = {r, w};
+    ::signal(SIGPIPE, SIG_IGN);  // a dead peer is an error reply, never a silent death
+    send({{"call", "hello"}, {"abi", SSMP_ABI_VERSION}}, {});
+    std::vector<Blob> none;
+    const json hello = receive(&none);
+    if (hello.value("status", -1) != SSMP_OK)
+      throw std::runtime_error("the Python side refused the handshake: " + hello.value("message", std::string()));
+    g_name = hello.value("name", std::string("python"));
+    g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_name.c_str(),
+                          uint32_t((hello.value("own_legality", false) ? SSMP_OWN_LEGALITY : 0) |
+                                   (hello.value("bitwise", false) ? SSMP_BITWISE : 0)),
+                          create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
+                          rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr};
+    return &g_table;
+  }();
+  return table;
+}
+
+}  // namespace ssm::plugin

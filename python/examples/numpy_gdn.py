@@ -1,0 +1,172 @@
+"""A complete system under test in numpy: every transition of the GDN state model (h mode f32),
+served to ssmcheck by the Python bridge. FP64 compute, FP32 storage; ssmcheck judges it against
+its reference under the tolerance classes.
+
+    /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck fuzz --h-mode f32 --cases 50
+    /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck check --h-mode f32 --ops 'alloc; prefill 3; verify 3; commit 1 3'
+
+It relies on ssmcheck's legality decisions (own_legality = False), so it never sees an illegal op
+and need not check any. Only h mode f32: create_pool fails for the FP16 modes.
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import ssmcheck  # noqa: E402
+
+
+def silu(x):
+    with np.errstate(over="ignore"):  # exp(-x) overflows to inf for x << 0: silu is then -0
+        return x / (1.0 + np.exp(-x))
+
+
+def step(L, h, win, x, a, b, z):
+    """One token of one layer; h [nv][kd][vd] and win [conv_dim][d_conv] (float32) updated in place."""
+    win[:, :-1] = win[:, 1:]
+    win[:, -1] = x
+    acc = (L.conv_w.astype(np.float64) * win.astype(np.float64)).sum(axis=1)
+    if L.conv_bias is not None:
+        acc += L.conv_bias
+    y = silu(acc)
+    nk, nv, kd, vd = L.nk, L.nv, L.kd, L.vd
+    qk = y[:2 * nk * kd].reshape(2 * nk, kd)
+    qk = qk / np.sqrt((qk * qk).sum(axis=1, keepdims=True) + 1e-6)  # L2 norm of each Q and K head
+    kh = np.arange(nv) // (nv // nk)  # the key head of each value head
+    q, k = qk[kh], qk[nk + kh]  # [nv][kd]
+    v = y[2 * nk * kd:].reshape(nv, vd)
+    with np.errstate(over="ignore"):
+        beta = 1.0 / (1.0 + np.exp(-b.astype(np.float64)))
+    dt = np.log1p(np.exp(np.minimum(a.astype(np.float64) + L.dt_bias, 20.0)))
+    A = np.exp(np.minimum(L.A_log.astype(np.float64), 20.0))
+    g = np.clip(np.exp(-A * dt), 1e-6, 1.0 - 1e-6)
+    H = h.astype(np.float64)
+    vn = (v - g[:, None] * np.einsum("hkv,hk->hv", H, k)) * beta[:, None]
+    H = g[:, None, None] * H + np.einsum("hk,hv->hkv", k, vn)
+    h[...] = H.astype(np.float32)  # the FP32 store; the output reads the stored state
+    o = np.einsum("hkv,hk->hv", h.astype(np.float64), q) / np.sqrt(kd)
+    r = 1.0 / np.sqrt((o * o).mean(axis=1, keepdims=True) + L.eps)
+    zz = z.astype(np.float64).reshape(nv, vd)
+    with np.errstate(over="ignore"):
+        gate = silu(zz) if L.output_gate == "silu" else 1.0 / (1.0 + np.exp(-zz))
+    return (o * r * L.norm_w * gate).reshape(-1).astype(np.float32)
+
+
+class Slot:
+    def __init__(self, layers, h_cap, conv_cap):
+        self.h = [np.zeros((L.nv, L.kd, L.vd), np.float32) for L in layers]
+        self.conv = [np.zeros((L.conv_dim, L.d_conv), np.float32) for L in layers]
+        self.ckpt = None  # (h list, conv list) once taken
+        self.inter = [[] for _ in layers]  # per layer: (h, conv) after verify rows 0..K-2
+        self.last_k = 0
+        self.h_cap, self.conv_cap = h_cap, conv_cap
+        self.claimed = False
+
+
+class NumpyGdn:
+    name = "numpy GDN (python/examples/numpy_gdn.py)"
+    own_legality = False
+    bitwise = False
+
+    def __init__(self, options=""):
+        self.fault = dict(kv.split("=", 1) for kv in options.split(",") if kv).get("fault", "")
+
+    def create_pool(self, layers, pool):
+        if pool.h_mode != "f32":
+            raise NotImplementedError("numpy_gdn implements h mode f32 only, not %s" % pool.h_mode)
+        self.layers, self.pool = layers, pool
+        caps = pool.h_capacity + [max(pool.h_capacity)]  # the dummy slot runs padding rows
+        self.slots = [Slot(layers, c, pool.conv_capacity) for c in caps]
+        self.snaps = [None] * pool.snapshot_slots
+
+    def alloc(self, min_capacity):
+        free = [i for i in range(self.pool.max_slots) if not self.slots[i].claimed and self.slots[i].h_cap >= min_capacity]
+        slot = min(free, key=lambda i: (self.slots[i].h_cap, i))  # smallest that fits, lowest index
+        self.slots[slot] = Slot(self.layers, self.slots[slot].h_cap, self.pool.conv_capacity)
+        self.slots[slot].claimed = True
+        return slot
+
+    def release(self, slot):
+        self.slots[slot].claimed = False
+
+    def rows(self, slot, inputs, rows, keep):
+        s = self.slots[self.pool.max_slots if slot == -1 else slot]
+        outs = []
+        for l, L in enumerate(self.layers):
+            i = inputs[l]
+            out = np.zeros((rows, L.out_dim), np.float32)
+            if keep:
+                s.inter[l] = []
+            for t in range(rows):
+                out[t] = step(L, s.h[l], s.conv[l], i["x"][t], i["a"][t], i["b"][t], i["z"][t])
+                if keep and t < rows - 1:
+                    s.inter[l].append((s.h[l].copy(), s.conv[l].copy()))
+            outs.append(out)
+        if keep:
+            s.last_k = rows
+        return outs
+
+    def prefill(self, slot, inputs):
+        return self.rows(slot, inputs, len(inputs[0]["x"]), False)
+
+    def decode(self, slots, inputs):
+        return [self.rows(s, i, 1, False) for s, i in zip(slots, inputs)]
+
+    def verify(self, slots, k, arm, inputs):
+        return [self.rows(s, i, k, True) for s, i in zip(slots, inputs)]
+
+    def checkpoint(self, slot, is_async):
+        s = self.slots[slot]
+        s.ckpt = ([h.copy() for h in s.h], [c.copy() for c in s.conv])
+
+    def restore(self, slot, n):
+        s = self.slots[slot]
+        if n == 0:
+            if s.ckpt is not None:
+                s.h, s.conv = [h.copy() for h in s.ckpt[0]], [c.copy() for c in s.ckpt[1]]
+        else:
+            s.h = [s.inter[l][n - 1][0].copy() for l in range(len(self.layers))]
+            s.conv = [s.inter[l][n - 1][1].copy() for l in range(len(self.layers))]
+
+    def commit(self, slot, n, k):
+        if n < k and self.fault != "commit_keeps_live":
+            self.restore(slot, n)
+
+    def rollback(self, slot, n, and_checkpoint):
+        self.restore(slot, n)
+        if and_checkpoint:
+            self.checkpoint(slot, True)
+
+    def to_f16(self, slot):
+        raise NotImplementedError("to_f16: h mode f32 only")
+
+    def snapshot_save(self, slot, snap):
+        s = self.slots[slot]
+        self.snaps[snap] = ([h.copy() for h in s.h], [c.copy() for c in s.conv])
+
+    def snapshot_restore(self, slot, snap):
+        s = self.slots[slot]
+        s.h, s.conv = [h.copy() for h in self.snaps[snap][0]], [c.copy() for c in self.snaps[snap][1]]
+
+    def export_state(self, slot):
+        s = self.slots[slot]
+        n = max(s.last_k - 1, 0)
+        layers = []
+        for l in range(len(self.layers)):
+            layers.append(ssmcheck.LayerState(
+                s.h[l], s.conv[l],
+                h_checkpoint=None if s.ckpt is None else s.ckpt[0][l],
+                conv_checkpoint=None if s.ckpt is None else s.ckpt[1][l],
+                h_intermediates=[p[0] for p in s.inter[l][:n]],
+                conv_intermediates=[p[1] for p in s.inter[l][:n]]))
+        return ssmcheck.State(s.last_k, layers)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit("usage: numpy_gdn.py SSMCHECK SUBCOMMAND [ARGS...]   (--backend python:numpy-gdn is added)")
+    args = sys.argv[2:]
+    if "--backend" not in args:
+        args += ["--backend", "python:numpy-gdn"]
+    sys.exit(ssmcheck.run(args, NumpyGdn, ssmcheck=sys.argv[1]))

@@ -1,0 +1,17 @@
+"""ssmcheck from Python, without a compiled extension.
+
+- ``ssmcheck.run(args, backend)`` runs the ``ssmcheck`` command line (``fuzz``, ``check``,
+  ``replay``, ``gate``) with a Python class as the system under test: ``--backend python:NAME``
+  in ``args`` names it. The class gets the same calls a C plug-in gets (plugin/ssmcheck_plugin.h),
+  with numpy arrays (torch tensors are accepted back).
+- ``ssmcheck.TraceWriter`` records a state trace from a Python engine through
+  ``libssmcheck_capture.so`` (ctypes): crash-safe, and every array's shape is checked as it is
+  written.
+
+docs/plugins.md ("Python") and docs/trace-format.md ("Porting checklist") are the guides;
+python/examples/numpy_gdn.py is a complete system under test.
+"""
+from .bridge import Layer, LayerState, Pool, Refused, State, run
+from .capture import CaptureError, TraceWriter
+
+__all__ = ["run", "Refused", "Layer", "Pool", "LayerState", "State", "TraceWriter", "CaptureError"]

@@ -1,0 +1,326 @@
+"""A Python class as ssmcheck's system under test (see __init__.py).
+
+``run(args, backend)`` starts the ``ssmcheck`` executable with two pipes and serves its calls:
+ssmcheck's plug-in table for ``--backend python:NAME`` (plugin/pipe_plugin.cpp) forwards every
+call of the C ABI, with its arrays, to this process; the answer goes back the same way. A Python
+exception becomes an error of that call (a divergence, with the traceback in the report), and
+``Refused(kind)`` a refusal of that kind. Wire format: pipe_plugin.h.
+
+The class (or a callable taking the options text) is instantiated once per case. Its methods:
+
+    create_pool(layers: list[Layer], pool: Pool)
+    alloc(min_capacity) -> slot
+    release(slot)
+    prefill(slot, inputs) -> outputs
+    decode(slots, inputs) -> [outputs per entry]
+    verify(slots, k, arm, inputs) -> [outputs per entry]          arm: "exact" or "wy"
+    checkpoint(slot, is_async); commit(slot, n, k); rollback(slot, n, and_checkpoint)
+    to_f16(slot); snapshot_save(slot, snap); snapshot_restore(slot, snap)
+    export_state(slot) -> State
+
+inputs: one dict per layer with float32 arrays x [rows][conv_dim] (channels Q | K | V),
+a [rows][nv], b [rows][nv], z [rows][nv*vd]; decode and verify get one such list per entry
+(slot -1 is a padding row). outputs: one array [rows][nv*vd] per layer. Class attributes:
+``name`` (what it declares), ``own_legality`` (False: ssmcheck refuses illegal ops itself and
+the class never sees one), ``bitwise`` (False: judged under the tolerance classes).
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import traceback
+
+import numpy as np
+
+SSMP_OK, SSMP_REFUSED, SSMP_ERROR = 0, 1, 2
+ABI_VERSION = 1
+
+
+class Refused(Exception):
+    """The op breaks the contract: ``kind`` is an ssmcheck error kind ("capacity", ...)."""
+
+    def __init__(self, kind, message=""):
+        super().__init__(message or kind)
+        self.kind = kind
+
+
+class Layer:
+    """One recurrent GDN layer: geometry and FP32 weights (numpy arrays)."""
+
+    def __init__(self, desc, weights):
+        self.kind = desc["kind"]
+        self.nk, self.nv, self.kd, self.vd = desc["nk"], desc["nv"], desc["kd"], desc["vd"]
+        self.d_conv = desc["d_conv"]
+        self.output_gate = desc["output_gate"]  # "silu" (out *= silu(z)) or "sigmoid"
+        self.eps = float(desc["eps"])
+        self.conv_dim = 2 * self.nk * self.kd + self.nv * self.vd
+        self.out_dim = self.nv * self.vd
+        self.conv_w = weights["conv_w"].reshape(self.conv_dim, self.d_conv)
+        self.conv_bias = weights.get("conv_bias")
+        self.A_log, self.dt_bias, self.norm_w = weights["A_log"], weights["dt_bias"], weights["norm_w"]
+
+
+class Pool:
+    def __init__(self, d):
+        self.h_mode = d["h_mode"]  # "f32", "f16" or "f16-pool"
+        self.max_slots = d["max_slots"]
+        self.h_capacity = list(d["h_capacity"])  # h intermediates of each slot
+        self.conv_capacity = d["conv_capacity"]
+        self.snapshot_slots = d["snapshot_slots"]
+
+
+class LayerState:
+    """The state of one layer of a slot. h-like fields are float32 or float16 arrays [nv][kd][vd];
+    conv fields float32 [conv_dim][d_conv] (column 0 oldest). None / empty: the slot has none."""
+
+    def __init__(self, h, conv, h_checkpoint=None, conv_checkpoint=None, h_intermediates=(),
+                 conv_intermediates=()):
+        self.h, self.conv = h, conv
+        self.h_checkpoint, self.conv_checkpoint = h_checkpoint, conv_checkpoint
+        self.h_intermediates, self.conv_intermediates = list(h_intermediates), list(conv_intermediates)
+
+
+class State:
+    def __init__(self, last_verify_k, layers, prefill_stage=None):
+        self.last_verify_k = last_verify_k
+        self.layers = layers
+        self.prefill_stage = prefill_stage  # f16-pool: the FP32 staging blob
+
+
+# --- wire format (plugin/pipe_plugin.h) ---------------------------------------------------
+
+def _read(f, n):
+    b = f.read(n)
+    if b is None or len(b) < n:
+        return None
+    return b
+
+
+def _recv(f):
+    head = _read(f, 8)
+    if head is None:
+        return None
+    (n,) = struct.unpack("<Q", head)
+    req = json.loads(_read(f, n).decode())
+    (count,) = struct.unpack("<I", _read(f, 4))
+    blobs = []
+    for _ in range(count):
+        (m,) = struct.unpack("<Q", _read(f, 8))
+        blobs.append(_read(f, m) if m else b"")
+    return req, blobs
+
+
+def _send(f, reply, blobs=()):
+    text = json.dumps(reply).encode()
+    parts = [struct.pack("<Q", len(text)), text, struct.pack("<I", len(blobs))]
+    for b in blobs:
+        parts += [struct.pack("<Q", len(b)), b]
+    f.write(b"".join(parts))
+    f.flush()
+
+
+def _numpy(x, dtype=None):
+    """A C-contiguous numpy array of x (numpy, torch tensor, list)."""
+    if hasattr(x, "detach"):  # a torch tensor, wherever it lives
+        x = x.detach().cpu().numpy()
+    a = np.ascontiguousarray(x)
+    return a.astype(dtype) if dtype is not None and a.dtype != dtype else a
+
+
+def _floats(blob, shape):
+    return np.frombuffer(blob, dtype=np.float32).reshape(shape)
+
+
+def _inputs(layers, blobs, rows, entries):
+    """Blobs x, a, b, z per entry and layer -> [entry][layer] dicts."""
+    out, i = [], 0
+    for _ in range(entries):
+        per = []
+        for L in layers:
+            per.append(dict(x=_floats(blobs[i], (rows, L.conv_dim)), a=_floats(blobs[i + 1], (rows, L.nv)),
+                            b=_floats(blobs[i + 2], (rows, L.nv)), z=_floats(blobs[i + 3], (rows, L.out_dim))))
+            i += 4
+        out.append(per)
+    return out
+
+
+def _outputs(layers, outs, rows, what):
+    if len(outs) != len(layers):
+        raise ValueError("%s returned %d output arrays for %d layers" % (what, len(outs), len(layers)))
+    blobs = []
+    for l, (L, o) in enumerate(zip(layers, outs)):
+        a = _numpy(o, np.float32)
+        if a.size != rows * L.out_dim:
+            raise ValueError("%s: output of layer %d has shape %s, expected (%d, %d)" % (what, l, a.shape, rows, L.out_dim))
+        blobs.append(a.tobytes())
+    return blobs
+
+
+def _state_reply(layers, st):
+    """export_state's reply: fields in JSON, arrays in the order pipe_plugin.cpp reads them."""
+    if len(st.layers) != len(layers):
+        raise ValueError("export_state returned %d layers, the model has %d" % (len(st.layers), len(layers)))
+    js, blobs = [], []
+
+    def h_like(x, l, name):
+        a = _numpy(x)
+        if a.dtype not in (np.float32, np.float16):
+            a = a.astype(np.float32)
+        L = layers[l]
+        if a.size != L.nv * L.kd * L.vd:
+            raise ValueError("export_state: layer %d %s has shape %s, expected (%d, %d, %d)" % (l, name, a.shape, L.nv, L.kd, L.vd))
+        blobs.append(a.tobytes())
+        return a.dtype == np.float16
+
+    def conv_like(x, l, name):
+        a = _numpy(x, np.float32)
+        L = layers[l]
+        if a.size != L.conv_dim * L.d_conv:
+            raise ValueError("export_state: layer %d %s has shape %s, expected (%d, %d)" % (l, name, a.shape, L.conv_dim, L.d_conv))
+        blobs.append(a.tobytes())
+
+    for l, s in enumerate(st.layers):
+        j = {}
+        j["h_is_f16"] = h_like(s.h, l, "h")
+        conv_like(s.conv, l, "conv")
+        j["has_h_checkpoint"] = s.h_checkpoint is not None
+        if s.h_checkpoint is not None:
+            j["h_checkpoint_is_f16"] = h_like(s.h_checkpoint, l, "h_checkpoint")
+        j["has_conv_checkpoint"] = s.conv_checkpoint is not None
+        if s.conv_checkpoint is not None:
+            conv_like(s.conv_checkpoint, l, "conv_checkpoint")
+        j["n_h_intermediates"] = len(s.h_intermediates)
+        f16 = [h_like(x, l, "h_intermediate %d" % t) for t, x in enumerate(s.h_intermediates)]
+        j["h_intermediates_are_f16"] = bool(f16 and f16[0])
+        j["n_conv_intermediates"] = len(s.conv_intermediates)
+        for t, x in enumerate(s.conv_intermediates):
+            conv_like(x, l, "conv_intermediate %d" % t)
+        js.append(j)
+    reply = dict(status=SSMP_OK, last_verify_k=int(st.last_verify_k), layers=js,
+                 has_prefill_stage=st.prefill_stage is not None)
+    if st.prefill_stage is not None:
+        blobs.append(_numpy(st.prefill_stage, np.float32).tobytes())
+    return reply, blobs
+
+
+class _Server:
+    def __init__(self, backend):
+        self.backend = backend
+        self.instances = {}  # id -> (object, layers)
+        self.next_id = 1
+
+    def declared(self):
+        b = self.backend
+        name = getattr(b, "name", None) or getattr(b, "__name__", "python")
+        return dict(status=SSMP_OK, name=str(name), own_legality=bool(getattr(b, "own_legality", False)),
+                    bitwise=bool(getattr(b, "bitwise", False)))
+
+    def handle(self, req, blobs):
+        call = req["call"]
+        if call == "hello":
+            if req.get("abi") != ABI_VERSION:
+                return dict(status=SSMP_ERROR, message="this bridge speaks plug-in ABI %d, ssmcheck %s" % (ABI_VERSION, req.get("abi"))), []
+            return self.declared(), []
+        if call == "create":
+            obj = self.backend(req["options"]) if req["options"] else self.backend()
+            i = self.next_id
+            self.next_id += 1
+            self.instances[i] = [obj, []]
+            return dict(status=SSMP_OK, instance=i), []
+        inst = self.instances[req["instance"]]
+        obj = inst[0]
+        if call == "destroy":
+            del self.instances[req["instance"]]
+            return dict(status=SSMP_OK), []
+        if call == "create_pool":
+            layers, i = [], 0
+            for d in req["layers"]:
+                conv_dim = 2 * d["nk"] * d["kd"] + d["nv"] * d["vd"]
+                w = dict(conv_w=_floats(blobs[i], (conv_dim, d["d_conv"])).copy())
+                i += 1
+                if d["conv_bias"]:
+                    w["conv_bias"] = _floats(blobs[i], (conv_dim,)).copy()
+                    i += 1
+                w["A_log"], w["dt_bias"] = _floats(blobs[i], (d["nv"],)).copy(), _floats(blobs[i + 1], (d["nv"],)).copy()
+                w["norm_w"] = _floats(blobs[i + 2], (d["vd"],)).copy()
+                i += 3
+                layers.append(Layer(d, w))
+            obj.create_pool(layers, Pool(req))
+            inst[1] = layers
+            return dict(status=SSMP_OK), []
+        layers = inst[1]
+        if call == "alloc":
+            return dict(status=SSMP_OK, slot=int(obj.alloc(req["min_capacity"]))), []
+        if call == "prefill":
+            rows = req["rows"]
+            outs = obj.prefill(req["slot"], _inputs(layers, blobs, rows, 1)[0])
+            return dict(status=SSMP_OK), _outputs(layers, outs, rows, "prefill")
+        if call in ("decode", "verify"):
+            slots = req["slots"]
+            rows = 1 if call == "decode" else req["k"]
+            ins = _inputs(layers, blobs, rows, len(slots))
+            outs = obj.decode(slots, ins) if call == "decode" else obj.verify(slots, req["k"], req["arm"], ins)
+            if len(outs) != len(slots):
+                raise ValueError("%s returned outputs for %d entries, expected %d" % (call, len(outs), len(slots)))
+            return dict(status=SSMP_OK), [b for o in outs for b in _outputs(layers, o, rows, call)]
+        if call == "export_state":
+            return _state_reply(layers, obj.export_state(req["slot"]))
+        simple = dict(release=lambda: obj.release(req["slot"]),
+                      checkpoint=lambda: obj.checkpoint(req["slot"], req["async"]),
+                      commit=lambda: obj.commit(req["slot"], req["n"], req["k"]),
+                      rollback=lambda: obj.rollback(req["slot"], req["n"], req["and_checkpoint"]),
+                      to_f16=lambda: obj.to_f16(req["slot"]),
+                      snapshot_save=lambda: obj.snapshot_save(req["slot"], req["snap"]),
+                      snapshot_restore=lambda: obj.snapshot_restore(req["slot"], req["snap"]))
+        if call not in simple:
+            return dict(status=SSMP_ERROR, message="the bridge does not know the call '%s'" % call), []
+        simple[call]()
+        return dict(status=SSMP_OK), []
+
+    def serve(self, rf, wf):
+        while True:
+            msg = _recv(rf)
+            if msg is None:
+                return
+            req, blobs = msg
+            try:
+                reply, out = self.handle(req, blobs)
+            except Refused as e:
+                reply, out = dict(status=SSMP_REFUSED, kind=e.kind, message="python: " + str(e)), []
+            except Exception as e:  # every error of the class is an error of this call, with where it happened
+                tb = traceback.format_exc(limit=4).strip().splitlines()
+                where = " | ".join(line.strip() for line in tb[1:-1][-2:])
+                reply, out = dict(status=SSMP_ERROR, message="python %s: %s: %s (%s)" % (req.get("call"), type(e).__name__, e, where)), []
+            _send(wf, reply, out)
+
+
+def find_ssmcheck(explicit=None):
+    """The ssmcheck executable: explicit, $SSMCHECK, or on PATH."""
+    path = explicit or os.environ.get("SSMCHECK") or shutil.which("ssmcheck")
+    if not path or not os.path.exists(path):
+        raise FileNotFoundError("ssmcheck executable not found: pass ssmcheck=PATH, set $SSMCHECK or put it on PATH")
+    return path
+
+
+def run(args, backend, ssmcheck=None, stdout=None, stderr=None):
+    """Runs ``ssmcheck ARGS`` with ``backend`` (a class, or a callable taking the options text)
+    serving ``--backend python:NAME``; returns ssmcheck's exit code (0 ok, 1 diverged, 2 bad
+    input, 5 nothing checked). Output goes to this process's stdout and stderr, or to the files
+    given (as subprocess.Popen takes them)."""
+    exe = find_ssmcheck(ssmcheck)
+    req_r, req_w = os.pipe()  # ssmcheck -> python: requests
+    rep_r, rep_w = os.pipe()  # python -> ssmcheck: replies
+    env = dict(os.environ, SSMCHECK_PYTHON_FDS="%d,%d" % (rep_r, req_w))
+    try:
+        proc = subprocess.Popen([exe] + [str(a) for a in args], pass_fds=(rep_r, req_w), env=env,
+                                stdout=stdout, stderr=stderr)
+    finally:
+        os.close(rep_r)
+        os.close(req_w)
+    with os.fdopen(req_r, "rb") as rf, os.fdopen(rep_w, "wb") as wf:
+        try:
+            _Server(backend).serve(rf, wf)
+        except BrokenPipeError:
+            pass  # ssmcheck ended while a reply was on its way
+    return proc.wait()

@@ -1,0 +1,138 @@
+"""The Python bridge in CI (ctest python_bridge, cpu label), with Debian's python3-numpy:
+
+- the numpy implementation of python/examples/numpy_gdn.py passes a campaign through the bridge;
+- its deliberate fault (commit keeps the live state) is caught and shrunk to a short script;
+- a Python exception in a method is a divergence naming the exception; a refusal of the right
+  kind from a class with its own legality agrees, one of the wrong kind diverges;
+- ssmcheck without the bridge refuses python: backends with exit 2;
+- TraceWriter's traces replay, a wrongly shaped array is a ValueError naming the field, and an
+  abandoned capture is recovered by replay.
+
+    SSMCHECK=build/ssmcheck /usr/bin/python3 python/tests/test_bridge.py
+Seed: $SSMCHECK_SEED (printed); cases: $SSMCHECK_CASES.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, ".."))
+sys.path.insert(0, os.path.join(here, "..", "examples"))
+import ssmcheck  # noqa: E402
+from numpy_gdn import NumpyGdn  # noqa: E402
+
+SSMCHECK = os.environ["SSMCHECK"]
+SEED = int(os.environ.get("SSMCHECK_SEED", "20261130"))
+CASES = int(os.environ.get("SSMCHECK_CASES", "40"))
+print("python bridge tests: seed %d (rerun with SSMCHECK_SEED=%d), %d cases" % (SEED, SEED, CASES), flush=True)
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def run(args, backend, tmp, name):
+    out = os.path.join(tmp, name + ".log")
+    with open(out, "w") as f:
+        rc = ssmcheck.run(args, backend, ssmcheck=SSMCHECK, stdout=f, stderr=subprocess.STDOUT)
+    text = open(out).read()
+    return rc, text
+
+
+class Boom(NumpyGdn):
+    name = "numpy GDN whose decode raises"
+
+    def decode(self, slots, inputs):
+        raise ZeroDivisionError("boom in decode")
+
+
+class OwnLegality(NumpyGdn):
+    """Makes the one legality decision the script below needs, with a kind given by its option."""
+    own_legality = True
+
+    def __init__(self, options=""):
+        super().__init__("")
+        self.kind = dict(kv.split("=", 1) for kv in options.split(",") if kv).get("kind", "commit_zero")
+
+    def commit(self, slot, n, k):
+        if n == 0:
+            raise ssmcheck.Refused(self.kind, "commit with n == 0")
+        super().commit(slot, n, k)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        fuzz = ["fuzz", "--h-mode", "f32", "--seed", str(SEED), "--cases", str(CASES), "--max-ops", "25", "--out", tmp]
+        rc, text = run(fuzz + ["--backend", "python:numpy-gdn"], NumpyGdn, tmp, "campaign")
+        check(rc == 0 and ": passed" in text, "numpy GDN passes a %d-case campaign through the bridge (rc %d)" % (CASES, rc))
+        if rc != 0:
+            print(text[-3000:])
+
+        rc, text = run(["fuzz", "--h-mode", "f32", "--seed", "3", "--cases", "200", "--out", tmp,
+                        "--backend", "python:numpy-gdn,fault=commit_keeps_live"], NumpyGdn, tmp, "fault")
+        script = [l for l in text.splitlines() if l.strip().startswith("script:")]
+        check(rc == 1 and script and "commit" in script[0] and script[0].count(";") <= 3,
+              "the commit_keeps_live fault is caught and shrunk: %s (rc %d)" % (script[0].strip() if script else "no script", rc))
+
+        rc, text = run(["check", "--h-mode", "f32", "--ops", "alloc; decode", "--backend", "python:boom"], Boom, tmp, "boom")
+        check(rc == 1 and "ZeroDivisionError: boom in decode" in text, "a Python exception is a divergence naming it (rc %d)" % rc)
+
+        script = ["check", "--h-mode", "f32", "--ops", "alloc; verify 2; commit 0 2; commit 1 2"]
+        rc, text = run(script + ["--backend", "python:own"], OwnLegality, tmp, "own")
+        check(rc == 0, "a refusal of the contract's kind agrees (rc %d)" % rc)
+        rc, text = run(script + ["--backend", "python:own,kind=capacity"], OwnLegality, tmp, "own_wrong")
+        check(rc == 1 and "capacity" in text, "a refusal of another kind diverges (rc %d)" % rc)
+
+        p = subprocess.run([SSMCHECK, "check", "--ops", "alloc", "--backend", "python:x"], capture_output=True, text=True)
+        check(p.returncode == 2 and "SSMCHECK_PYTHON_FDS is not set" in p.stderr,
+              "without the bridge, python: backends are exit 2 with the reason (rc %d)" % p.returncode)
+
+        # the trace writer
+        path = os.path.join(tmp, "example.h5")
+        env = dict(os.environ, SSMCHECK=SSMCHECK)
+        w = subprocess.run([sys.executable, os.path.join(here, "..", "examples", "write_trace.py"), path], env=env,
+                           capture_output=True, text=True)
+        r = subprocess.run([SSMCHECK, "replay", path], capture_output=True, text=True)
+        check(w.returncode == 0 and r.returncode == 0 and "AGREE: 7 ops" in r.stdout,
+              "write_trace.py's trace replays (write rc %d, replay rc %d)" % (w.returncode, r.returncode))
+
+        bad = os.path.join(tmp, "bad.h5")
+        try:
+            with ssmcheck.TraceWriter(bad, producer="test", backend="test", h_mode="f32") as tw:
+                tw.set_pool(max_slots=1, conv_capacity=1)
+                tw.add_layer(1, 2, 8, 12, 4, np.zeros((40, 4)), np.zeros(2), np.zeros(2), np.ones(12))
+                with tw.op("alloc") as op:
+                    op.state(seq=0, slot=0, layers=[dict(h=np.zeros((2, 8, 12), np.float32), conv=np.zeros((40, 4), np.float32))])
+                with tw.op("prefill 2") as op:
+                    op.inputs(entry=0, layer=0, x=np.zeros((2, 41)), a=np.zeros((2, 2)), b=np.zeros((2, 2)), z=np.zeros((2, 24)))
+            check(False, "a wrongly shaped x raises")
+        except ValueError as e:
+            check("op 1 'prefill 2' entry 0 layer 0: x [rows][conv_dim] has shape (2, 41), expected (2, 40)" in str(e),
+                  "a wrongly shaped x is a ValueError naming op, entry, layer and field: %s" % e)
+        try:
+            with ssmcheck.TraceWriter(os.path.join(tmp, "t.h5"), producer="test", backend="test", h_mode="f32") as tw:
+                tw.set_pool(max_slots=1, conv_capacity=1)
+                tw.add_layer(1, 2, 8, 12, 4, np.zeros((40, 4)), np.zeros(2), np.zeros(2), np.ones(12))
+                with tw.op("alloc") as op:  # h stored [nv][vd][kd]: the same size, transposed
+                    op.state(seq=0, slot=0, layers=[dict(h=np.zeros((2, 12, 8), np.float32), conv=np.zeros((40, 4), np.float32))])
+            check(False, "a transposed h raises")
+        except ValueError as e:
+            check("seq 0 layer 0 h has shape (2, 12, 8), expected (2, 8, 12)" in str(e), "a transposed h is refused: %s" % e)
+        r = subprocess.run([SSMCHECK, "replay", bad], capture_output=True, text=True)
+        check(r.returncode == 0 and "1 ops recovered" in r.stdout + r.stderr,
+              "the abandoned capture keeps its finished op, and replay recovers it (rc %d)" % r.returncode)
+        if r.returncode != 0 or "1 ops recovered" not in r.stdout + r.stderr:
+            print(r.stdout[-1500:], r.stderr[-1500:])
+
+    if failures:
+        sys.exit("%d python bridge checks failed: %s" % (len(failures), "; ".join(failures)))
+    print("all python bridge checks passed")
+
+
+main()
