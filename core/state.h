@@ -33,6 +33,10 @@ struct LayerState {
   std::vector<Tensor> conv_intermediates;  // valid ones only: t = 0..K-2 of the last verify
   bool h_is_f16 = false;
   HCondition condition;                    // optional (see HCondition)
+  // The implementation keeps d_conv-1 conv columns (causal_conv1d's convention, a plug-in's
+  // SSMP_CONV_WINDOW_D_CONV_MINUS_1): column 0 of every conv field, which no later step reads, is
+  // not its state and is not compared (compare_state drops it on both sides).
+  bool conv_oldest_column_absent = false;
 };
 
 struct SequenceState {

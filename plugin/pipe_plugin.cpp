@@ -327,7 +327,7 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
                                  std::to_string(o.n_conv_intermediates) + " conv intermediates; room for " +
                                  std::to_string(o.h_intermediate_room) + " and " +
                                  std::to_string(o.conv_intermediate_room));
-      const size_t conv = L.conv_dim() * size_t(L.d_conv);
+      const size_t conv = L.conv_dim() * size_t(L.d_conv - ((g_table.flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? 1 : 0));
       take(o.h, L.h(), o.h_is_f16, at + "h");
       take(o.conv, conv, false, at + "conv");
       if (o.has_h_checkpoint) take(o.h_checkpoint, L.h(), o.h_checkpoint_is_f16, at + "h_checkpoint");
@@ -369,9 +369,17 @@ const ssmp_plugin* python_plugin_table() {
     if (hello.value("status", -1) != SSMP_OK)
       throw std::runtime_error("the Python side refused the handshake: " + hello.value("message", std::string()));
     g_name = hello.value("name", std::string("python"));
+    const std::string window = hello.value("conv_window", std::string("d_conv"));
+    const std::string layout = hello.value("h_layout", std::string("nv,kd,vd"));
+    if (window != "d_conv" && window != "d_conv-1")
+      throw std::runtime_error("the Python side declares conv_window '" + window + "' (expected d_conv or d_conv-1)");
+    if (layout != "nv,kd,vd" && layout != "nv,vd,kd")
+      throw std::runtime_error("the Python side declares h_layout '" + layout + "' (expected nv,kd,vd or nv,vd,kd)");
     g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_name.c_str(),
                           uint32_t((hello.value("own_legality", false) ? SSMP_OWN_LEGALITY : 0) |
-                                   (hello.value("bitwise", false) ? SSMP_BITWISE : 0)),
+                                   (hello.value("bitwise", false) ? SSMP_BITWISE : 0) |
+                                   (hello.value("conv_window", "d_conv") == "d_conv-1" ? SSMP_CONV_WINDOW_D_CONV_MINUS_1 : 0) |
+                                   (hello.value("h_layout", "nv,kd,vd") == "nv,vd,kd" ? SSMP_H_VD_KD : 0)),
                           create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
                           rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr};
     return &g_table;

@@ -96,7 +96,9 @@ std::string PluginSpec::label() const {
 std::string PluginLibrary::declared() const {
   return std::string("name '") + (table->name ? table->name : "") + "', ABI " + std::to_string(table->abi_version) +
          ", legality: " + (own_legality() ? "its own (refusals compared)" : "ssmcheck's (sees legal ops only)") +
-         ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes");
+         ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes") +
+         ", conv window: " + (short_conv_window() ? "d_conv-1 columns" : "d_conv columns") +
+         ", h: " + (h_vd_kd() ? "[nv][vd][kd]" : "[nv][kd][vd]");
 }
 
 namespace {
@@ -116,10 +118,11 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
   for (const auto& [name, set] : required_members(*t))
     if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name);
   if (!missing.empty()) throw std::runtime_error(who + ": required members not set: " + missing);
-  const uint32_t known = SSMP_OWN_LEGALITY | SSMP_BITWISE;
+  const uint32_t known = SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_CONV_WINDOW_D_CONV_MINUS_1 | SSMP_H_VD_KD;
   if (t->flags & ~known)
     throw std::runtime_error(who + ": unknown flags " + std::to_string(t->flags & ~known) + " (ABI " +
-                             std::to_string(SSMP_ABI_VERSION) + " knows SSMP_OWN_LEGALITY and SSMP_BITWISE)");
+                             std::to_string(SSMP_ABI_VERSION) +
+                             " knows SSMP_OWN_LEGALITY, SSMP_BITWISE, SSMP_CONV_WINDOW_D_CONV_MINUS_1 and SSMP_H_VD_KD)");
 }
 
 // Loaded files by absolute path, and in-process tables by their registered name.
@@ -477,6 +480,28 @@ SequenceState PluginBackend::export_state(int slot) {
     std::memcpy(t.raw(), p, t.bytes());
     return t;
   };
+  // the plug-in's conventions (docs/plugins.md, "Convention profiles") to the contract's layouts
+  const bool short_window = lib_->short_conv_window(), transposed = lib_->h_vd_kd();
+  auto h_field = [&](const void* p, bool f16, const LayerSpec& sp) {
+    if (!transposed) return tensor(p, f16, h_shape(sp));
+    Tensor t = Tensor::zeros(f16 ? DType::f16 : DType::f32, h_shape(sp));
+    const size_t e = dtype_size(t.dtype());
+    const char* src = static_cast<const char*>(p);
+    char* dst = static_cast<char*>(t.raw());
+    for (int h = 0; h < sp.nv; ++h)  // [nv][vd][kd] -> [nv][kd][vd]
+      for (int i = 0; i < sp.kd; ++i)
+        for (int j = 0; j < sp.vd; ++j)
+          std::memcpy(dst + ((size_t(h) * sp.kd + i) * sp.vd + j) * e, src + ((size_t(h) * sp.vd + j) * sp.kd + i) * e, e);
+    return t;
+  };
+  auto conv_field = [&](const float* p, const LayerSpec& sp) {
+    if (!short_window) return tensor(p, false, conv_shape(sp));
+    Tensor t = Tensor::zeros(DType::f32, conv_shape(sp));  // column 0: not kept, not compared
+    const int D = sp.d_conv;
+    for (int c = 0; c < sp.conv_dim(); ++c)
+      std::memcpy(t.f32() + size_t(c) * D + 1, p + size_t(c) * (D - 1), size_t(D - 1) * sizeof(float));
+    return t;
+  };
   for (size_t l = 0; l < ls.size(); ++l) {
     const ssmp_layer_state& s = ls[l];
     const LayerSpec& sp = spec.layers[l];
@@ -487,14 +512,14 @@ SequenceState PluginBackend::export_state(int slot) {
           std::to_string(s.h_intermediate_room) + " and " + std::to_string(s.conv_intermediate_room));
     LayerState L;
     L.h_is_f16 = s.h_is_f16 != 0;
-    L.h = tensor(s.h, L.h_is_f16, h_shape(sp));
-    L.conv = tensor(s.conv, false, conv_shape(sp));
-    if (s.has_h_checkpoint) L.h_checkpoint = tensor(s.h_checkpoint, s.h_checkpoint_is_f16 != 0, h_shape(sp));
-    if (s.has_conv_checkpoint) L.conv_checkpoint = tensor(s.conv_checkpoint, false, conv_shape(sp));
+    L.conv_oldest_column_absent = short_window;
+    L.h = h_field(s.h, L.h_is_f16, sp);
+    L.conv = conv_field(s.conv, sp);
+    if (s.has_h_checkpoint) L.h_checkpoint = h_field(s.h_checkpoint, s.h_checkpoint_is_f16 != 0, sp);
+    if (s.has_conv_checkpoint) L.conv_checkpoint = conv_field(s.conv_checkpoint, sp);
     for (int t = 0; t < s.n_h_intermediates; ++t)
-      L.h_intermediates.push_back(tensor(s.h_intermediates[t], s.h_intermediates_are_f16 != 0, h_shape(sp)));
-    for (int t = 0; t < s.n_conv_intermediates; ++t)
-      L.conv_intermediates.push_back(tensor(s.conv_intermediates[t], false, conv_shape(sp)));
+      L.h_intermediates.push_back(h_field(s.h_intermediates[t], s.h_intermediates_are_f16 != 0, sp));
+    for (int t = 0; t < s.n_conv_intermediates; ++t) L.conv_intermediates.push_back(conv_field(s.conv_intermediates[t], sp));
     out.layers.push_back(std::move(L));
   }
   if (st.has_prefill_stage) out.h_prefill_stage = tensor(stage_room_.data(), false, {int64_t(stage_room_.size())});

@@ -32,6 +32,8 @@ struct PluginLibrary {
   const ssmp_plugin* table = nullptr;
   bool own_legality() const { return table->flags & SSMP_OWN_LEGALITY; }
   bool bitwise() const { return table->flags & SSMP_BITWISE; }
+  bool short_conv_window() const { return table->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1; }
+  bool h_vd_kd() const { return table->flags & SSMP_H_VD_KD; }
   std::string declared() const;  // "name 'x', ABI 1, legality: its own, judged: bitwise"
 };
 

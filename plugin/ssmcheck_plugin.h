@@ -24,7 +24,8 @@
  *   (0..max_slots-1); SSMP_PAD_ROW marks a padding row of a batch, which the plug-in runs on a
  *   slot of its own (the dummy slot) and whose outputs are not compared.
  *
- * Layouts (row-major, last index fastest), per GDN layer with conv_dim = 2*nk*kd + nv*vd:
+ * Layouts (row-major, last index fastest), per GDN layer with conv_dim = 2*nk*kd + nv*vd, unless a
+ * convention flag below says otherwise:
  *   x [rows][conv_dim] (channels Q | K | V), a [rows][nv], b [rows][nv], z [rows][nv*vd],
  *   out [rows][nv*vd]; h [nv][kd][vd] (FP32, or raw IEEE binary16 bits when FP16);
  *   conv [conv_dim][d_conv] FP32, column 0 oldest; h_prefill_stage [stage_elems] FP32 where
@@ -63,6 +64,14 @@ enum {
   /* The plug-in promises ssmcheck's reference bit for bit: it is judged bitwise instead of under
    * the tolerance classes (docs/tolerances.md). */
   SSMP_BITWISE = 1u << 1,
+  /* Conventions (docs/plugins.md, "Convention profiles"): the layouts the plug-in exports in,
+   * adapted by ssmcheck to the contract's before comparing.
+   * The conv window keeps d_conv-1 columns, the newest last (causal_conv1d's state in vLLM and
+   * SGLang): every conv buffer of export_state is [conv_dim][d_conv-1]; the contract's column 0,
+   * which no later step reads, is not compared. */
+  SSMP_CONV_WINDOW_D_CONV_MINUS_1 = 1u << 2,
+  /* h-like buffers are [nv][vd][kd], kd fastest (the transposed layout of some kernels). */
+  SSMP_H_VD_KD = 1u << 3,
 };
 
 /* One recurrent layer and its weights (FP32 host arrays, valid during create_pool only). */
@@ -136,7 +145,7 @@ typedef struct {
   uint32_t abi_version; /* SSMP_ABI_VERSION of the plug-in's header */
   uint32_t struct_size; /* sizeof(ssmp_plugin) of the plug-in's header */
   const char* name;     /* e.g. "my-engine 0.3 (GDN kernels)" */
-  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE */
+  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD) */
 
   /* options: the key=value,... text after the path in --backend (possibly ""). NULL: failed. */
   void* (*create)(const char* options, ssmp_error* err);

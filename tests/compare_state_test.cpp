@@ -81,6 +81,31 @@ TEST(compare_state, one_bit_of_conv_is_an_exact_failure) {
   EXPECT_NE(r.text().find("op 4 'verify 4'"), std::string::npos) << r.text();
 }
 
+// An implementation that keeps d_conv-1 conv columns (causal_conv1d's convention, a plug-in's
+// SSMP_CONV_WINDOW_D_CONV_MINUS_1) has no column 0: it is not compared, every other column is.
+TEST(compare_state, a_d_conv_minus_1_window_is_compared_on_the_columns_it_keeps) {
+  const uint64_t seed = 23;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const ScriptRun a = run_script("tiny", HMode::f32, seed, kOps);
+  SequenceState got = a.state;
+  const int D = got.layers[0].conv.shape()[1];
+  for (LayerState& L : got.layers) {
+    L.conv_oldest_column_absent = true;
+    for (Tensor* t : {&L.conv, &*L.conv_checkpoint, &L.conv_intermediates[1]})
+      for (int64_t c = 0; c < t->shape()[0]; ++c) t->f32()[c * D] = 12345.0f;  // column 0: not kept
+  }
+  EXPECT_TRUE(compare_state(a.state, got, Tolerances::defaults(), base()).pass());
+  got.layers[1].conv_checkpoint->f32()[5 * D + 1] += 1.0f;  // column 1 is kept: compared
+  const StateReport r = compare_state(a.state, got, Tolerances::defaults(), base());
+  ASSERT_EQ(r.failures.size(), 1u) << r.text();
+  EXPECT_EQ(r.failures[0].where.tensor, "conv_checkpoint");
+  EXPECT_EQ(r.failures[0].worst.at(0).index, (std::vector<int64_t>{5, 0}));  // column 1 is column 0 of what is kept
+  // without the flag, the same column-0 difference is a failure
+  got = a.state;
+  got.layers[0].conv.f32()[0] += 1.0f;
+  EXPECT_FALSE(compare_state(a.state, got, Tolerances::defaults(), base()).pass());
+}
+
 TEST(compare_state, f16_intermediate_ulps_classes_vs_bitwise) {
   const uint64_t seed = 23;
   SCOPED_TRACE("seed=" + std::to_string(seed));

@@ -22,7 +22,9 @@ inputs: one dict per layer with float32 arrays x [rows][conv_dim] (channels Q | 
 a [rows][nv], b [rows][nv], z [rows][nv*vd]; decode and verify get one such list per entry
 (slot -1 is a padding row). outputs: one array [rows][nv*vd] per layer. Class attributes:
 ``name`` (what it declares), ``own_legality`` (False: ssmcheck refuses illegal ops itself and
-the class never sees one), ``bitwise`` (False: judged under the tolerance classes).
+the class never sees one), ``bitwise`` (False: judged under the tolerance classes), and the
+convention profile of what export_state returns (docs/plugins.md): ``conv_window`` ("d_conv",
+or "d_conv-1" for causal_conv1d's state) and ``h_layout`` ("nv,kd,vd", or "nv,vd,kd").
 """
 import json
 import os
@@ -157,8 +159,9 @@ def _outputs(layers, outs, rows, what):
     return blobs
 
 
-def _state_reply(layers, st):
-    """export_state's reply: fields in JSON, arrays in the order pipe_plugin.cpp reads them."""
+def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
+    """export_state's reply: fields in JSON, arrays in the order pipe_plugin.cpp reads them, in
+    the class's convention profile (checked here: a shape that does not match it is an error)."""
     if len(st.layers) != len(layers):
         raise ValueError("export_state returned %d layers, the model has %d" % (len(st.layers), len(layers)))
     js, blobs = [], []
@@ -168,16 +171,18 @@ def _state_reply(layers, st):
         if a.dtype not in (np.float32, np.float16):
             a = a.astype(np.float32)
         L = layers[l]
-        if a.size != L.nv * L.kd * L.vd:
-            raise ValueError("export_state: layer %d %s has shape %s, expected (%d, %d, %d)" % (l, name, a.shape, L.nv, L.kd, L.vd))
+        want = (L.nv, L.vd, L.kd) if h_layout == "nv,vd,kd" else (L.nv, L.kd, L.vd)
+        if a.shape != want and not (a.ndim == 1 and a.size == L.nv * L.kd * L.vd):
+            raise ValueError("export_state: layer %d %s has shape %s, expected %s (h_layout %s)" % (l, name, a.shape, want, h_layout))
         blobs.append(a.tobytes())
         return a.dtype == np.float16
 
     def conv_like(x, l, name):
         a = _numpy(x, np.float32)
         L = layers[l]
-        if a.size != L.conv_dim * L.d_conv:
-            raise ValueError("export_state: layer %d %s has shape %s, expected (%d, %d)" % (l, name, a.shape, L.conv_dim, L.d_conv))
+        want = (L.conv_dim, L.d_conv - (1 if conv_window == "d_conv-1" else 0))
+        if a.shape != want and not (a.ndim == 1 and a.size == want[0] * want[1]):
+            raise ValueError("export_state: layer %d %s has shape %s, expected %s (conv_window %s)" % (l, name, a.shape, want, conv_window))
         blobs.append(a.tobytes())
 
     for l, s in enumerate(st.layers):
@@ -214,7 +219,8 @@ class _Server:
         b = self.backend
         name = getattr(b, "name", None) or getattr(b, "__name__", "python")
         return dict(status=SSMP_OK, name=str(name), own_legality=bool(getattr(b, "own_legality", False)),
-                    bitwise=bool(getattr(b, "bitwise", False)))
+                    bitwise=bool(getattr(b, "bitwise", False)), conv_window=getattr(b, "conv_window", "d_conv"),
+                    h_layout=getattr(b, "h_layout", "nv,kd,vd"))
 
     def handle(self, req, blobs):
         call = req["call"]
@@ -265,7 +271,8 @@ class _Server:
                 raise ValueError("%s returned outputs for %d entries, expected %d" % (call, len(outs), len(slots)))
             return dict(status=SSMP_OK), [b for o in outs for b in _outputs(layers, o, rows, call)]
         if call == "export_state":
-            return _state_reply(layers, obj.export_state(req["slot"]))
+            return _state_reply(layers, obj.export_state(req["slot"]), getattr(self.backend, "conv_window", "d_conv"),
+                                getattr(self.backend, "h_layout", "nv,kd,vd"))
         simple = dict(release=lambda: obj.release(req["slot"]),
                       checkpoint=lambda: obj.checkpoint(req["slot"], req["async"]),
                       commit=lambda: obj.commit(req["slot"], req["n"], req["k"]),

@@ -66,6 +66,29 @@ class OwnLegality(NumpyGdn):
         super().commit(slot, n, k)
 
 
+class VllmProfile(NumpyGdn):
+    """Exports in vLLM's conventions: the causal_conv1d window of d_conv-1 columns, h transposed."""
+    name = "numpy GDN in vLLM's layouts"
+    conv_window = "d_conv-1"
+    h_layout = "nv,vd,kd"
+
+    def export_state(self, slot):
+        st = NumpyGdn.export_state(self, slot)
+        t = lambda h: None if h is None else np.ascontiguousarray(h.transpose(0, 2, 1))
+        w = lambda c: None if c is None else np.ascontiguousarray(c[:, self.keep])
+        for L in st.layers:
+            L.h, L.h_checkpoint, L.conv, L.conv_checkpoint = t(L.h), t(L.h_checkpoint), w(L.conv), w(L.conv_checkpoint)
+            L.h_intermediates = [t(h) for h in L.h_intermediates]
+            L.conv_intermediates = [w(c) for c in L.conv_intermediates]
+        return st
+
+    keep = slice(1, None)  # the newest d_conv-1 columns
+
+
+class WrongProfile(VllmProfile):
+    keep = slice(None, -1)  # the oldest d_conv-1 columns: the newest input is lost
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         fuzz = ["fuzz", "--h-mode", "f32", "--seed", str(SEED), "--cases", str(CASES), "--max-ops", "25", "--out", tmp]
@@ -88,6 +111,11 @@ def main():
         check(rc == 0, "a refusal of the contract's kind agrees (rc %d)" % rc)
         rc, text = run(script + ["--backend", "python:own,kind=capacity"], OwnLegality, tmp, "own_wrong")
         check(rc == 1 and "capacity" in text, "a refusal of another kind diverges (rc %d)" % rc)
+
+        rc, text = run(fuzz + ["--backend", "python:vllm-layout"], VllmProfile, tmp, "profile")
+        check(rc == 0, "a class exporting in vLLM's conventions (d_conv-1 window, [nv][vd][kd] h) passes (rc %d)" % rc)
+        rc, text = run(["check", "--h-mode", "f32", "--ops", "alloc; prefill 2", "--backend", "python:wrong"], WrongProfile, tmp, "wrong")
+        check(rc == 1 and "conv" in text, "a d_conv-1 window that keeps the wrong columns diverges (rc %d)" % rc)
 
         p = subprocess.run([SSMCHECK, "check", "--ops", "alloc", "--backend", "python:x"], capture_output=True, text=True)
         check(p.returncode == 2 and "SSMCHECK_PYTHON_FDS is not set" in p.stderr,
