@@ -7,6 +7,7 @@
 #include <vector>
 #include <fmt/core.h>
 
+#include "compare/crash_probe.h"
 #include "compare/checked_file.h"
 #include "compare/hdf5_file.h"
 #include "compare/model_attrs.h"
@@ -464,7 +465,10 @@ DumpSequence read_sequence_group(hid_t g, const std::string& file, const std::st
 }
 
 Dump read_dump(const std::string& path, const ReadOptions& options) {
-  return errors_as<DumpError>(path, "/", [&] { return Reader(path, options).read(); });
+  const auto read = [&] { return errors_as<DumpError>(path, "/", [&] { return Reader(path, options).read(); }); };
+  const std::string crash = crash_probe([&] { (void)read(); });
+  if (!crash.empty()) throw DumpError(path, "/", crash + ": the file is corrupted");
+  return read();
 }
 
 }  // namespace ssm::cmp

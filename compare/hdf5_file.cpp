@@ -215,7 +215,53 @@ bool attr_exists(hid_t loc, const std::string& name) {
   return check(H5Aexists(loc, name.c_str()), "H5Aexists " + name) > 0;
 }
 
+namespace {
+// Strings from a file are untrusted: bytes that are not valid UTF-8, and control characters other
+// than newline and tab, become "\xNN", so that messages and reports that quote them stay
+// printable text (a flipped byte in a producer name must not put raw bytes on a terminal or into
+// JUnit XML).
+std::string printable(const std::string& s) {
+  std::string out;
+  const auto* u = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  auto hex = [&](unsigned char c) {
+    static const char* digits = "0123456789abcdef";
+    out += "\\x";
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  };
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = u[i];
+    if (c < 0x80) {
+      if (c < 0x20 && c != '\n' && c != '\t') hex(c);
+      else if (c == 0x7f) hex(c);
+      else out += char(c);
+      ++i;
+      continue;
+    }
+    // the length of a well-formed UTF-8 sequence starting with c (0: not a lead byte)
+    const size_t len = (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) ok = (u[i + k] & 0xc0) == 0x80;
+    if (ok && len == 3) ok = !(c == 0xe0 && u[i + 1] < 0xa0) && !(c == 0xed && u[i + 1] > 0x9f);  // overlong, surrogates
+    if (ok && len == 4) ok = !(c == 0xf0 && u[i + 1] < 0x90) && !(c == 0xf4 && u[i + 1] > 0x8f);
+    if (ok) {
+      out.append(s, i, len);
+      i += len;
+    } else {
+      hex(c);
+      ++i;
+    }
+  }
+  return out;
+}
+}  // namespace
+
 std::string read_attr_string(hid_t loc, const std::string& name) {
+  return printable(read_attr_string_raw(loc, name));
+}
+
+std::string read_attr_string_raw(hid_t loc, const std::string& name) {
   Handle a = open_attr_of(loc, name, H5T_STRING, "one string");
   Handle ft(H5Aget_type(a), H5Tclose, "type of attribute " + name);
   const htri_t var = check(H5Tis_variable_str(ft), "H5Tis_variable_str");

@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 #include <set>
 
+#include "compare/crash_probe.h"
 #include "compare/checked_file.h"
 #include "compare/dump.h"
 #include "compare/hdf5_file.h"
@@ -624,7 +625,8 @@ class Reader : public CheckedReader<TraceError> {
 
 }  // namespace
 
-Trace read_trace(const std::string& path) {
+namespace {
+Trace read_trace_unprobed(const std::string& path) {
   return errors_as<TraceError>(path, "/", [&] {
     std::error_code ec;
     if (fs::is_directory(path, ec)) return Reader(path).read_partial(path);
@@ -632,6 +634,13 @@ Trace read_trace(const std::string& path) {
       return Reader(trace_partial_dir(path)).read_partial(trace_partial_dir(path));
     return Reader(path).read_file();
   });
+}
+}  // namespace
+
+Trace read_trace(const std::string& path) {
+  const std::string crash = crash_probe([&] { (void)read_trace_unprobed(path); });
+  if (!crash.empty()) throw TraceError(path, "/", crash + ": the file is corrupted");
+  return read_trace_unprobed(path);
 }
 
 }  // namespace ssm::cmp

@@ -30,3 +30,10 @@ endif()
 if(TARGET ssmcheck_cuda)
   target_compile_definitions(trace_test PRIVATE SSMCHECK_TEST_HAVE_CUDA=1)
 endif()
+
+# The hostile-input campaign: corrupted traces and dumps, malformed scripts and flags (issue 14).
+ssmcheck_test(hostile_input_test LABEL cpu TIMEOUT 600
+  SOURCES hostile_input_test.cpp
+  LIBS ssmcheck_compare)
+target_compile_definitions(hostile_input_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>")
+add_dependencies(hostile_input_test ssmcheck)
