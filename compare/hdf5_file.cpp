@@ -135,7 +135,13 @@ Handle create_file(const std::string& path) {
   silence_errors();
   Handle fcpl = plist(H5P_FILE_CREATE, "file creation plist");
   check(H5Pset_obj_track_times(fcpl, 0), "H5Pset_obj_track_times");
-  return Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), H5Fclose, "create " + path);
+  // the root group's attributes in dense storage (a fractal heap), so that one attribute may
+  // exceed the 64 KiB of an object header (an op script of 20,000 ops is about 150 KiB); this
+  // needs the HDF5 1.8 file format, which every HDF5 since 2008 (and h5py) reads
+  check(H5Pset_attr_phase_change(fcpl, 0, 0), "H5Pset_attr_phase_change");
+  Handle fapl = plist(H5P_FILE_ACCESS, "file access plist");
+  check(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), "H5Pset_libver_bounds");
+  return Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), H5Fclose, "create " + path);
 }
 
 Handle create_group(hid_t loc, const std::string& name) {

@@ -154,6 +154,32 @@ void crash_after(const std::string& path, const Recorded& w, int ops) {
   ASSERT_TRUE(WIFEXITED(st));
 }
 
+// A partial capture whose last op file is empty or truncated (the capture died while writing it)
+// still gives the ops before it; a missing middle op file ends the trace there, said loudly.
+TEST(TraceFormat, APartialCaptureWithADamagedLastOrMissingMiddleOpFile) {
+  TempDir dir;
+  const Recorded w = record(case_of("tiny", HMode::f32, 4), kEveryOp);
+  const std::string path = dir.file("p.h5");
+  crash_after(path, w, 6);
+  const std::string pd = cmp::trace_partial_dir(path);
+  const std::string last = pd + "/op-000005.h5";
+  const auto size = fs::file_size(last);
+  for (const uintmax_t keep : {uintmax_t(0), uintmax_t(size / 2)}) {
+    SCOPED_TRACE("last op file cut to " + std::to_string(keep) + " of " + std::to_string(size) + " bytes");
+    const std::string copy = dir.file("cut" + std::to_string(keep) + ".h5");
+    fs::copy(pd, cmp::trace_partial_dir(copy));
+    fs::resize_file(cmp::trace_partial_dir(copy) + "/op-000005.h5", keep);
+    const cmp::Trace t = cmp::read_trace(copy);
+    EXPECT_EQ(t.ops.size(), 5u);
+    EXPECT_NE(t.note.find("5 ops recovered"), std::string::npos) << t.note;
+    EXPECT_NE(t.note.find("the last op file, op-000005.h5, is incomplete"), std::string::npos) << t.note;
+  }
+  fs::remove(pd + "/op-000002.h5");
+  const cmp::Trace t = cmp::read_trace(path);
+  EXPECT_EQ(t.ops.size(), 2u);
+  EXPECT_NE(t.note.find("WARNING: op-000002.h5 is missing while 3 later op file(s) exist"), std::string::npos) << t.note;
+}
+
 TEST(TraceFormat, ACrashedCaptureKeepsEveryFlushedOp) {
   TempDir dir;
   const Recorded w = record(case_of("tiny", HMode::f32, 4), kEveryOp);

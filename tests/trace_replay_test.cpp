@@ -277,6 +277,26 @@ TEST(Replay, HugeOpsAndPoolsAreErrorsBeforeAllocation) {
   EXPECT_NE(slots.out.find("max_slots must be in 1..65536, not 100000000"), std::string::npos) << slots.out;
 }
 
+// An op script beyond the 64 KiB of an HDF5 object header (10,002 ops, about 75 KiB) is kept in
+// dense attribute storage: record and dump write it, replay reads it back.
+TEST(Replay, ScriptsBeyond64KiBAreRecordedAndReplayed) {
+  TempDir dir;
+  std::string ops = "alloc; prefill 1";
+  for (int i = 0; i < 10000; ++i) ops += "; decode";
+  std::ofstream(dir.file("long.ops")) << ops;
+  ASSERT_GT(ops.size(), 65536u);
+  const std::string bin = SSMCHECK_BIN;
+  const Shell r = sh(bin + " record --preset tiny --layers 1 --states last --ops @" + q(dir.file("long.ops")) + " -o " +
+                     q(dir.file("long.h5")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const Shell p = sh(bin + " replay " + q(dir.file("long.h5")));
+  EXPECT_EQ(p.code, 0) << p.out;
+  EXPECT_NE(p.out.find("AGREE: 10002 ops"), std::string::npos) << p.out;
+  const Shell d = sh(bin + " dump --preset tiny --layers 1 --ops @" + q(dir.file("long.ops")) + " -o " + q(dir.file("d.h5")));
+  EXPECT_EQ(d.code, 0) << d.out;
+  EXPECT_EQ(sh(bin + " diff " + q(dir.file("d.h5")) + " " + q(dir.file("d.h5"))).code, 0);
+}
+
 TEST(Replay, PythonExampleTraceReplays) {
   if (sh("/usr/bin/python3 -c 'import h5py, numpy'").code != 0)
     GTEST_SKIP() << "python3-h5py / python3-numpy not installed (/usr/bin/python3 -c 'import h5py, numpy' failed)";
