@@ -76,13 +76,14 @@ int run_script(const CaseOptions& opt, const std::string& ops, bool keep_going) 
   auto backend = make_backend(opt.backend);
   backend->create_pool(make_model(spec, gen), pool);
   Runner runner(*backend, input_source(spec, gen));
-  fmt::print("ssmcheck run: {} on {} ({} layers of {}), {}, {}\n", to_string(script), spec.name,
-             spec.layers.size(), spec.layers.at(0).name(), pool.name(), gen.name());
+  fmt::print("ssmcheck run: {} ops on {} ({} layers of {}) through the {}\n", script.size(), spec.name,
+             spec.layers.size(), spec.layers.at(0).name(), backend->name());
+  fmt::print("  {}, inputs {}\n", pool.name(), gen.name());
   std::map<int, SequenceState> last;
   int failures = 0;
   for (size_t i = 0; i < script.size(); ++i) {
     const Op& op = script[i];
-    fmt::print("[{}] {}\n", i, to_string(op));
+    fmt::print("[{}] {}: {}\n", i, to_string(op), effect(op));
     OpResult r;
     try {
       r = runner.run(op, int(i));

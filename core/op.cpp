@@ -179,4 +179,33 @@ std::vector<Op> parse_script(std::string_view text) {
   return ops;
 }
 
+std::string effect(const Op& op) {
+  const std::string n = std::to_string(op.a);
+  switch (op.kind) {
+    case OpKind::alloc: return "claims a zeroed slot (no checkpoint, no intermediates)";
+    case OpKind::release: return "returns the slot to the pool";
+    case OpKind::prefill: return n + " rows into live h and conv";
+    case OpKind::decode: return "one row into live h and conv";
+    case OpKind::checkpoint: return "checkpoint <- live (h, conv)";
+    case OpKind::checkpoint_async: return "checkpoint <- live (h, conv), on the copy stream";
+    case OpKind::verify:
+      if (op.a <= 1) return n + " row into live; no intermediates (K = 1)";
+      return n + " rows into live; intermediates[0.." + std::to_string(op.a - 2) + "] <- the state after rows 0.." +
+             std::to_string(op.a - 2) + (op.arm == VerifyArm::wy ? " (WY arm)" : "");
+    case OpKind::commit:
+      return op.a == op.b ? "all " + n + " rows kept: live unchanged"
+                          : "live <- intermediates[" + std::to_string(op.a - 1) + "] (rows 0.." +
+                                std::to_string(op.a - 1) + " of the verify's " + std::to_string(op.b) + " kept)";
+    case OpKind::rollback:
+      return op.a == 0 ? "live <- checkpoint" : "live <- intermediates[" + std::to_string(op.a - 1) + "]";
+    case OpKind::rollback_and_checkpoint_async:
+      return std::string(op.a == 0 ? "live <- checkpoint" : "live <- intermediates[" + std::to_string(op.a - 1) + "]") +
+             ", then checkpoint <- live, on the copy stream";
+    case OpKind::to_f16: return "h converted to FP16 (clamped to +-65504)";
+    case OpKind::snapshot_save: return "snapshot " + n + " <- live (h, conv)";
+    case OpKind::snapshot_restore: return "live <- snapshot " + n;
+  }
+  return "";
+}
+
 }  // namespace ssm

@@ -37,6 +37,9 @@ const char* op_name(OpKind k);
 std::vector<OpKind> all_op_kinds();
 std::string to_string(const Op& op);  // canonical form; parse_op(to_string(op)) == op
 std::string to_string(const std::vector<Op>& script);  // ops joined by "; "
+// What a legal op does to the state, in words (STATE-MODEL section 4), for people reading a run:
+// "live <- intermediates[1] (rows 0..1 of the verify's 4 kept)" for commit 2 4.
+std::string effect(const Op& op);
 // Throw std::invalid_argument naming the op index, its text and what is wrong.
 Op parse_op(std::string_view text);
 std::vector<Op> parse_script(std::string_view text);
