@@ -46,7 +46,11 @@ std::string op_at(const cmp::Provenance& p) {
 
 int run_diff(const DiffOptions& o) {
   prepare_output_file(o.json, "--json");
+  reserve_stdout_for(o.json);
   nlohmann::json j;
+  j["schema"] = "ssmcheck-diff";
+  j["schema_version"] = 1;
+  j["tool"] = "ssmcheck diff";
   j["a"] = o.a;
   j["b"] = o.b;
   auto bad = [&](const std::string& msg) {

@@ -21,13 +21,30 @@ namespace ssm::cli {
 
 namespace {
 
+// Where the verdict goes: --junit and --json ("-": stdout).
+struct VerdictFiles {
+  std::string junit, json;
+  bool any() const { return !junit.empty() || !json.empty(); }
+  void prepare() const {
+    prepare_output_file(junit, "--junit");
+    prepare_output_file(json, "--json");
+    reserve_stdout_for(json);
+    reserve_stdout_for(junit);
+  }
+  void write(const replay::GateResult& v) const {
+    if (!junit.empty()) write_text_atomically(junit, v.junit(), "--junit");
+    if (!json.empty()) write_text_atomically(json, v.json().dump(2) + "\n", "--json");
+  }
+};
+
 struct FuzzFlags {
   uint64_t seed = 1;
   int cases = 100;
   // (with duration 0 the campaign is bounded by cases alone)
   int max_ops = 40;
   double duration = 0;
-  std::string backend = "reference", preset, config, h_mode, out = "ssmcheck-fuzz", junit;
+  std::string backend = "reference", preset, config, h_mode, out = "ssmcheck-fuzz";
+  VerdictFiles verdict;
   int layers = 0;
   bool no_shrink = false;
   bool pause_async = false;
@@ -35,10 +52,10 @@ struct FuzzFlags {
   ToleranceOptions tol;
 };
 
-// A JUnit verdict of one test case (fuzz: the campaign; check: the script).
-std::string one_case_junit(const std::string& tool, uint64_t seed, const std::string& suite, const std::string& name,
-                           bool pass, const std::string& message, const std::string& details = "",
-                           double seconds = 0, int shrunk_ops = -1) {
+// The verdict of one test case (fuzz: the campaign; check: the script).
+replay::GateResult one_case(const std::string& tool, uint64_t seed, const std::string& suite, const std::string& name,
+                            bool pass, const std::string& message, const std::string& details = "",
+                            double seconds = 0, int shrunk_ops = -1) {
   replay::GateResult v;
   v.tool = tool;
   v.seed = seed;
@@ -52,26 +69,30 @@ std::string one_case_junit(const std::string& tool, uint64_t seed, const std::st
   c.details = details;
   if (shrunk_ops >= 0) c.shrunk_ops = shrunk_ops;
   v.cases.push_back(c);
-  return v.junit();
+  return v;
 }
 
 // Written before the work (what a kill -9 leaves) and armed for a fatal signal (cli/crash_verdict.h).
 // `crash` is emplaced in place: a CrashVerdict disarms when destroyed, so it is never moved.
-void arm_one_case_junit(std::optional<CrashVerdict>& crash, const std::string& junit, const std::string& tool,
-                        uint64_t seed, const std::string& suite, const std::string& name) {
-  if (junit.empty()) return;
-  write_text_atomically(junit, one_case_junit(tool, seed, suite, name, false, "started but has not finished (killed, or still running)"),
-                        "--junit");
-  crash.emplace(junit, "");
-  crash->update(one_case_junit(tool, seed, suite, name, false,
-                               "crashed: the process died on a fatal signal during the " +
-                                   std::string(tool == "ssmcheck fuzz" ? "campaign" : "check") + " (see its stderr)"),
-                "");
+void arm_one_case(std::optional<CrashVerdict>& crash, const VerdictFiles& files, const std::string& tool,
+                  uint64_t seed, const std::string& suite, const std::string& name) {
+  if (!files.any()) return;
+  // the unfinished verdict goes to files only: stdout ("-") gets one verdict, the final one
+  VerdictFiles on_disk = files;
+  if (on_disk.junit == "-") on_disk.junit.clear();
+  if (on_disk.json == "-") on_disk.json.clear();
+  on_disk.write(one_case(tool, seed, suite, name, false, "started but has not finished (killed, or still running)"));
+  crash.emplace(files.junit, files.json);
+  const replay::GateResult crashed =
+      one_case(tool, seed, suite, name, false,
+               "crashed: the process died on a fatal signal during the " +
+                   std::string(tool == "ssmcheck fuzz" ? "campaign" : "check") + " (see its stderr)");
+  crash->update(crashed.junit(), crashed.json().dump(2) + "\n");
 }
 
 int run_fuzz(const FuzzFlags& f) {
   check_output_dir(f.out, "--out");
-  prepare_output_file(f.junit, "--junit");
+  f.verdict.prepare();
   fuzz::CampaignOptions o;
   o.seed = f.seed;
   o.cases = f.cases;
@@ -105,11 +126,11 @@ int run_fuzz(const FuzzFlags& f) {
                             : "");
   const std::string suite = "campaign." + be.name, name = fmt::format("seed {}", f.seed);
   std::optional<CrashVerdict> crash;
-  arm_one_case_junit(crash, f.junit, "ssmcheck fuzz", f.seed, suite, name);
+  arm_one_case(crash, f.verdict, "ssmcheck fuzz", f.seed, suite, name);
   const fuzz::CampaignResult r = fuzz::run_campaign(o, be.model, be.under_test);
   if (tty) fmt::print(stderr, "\n");
   fmt::print("{}", r.summary());
-  if (!f.junit.empty()) {  // one test case: the campaign
+  if (f.verdict.any()) {  // one test case: the campaign
     const bool ok = !r.failed && !r.gave_up && r.cases > 0 && r.coverage_missing.empty();
     const std::string message =
         r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
@@ -117,10 +138,8 @@ int run_fuzz(const FuzzFlags& f) {
         : r.cases == 0 ? std::string("no case ran")
         : !r.coverage_missing.empty() ? std::string("coverage check failed")
                                       : fmt::format("{} cases, {} sequences, {} ops: passed", r.cases, r.sequences(), r.ops);
-    write_text_atomically(f.junit,
-                          one_case_junit("ssmcheck fuzz", f.seed, suite, name, ok, message, r.summary(), r.seconds,
-                                         r.failed ? r.script_length : -1),
-                          "--junit");
+    f.verdict.write(one_case("ssmcheck fuzz", f.seed, suite, name, ok, message, r.summary(), r.seconds,
+                             r.failed ? r.script_length : -1));
   }
   if (r.gave_up) return kExitBadInput;
   if (r.failed || !r.coverage_missing.empty()) return kExitDiffer;
@@ -128,15 +147,15 @@ int run_fuzz(const FuzzFlags& f) {
 }
 
 int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOptions& tol,
-              const std::string& dump, bool pause_async, const std::string& junit) {
+              const std::string& dump, bool pause_async, const VerdictFiles& verdict) {
   if (!dump.empty()) prepare_output_file(dump + ".model.h5", "--dump");
-  prepare_output_file(junit, "--junit");
+  verdict.prepare();
   const CaseConfig cfg = opt.resolve();
   const std::vector<Op> script = parse_script(resolve_ops(ops));
   const fuzz::BackendEntry be = find_backend(opt.backend);
   const std::string suite = "check." + be.name, name = cfg.flags();
   std::optional<CrashVerdict> crash;
-  arm_one_case_junit(crash, junit, "ssmcheck check", cfg.gen.seed, suite, name);
+  arm_one_case(crash, verdict, "ssmcheck check", cfg.gen.seed, suite, name);
   const fuzz::ReplayResult r = fuzz::check_script(cfg, script, be.model, be.under_test, tol.resolve(), be.strictness,
                                                   dump, nullptr, pause_async);
   fmt::print("ssmcheck check: {} ops of {} on {}: {} vs {}: {}\n", r.ops, script.size(), cfg.flags(), be.model_name,
@@ -144,14 +163,12 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
   fmt::print("{}", r.report);
   if (!dump.empty()) fmt::print("  wrote {}.model.h5 and {}.sut.h5\n", dump, dump);
   const bool nothing = r.pass && r.accepted == 0;  // both sides refused every op: no state was compared
-  if (!junit.empty())
-    write_text_atomically(junit,
-                          one_case_junit("ssmcheck check", cfg.gen.seed, suite, name, r.pass && !nothing,
-                                         nothing ? std::string("every op was refused by both sides: nothing was checked")
-                                         : r.pass ? fmt::format("{} ops agree", r.ops)
-                                                  : fmt::format("DIVERGED after {} ops", r.ops),
-                                         r.report),
-                          "--junit");
+  if (verdict.any())
+    verdict.write(one_case("ssmcheck check", cfg.gen.seed, suite, name, r.pass && !nothing,
+                           nothing ? std::string("every op was refused by both sides: nothing was checked")
+                           : r.pass ? fmt::format("{} ops agree", r.ops)
+                                    : fmt::format("DIVERGED after {} ops", r.ops),
+                           r.report));
   if (nothing) {
     fmt::print("ssmcheck check: every op was refused by both sides: nothing was checked\n");
     return kExitNothingRan;
@@ -181,7 +198,8 @@ void add_fuzz_command(CLI::App& app, int* rc) {
   cmd->add_option("--layers", f->layers, "with --preset or --config: keep the first N layers");
   cmd->add_option("--h-mode", f->h_mode, "fixed h mode (default: drawn)");
   cmd->add_option("--out", f->out, "directory for failing cases")->capture_default_str();
-  cmd->add_option("--junit", f->junit, "write JUnit XML (one test case: the campaign)");
+  cmd->add_option("--junit", f->verdict.junit, "write JUnit XML (one test case: the campaign; '-': stdout)");
+  cmd->add_option("--json", f->verdict.json, "write the verdict as JSON (docs: README, 'Verdicts'; '-': stdout)");
   cmd->add_flag("--no-shrink", f->no_shrink, "report the first failure as found");
   cmd->add_flag("--pause-async", f->pause_async,
                 "hold the backend's async copies until their reader waits (exposes readers that skip the wait)");
@@ -202,10 +220,11 @@ void add_check_command(CLI::App& app, int* rc) {
   cmd->add_option("--ops", *ops, "op script (or @FILE)")->required();
   cmd->add_flag("--pause-async", *pause, "hold the backend's async copies until their reader waits");
   cmd->add_option("--dump", *dump, "write both sides' final states to PREFIX.model.h5 and PREFIX.sut.h5");
-  auto junit = std::make_shared<std::string>();
-  cmd->add_option("--junit", *junit, "write JUnit XML (one test case: the script)");
+  auto verdict = std::make_shared<VerdictFiles>();
+  cmd->add_option("--junit", verdict->junit, "write JUnit XML (one test case: the script; '-': stdout)");
+  cmd->add_option("--json", verdict->json, "write the verdict as JSON ('-': stdout)");
   tol->add_to(cmd);
-  cmd->callback([=] { *rc = run_check(*opt, *ops, *tol, *dump, *pause, *junit); });
+  cmd->callback([=] { *rc = run_check(*opt, *ops, *tol, *dump, *pause, *verdict); });
 }
 
 }  // namespace ssm::cli

@@ -37,6 +37,12 @@ void write_file(const std::string& path, const std::string& text, const char* fl
 }
 
 int run_gate(const GateFlags& f) {
+  // Output files are checked before any work (an unwritable path fails at once); "-" puts the
+  // verdict alone on stdout and everything else on stderr.
+  prepare_output_file(f.junit, "--junit");
+  prepare_output_file(f.json, "--json");
+  reserve_stdout_for(f.json);
+  reserve_stdout_for(f.junit);
   replay::GateOptions o;
   o.traces_dir = f.traces;
   o.cases = f.cases;
@@ -56,11 +62,9 @@ int run_gate(const GateFlags& f) {
   for (const auto& b : o.backends) fmt::print(" {}", b.name);
   for (const auto& s : o.skipped) fmt::print(" ({} skipped: {})", s.first, s.second);
   fmt::print(", seed {}, {} cases per campaign\n", f.seed, f.cases);
-  // Output files are written before any work (an unwritable path fails at once) with a verdict
-  // that says the gate has not finished; a crash in the middle of a check leaves a failing
-  // verdict naming it.
-  prepare_output_file(f.junit, "--junit");
-  prepare_output_file(f.json, "--json");
+  // Output files are written before any work with a verdict that says the gate has not finished
+  // (not on stdout: one verdict there); a crash in the middle of a check leaves a failing verdict
+  // naming it.
   {
     replay::GateResult unfinished;
     unfinished.seed = f.seed;
@@ -71,8 +75,8 @@ int run_gate(const GateFlags& f) {
     c.status = replay::GateCase::Status::fail;
     c.message = "the gate started but has not finished (killed, or still running)";
     unfinished.cases.push_back(c);
-    if (!f.junit.empty()) write_file(f.junit, unfinished.junit(), "--junit");
-    if (!f.json.empty()) write_file(f.json, unfinished.json().dump(2) + "\n", "--json");
+    if (!f.junit.empty() && f.junit != "-") write_file(f.junit, unfinished.junit(), "--junit");
+    if (!f.json.empty() && f.json != "-") write_file(f.json, unfinished.json().dump(2) + "\n", "--json");
   }
   CrashVerdict crash(f.junit, f.json);
   const replay::GateResult r =
@@ -91,8 +95,8 @@ int run_gate(const GateFlags& f) {
   fmt::print("{}", r.summary());
   if (!f.junit.empty()) write_file(f.junit, r.junit(), "--junit");
   if (!f.json.empty()) write_file(f.json, r.json().dump(2) + "\n", "--json");
-  if (!f.junit.empty()) fmt::print("wrote JUnit XML to {}\n", f.junit);
-  if (!f.json.empty()) fmt::print("wrote JSON to {}\n", f.json);
+  if (!f.junit.empty() && f.junit != "-") fmt::print("wrote JUnit XML to {}\n", f.junit);
+  if (!f.json.empty() && f.json != "-") fmt::print("wrote JSON to {}\n", f.json);
   return r.pass() ? kExitOk : kExitDiffer;
 }
 
@@ -106,8 +110,8 @@ void add_gate_command(CLI::App& app, int* rc) {
                   "depend on the machine")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000000));
-  cmd->add_option("--junit", f->junit, "write JUnit XML");
-  cmd->add_option("--json", f->json, "write JSON");
+  cmd->add_option("--junit", f->junit, "write JUnit XML ('-': stdout)");
+  cmd->add_option("--json", f->json, "write the verdict as JSON ('-': stdout)");
   cmd->add_option("--traces", f->traces, "golden traces (faulty ones in DIR/faulty)")->capture_default_str();
   cmd->add_option("--backend", f->backend, "all (every available built-in) or " + backend_choices())->capture_default_str();
   cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str()->check(CLI::NonNegativeNumber);

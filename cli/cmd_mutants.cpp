@@ -144,6 +144,7 @@ Row run_mutant(const fuzz::MutantInfo& m, const MutantsFlags& f, const fs::path&
 
 int run_mutants(const MutantsFlags& f) {
   prepare_output_file(f.json, "--json");
+  reserve_stdout_for(f.json);
   const fs::path binary = f.binary.empty() ? self_dir() / "ssmcheck-mutants" : fs::path(f.binary);
   if (!fs::exists(binary))
     throw std::invalid_argument("mutant build not found: " + binary.string() +
@@ -210,7 +211,8 @@ int run_mutants(const MutantsFlags& f) {
   for (const auto& u : fuzz::uncovered_bug_classes()) fmt::print("; bug class {} has no mutant: {}", u.bug_class, u.why);
   fmt::print("\n");
   if (!f.json.empty()) {
-    nlohmann::json j = {{"seed", f.seed}, {"cases_per_campaign", f.cases}, {"killed", killed}, {"ran", ran}};
+    nlohmann::json j = {{"schema", "ssmcheck-mutants"}, {"schema_version", 1}, {"tool", "ssmcheck mutants"},
+                        {"seed", f.seed}, {"cases_per_campaign", f.cases}, {"killed", killed}, {"ran", ran}};
     j["mutants"] = nlohmann::json::array();
     for (const Row& r : rows)
       j["mutants"].push_back({{"name", r.m.name}, {"class", r.m.bug_class}, {"backend", r.m.backend},

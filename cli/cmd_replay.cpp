@@ -35,6 +35,8 @@ std::string describe(const cmp::Trace& t) {
 int run_replay(const ReplayFlags& f) {
   prepare_output_file(f.json, "--json");
   prepare_output_file(f.junit, "--junit");
+  reserve_stdout_for(f.json);
+  reserve_stdout_for(f.junit);
   replay::GateResult verdict;  // for --junit: one case per trace and backend
   verdict.tool = "ssmcheck replay";
   replay::ReplayOptions o;
@@ -46,6 +48,12 @@ int run_replay(const ReplayFlags& f) {
   const auto backends = select_backends(f.backend, &skipped);
   bool diverged = false, bad = false;
   nlohmann::json all = nlohmann::json::array();
+  // The JSON verdict: the shared shape (replay::GateResult::json) plus every replay's details.
+  auto json_of = [](const replay::GateResult& v, const nlohmann::json& results) {
+    nlohmann::json j = v.json();
+    j["results"] = results;
+    return j.dump(2) + "\n";
+  };
   // The verdict a crash leaves (cli/crash_verdict.h): what finished, and the running step failed
   // as crashed; written first as "unfinished" (what a kill -9 leaves).
   auto with_step = [&](const std::string& suite, const std::string& name, const std::string& message) {
@@ -58,13 +66,14 @@ int run_replay(const ReplayFlags& f) {
     v.cases.push_back(c);
     nlohmann::json j = all;
     j.push_back({{"trace", name}, {"suite", suite}, {"crashed", message}});
-    return std::make_pair(v.junit(), j.dump(2) + "\n");
+    return std::make_pair(v.junit(), json_of(v, j));
   };
   std::optional<CrashVerdict> crash;
   if (!f.json.empty() || !f.junit.empty()) {
     const auto [junit, json] = with_step("replay", "unfinished", "replay started but has not finished (killed, or still running)");
-    if (!f.json.empty()) write_text_atomically(f.json, json, "--json");
-    if (!f.junit.empty()) write_text_atomically(f.junit, junit, "--junit");
+    // (not on stdout: one verdict there, the final one)
+    if (!f.json.empty() && f.json != "-") write_text_atomically(f.json, json, "--json");
+    if (!f.junit.empty() && f.junit != "-") write_text_atomically(f.junit, junit, "--junit");
     crash.emplace(f.junit, f.json);
   }
   auto arm = [&](const std::string& suite, const std::string& name) {
@@ -126,7 +135,7 @@ int run_replay(const ReplayFlags& f) {
   }
   if (f.traces.size() > 1) fmt::print("ssmcheck replay: {} traces: {}\n", f.traces.size(),
                                       bad ? "BAD INPUT" : diverged ? "DIVERGED" : "all agree");
-  if (!f.json.empty()) write_text_atomically(f.json, all.dump(2) + "\n", "--json");
+  if (!f.json.empty()) write_text_atomically(f.json, json_of(verdict, all), "--json");
   if (!f.junit.empty()) write_text_atomically(f.junit, verdict.junit(), "--junit");
   return bad ? kExitBadInput : diverged ? kExitDiffer : kExitOk;
 }

@@ -24,7 +24,7 @@ Armed g_files[2];
 std::deque<std::string> g_texts;  // every rendered text stays alive while armed (a handler may read it)
 
 void write_all(const char* path, const std::string* text) {
-  if (!path || !*path || !text) return;
+  if (!path || !*path || !text || (path[0] == '-' && path[1] == '\0')) return;  // "-": stdout, not a file
   const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return;
   const char* p = text->data();

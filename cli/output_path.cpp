@@ -4,6 +4,8 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <cstdio>
+
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -52,9 +54,29 @@ void prepare_output_dir(const std::string& dir, const std::string& flag) {
   check_writable_dir(fs::path(dir), flag, dir);
 }
 
+namespace {
+int g_stdout_fd = 1;  // where "-" writes: the real stdout, once reserve_stdout_for did its redirection
+}  // namespace
+
+void reserve_stdout_for(const std::string& path) {
+  if (path != "-" || g_stdout_fd != 1) return;
+  std::fflush(stdout);
+  const int saved = ::dup(1);
+  if (saved < 0 || ::dup2(2, 1) < 0) return;  // nothing to gain: stdout stays shared
+  g_stdout_fd = saved;
+}
+
 void write_text_atomically(const std::string& path, const std::string& text, const std::string& flag) {
   if (path == "-") {
-    fmt::print("{}", text);
+    std::fflush(stdout);
+    const char* p = text.data();
+    size_t left = text.size();
+    while (left > 0) {
+      const ssize_t n = ::write(g_stdout_fd, p, left);
+      if (n <= 0) throw std::invalid_argument(flag + " -: cannot write to stdout");
+      p += n;
+      left -= size_t(n);
+    }
     return;
   }
   const std::string tmp = path + fmt::format(".tmp-{}", getpid());

@@ -15,6 +15,10 @@ void check_output_dir(const std::string& dir, const std::string& flag);
 // place once every byte is written and the file closed without error: a full disk or a crash
 // never leaves a truncated verdict. "-" writes to stdout. Throws std::invalid_argument naming the flag.
 void write_text_atomically(const std::string& path, const std::string& text, const std::string& flag);
+// `--json -` (or `--junit -`): the verdict is then the only thing on stdout. Call before printing
+// anything else: from here on the command's own output goes to stderr, and "-" in
+// write_text_atomically writes to the real stdout. Any other path: nothing.
+void reserve_stdout_for(const std::string& path);
 // `--ops @FILE`: the script read from FILE (newlines and # comments as in any script); else the
 // text itself.
 std::string resolve_ops(const std::string& ops);

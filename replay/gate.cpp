@@ -214,7 +214,10 @@ std::string GateResult::junit() const {
 }
 
 nlohmann::json GateResult::json() const {
-  nlohmann::json j = {{"pass", pass()}, {"seconds", seconds}, {"seed", seed}, {"cases_per_campaign", cases_per_campaign}};
+  nlohmann::json j = {{"schema", "ssmcheck-verdict"}, {"schema_version", kVerdictSchemaVersion},
+                      {"tool", tool},       {"pass", pass()},
+                      {"seconds", seconds}, {"seed", seed},
+                      {"cases_per_campaign", cases_per_campaign}};
   j["cases"] = nlohmann::json::array();
   for (const GateCase& c : cases) {
     nlohmann::json e = {{"suite", c.suite},     {"name", c.name},       {"status", status_name(c.status)},

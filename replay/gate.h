@@ -51,8 +51,12 @@ struct GateResult {
   bool pass() const;
   std::string summary() const;  // one screen
   std::string junit() const;    // JUnit XML
+  // {"schema": "ssmcheck-verdict", "schema_version": kVerdictSchemaVersion, "tool", "pass", "seconds",
+  // "seed", "cases_per_campaign", "cases": [{"suite", "name", "status", "seconds", "message",
+  // "details", "shrunk_ops"?}]}: gate, fuzz, check and replay (which adds "results") write it.
   nlohmann::json json() const;
 };
+constexpr int kVerdictSchemaVersion = 1;  // bumped when a field changes meaning or goes away
 
 // check_starting (optional): called before each check with the checks done so far, and the suite
 // and name of the one about to run (cli/crash_verdict.h keeps a verdict ready in case it crashes).

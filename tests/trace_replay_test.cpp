@@ -8,6 +8,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "compare/dump.h"
 #include "replay/replay.h"
@@ -118,7 +119,9 @@ TEST(Replay, KeepGoingReportsLaterDivergences) {
   EXPECT_NE(s.out.find("further divergence at op 4"), std::string::npos) << s.out;
   std::ifstream js(dir.file("k.json"));
   const nlohmann::json j = nlohmann::json::parse(js);
-  EXPECT_EQ(j.at(0).at("divergences").size(), 2u);
+  EXPECT_EQ(j.at("schema"), "ssmcheck-verdict");
+  EXPECT_EQ(j.at("tool"), "ssmcheck replay");
+  EXPECT_EQ(j.at("results").at(0).at("divergences").size(), 2u);
   // a loose tolerance makes the same trace agree: the tolerance flags reach the comparison
   const Shell loose = sh(std::string(SSMCHECK_BIN) + " replay --tolerance fp32-state.atol=2,fp32-state.max_nrmse=1 " + q(dir.file("k.h5")));
   EXPECT_EQ(loose.code, 0) << loose.out;
@@ -168,8 +171,9 @@ TEST(Replay, SeveralTracesAndOpsFromAFile) {
   EXPECT_EQ(three.code, 2) << three.out;
   std::ifstream js(dir.file("three.json"));
   const nlohmann::json j = nlohmann::json::parse(js);
-  ASSERT_EQ(j.size(), 3u) << j.dump();
-  EXPECT_TRUE(j.at(1).contains("bad_input"));
+  ASSERT_EQ(j.at("results").size(), 3u) << j.dump();
+  EXPECT_TRUE(j.at("results").at(1).contains("bad_input"));
+  EXPECT_FALSE(j.at("pass"));
   EXPECT_NE(three.out.find("odd_d_f32_batched"), std::string::npos) << "the trace after the bad one was not replayed";
   { std::ofstream(dir.file("s.ops")) << "alloc\n# a comment\nprefill 3\ndecode\n"; }
   const Shell run = sh(bin + " run --ops @" + q(dir.file("s.ops")));
@@ -297,6 +301,35 @@ TEST(Replay, ScriptsBeyond64KiBAreRecordedAndReplayed) {
   EXPECT_EQ(sh(bin + " diff " + q(dir.file("d.h5")) + " " + q(dir.file("d.h5"))).code, 0);
 }
 
+// `--json -` everywhere: the verdict alone on stdout (everything else on stderr), one schema.
+TEST(Verdicts, JsonOnStdoutIsTheVerdictAloneWithItsSchema) {
+  TempDir dir;
+  const std::string bin = SSMCHECK_BIN;
+  ASSERT_EQ(sh(bin + " dump --ops 'alloc; decode' -o " + q(dir.file("a.h5"))).code, 0);
+  const std::vector<std::tuple<std::string, std::string, std::string>> cmds = {
+      {bin + " gate --cases 3 --no-coverage --backend reference --json -", "ssmcheck-verdict", "ssmcheck gate"},
+      {bin + " replay " + q(traces_dir() + "/tiny_f32_every_op.h5") + " --json -", "ssmcheck-verdict", "ssmcheck replay"},
+      {bin + " check --ops 'alloc; decode' --json -", "ssmcheck-verdict", "ssmcheck check"},
+      {bin + " fuzz --cases 3 --out " + q(dir.file("f")) + " --json -", "ssmcheck-verdict", "ssmcheck fuzz"},
+      {bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("a.h5")) + " --json -", "ssmcheck-diff", "ssmcheck diff"},
+  };
+  for (const auto& [cmd, schema, tool] : cmds) {
+    const Shell s = sh("( " + cmd + " 2>/dev/null )");
+    EXPECT_EQ(s.code, 0) << cmd << "\n" << s.out;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(s.out);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << cmd << ": stdout is not one JSON document (" << e.what() << "):\n" << s.out;
+      continue;
+    }
+    EXPECT_EQ(j.at("schema"), schema) << cmd;
+    EXPECT_EQ(j.at("schema_version"), 1) << cmd;
+    EXPECT_EQ(j.at("tool"), tool) << cmd;
+  }
+  EXPECT_FALSE(fs::exists("-")) << "a file named '-' was written";
+}
+
 TEST(Replay, PythonExampleTraceReplays) {
   if (sh("/usr/bin/python3 -c 'import h5py, numpy'").code != 0)
     GTEST_SKIP() << "python3-h5py / python3-numpy not installed (/usr/bin/python3 -c 'import h5py, numpy' failed)";
@@ -383,7 +416,9 @@ TEST(Replay, ACrashLeavesAVerdictNamingTheTraceAndBackend) {
                      " > " + q(log) + " 2>&1 & pid=$!; sleep 1; kill -SEGV $pid; wait $pid; echo rc=$?");
   EXPECT_NE(s.out.find("rc=139"), std::string::npos) << s.out;
   std::ifstream js(json);
-  const nlohmann::json j = nlohmann::json::parse(js);
+  const nlohmann::json all = nlohmann::json::parse(js);
+  EXPECT_FALSE(all.at("pass")) << all.dump();
+  const nlohmann::json& j = all.at("results");
   ASSERT_GE(j.size(), 2u) << j.dump();  // at least one finished replay, then the crashed step
   EXPECT_NE(j.back().at("crashed").get<std::string>().find("fatal signal"), std::string::npos) << j.dump();
   EXPECT_NE(j.back().at("trace").get<std::string>().find(".h5"), std::string::npos) << j.dump();
