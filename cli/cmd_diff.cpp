@@ -109,6 +109,8 @@ int run_diff(const DiffOptions& o) {
   const std::string op = op_at(a.provenance);
   for (const auto& s : a.sequences) {
     cmp::Where w;
+    w.ref_side = "A";  // the first file
+    w.got_side = "B";
     w.op_index = a.provenance.op_index;
     w.op = op;
     w.seq = s.seq;

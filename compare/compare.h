@@ -93,6 +93,11 @@ struct Where {
   int layer = -1;
   std::string tensor;  // "h", "conv", "h_checkpoint", "conv_checkpoint", "h_intermediate[t]",
                        // "conv_intermediate[t]", "h_prefill_stage", "output"
+  // What the two sides are, for every message and report: the side values are judged against
+  // ("ref" in the code) and the side under judgement ("got"). The lockstep names the model and
+  // the system under test ("reference", "cuda"), replay the trace and the backend that
+  // recomputed it ("trace", "reference"), diff the two files ("A", "B").
+  std::string ref_side = "ref", got_side = "got";
   std::string text() const;
 };
 

@@ -52,8 +52,8 @@ void compare_optional(StateReport& rep, const std::optional<Tensor>& ref, const 
                       const Tensor* got_cond = nullptr) {
   if (ref.has_value() != got.has_value()) {
     rep.failures.push_back(flag_failure(base, layer, field,
-                                        fmt::format("{} present in ref: {}, in got: {}", field,
-                                                    ref ? "yes" : "no", got ? "yes" : "no")));
+                                        fmt::format("{} present in {}: {}, in {}: {}", field, base.ref_side,
+                                                    ref ? "yes" : "no", base.got_side, got ? "yes" : "no")));
     return;
   }
   if (ref) compare_field(rep, *ref, *got, field, field, tol, base, layer, s, lineage, ref_cond, got_cond);
@@ -92,12 +92,12 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
   if (base.slot < 0) base.slot = ref.slot;
   if (ref.last_verify_k != got.last_verify_k)
     rep.failures.push_back(flag_failure(base, -1, "last_verify_k",
-                                        fmt::format("last_verify_k differs: ref {}, got {}", ref.last_verify_k,
-                                                    got.last_verify_k)));
+                                        fmt::format("last_verify_k differs: {} {}, {} {}", base.ref_side, ref.last_verify_k,
+                                                    base.got_side, got.last_verify_k)));
   if (ref.layers.size() != got.layers.size()) {
     rep.failures.push_back(flag_failure(base, -1, "layers",
-                                        fmt::format("number of layers differs: ref {}, got {}", ref.layers.size(),
-                                                    got.layers.size())));
+                                        fmt::format("number of layers differs: {} {}, {} {}", base.ref_side, ref.layers.size(),
+                                                    base.got_side, got.layers.size())));
     return rep;
   }
   for (size_t li = 0; li < ref.layers.size(); ++li) {
@@ -120,8 +120,9 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
     const LayerState& b = *pb;
     if (a.h_is_f16 != b.h_is_f16)
       rep.failures.push_back(flag_failure(base, l, "h_is_f16",
-                                          fmt::format("h_is_f16 differs: ref {}, got {} (FP16 bytes read as FP32 "
-                                                      "or the reverse)", yes_no(a.h_is_f16), yes_no(b.h_is_f16))));
+                                          fmt::format("h_is_f16 differs: {} {}, {} {} (FP16 bytes read as FP32 "
+                                                      "or the reverse)", base.ref_side, yes_no(a.h_is_f16),
+                                                      base.got_side, yes_no(b.h_is_f16))));
     compare_field(rep, a.h, b.h, "h", "h", tol, base, l, strictness, lineage.h, opt_ptr(a.condition.h),
                   opt_ptr(b.condition.h));
     compare_field(rep, a.conv, b.conv, "conv", "conv", tol, base, l, strictness, false);
@@ -132,8 +133,8 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
                              bool from_f16, const std::vector<Tensor>& ca, const std::vector<Tensor>& cb) {
       if (ra.size() != rb.size())
         rep.failures.push_back(flag_failure(base, l, field + "s",
-                                            fmt::format("number of valid {}s differs: ref {}, got {}", field,
-                                                        ra.size(), rb.size())));
+                                            fmt::format("number of valid {}s differs: {} {}, {} {}", field,
+                                                        base.ref_side, ra.size(), base.got_side, rb.size())));
       for (size_t t = 0; t < ra.size() && t < rb.size(); ++t)
         compare_field(rep, ra[t], rb[t], field, fmt::format("{}[{}]", field, t), tol, base, l, strictness, from_f16,
                       at_ptr(ca, t), at_ptr(cb, t));
@@ -153,13 +154,13 @@ StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const
   StateReport rep;
   if (ref.rows != got.rows) {
     rep.failures.push_back(flag_failure(base, -1, "output",
-                                        fmt::format("output rows differ: ref {}, got {}", ref.rows, got.rows)));
+                                        fmt::format("output rows differ: {} {}, {} {}", base.ref_side, ref.rows, base.got_side, got.rows)));
     return rep;
   }
   if (ref.layers.size() != spec.layers.size() || got.layers.size() != spec.layers.size()) {
     rep.failures.push_back(flag_failure(base, -1, "output",
-                                        fmt::format("output layers: ref {}, got {}, model {}", ref.layers.size(),
-                                                    got.layers.size(), spec.layers.size())));
+                                        fmt::format("output layers: {} {}, {} {}, model {}", base.ref_side, ref.layers.size(),
+                                                    base.got_side, got.layers.size(), spec.layers.size())));
     return rep;
   }
   for (size_t l = 0; l < spec.layers.size(); ++l) {
@@ -167,8 +168,8 @@ StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const
     const size_t n = size_t(ref.rows) * size_t(s.out_dim());
     if (ref.layers[l].size() != n || got.layers[l].size() != n) {
       rep.failures.push_back(flag_failure(base, int(l), "output",
-                                          fmt::format("output size: ref {}, got {}, expected {} = {} rows x {}",
-                                                      ref.layers[l].size(), got.layers[l].size(), n, ref.rows,
+                                          fmt::format("output size: {} {}, {} {}, expected {} = {} rows x {}", base.ref_side,
+                                                      ref.layers[l].size(), base.got_side, got.layers[l].size(), n, ref.rows,
                                                       s.out_dim())));
       continue;
     }

@@ -95,16 +95,18 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   };
 
   if (ref.dtype() != got.dtype() || ref.shape() != got.shape())
-    return fail("shape or dtype differs: ref " + ref.shape_string() + ", got " + got.shape_string());
+    return fail("shape or dtype differs: " + where.ref_side + " " + ref.shape_string() + ", " + where.got_side + " " +
+                got.shape_string());
   // the FP32-judged classes take a condition; exact has none, fp16-state counts FP16 ULPs
   const bool conditioned_class = cls == TolClass::output || cls == TolClass::output_f16 || cls == TolClass::fp32_state;
   const Tensor* cond = conditioned_class ? condition : nullptr;
   if (cond && (cond->dtype() != DType::f32 || cond->shape() != ref.shape()))
-    return fail("condition tensor " + cond->shape_string() + " does not match the reference " + ref.shape_string());
+    return fail("condition tensor " + cond->shape_string() + " does not match " + where.ref_side + " " +
+                ref.shape_string());
   r.conditioned = cond != nullptr;
   if (ref.size() == 0) {
     if (allow_zero_ref) return r;
-    return fail("reference is empty: nothing would be checked");
+    return fail(where.ref_side + " is empty: nothing would be checked");
   }
 
   // Non-finite values fail before any metric, unless both sides hold the same one at the same
@@ -142,7 +144,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
       const float v = side->get(first);
       const float other = (is_ref ? got : ref).get(first);
       return fail(fmt::format("{} non-finite value{} in {} without the same value on the other side, first {} (other "
-                              "side {}) at {}", count, count > 1 ? "s" : "", is_ref ? "the reference" : "got", v, other,
+                              "side {}) at {}", count, count > 1 ? "s" : "", is_ref ? where.ref_side : where.got_side, v, other,
                               index_text(r.axes, unravel(ref.shape(), first))));
     }
   }
@@ -165,8 +167,8 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     return r;
   }
   if (ref_zero && !allow_zero_ref)
-    return fail(finite_n ? "reference is all zero: nothing would be checked"
-                         : "reference has no finite element: nothing would be checked");
+    return fail(where.ref_side + (finite_n ? " is all zero: nothing would be checked"
+                                           : " has no finite element: nothing would be checked"));
   r.zero_ref = ref_zero;
 
   const Tolerance& t = r.tol;
@@ -272,8 +274,8 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   if (r.mismatched) {
     const double pct = 100.0 * double(r.mismatched) / double(r.elements);
     if (ref_zero)
-      return fail(fmt::format("reference is all zero (an untouched field) but got has {} non-zero element{} "
-                              "({:.4g}%)", r.mismatched, r.mismatched > 1 ? "s" : "", pct));
+      return fail(fmt::format("{} is all zero (an untouched field) but {} has {} non-zero element{} ({:.4g}%)",
+                              where.ref_side, where.got_side, r.mismatched, r.mismatched > 1 ? "s" : "", pct));
     return fail(fmt::format("{} of {} elements ({:.4g}%) outside the limits", r.mismatched, r.elements, pct));
   }
   if (cls != TolClass::exact && !ref_zero && r.nrmse > r.nrmse_allowed)

@@ -72,8 +72,8 @@ std::string TensorReport::text() const {
     for (const Element& e : worst) {
       std::string idx;
       for (size_t d = 0; d < e.index.size(); ++d) idx += (d ? ", " : "") + std::to_string(e.index[d]);
-      s += fmt::format("    ({}): ref {} [{}] got {} [{}] abs {} rel {} ulp {:.0f}{}\n", idx, g(e.ref),
-                       bits_text(dtype, e.ref_bits), g(e.got), bits_text(dtype, e.got_bits), g(e.abs_err),
+      s += fmt::format("    ({}): {} {} [{}] {} {} [{}] abs {} rel {} ulp {:.0f}{}\n", idx, where.ref_side, g(e.ref),
+                       bits_text(dtype, e.ref_bits), where.got_side, g(e.got), bits_text(dtype, e.got_bits), g(e.abs_err),
                        g(e.rel_err), e.ulp,
                        cls == TolClass::fp16_state ? fmt::format(" (at scale {:.3g})", e.ulp_scaled) : "");
     }
@@ -118,6 +118,7 @@ nlohmann::json TensorReport::json() const {
   j["layer"] = where.layer;
   j["tensor"] = where.tensor;
   j["where"] = where.text();
+  j["sides"] = {{"ref", where.ref_side}, {"got", where.got_side}};  // what "ref" and "got" below are
   j["class"] = to_string(cls);
   j["limits"] = {{"atol", num(tol.atol)}, {"rtol", num(tol.rtol)}, {"max_ulp", num(tol.max_ulp)},
                  {"max_nrmse", num(tol.max_nrmse)}, {"cond", num(tol.cond)}};

@@ -153,6 +153,8 @@ Lockstep::Step Lockstep::apply(const Op& op) {
   if (verdict.legal && !m.refused && !m.crashed) legality_.apply(op);
   cmp::StateReport report;
   cmp::Where base;
+  base.ref_side = model_->name();
+  base.got_side = sut_->name();
   base.op_index = index;
   base.op = name;
   if (!m.refused && !s.refused && !m.crashed && !s.crashed) {
@@ -231,6 +233,8 @@ Lockstep::Step Lockstep::finish() {
   };
   cmp::StateReport report;
   cmp::Where base;
+  base.ref_side = model_->name();
+  base.got_side = sut_->name();
   base.op_index = int(script_.size()) - 1;
   base.op = script_.empty() ? std::string("(start)") : to_string(script_.back()) + " (end of the case)";
   compare_live(base, true, report, fail);

@@ -202,6 +202,8 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
         if (!t.outputs[e] || t.op.seqs[e] == kPadRow) continue;
         evidence = true;
         cmp::Where w;
+        w.ref_side = "trace";
+        w.got_side = b.name();
         w.op_index = index;
         w.op = text;
         w.seq = t.op.seqs[e];
@@ -226,6 +228,8 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
         continue;
       }
       cmp::Where w;
+      w.ref_side = "trace";
+      w.got_side = b.name();
       w.op_index = index;
       w.op = text;
       w.seq = ts.seq;

@@ -170,10 +170,31 @@ TEST(compare_tensor, single_nan_fails_first_and_says_where) {
     EXPECT_NE(r.failure.find("(head 1, row 7, col 11)"), std::string::npos) << r.failure;
     EXPECT_FALSE(r.measured);
   }
-  // In the reference: an error of the reference, named as such.
-  const TensorReport rr = compare_tensor(got, ref, TolClass::fp32_state, Tolerances::defaults(), where_h());
+  // On the side judged against: an error of that side, named as such (Where names the sides).
+  Where w = where_h();
+  w.ref_side = "trace";
+  w.got_side = "cuda";
+  const TensorReport rr = compare_tensor(got, ref, TolClass::fp32_state, Tolerances::defaults(), w);
   EXPECT_FALSE(rr.pass);
-  EXPECT_NE(rr.failure.find("the reference"), std::string::npos) << rr.failure;
+  EXPECT_NE(rr.failure.find("in trace without the same value"), std::string::npos) << rr.failure;
+}
+
+// Reports say what each side is: "trace is all zero ... but cuda has ..." in replay, never the
+// bare "ref"/"got" that meant opposite things on one screen (issue 14, item 1).
+TEST(compare_tensor, the_sides_are_named_in_messages_reports_and_json) {
+  Where w = where_h();
+  w.ref_side = "trace";
+  w.got_side = "cuda";
+  const Tensor zero = Tensor::zeros(DType::f32, {2, 4, 4});
+  Tensor got = zero;
+  got.f32()[3] = 0.5f;
+  const TensorReport r = compare_tensor(zero, got, TolClass::fp32_state, Tolerances::defaults(), w, true);
+  EXPECT_FALSE(r.pass);
+  EXPECT_NE(r.failure.find("trace is all zero (an untouched field) but cuda has 1 non-zero element"), std::string::npos)
+      << r.failure;
+  EXPECT_NE(r.text().find(": trace 0 [0x00000000] cuda 0.5 [0x3f000000]"), std::string::npos) << r.text();
+  EXPECT_EQ(r.json().at("sides").at("ref"), "trace");
+  EXPECT_EQ(r.json().at("sides").at("got"), "cuda");
 }
 
 TEST(compare_tensor, single_inf_in_f16) {
@@ -208,7 +229,7 @@ TEST(compare_tensor, the_same_inf_on_both_sides_is_matched_a_different_one_is_no
   got.f16()[5] = 0x7bff;  // 65504: finite where the reference overflowed
   r = compare_tensor(ref, got, TolClass::fp16_state, Tolerances::defaults(), where_h());
   EXPECT_FALSE(r.pass);
-  EXPECT_NE(r.failure.find("the reference"), std::string::npos) << r.failure;
+  EXPECT_NE(r.failure.find("in ref without the same value"), std::string::npos) << r.failure;
   // NaN against NaN in an output (a step on inf state) is matched too; finite elements still judged
   Tensor o = random_f32({1, 2, 8}, seed), og = o;
   o.f32()[3] = og.f32()[3] = std::nanf("");
