@@ -27,6 +27,10 @@ const char* branch_name(Branch b) {
 
 void count_branch(Branch b) { ++g_counts[size_t(b)]; }
 
+void add_branch_counts(const std::array<int64_t, kBranches>& counts) {
+  for (size_t i = 0; i < counts.size(); ++i) g_counts[i] += counts[i];
+}
+
 std::array<int64_t, kBranches> take_branch_counts() {
   const auto out = g_counts;
   g_counts.fill(0);

@@ -22,6 +22,7 @@ const char* branch_name(Branch b);  // "softplus threshold", ...
 
 void count_branch(Branch b);
 std::array<int64_t, kBranches> take_branch_counts();  // this thread's counts since the last take
+void add_branch_counts(const std::array<int64_t, kBranches>& counts);  // onto this thread's
 
 // The FP32 -> FP16 converter (round to nearest even, no saturation), counting overflow to inf.
 uint16_t convert_to_half(float f);

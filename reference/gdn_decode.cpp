@@ -2,13 +2,14 @@
 // In f16 mode a decode on FP32 h converts it first (to_f16 on the first decode step).
 // Counterpart: cuda/gdn_decode.cu.
 #include "reference/gdn_math.h"
+#include "reference/layer_parallel.h"
 #include "reference/reference_backend.h"
 
 namespace ssm::ref {
 
 void ReferenceBackend::step(int slot, const StepInputs& in, int row, StepOutputs& out) {
   Slot& s = slots_[size_t(slot)];
-  for (size_t l = 0; l < s.layers.size(); ++l) {
+  for_each_layer(model_.spec.layers, [&](size_t l) {
     const LayerSpec& ls = model_.spec.layers[l];
     const LayerRows& r = in.layers[l];
     const size_t t = size_t(row);
@@ -17,7 +18,7 @@ void ReferenceBackend::step(int slot, const StepInputs& in, int row, StepOutputs
              r.a.data() + t * size_t(ls.nv), r.b.data() + t * size_t(ls.nv), r.z.data() + t * size_t(ls.out_dim()),
              out.layers[l].data() + t * size_t(ls.out_dim()), out.condition[l].data() + t * size_t(ls.out_dim()),
              &L.h.cond);
-  }
+  });
 }
 
 std::vector<StepOutputs> ReferenceBackend::decode(const std::vector<int>& slots,

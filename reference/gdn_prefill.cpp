@@ -4,6 +4,7 @@
 // Counterpart: cuda/gdn_decode.cu (the row kernel over T rows), cuda/engine.cpp (widen/narrow).
 #include "reference/branches.h"
 #include "reference/gdn_math.h"
+#include "reference/layer_parallel.h"
 #include "reference/reference_backend.h"
 
 namespace ssm::ref {
@@ -21,7 +22,8 @@ StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
   const HMode mode = contract_.pool().h_mode;
   Slot& s = slots_[size_t(slot)];
   StepOutputs out = empty_outputs(model_.spec, in.rows);
-  for (size_t l = 0; l < s.layers.size(); ++l) {
+  std::vector<Tensor> works(s.layers.size());  // each layer's FP32 result (layers may run on several threads)
+  for_each_layer(model_.spec.layers, [&](size_t l) {
     const LayerSpec& ls = model_.spec.layers[l];
     LayerSlot& L = s.layers[l];
     Tensor work = L.h.value.dtype() == DType::f16 ? widen(L.h.value) : L.h.value;  // FP32 working h
@@ -33,6 +35,12 @@ StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
                r.z.data() + tt * size_t(ls.out_dim()), out.layers[l].data() + tt * size_t(ls.out_dim()),
                out.condition[l].data() + tt * size_t(ls.out_dim()), &L.h.cond);
     }
+    works[l] = std::move(work);
+  });
+  for (size_t l = 0; l < s.layers.size(); ++l) {  // in layer order: the stage is shared
+    const LayerSpec& ls = model_.spec.layers[l];
+    LayerSlot& L = s.layers[l];
+    Tensor& work = works[l];
     if (mode == HMode::f16_pool) {
       // the stage holds this layer's FP32 result until the next layer widens into it
       std::copy(work.f32(), work.f32() + work.size(), s.stage.f32());

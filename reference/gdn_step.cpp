@@ -4,6 +4,7 @@
 
 #include "reference/branches.h"
 #include "reference/gdn_math.h"
+#include "reference/layer_parallel.h"
 
 namespace ssm::ref {
 
@@ -48,7 +49,8 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
   const VecD y = conv_update(s, w, window, x, carry ? &yerr : nullptr);  // [conv_dim]: Q | K | V
   const Gates gt = gates(s, w, a, b);
   const double qscale = 1.0 / std::sqrt(double(s.kd));
-  for (int vh = 0; vh < s.nv; ++vh) {
+  parallel_parts(s.nv, heads_in_parallel(s), [&](size_t head) {  // heads are independent
+    const int vh = int(head);
     const int kh = vh / s.heads_per_key();
     const VecD q = y.segment(Eigen::Index(kh) * s.kd, s.kd);
     const VecD k = y.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd);
@@ -70,7 +72,7 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
       const VecD c = output_norm_condition(s, w, o, S, z + size_t(vh) * size_t(s.vd));
       for (int j = 0; j < s.vd; ++j) cond[size_t(vh) * size_t(s.vd) + size_t(j)] = float(c[j]);
     }
-  }
+  });
 }
 
 StateCondition fresh_state_condition(const LayerSpec& s) {

@@ -1,0 +1,80 @@
+// The reference on several threads (reference/layer_parallel.h: layers, or the heads of a layer,
+// in parallel) gives the same bits and the same branch counts as on one thread, in every h mode,
+// on both paths (heads in parallel: 2 big layers; layers in parallel: more layers than threads).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include "core/runner.h"
+#include "fixtures/generators.h"
+#include "reference/branches.h"
+#include "reference/reference_backend.h"
+
+namespace ssm {
+namespace {
+
+struct Outcome {
+  std::vector<SequenceState> states;
+  std::vector<std::vector<StepOutputs>> outputs;
+  std::array<int64_t, ref::kBranches> branches{};
+};
+
+Outcome run(int threads, const ModelSpec& spec, HMode mode, const std::string& ops) {
+  omp_set_num_threads(threads);
+  GenConfig g;
+  g.seed = 5;
+  g.value_scale = 3000;  // FP16 stores clamp: branch counts to gather
+  g.extreme_gates = true;
+  PoolConfig pool;
+  pool.h_mode = mode;
+  ref::ReferenceBackend b;
+  b.create_pool(make_model(spec, g), pool);
+  Runner r(b, input_source(spec, g));
+  Outcome o;
+  (void)ref::take_branch_counts();
+  const auto script = parse_script(ops);
+  for (size_t i = 0; i < script.size(); ++i) {
+    const OpResult res = r.run(script[i], int(i));
+    o.outputs.push_back(res.outputs);
+    o.states.push_back(b.export_state(r.slot_of(0)));
+  }
+  o.branches = ref::take_branch_counts();
+  return o;
+}
+
+void expect_same(const Outcome& a, const Outcome& b) {
+  ASSERT_EQ(a.states.size(), b.states.size());
+  for (size_t i = 0; i < a.states.size(); ++i)
+    for (size_t l = 0; l < a.states[i].layers.size(); ++l) {
+      EXPECT_TRUE(a.states[i].layers[l].h.bit_equal(b.states[i].layers[l].h)) << "op " << i << " layer " << l;
+      EXPECT_TRUE(a.states[i].layers[l].conv.bit_equal(b.states[i].layers[l].conv)) << "op " << i << " layer " << l;
+      ASSERT_EQ(a.states[i].layers[l].h_intermediates.size(), b.states[i].layers[l].h_intermediates.size());
+      for (size_t t = 0; t < a.states[i].layers[l].h_intermediates.size(); ++t)
+        EXPECT_TRUE(a.states[i].layers[l].h_intermediates[t].bit_equal(b.states[i].layers[l].h_intermediates[t]));
+      EXPECT_TRUE(a.states[i].layers[l].condition.h->bit_equal(*b.states[i].layers[l].condition.h));
+    }
+  for (size_t i = 0; i < a.outputs.size(); ++i)
+    for (size_t e = 0; e < a.outputs[i].size(); ++e) EXPECT_EQ(a.outputs[i][e].layers, b.outputs[i][e].layers) << "op " << i;
+  EXPECT_EQ(a.branches, b.branches) << "branch counts differ: campaigns would see another coverage";
+}
+
+const char* kOps = "alloc; prefill 6; verify 4; commit 2 4; decode; checkpoint; decode; rollback 0; decode";
+
+TEST(ReferenceThreads, HeadsInParallelGiveTheSameBitsAndCounts) {
+  const ModelSpec spec = make_preset("qwen3-next-80b", 2);  // 2 big layers: each layer's heads in parallel
+  for (HMode mode : {HMode::f32, HMode::f16, HMode::f16_pool}) {
+    SCOPED_TRACE(to_string(mode));
+    const Outcome one = run(1, spec, mode, kOps);
+    EXPECT_GT(one.branches[size_t(ref::Branch::softplus_threshold)], 0);
+    expect_same(one, run(4, spec, mode, kOps));
+  }
+}
+
+TEST(ReferenceThreads, LayersInParallelGiveTheSameBitsAndCounts) {
+  const ModelSpec spec = make_preset("qwen3-next-80b", 5);  // 5 layers >= 4 threads: layers in parallel
+  const Outcome one = run(1, spec, HMode::f16_pool, kOps);
+  expect_same(one, run(4, spec, HMode::f16_pool, kOps));
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+}  // namespace
+}  // namespace ssm
