@@ -5,7 +5,7 @@
 //   (no host buffer to keep alive, so async copies need no staging); block 256 threads;
 //   X = blocks per descriptor, sized from the largest one and capped at 512. Each descriptor's
 //   bytes are grid-strided over its X blocks.
-// Counterpart: reference/gdn_checkpoint.cpp, gdn_rollback.cpp, gdn_commit.cpp, snapshot.cpp.
+// Counterpart: reference/checkpoint.cpp, rollback.cpp, commit.cpp, snapshot.cpp.
 #include <algorithm>
 #include <cstdint>
 

@@ -7,10 +7,6 @@
 
 namespace ssm::cuda {
 
-namespace {
-PoolFamily pool_family(Family f) { return static_cast<PoolFamily>(static_cast<int>(f)); }
-}  // namespace
-
 CudaBackend::CudaBackend() : e_(std::make_unique<Engine>()) {}
 CudaBackend::~CudaBackend() = default;
 
@@ -35,10 +31,10 @@ SequenceState CudaBackend::export_state(int slot) { return e_->export_state(slot
 const Contract& CudaBackend::contract() const { return e_->contract(); }
 
 std::string CudaBackend::check_guards() { return e_->check_guards(); }
-std::vector<uint8_t> CudaBackend::read_family(int layer, Family f) { return e_->read_family(layer, pool_family(f)); }
-size_t CudaBackend::family_pitch(int layer, Family f) const { return e_->pool().pitch(layer, pool_family(f)); }
-size_t CudaBackend::family_offset(int layer, Family f, int slot, int t) const {
-  return e_->pool().offset(layer, pool_family(f), slot, t);
+std::vector<uint8_t> CudaBackend::read_family(int layer, PoolFamily f) { return e_->read_family(layer, f); }
+size_t CudaBackend::family_pitch(int layer, PoolFamily f) const { return e_->pool().pitch(layer, f); }
+size_t CudaBackend::family_offset(int layer, PoolFamily f, int slot, int t) const {
+  return e_->pool().offset(layer, f, slot, t);
 }
 bool CudaBackend::async_pending(int slot) const { return e_->async_pending(slot); }
 bool CudaBackend::pause_async_copies(bool on) {

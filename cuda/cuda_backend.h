@@ -9,16 +9,11 @@
 
 #include "core/backend.h"
 #include "core/contract.h"
+#include "cuda/pool_family.h"
 
 namespace ssm::cuda {
 
 class Engine;
-
-// Allocation families of the pool (one allocation per layer and family), for the test hooks.
-enum class Family {
-  h, conv, h_checkpoint, conv_checkpoint, h_intermediates, conv_intermediates,
-  snapshot_h, snapshot_conv, stage
-};
 
 class CudaBackend : public Backend {
  public:
@@ -46,9 +41,9 @@ class CudaBackend : public Backend {
   // Test hooks. Each waits for the device first.
   std::string check_guards();  // "" when every guard band of every device allocation is intact
   // Bytes of one layer's allocation of a family (guards excluded; stage ignores the layer).
-  std::vector<uint8_t> read_family(int layer, Family f);
-  size_t family_pitch(int layer, Family f) const;                        // bytes per slot / entry
-  size_t family_offset(int layer, Family f, int slot, int t = 0) const;  // slot's bytes in the family
+  std::vector<uint8_t> read_family(int layer, PoolFamily f);
+  size_t family_pitch(int layer, PoolFamily f) const;                        // bytes per slot / entry
+  size_t family_offset(int layer, PoolFamily f, int slot, int t = 0) const;  // slot's bytes in the family
   bool async_pending(int slot) const override;
   bool pause_async_copies(bool on) override;
   void synchronize();

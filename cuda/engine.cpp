@@ -11,7 +11,7 @@
 #include "cuda/gdn_conv.h"
 #include "cuda/gdn_decode.h"
 #include "cuda/gdn_output_norm.h"
-#include "cuda/gdn_to_f16.h"
+#include "cuda/to_f16.h"
 #include "cuda/gdn_verify_wy.h"
 #include "cuda/mutant_bits.h"
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "cuda/pool_family.h"
 
 namespace ssm::cuda {
 
@@ -35,11 +36,6 @@ class DeviceBuffer {
   char* base_ = nullptr;
   size_t bytes_ = 0;
   std::string name_;
-};
-
-enum class PoolFamily {
-  h, conv, h_checkpoint, conv_checkpoint, h_intermediates, conv_intermediates,
-  snapshot_h, snapshot_conv, stage
 };
 
 struct LayerPool {

@@ -13,25 +13,25 @@
 namespace ssm::test {
 namespace {
 
-using cuda::Family;
+using cuda::PoolFamily;
 
 class PoolGpu : public GpuTest {};
 
 struct Range { size_t begin, end; };
 
 // Byte ranges of `slot` (and of the dummy slot and snapshot `snap`) inside one family.
-std::vector<Range> allowed(const cuda::CudaBackend& cb, const PoolConfig& pool, int l, Family f, int slot, int snap) {
+std::vector<Range> allowed(const cuda::CudaBackend& cb, const PoolConfig& pool, int l, PoolFamily f, int slot, int snap) {
   std::vector<Range> v;
   const size_t p = cb.family_pitch(l, f);
   for (int s : {slot, pool.max_slots}) {
     switch (f) {
-      case Family::h_intermediates:
+      case PoolFamily::h_intermediates:
         v.push_back({cb.family_offset(l, f, s, 0), cb.family_offset(l, f, s, 0) + p * size_t(pool.capacity(s))});
         break;
-      case Family::conv_intermediates:
+      case PoolFamily::conv_intermediates:
         v.push_back({cb.family_offset(l, f, s, 0), cb.family_offset(l, f, s, 0) + p * size_t(pool.conv_capacity)});
         break;
-      case Family::snapshot_h: case Family::snapshot_conv:
+      case PoolFamily::snapshot_h: case PoolFamily::snapshot_conv:
         v.push_back({size_t(snap) * p, size_t(snap + 1) * p});
         break;
       default:
@@ -41,9 +41,9 @@ std::vector<Range> allowed(const cuda::CudaBackend& cb, const PoolConfig& pool, 
   return v;
 }
 
-const Family kFamilies[] = {Family::h, Family::conv, Family::h_checkpoint, Family::conv_checkpoint,
-                            Family::h_intermediates, Family::conv_intermediates, Family::snapshot_h,
-                            Family::snapshot_conv, Family::stage};
+const PoolFamily kFamilies[] = {PoolFamily::h, PoolFamily::conv, PoolFamily::h_checkpoint, PoolFamily::conv_checkpoint,
+                            PoolFamily::h_intermediates, PoolFamily::conv_intermediates, PoolFamily::snapshot_h,
+                            PoolFamily::snapshot_conv, PoolFamily::stage};
 
 // A new buffer is zero before any stream writes it. cudaMemset runs on the legacy stream and the
 // engine's streams are non-blocking: when every SM was busy (another process sharing the GPU), the
@@ -95,7 +95,7 @@ TEST_F(PoolGpu, UntouchedSlotsAndGuardBands) {
     const int target = slots[1];
     std::map<std::pair<int, int>, std::vector<uint8_t>> before;
     for (int l = 0; l < int(spec.layers.size()); ++l)
-      for (Family f : kFamilies) before[{l, int(f)}] = cb.read_family(l, f);
+      for (PoolFamily f : kFamilies) before[{l, int(f)}] = cb.read_family(l, f);
 
     auto in = [&](int op, int rows) { return make_inputs(spec, c.gen(), op, 1, 0, rows); };
     cb.decode({target}, {in(2, 1)});
@@ -112,7 +112,7 @@ TEST_F(PoolGpu, UntouchedSlotsAndGuardBands) {
     cb.verify({target, kPadRow}, 2, VerifyArm::wy, {in(9, 2), in(10, 2)});
 
     for (int l = 0; l < int(spec.layers.size()); ++l)
-      for (Family f : kFamilies) {
+      for (PoolFamily f : kFamilies) {
         const std::vector<uint8_t>& b = before[{l, int(f)}];
         const std::vector<uint8_t> a = cb.read_family(l, f);
         ASSERT_EQ(a.size(), b.size());

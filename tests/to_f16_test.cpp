@@ -1,4 +1,4 @@
-// reference/gdn_to_f16.cpp and the FP16 store rules of STATE-MODEL section 6.
+// reference/to_f16.cpp and the FP16 store rules of STATE-MODEL section 6.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // Reference to_f16: convert FP32 h of every layer to FP16 with the converter (round to
-// nearest even, no saturation), out of place, and set h_is_f16. Counterpart: cuda/gdn_to_f16.cu.
+// nearest even, no saturation), out of place, and set h_is_f16. Counterpart: cuda/to_f16.cu.
 #include "reference/branches.h"
 #include "reference/reference_backend.h"
 

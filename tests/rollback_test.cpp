@@ -1,4 +1,4 @@
-// reference/gdn_rollback.cpp, gdn_checkpoint.cpp, gdn_commit.cpp: restores are bit-exact.
+// reference/rollback.cpp, checkpoint.cpp, commit.cpp: restores are bit-exact.
 #include <gtest/gtest.h>
 
 #include "tests/support/ref_harness.h"

@@ -1,4 +1,4 @@
-// Launchers of the FP32 <-> FP16 state converters (cuda/gdn_to_f16.cu). Out of place: src and
+// Launchers of the FP32 <-> FP16 state converters (cuda/to_f16.cu). Out of place: src and
 // dst must not overlap.
 #pragma once
 #include <cuda_runtime_api.h>
