@@ -149,7 +149,7 @@ void add_record_command(CLI::App& app, int* rc) {
   f->opt.add_to(cmd);
   cmd->add_option("--ops", f->ops, "op script (or @FILE), e.g. 'alloc; prefill 17; checkpoint; verify 4; commit 2 4; decode'")
       ->required();
-  cmd->add_option("-o,--out", f->out, "trace file to write")->required();
+  cmd->add_option("-o,--output", f->out, "trace file to write")->required();
   cmd->add_option("--states", f->states, "after which ops to record states: all, none, last, or op indexes '3,5'")
       ->capture_default_str();
   cmd->add_option("--state-layers", f->state_layers, "which layers a recorded state holds: all or a list '0,2'")
