@@ -17,6 +17,17 @@
 namespace ssm::fuzz {
 
 namespace {
+// "a b  c" -> {"a", "b", "c"}: flags as separate arguments (the case flags have no spaces inside).
+std::vector<std::string> split_flags(const std::string& s) {
+  std::vector<std::string> v;
+  size_t i = 0;
+  while (i < s.size()) {
+    const size_t j = std::min(s.find(' ', i), s.size());
+    if (j > i) v.push_back(s.substr(i, j - i));
+    i = j + 1;
+  }
+  return v;
+}
 
 struct RcModel {
   OpModel m;
@@ -364,6 +375,14 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
       result.report = ctx.report;
       result.rerun = fmt::format("ssmcheck check {} --backend {}{} --ops '{}'", result.case_flags, o.backend_label,
                                  o.pause_async ? " --pause-async" : "", result.script);
+      if (o.backend_label.rfind("python:", 0) == 0) {  // served by the Python bridge: rerun through it
+        std::string args;
+        for (const std::string& a : split_flags(fmt::format("check {} --backend {}{}", result.case_flags,
+                                                            o.backend_label, o.pause_async ? " --pause-async" : "")))
+          args += fmt::format("\"{}\", ", a);
+        result.rerun = fmt::format("ssmcheck.run([{}\"--ops\", \"{}\"], YourClass)  (python/ssmcheck)", args,
+                                   result.script);
+      }
     } else if (r.match(gave_up)) {
       result.gave_up = true;
       result.message = gave_up.description;

@@ -102,6 +102,8 @@ def main():
         script = [l for l in text.splitlines() if l.strip().startswith("script:")]
         check(rc == 1 and script and "commit" in script[0] and script[0].count(";") <= 3,
               "the commit_keeps_live fault is caught and shrunk: %s (rc %d)" % (script[0].strip() if script else "no script", rc))
+        check('rerun:  ssmcheck.run(["check", ' in text and '"--backend", "python:numpy-gdn,fault=commit_keeps_live"' in text,
+              "the rerun line of a python: backend goes through ssmcheck.run")
 
         rc, text = run(["check", "--h-mode", "f32", "--ops", "alloc; decode", "--backend", "python:boom"], Boom, tmp, "boom")
         check(rc == 1 and "ZeroDivisionError: boom in decode" in text, "a Python exception is a divergence naming it (rc %d)" % rc)
