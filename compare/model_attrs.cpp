@@ -68,8 +68,10 @@ LayerSpec read_layer_spec_attrs(const CheckedReader<E>& r, hid_t g, const std::s
   s.vd = int(r.int_attr(g, lp, "vd", 1, kMaxDim));
   s.d_conv = int(r.int_attr(g, lp, "d_conv", 1, kMaxDim));
   s.conv_bias = r.int_attr(g, lp, "conv_bias", 0, 1) != 0;
-  const std::string gate = output_gate_optional ? r.opt_str_attr(g, lp, "output_gate") : r.str_attr(g, lp, "output_gate");
-  if (gate == "silu" || (output_gate_optional && gate.empty())) s.output_gate = OutputGate::silu;
+  // optional in traces: absent means silu; present, it must name a gate (an empty string does not)
+  const bool absent = output_gate_optional && !r.guard(lp, [&] { return h5::attr_exists(g, "output_gate"); });
+  const std::string gate = absent ? "silu" : r.str_attr(g, lp, "output_gate");
+  if (gate == "silu") s.output_gate = OutputGate::silu;
   else if (gate == "sigmoid") s.output_gate = OutputGate::sigmoid;
   else throw E(r.file(), lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
   const double eps = r.guard(lp + "@eps", [&] { return h5::read_attr_float(g, "eps"); });

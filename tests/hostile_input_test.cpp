@@ -110,6 +110,43 @@ TEST(HostileInput, CorruptedTracesAndDumpsAreRefusedNeverCrash) {
   EXPECT_GT(t.refused, 0);
 }
 
+// Structure-aware corruptions (tests/support/corrupt_h5.py, h5py): every attribute deleted or set
+// to a huge, negative, NaN or wrongly typed value, every dataset deleted, reshaped, retyped or
+// filled with NaN; a seeded sample of them for a trace and a dump.
+void structured_campaign(const std::string& good, const std::string& cmd_prefix, int max, uint64_t seed, Tally& t) {
+  TempDir dir("ssmcheck-structured");
+  const Shell gen = sh("/usr/bin/python3 " + std::string(SSMCHECK_SOURCE_DIR) + "/tests/support/corrupt_h5.py " + q(good) +
+                       " " + q(dir.path()) + " " + std::to_string(seed) + " " + std::to_string(max));
+  ASSERT_EQ(gen.code, 0) << gen.out;
+  std::ifstream manifest(dir.file("manifest.tsv"));
+  std::string line;
+  int n = 0;
+  while (std::getline(manifest, line)) {
+    const std::string file = line.substr(0, line.find('\t')), what = line.substr(line.find('\t') + 1);
+    judge(cmd_prefix + " " + q(dir.file(file)), file, what, t);
+    ++n;
+  }
+  EXPECT_GE(n, max / 2) << "few corruptions were generated: " << gen.out;
+}
+
+TEST(HostileInput, StructureAwareCorruptionsAreRefusedNeverCrash) {
+  if (sh("/usr/bin/python3 -c 'import h5py, numpy'").code != 0)
+    GTEST_SKIP() << "python3-h5py / python3-numpy not installed (scripts/deps.sh installs them)";
+  const uint64_t seed = test::campaign_seed(15);
+  TempDir dir("ssmcheck-structured-src");
+  const std::string trace = dir.file("t.h5"), dump = dir.file("d.h5");
+  const std::string script = "'alloc; prefill 3; checkpoint; verify 3; commit 2 3'";
+  ASSERT_EQ(sh(kBin + " record --preset tiny --layers 1 --states all --outputs --ops " + script + " -o " + q(trace)).code, 0);
+  ASSERT_EQ(sh(kBin + " dump --preset tiny --layers 1 --ops " + script + " -o " + q(dump)).code, 0);
+  Tally t;
+  const int max = int(test::env_u64("SSMCHECK_CASES", 200));
+  structured_campaign(trace, kBin + " replay", max, seed, t);
+  structured_campaign(dump, kBin + " diff " + q(dump), max / 2, seed + 1, t);
+  std::printf("structure-aware corruptions: %s\n", t.text().c_str());
+  EXPECT_GE(t.cases, 150);
+  EXPECT_GT(t.refused, t.cases / 2) << "most structural damage must be refused";
+}
+
 TEST(HostileInput, MalformedScriptsAndFlagsAreExitTwoWithTheReason) {
   const std::string run = kBin + " run --preset tiny --layers 1 ";
   const std::vector<std::pair<std::string, std::string>> cases = {

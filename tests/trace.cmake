@@ -35,5 +35,6 @@ endif()
 ssmcheck_test(hostile_input_test LABEL cpu TIMEOUT 600
   SOURCES hostile_input_test.cpp
   LIBS ssmcheck_compare)
-target_compile_definitions(hostile_input_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>")
+target_compile_definitions(hostile_input_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
+  SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 add_dependencies(hostile_input_test ssmcheck)
