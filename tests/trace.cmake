@@ -38,3 +38,10 @@ ssmcheck_test(hostile_input_test LABEL cpu TIMEOUT 600
 target_compile_definitions(hostile_input_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
   SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 add_dependencies(hostile_input_test ssmcheck)
+
+# libFuzzer on the op-script parser (scripts/fuzz.sh: clang, ASan/UBSan), bounded by a fixed
+# number of inputs and a fixed seed so the run is the same on any machine; skipped (exit 77)
+# where clang has no libFuzzer.
+add_test(NAME libfuzzer.op_script COMMAND ${PROJECT_SOURCE_DIR}/scripts/fuzz.sh 0 1)
+set_tests_properties(libfuzzer.op_script PROPERTIES LABELS cpu TIMEOUT 600 SKIP_RETURN_CODE 77
+  ENVIRONMENT "BUILD_DIR=${PROJECT_BINARY_DIR};FUZZ_RUNS=300000")
