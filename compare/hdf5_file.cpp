@@ -263,10 +263,8 @@ std::string printable(const std::string& s) {
 }
 }  // namespace
 
-std::string read_attr_string(hid_t loc, const std::string& name) {
-  return printable(read_attr_string_raw(loc, name));
-}
-
+namespace {
+// The bytes as stored (read_attr_string escapes them).
 std::string read_attr_string_raw(hid_t loc, const std::string& name) {
   Handle a = open_attr_of(loc, name, H5T_STRING, "one string");
   Handle ft(H5Aget_type(a), H5Tclose, "type of attribute " + name);
@@ -291,6 +289,12 @@ std::string read_attr_string_raw(hid_t loc, const std::string& name) {
   while (!buf.empty() && buf.back() == ' ') buf.pop_back();
   return buf;
 }
+}  // namespace
+
+std::string read_attr_string(hid_t loc, const std::string& name) {
+  return printable(read_attr_string_raw(loc, name));
+}
+
 
 int64_t read_attr_int(hid_t loc, const std::string& name) {
   return read_scalar_attr<int64_t>(loc, name, H5T_INTEGER, "one integer", H5T_NATIVE_INT64);

@@ -69,9 +69,8 @@ Handle open_group(hid_t loc, const std::string& name);
 Handle open_dataset(hid_t loc, const std::string& name);
 bool attr_exists(hid_t loc, const std::string& name);
 // Fixed or variable length. Untrusted text: invalid UTF-8 and control characters other than
-// newline and tab come back as "\xNN" (read_attr_string_raw: the bytes as stored).
+// newline and tab come back as "\xNN".
 std::string read_attr_string(hid_t loc, const std::string& name);
-std::string read_attr_string_raw(hid_t loc, const std::string& name);
 int64_t read_attr_int(hid_t loc, const std::string& name);         // any integer type
 uint64_t read_attr_u64(hid_t loc, const std::string& name);
 double read_attr_float(hid_t loc, const std::string& name);        // any float type
