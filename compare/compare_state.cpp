@@ -143,8 +143,9 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
                   a.condition.h_intermediates, b.condition.h_intermediates);
     intermediates(a.conv_intermediates, b.conv_intermediates, "conv_intermediate", false, {}, {});
   }
-  compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness,
-                   lineage.stage, opt_ptr(ref.h_prefill_stage_condition), opt_ptr(got.h_prefill_stage_condition));
+  if (!ref.prefill_stage_absent && !got.prefill_stage_absent)
+    compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness,
+                     lineage.stage, opt_ptr(ref.h_prefill_stage_condition), opt_ptr(got.h_prefill_stage_condition));
   return rep;
 }
 

@@ -145,9 +145,11 @@ void validate_sequence(const SequenceState& s, const std::string& file, const st
                    check_finite);
     }
   }
-  if (s.h_prefill_stage ? !pool16 : pool16 && !stage_optional)
+  if (s.h_prefill_stage ? !pool16 || s.prefill_stage_absent : pool16 && !stage_optional && !s.prefill_stage_absent)
     throw DumpError(file, sp + "/h_prefill_stage",
-                    pool16 ? "missing (h mode f16-pool has a staging blob)" : "present but h mode is not f16-pool");
+                    !pool16 ? "present but h mode is not f16-pool"
+                    : s.h_prefill_stage ? "present but the sequence says its implementation keeps none (prefill_stage_absent)"
+                                        : "missing (h mode f16-pool has a staging blob)");
   if (s.h_prefill_stage)
     check_tensor(file, sp + "/h_prefill_stage", *s.h_prefill_stage, {stage_elems(spec)}, 0, check_finite);
 }
@@ -268,6 +270,7 @@ void write_sequence_group(hid_t loc, const std::string& name, int seq, const Seq
     h5::Handle lg = h5::create_group(sg, "layer" + std::to_string(layers[j]));
     h5::write_attr_i64(lg, "h_is_f16", L.h_is_f16 ? 1 : 0);
     h5::write_attr_i64(lg, "intermediates", int64_t(L.h_intermediates.size()));
+    if (L.conv_oldest_column_absent) h5::write_attr_i64(lg, "conv_oldest_column_absent", 1);
     put_tensor(lg, "h", L.h, kLayoutH);
     put_tensor(lg, "conv", L.conv, kLayoutConv);
     if (L.h_checkpoint) put_tensor(lg, "h_checkpoint", *L.h_checkpoint, kLayoutH);
@@ -277,6 +280,7 @@ void write_sequence_group(hid_t loc, const std::string& name, int seq, const Seq
       put_stack(lg, "conv_intermediates", L.conv_intermediates, kLayoutConvInter);
     }
   }
+  if (state.prefill_stage_absent) h5::write_attr_i64(sg, "prefill_stage_absent", 1);
   if (state.h_prefill_stage) put_tensor(sg, "h_prefill_stage", *state.h_prefill_stage, kLayoutStage);
 }
 
@@ -412,6 +416,7 @@ class Reader : public CheckedReader<DumpError> {
     ds.seq = int(int_attr(sg, sp, "seq", INT32_MIN, INT32_MAX));
     ds.state.slot = int(int_attr(sg, sp, "slot", -1, INT32_MAX));
     ds.state.last_verify_k = int(int_attr(sg, sp, "last_verify_k", 0, kMaxK));
+    ds.state.prefill_stage_absent = has_attr(sg, sp, "prefill_stage_absent") && int_attr(sg, sp, "prefill_stage_absent", 0, 1);
     const int64_t n_inter = std::max(0, ds.state.last_verify_k - 1);
     for (int l : layers) {
       const LayerSpec& ls = spec.layers.at(size_t(l));
@@ -420,6 +425,8 @@ class Reader : public CheckedReader<DumpError> {
       h5::Handle lg = group(sg, sp, name);
       LayerState L;
       L.h_is_f16 = int_attr(lg, lp, "h_is_f16", 0, 1) != 0;
+      L.conv_oldest_column_absent =
+          has_attr(lg, lp, "conv_oldest_column_absent") && int_attr(lg, lp, "conv_oldest_column_absent", 0, 1);
       const int64_t n = int_attr(lg, lp, "intermediates", 0, kMaxK);
       if (n != n_inter)
         throw DumpError(file_, lp + "@intermediates",
@@ -444,7 +451,7 @@ class Reader : public CheckedReader<DumpError> {
       ds.state.layers.push_back(std::move(L));
     }
     Tensor st;
-    const bool required = mode == HMode::f16_pool && !stage_optional;
+    const bool required = mode == HMode::f16_pool && !stage_optional && !ds.state.prefill_stage_absent;
     if (tensor(sg, sp, "h_prefill_stage", {stage_elems(spec)}, 0, kLayoutStage, required, &st))
       ds.state.h_prefill_stage = std::move(st);
     return ds;

@@ -45,6 +45,9 @@ struct SequenceState {
   std::vector<LayerState> layers;
   std::optional<Tensor> h_prefill_stage;  // f16-pool only: [max nv*kd*vd over layers] f32
   std::optional<Tensor> h_prefill_stage_condition;  // optional: the stage's condition, element by element
+  // The implementation keeps no prefill staging blob (a plug-in's SSMP_NO_PREFILL_STAGE: FP16 state
+  // is widened in registers): h_prefill_stage is not compared (compare_state skips it).
+  bool prefill_stage_absent = false;
 };
 
 // Shapes of the fields of one layer.

@@ -379,7 +379,8 @@ const ssmp_plugin* python_plugin_table() {
                           uint32_t((hello.value("own_legality", false) ? SSMP_OWN_LEGALITY : 0) |
                                    (hello.value("bitwise", false) ? SSMP_BITWISE : 0) |
                                    (hello.value("conv_window", "d_conv") == "d_conv-1" ? SSMP_CONV_WINDOW_D_CONV_MINUS_1 : 0) |
-                                   (hello.value("h_layout", "nv,kd,vd") == "nv,vd,kd" ? SSMP_H_VD_KD : 0)),
+                                   (hello.value("h_layout", "nv,kd,vd") == "nv,vd,kd" ? SSMP_H_VD_KD : 0) |
+                                   (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE)),
                           create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
                           rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr};
     return &g_table;

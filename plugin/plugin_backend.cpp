@@ -98,7 +98,8 @@ std::string PluginLibrary::declared() const {
          ", legality: " + (own_legality() ? "its own (refusals compared)" : "ssmcheck's (sees legal ops only)") +
          ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes") +
          ", conv window: " + (short_conv_window() ? "d_conv-1 columns" : "d_conv columns") +
-         ", h: " + (h_vd_kd() ? "[nv][vd][kd]" : "[nv][kd][vd]");
+         ", h: " + (h_vd_kd() ? "[nv][vd][kd]" : "[nv][kd][vd]") +
+         (no_prefill_stage() ? ", no prefill staging blob" : "");
 }
 
 namespace {
@@ -118,11 +119,12 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
   for (const auto& [name, set] : required_members(*t))
     if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name);
   if (!missing.empty()) throw std::runtime_error(who + ": required members not set: " + missing);
-  const uint32_t known = SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_CONV_WINDOW_D_CONV_MINUS_1 | SSMP_H_VD_KD;
+  const uint32_t known =
+      SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_CONV_WINDOW_D_CONV_MINUS_1 | SSMP_H_VD_KD | SSMP_NO_PREFILL_STAGE;
   if (t->flags & ~known)
     throw std::runtime_error(who + ": unknown flags " + std::to_string(t->flags & ~known) + " (ABI " +
                              std::to_string(SSMP_ABI_VERSION) +
-                             " knows SSMP_OWN_LEGALITY, SSMP_BITWISE, SSMP_CONV_WINDOW_D_CONV_MINUS_1 and SSMP_H_VD_KD)");
+                             " knows SSMP_OWN_LEGALITY, SSMP_BITWISE, SSMP_CONV_WINDOW_D_CONV_MINUS_1, SSMP_H_VD_KD and SSMP_NO_PREFILL_STAGE)");
 }
 
 // Loaded files by absolute path, and in-process tables by their registered name.
@@ -472,8 +474,10 @@ SequenceState PluginBackend::export_state(int slot) {
   if (st.last_verify_k < 0 || st.last_verify_k > kMaxIntermediates)
     bad("says last_verify_k = " + std::to_string(st.last_verify_k));
   if (st.has_prefill_stage && stage_room_.empty()) bad("wrote a prefill stage outside f16-pool mode");
+  if (st.has_prefill_stage && lib_->no_prefill_stage()) bad("wrote a prefill stage but declares SSMP_NO_PREFILL_STAGE");
   SequenceState out;
   out.slot = slot;
+  out.prefill_stage_absent = lib_->no_prefill_stage();
   out.last_verify_k = st.last_verify_k;
   auto tensor = [](const void* p, bool f16, std::vector<int64_t> shape) {
     Tensor t = Tensor::zeros(f16 ? DType::f16 : DType::f32, std::move(shape));

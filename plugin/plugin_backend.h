@@ -34,6 +34,7 @@ struct PluginLibrary {
   bool bitwise() const { return table->flags & SSMP_BITWISE; }
   bool short_conv_window() const { return table->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1; }
   bool h_vd_kd() const { return table->flags & SSMP_H_VD_KD; }
+  bool no_prefill_stage() const { return table->flags & SSMP_NO_PREFILL_STAGE; }
   std::string declared() const;  // "name 'x', ABI 1, legality: its own, judged: bitwise"
 };
 

@@ -72,6 +72,10 @@ enum {
   SSMP_CONV_WINDOW_D_CONV_MINUS_1 = 1u << 2,
   /* h-like buffers are [nv][vd][kd], kd fastest (the transposed layout of some kernels). */
   SSMP_H_VD_KD = 1u << 3,
+  /* The engine keeps no FP32 prefill staging blob in f16-pool mode (it widens FP16 state in
+   * registers, as vLLM's and fla's kernels do): h_prefill_stage is not compared and export_state
+   * leaves has_prefill_stage 0. */
+  SSMP_NO_PREFILL_STAGE = 1u << 4,
 };
 
 /* One recurrent layer and its weights (FP32 host arrays, valid during create_pool only). */
@@ -145,7 +149,7 @@ typedef struct {
   uint32_t abi_version; /* SSMP_ABI_VERSION of the plug-in's header */
   uint32_t struct_size; /* sizeof(ssmp_plugin) of the plug-in's header */
   const char* name;     /* e.g. "my-engine 0.3 (GDN kernels)" */
-  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD) */
+  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE) */
 
   /* options: the key=value,... text after the path in --backend (possibly ""). NULL: failed. */
   void* (*create)(const char* options, ssmp_error* err);

@@ -83,12 +83,14 @@ void expect_same(const Dump& a, const Dump& b) {
     EXPECT_EQ(a.sequences[i].seq, b.sequences[i].seq);
     EXPECT_EQ(x.slot, y.slot);
     EXPECT_EQ(x.last_verify_k, y.last_verify_k);
+    EXPECT_EQ(x.prefill_stage_absent, y.prefill_stage_absent);
     expect_bit_equal(x.h_prefill_stage, y.h_prefill_stage, "stage");
     ASSERT_EQ(x.layers.size(), y.layers.size());
     for (size_t l = 0; l < x.layers.size(); ++l) {
       const LayerState& p = x.layers[l];
       const LayerState& r = y.layers[l];
       EXPECT_EQ(p.h_is_f16, r.h_is_f16);
+      EXPECT_EQ(p.conv_oldest_column_absent, r.conv_oldest_column_absent);
       EXPECT_TRUE(p.h.bit_equal(r.h)) << "h layer " << l;
       EXPECT_TRUE(p.conv.bit_equal(r.conv)) << "conv layer " << l;
       expect_bit_equal(p.h_checkpoint, r.h_checkpoint, "h_checkpoint");
@@ -121,6 +123,38 @@ TEST_P(compare_dump_modes, round_trip_is_bit_exact) {
 
 INSTANTIATE_TEST_SUITE_P(modes, compare_dump_modes, ::testing::Values(HMode::f32, HMode::f16, HMode::f16_pool),
                          [](const auto& info) { return std::string(info.param == HMode::f16_pool ? "f16_pool" : to_string(info.param)); });
+
+// A plug-in's conventions travel with its state: an f16-pool dump of an implementation with no
+// staging blob (SSMP_NO_PREFILL_STAGE) and a d_conv-1 window reads back as such; a stage it says it
+// does not keep, or a missing stage without the flag, is refused naming the object.
+TEST(compare_dump, convention_flags_round_trip) {
+  TempDir dir;
+  Dump d = make_dump("odd-d", HMode::f16_pool, 31, kOps);
+  for (DumpSequence& s : d.sequences) {
+    s.state.h_prefill_stage.reset();
+    s.state.prefill_stage_absent = true;
+    for (LayerState& L : s.state.layers) L.conv_oldest_column_absent = true;
+  }
+  write_dump(dir.file("a.h5"), d);
+  expect_same(d, read_dump(dir.file("a.h5")));
+  Dump bad = d;
+  bad.sequences[1].state.prefill_stage_absent = false;
+  try {
+    write_dump(dir.file("b.h5"), bad);
+    ADD_FAILURE() << "no DumpError";
+  } catch (const DumpError& e) {
+    EXPECT_EQ(e.object(), "/seq1/h_prefill_stage");
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+  }
+  bad = d;
+  bad.sequences[0].state.h_prefill_stage = make_dump("odd-d", HMode::f16_pool, 31, kOps).sequences[0].state.h_prefill_stage;
+  try {
+    write_dump(dir.file("c.h5"), bad);
+    ADD_FAILURE() << "no DumpError";
+  } catch (const DumpError& e) {
+    EXPECT_NE(std::string(e.what()).find("prefill_stage_absent"), std::string::npos) << e.what();
+  }
+}
 
 // Every finite half pattern (subnormals, -0, 65504) once, and random finite FP32 bit patterns
 // (denormals included): written and read back untouched.

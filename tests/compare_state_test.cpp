@@ -106,6 +106,22 @@ TEST(compare_state, a_d_conv_minus_1_window_is_compared_on_the_columns_it_keeps)
   EXPECT_FALSE(compare_state(a.state, got, Tolerances::defaults(), base()).pass());
 }
 
+// An implementation with no FP32 prefill staging blob (SSMP_NO_PREFILL_STAGE: vLLM's and fla's
+// kernels widen FP16 state in registers) is not compared on h_prefill_stage; every other field is.
+TEST(compare_state, no_prefill_stage_skips_the_stage_only) {
+  const uint64_t seed = 23;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const ScriptRun a = run_script("tiny", HMode::f16_pool, seed, kOps);
+  ASSERT_TRUE(a.state.h_prefill_stage.has_value());
+  SequenceState got = a.state;
+  got.h_prefill_stage.reset();
+  EXPECT_TRUE(has_failure(compare_state(a.state, got, Tolerances::defaults(), base()), "h_prefill_stage", -1));
+  got.prefill_stage_absent = true;
+  EXPECT_TRUE(compare_state(a.state, got, Tolerances::defaults(), base()).pass());
+  got.layers[0].h.f16()[3] = uint16_t(got.layers[0].h.f16()[3] ^ 0x4000);  // h is still compared
+  EXPECT_FALSE(compare_state(a.state, got, Tolerances::defaults(), base()).pass());
+}
+
 TEST(compare_state, f16_intermediate_ulps_classes_vs_bitwise) {
   const uint64_t seed = 23;
   SCOPED_TRACE("seed=" + std::to_string(seed));

@@ -1,0 +1,118 @@
+"""What the adapters of third-party GDN kernels share: importing the peer's code, options, the
+slot policy of the contract, the contract's gates and output norm in torch, and the command line.
+
+The adapters run on a GPU with torch; nothing here is imported by ssmcheck's CPU tests.
+"""
+import importlib
+import os
+import sys
+
+
+def import_peer(module, env, what):
+    """``module`` from an installed package, or from the directory named by $``env`` (put first
+    on sys.path). The error says which package and which variable."""
+    path = os.environ.get(env)
+    if path:
+        if not os.path.isdir(path):
+            raise ImportError("%s=%s is not a directory" % (env, path))
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise ImportError("%s: cannot import %s (%s); install it, or set %s to a directory that holds it "
+                          "(docs/plugins.md, 'Third-party kernels')" % (what, module, e, env)) from e
+
+
+def parse_options(text, allowed):
+    """'key=value,key=value' -> dict; a key not in ``allowed`` (a dict of key -> accepted values or
+    None for any) is an error naming the keys it knows."""
+    out = {}
+    for kv in (text or "").split(","):
+        if not kv:
+            continue
+        if "=" not in kv:
+            raise ValueError("option '%s' is not key=value" % kv)
+        k, v = kv.split("=", 1)
+        if k not in allowed:
+            raise ValueError("unknown option '%s' (known: %s)" % (k, ", ".join(sorted(allowed))))
+        if allowed[k] is not None and v not in allowed[k]:
+            raise ValueError("option %s=%s: expected one of %s" % (k, v, ", ".join(allowed[k])))
+        out[k] = v
+    return out
+
+
+class SlotPolicy:
+    """The contract's allocation: the smallest free slot with at least ``min_capacity`` h
+    intermediates, the lowest index among equals (docs/state-model.md, 'Transitions')."""
+
+    def __init__(self, capacities):
+        self.capacities = list(capacities)
+        self.claimed = [False] * len(self.capacities)
+
+    def alloc(self, min_capacity):
+        free = [i for i, c in enumerate(self.capacities) if not self.claimed[i] and c >= min_capacity]
+        if not free:
+            raise RuntimeError("no free slot with capacity %d (ssmcheck should have refused this op)" % min_capacity)
+        slot = min(free, key=lambda i: (self.capacities[i], i))
+        self.claimed[slot] = True
+        return slot
+
+    def release(self, slot):
+        self.claimed[slot] = False
+
+
+def contract_gates(torch, L, a, b):
+    """The contract's gates in FP64 (docs/state-model.md, 'One token', step 2), returned as the
+    log-space decay and beta the kernels take: g = clamp(exp(-exp(min(A_log, 20)) *
+    softplus(min(a + dt_bias, 20))), 1e-6, 1 - 1e-6), beta = sigmoid(b). a, b: [rows, nv]."""
+    x = a.double() + L.t_dt_bias.double()
+    dt = torch.log1p(torch.exp(torch.clamp(x, max=20.0)))
+    A = torch.exp(torch.clamp(L.t_A_log.double(), max=20.0))
+    g = torch.clamp(torch.exp(-A * dt), 1e-6, 1.0 - 1e-6)
+    return torch.log(g).float(), torch.sigmoid(b.double()).float()
+
+
+def gated_rms_norm(torch, L, o, z):
+    """The contract's output (step 4): o [rows, nv, vd] FP32 -> o / sqrt(mean(o^2) + eps) *
+    norm_w * gate(z) per value head, [rows, nv*vd]."""
+    rows = o.shape[0]
+    o = o.float()
+    r = torch.rsqrt((o * o).mean(dim=-1, keepdim=True) + L.eps)
+    zz = z.view(rows, L.nv, L.vd)
+    gate = torch.nn.functional.silu(zz) if L.output_gate == "silu" else torch.sigmoid(zz)
+    return (o * r * L.t_norm_w * gate).reshape(rows, L.out_dim)
+
+
+def to_device(torch, layers, device):
+    """Copies every layer's weights to the device once (attributes t_conv_w, t_conv_bias, t_A_log,
+    t_dt_bias, t_norm_w)."""
+    for L in layers:
+        L.t_conv_w = torch.from_numpy(L.conv_w.copy()).to(device).contiguous()  # [conv_dim][d_conv]
+        L.t_conv_bias = None if L.conv_bias is None else torch.from_numpy(L.conv_bias.copy()).to(device)
+        L.t_A_log = torch.from_numpy(L.A_log.copy()).to(device)
+        L.t_dt_bias = torch.from_numpy(L.dt_bias.copy()).to(device)
+        L.t_norm_w = torch.from_numpy(L.norm_w.copy()).to(device)
+
+
+def stack_inputs(torch, device, per_entry, l):
+    """Layer l's inputs of several entries, stacked row after row: x [N*T, conv_dim], a, b
+    [N*T, nv], z [N*T, nv*vd] on the device."""
+    def cat(key):
+        import numpy as np
+        return torch.from_numpy(np.concatenate([e[l][key] for e in per_entry], axis=0)).to(device)
+    return cat("x"), cat("a"), cat("b"), cat("z")
+
+
+def main(cls, default_name):
+    """``python3 -m ssmcheck.adapters.NAME SSMCHECK SUBCOMMAND [ARGS...]``: runs ssmcheck with this
+    adapter as ``--backend python:NAME`` (added when ARGS name no backend)."""
+    from ..bridge import run
+    if len(sys.argv) < 3:
+        sys.exit("usage: python3 -m ssmcheck.adapters.%s SSMCHECK SUBCOMMAND [ARGS...] "
+                 "(--backend python:%s is added; python:%s,key=value passes options)"
+                 % (default_name, default_name, default_name))
+    args = sys.argv[2:]
+    if "--backend" not in args:
+        args += ["--backend", "python:" + default_name]
+    sys.exit(run(args, cls, ssmcheck=sys.argv[1]))
