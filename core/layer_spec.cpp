@@ -9,6 +9,21 @@ namespace ssm {
 
 const char* to_string(LayerKind k) { return k == LayerKind::gdn ? "gdn" : "mamba2"; }
 const char* to_string(OutputGate g) { return g == OutputGate::silu ? "silu" : "sigmoid"; }
+const char* to_string(GateMath g) { return g == GateMath::clamped ? "clamped" : "torch"; }
+
+const char* to_string(F16Store f) { return f == F16Store::saturate ? "saturate" : "inf"; }
+
+F16Store parse_f16_store(const std::string& s) {
+  if (s == "saturate") return F16Store::saturate;
+  if (s == "inf") return F16Store::inf;
+  throw std::invalid_argument("f16 store '" + s + "': expected saturate or inf");
+}
+
+GateMath parse_gate_math(const std::string& s) {
+  if (s == "clamped") return GateMath::clamped;
+  if (s == "torch") return GateMath::torch;
+  throw std::invalid_argument("gates '" + s + "': expected clamped or torch");
+}
 
 std::string LayerSpec::name() const {
   if (kind == LayerKind::mamba2)
@@ -18,6 +33,8 @@ std::string LayerSpec::name() const {
                   std::to_string(kd) + ",vd=" + std::to_string(vd) + ",d_conv=" + std::to_string(d_conv);
   if (conv_bias) s += ",bias";
   if (output_gate != OutputGate::silu) s += std::string(",gate=") + to_string(output_gate);
+  if (gates != GateMath::clamped) s += std::string(",gates=") + to_string(gates);
+  if (f16_store != F16Store::saturate) s += std::string(",f16_store=") + to_string(f16_store);
   return s + ")";
 }
 

@@ -9,9 +9,26 @@ namespace ssm {
 
 enum class LayerKind { gdn, mamba2 };
 enum class OutputGate { silu, sigmoid };  // out *= silu(z) (Qwen) or sigmoid(z)
+// The gates' saturation (docs/state-model.md, "One token", step 2):
+// clamped: the contract's (the seed's engine): dt = softplus(min(x, 20)), A = exp(min(A_log, 20)),
+//          g = clamp(exp(-A dt), 1e-6, 1 - 1e-6);
+// torch:   Hugging Face transformers' Qwen3-Next, vLLM's fused_gdn_gating, fla's in-kernel gate:
+//          dt = x > 20 ? x : log(1 + exp(x)) (torch's softplus threshold), A = exp(A_log), g = exp(-A dt).
+// They agree wherever x <= 20, A_log <= 20 and 1e-6 <= g <= 1 - 1e-6.
+enum class GateMath { clamped, torch };
+// How a kernel stores FP16 state (docs/state-model.md, "FP16 h"):
+// saturate: the contract's (the seed's kernels): clamp to +-65504 first, NaN becomes -65504;
+// inf:      triton's and torch's conversion (vLLM's and fla's kernels): round to nearest even,
+//           overflow gives +-inf, NaN stays NaN.
+// They agree wherever |h| <= 65504. (The converter, to_f16 and the f16-pool narrow, is the same in both.)
+enum class F16Store { saturate, inf };
 
 const char* to_string(LayerKind k);
 const char* to_string(OutputGate g);
+const char* to_string(GateMath g);
+const char* to_string(F16Store f);
+GateMath parse_gate_math(const std::string& s);  // "clamped" / "torch"; throws std::invalid_argument
+F16Store parse_f16_store(const std::string& s);  // "saturate" / "inf"; throws std::invalid_argument
 
 constexpr int kMaxHeads = 65536;  // nk, nv (LayerSpec::validate; the file readers use the same bound)
 
@@ -22,6 +39,8 @@ struct LayerSpec {
   int d_conv = 4;
   bool conv_bias = false;
   OutputGate output_gate = OutputGate::silu;
+  GateMath gates = GateMath::clamped;
+  F16Store f16_store = F16Store::saturate;
   float eps = 1e-6f;  // rms_norm_eps of the output norm
   // Mamba-2 (reserved; no transitions implemented yet)
   int nh = 0, hp = 0, ns = 0, ng = 0;

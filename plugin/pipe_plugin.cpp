@@ -373,6 +373,12 @@ const ssmp_plugin* python_plugin_table() {
     const std::string layout = hello.value("h_layout", std::string("nv,kd,vd"));
     if (window != "d_conv" && window != "d_conv-1")
       throw std::runtime_error("the Python side declares conv_window '" + window + "' (expected d_conv or d_conv-1)");
+    const std::string gates = hello.value("gates", std::string("clamped"));
+    if (gates != "clamped" && gates != "torch")
+      throw std::runtime_error("the Python side declares gates '" + gates + "' (expected clamped or torch)");
+    const std::string store = hello.value("f16_store", std::string("saturate"));
+    if (store != "saturate" && store != "inf")
+      throw std::runtime_error("the Python side declares f16_store '" + store + "' (expected saturate or inf)");
     if (layout != "nv,kd,vd" && layout != "nv,vd,kd")
       throw std::runtime_error("the Python side declares h_layout '" + layout + "' (expected nv,kd,vd or nv,vd,kd)");
     g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_name.c_str(),
@@ -380,7 +386,9 @@ const ssmp_plugin* python_plugin_table() {
                                    (hello.value("bitwise", false) ? SSMP_BITWISE : 0) |
                                    (hello.value("conv_window", "d_conv") == "d_conv-1" ? SSMP_CONV_WINDOW_D_CONV_MINUS_1 : 0) |
                                    (hello.value("h_layout", "nv,kd,vd") == "nv,vd,kd" ? SSMP_H_VD_KD : 0) |
-                                   (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE)),
+                                   (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE) |
+                                   (hello.value("gates", "clamped") == "torch" ? SSMP_GATES_TORCH : 0) |
+                                   (hello.value("f16_store", "saturate") == "inf" ? SSMP_F16_STORE_INF : 0)),
                           create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
                           rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr};
     return &g_table;

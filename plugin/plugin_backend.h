@@ -35,6 +35,8 @@ struct PluginLibrary {
   bool short_conv_window() const { return table->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1; }
   bool h_vd_kd() const { return table->flags & SSMP_H_VD_KD; }
   bool no_prefill_stage() const { return table->flags & SSMP_NO_PREFILL_STAGE; }
+  bool torch_gates() const { return table->flags & SSMP_GATES_TORCH; }
+  bool f16_store_inf() const { return table->flags & SSMP_F16_STORE_INF; }
   std::string declared() const;  // "name 'x', ABI 1, legality: its own, judged: bitwise"
 };
 

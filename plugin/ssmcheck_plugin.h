@@ -76,6 +76,15 @@ enum {
    * registers, as vLLM's and fla's kernels do): h_prefill_stage is not compared and export_state
    * leaves has_prefill_stage 0. */
   SSMP_NO_PREFILL_STAGE = 1u << 4,
+  /* The plug-in's gates saturate as torch's do (Hugging Face transformers' Qwen3-Next, vLLM's
+   * fused_gdn_gating, fla): dt = x > 20 ? x : softplus(x), A = exp(A_log), g = exp(-A dt), no
+   * clamps. The model it is checked on then uses them (--gates torch) instead of the contract's
+   * clamped gates. */
+  SSMP_GATES_TORCH = 1u << 5,
+  /* The plug-in's kernels store FP16 state with triton's / torch's conversion (round to nearest
+   * even, overflow to inf, NaN stays NaN) instead of the contract's saturating store (clamp to
+   * +-65504, NaN -> -65504): the model it is checked on then does too (--f16-store inf). */
+  SSMP_F16_STORE_INF = 1u << 6,
 };
 
 /* One recurrent layer and its weights (FP32 host arrays, valid during create_pool only). */
@@ -149,7 +158,7 @@ typedef struct {
   uint32_t abi_version; /* SSMP_ABI_VERSION of the plug-in's header */
   uint32_t struct_size; /* sizeof(ssmp_plugin) of the plug-in's header */
   const char* name;     /* e.g. "my-engine 0.3 (GDN kernels)" */
-  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE) */
+  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF) */
 
   /* options: the key=value,... text after the path in --backend (possibly ""). NULL: failed. */
   void* (*create)(const char* options, ssmp_error* err);

@@ -43,6 +43,12 @@ uint16_t convert_to_half(float f) {
   return h;
 }
 
+uint16_t store_half_inf(float f) {
+  if (f != f) count_branch(Branch::f16_store_nan);
+  else if (std::fabs(f) > 65504.0f) count_branch(Branch::f16_store_clamp);
+  return float_to_half_rne(f);
+}
+
 uint16_t store_half(float f) {
   if (f != f) count_branch(Branch::f16_store_nan);
   else if (std::fabs(f) > 65504.0f) count_branch(Branch::f16_store_clamp);

@@ -28,5 +28,8 @@ void add_branch_counts(const std::array<int64_t, kBranches>& counts);  // onto t
 uint16_t convert_to_half(float f);
 // A kernel's store of FP16 state (clamped, NaN -> -65504), counting both branches.
 uint16_t store_half(float f);
+// The same store with torch's conversion (F16Store::inf): round to nearest even, overflow to inf;
+// counts the same branches.
+uint16_t store_half_inf(float f);
 
 }  // namespace ssm::ref

@@ -1,5 +1,7 @@
 // Reference gates: beta = sigmoid(b), dt = softplus(min(a + dt_bias, 20)),
-// A = exp(min(A_log, 20)), g = clamp(exp(-A dt), 1e-6, 1 - 1e-6). Counterpart: cuda/gdn_gates.cuh.
+// A = exp(min(A_log, 20)), g = clamp(exp(-A dt), 1e-6, 1 - 1e-6) (GateMath::clamped, the contract;
+// counterpart: cuda/gdn_gates.cuh), or torch's saturation (GateMath::torch: dt = x > 20 ? x :
+// softplus(x), A = exp(A_log), g = exp(-A dt); no CUDA counterpart).
 #include <algorithm>
 #include <cmath>
 
@@ -15,17 +17,19 @@ Gates gates(const LayerSpec& s, const LayerWeights& w, const float* a, const flo
     const double x = double(a[vh]) + double(w.dt_bias[size_t(vh)]), al = double(w.A_log[size_t(vh)]);
     if (x > 20.0) count_branch(Branch::softplus_threshold);
     if (al > 20.0) count_branch(Branch::alog_clamp);
-    const double dt = std::log1p(std::exp(std::min(x, 20.0)));
-    const double A = std::exp(std::min(al, 20.0));
+    const bool torch = s.gates == GateMath::torch;
+    const double dt = torch && x > 20.0 ? x : std::log1p(std::exp(std::min(x, 20.0)));
+    const double A = std::exp(torch ? al : std::min(al, 20.0));
     const double g = std::exp(-A * dt);
     if (g < 1e-6) count_branch(Branch::g_clamp_low);
     if (g > 1.0 - 1e-6) count_branch(Branch::g_clamp_high);
-    out.g[vh] = std::clamp(g, 1e-6, 1.0 - 1e-6);
+    out.g[vh] = torch ? g : std::clamp(g, 1e-6, 1.0 - 1e-6);
     // g's relative error per unit roundoff: x = a + dt_bias rounds, softplus amplifies that by its
-    // relative condition x sigmoid(x) / softplus(x), A dt adds a few roundings, and exp(-A dt)
-    // multiplies the relative error of A dt by |A dt| = |ln g|; a clamped g is a constant
+    // relative condition x sigmoid(x) / softplus(x) (1 where torch's softplus is x itself), A dt
+    // adds a few roundings, and exp(-A dt) multiplies the relative error of A dt by |A dt| =
+    // |ln g|; a clamped g is a constant
     const double xs = std::min(x, 20.0);
-    const double sp_cond = std::fabs(xs / (1.0 + std::exp(-xs))) / std::max(dt, 1e-300);
+    const double sp_cond = torch && x > 20.0 ? 1.0 : std::fabs(xs / (1.0 + std::exp(-xs))) / std::max(dt, 1e-300);
     out.g_cond[vh] = out.g[vh] == g ? 1.0 + A * dt * (sp_cond + 4.0) : 1.0;
   }
   return out;

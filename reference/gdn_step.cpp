@@ -18,7 +18,8 @@ MatD load_head(const LayerSpec& s, const Tensor& h, int vh) {
   return H;
 }
 
-// Stores one head: FP32 rounds to nearest; FP16 is a kernel store (clamp, NaN -> -65504).
+// Stores one head: FP32 rounds to nearest; FP16 is a kernel store (clamp, NaN -> -65504; or with
+// F16Store::inf torch's conversion: overflow to inf).
 // Returns the stored values widened back, which is what the output reads.
 MatD store_head(const LayerSpec& s, Tensor& h, int vh, const MatD& H) {
   MatD stored(s.kd, s.vd);
@@ -31,7 +32,7 @@ MatD store_head(const LayerSpec& s, Tensor& h, int vh, const MatD& H) {
         h.f32()[e] = f;
         stored(i, j) = f;
       } else {
-        h.f16()[e] = store_half(f);
+        h.f16()[e] = s.f16_store == F16Store::saturate ? store_half(f) : store_half_inf(f);
         stored(i, j) = half_to_float(h.f16()[e]);
       }
     }

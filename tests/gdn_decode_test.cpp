@@ -49,4 +49,42 @@ TEST_P(GdnDecode, OutputsAreFiniteAndNonZero) {
 
 INSTANTIATE_TEST_SUITE_P(Grid, GdnDecode, ref_grid(), ref_param_name);
 
+// FP16 state stores beyond 65504: the contract's saturating store gives +-65504 (0x7bff/0xfbff);
+// F16Store::inf (triton's and torch's conversion) gives +-inf at exactly those elements and the
+// same bits everywhere else.
+TEST(GdnDecodeF16Store, SaturateAndInfDifferOnlyWhereTheStoreOverflows) {
+  const uint64_t seed = 0;  // the case a vLLM campaign found (docs/plugins.md, "Third-party kernels")
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  GenConfig gen;
+  gen.seed = seed;
+  gen.decay = 0.1;
+  gen.value_scale = 2e5;  // max|h| ~ 0.7 x value_scale: past 65504 after one token
+  PoolConfig pool;
+  pool.h_mode = HMode::f16_pool;
+  std::vector<Tensor> h;
+  for (F16Store store : {F16Store::saturate, F16Store::inf}) {
+    ModelSpec spec = make_preset("odd-d");
+    for (LayerSpec& l : spec.layers) l.f16_store = store;
+    ref::ReferenceBackend b;
+    b.create_pool(make_model(spec, gen), pool);
+    b.alloc(0);
+    b.decode({0}, {make_inputs(spec, gen, 0, 0, 0, 1)});
+    for (const LayerState& L : b.export_state(0).layers) h.push_back(L.h);
+  }
+  ASSERT_EQ(h.size() % 2, 0u);
+  const size_t layers = h.size() / 2;
+  int overflowed = 0;
+  for (size_t l = 0; l < layers; ++l)
+    for (int64_t i = 0; i < h[l].size(); ++i) {
+      const uint16_t sat = h[l].f16()[i], inf = h[layers + l].f16()[i];
+      if ((sat & 0x7fff) == 0x7bff && (inf & 0x7fff) == 0x7c00) {
+        EXPECT_EQ(sat & 0x8000, inf & 0x8000) << "layer " << l << " element " << i;
+        ++overflowed;
+      } else {
+        EXPECT_EQ(sat, inf) << "layer " << l << " element " << i;
+      }
+    }
+  EXPECT_GT(overflowed, 0) << "no store overflowed: raise value_scale";
+}
+
 }  // namespace ssm::test

@@ -22,8 +22,9 @@ def silu(x):
         return x / (1.0 + np.exp(-x))
 
 
-def step(L, h, win, x, a, b, z):
-    """One token of one layer; h [nv][kd][vd] and win [conv_dim][d_conv] (float32) updated in place."""
+def step(L, h, win, x, a, b, z, gates="clamped"):
+    """One token of one layer; h [nv][kd][vd] and win [conv_dim][d_conv] (float32) updated in place.
+    gates: "clamped" (the contract's) or "torch" (softplus linear above 20, no clamps)."""
     win[:, :-1] = win[:, 1:]
     win[:, -1] = x
     acc = (L.conv_w.astype(np.float64) * win.astype(np.float64)).sum(axis=1)
@@ -38,9 +39,15 @@ def step(L, h, win, x, a, b, z):
     v = y[2 * nk * kd:].reshape(nv, vd)
     with np.errstate(over="ignore"):
         beta = 1.0 / (1.0 + np.exp(-b.astype(np.float64)))
-    dt = np.log1p(np.exp(np.minimum(a.astype(np.float64) + L.dt_bias, 20.0)))
-    A = np.exp(np.minimum(L.A_log.astype(np.float64), 20.0))
-    g = np.clip(np.exp(-A * dt), 1e-6, 1.0 - 1e-6)
+    xg = a.astype(np.float64) + L.dt_bias
+    if gates == "torch":
+        with np.errstate(over="ignore"):
+            dt = np.where(xg > 20.0, xg, np.log1p(np.exp(np.minimum(xg, 20.0))))
+            g = np.exp(-np.exp(L.A_log.astype(np.float64)) * dt)
+    else:
+        dt = np.log1p(np.exp(np.minimum(xg, 20.0)))
+        A = np.exp(np.minimum(L.A_log.astype(np.float64), 20.0))
+        g = np.clip(np.exp(-A * dt), 1e-6, 1.0 - 1e-6)
     H = h.astype(np.float64)
     vn = (v - g[:, None] * np.einsum("hkv,hk->hv", H, k)) * beta[:, None]
     H = g[:, None, None] * H + np.einsum("hk,hv->hkv", k, vn)
@@ -68,6 +75,7 @@ class NumpyGdn:
     name = "numpy GDN (python/examples/numpy_gdn.py)"
     own_legality = False
     bitwise = False
+    gates = "clamped"  # the contract's gates; a subclass with "torch" computes (and declares) torch's
 
     def __init__(self, options=""):
         self.fault = dict(kv.split("=", 1) for kv in options.split(",") if kv).get("fault", "")
@@ -99,7 +107,7 @@ class NumpyGdn:
             if keep:
                 s.inter[l] = []
             for t in range(rows):
-                out[t] = step(L, s.h[l], s.conv[l], i["x"][t], i["a"][t], i["b"][t], i["z"][t])
+                out[t] = step(L, s.h[l], s.conv[l], i["x"][t], i["a"][t], i["b"][t], i["z"][t], self.gates)
                 if keep and t < rows - 1:
                     s.inter[l].append((s.h[l].copy(), s.conv[l].copy()))
             outs.append(out)

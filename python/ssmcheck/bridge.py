@@ -25,7 +25,10 @@ a [rows][nv], b [rows][nv], z [rows][nv*vd]; decode and verify get one such list
 the class never sees one), ``bitwise`` (False: judged under the tolerance classes), and the
 convention profile of what export_state returns (docs/plugins.md): ``conv_window`` ("d_conv",
 or "d_conv-1" for causal_conv1d's state), ``h_layout`` ("nv,kd,vd", or "nv,vd,kd") and
-``prefill_stage`` (False: no FP32 staging blob in f16-pool mode; the stage is not compared).
+``prefill_stage`` (False: no FP32 staging blob in f16-pool mode; the stage is not compared); and
+the numerics it computes, which the model it is checked on then uses: ``gates`` ("clamped", the
+contract's, or "torch": softplus linear above 20, no clamps) and ``f16_store`` ("saturate", the
+contract's, or "inf": FP16 stores overflow to inf).
 """
 import json
 import os
@@ -221,7 +224,8 @@ class _Server:
         name = getattr(b, "name", None) or getattr(b, "__name__", "python")
         return dict(status=SSMP_OK, name=str(name), own_legality=bool(getattr(b, "own_legality", False)),
                     bitwise=bool(getattr(b, "bitwise", False)), conv_window=getattr(b, "conv_window", "d_conv"),
-                    h_layout=getattr(b, "h_layout", "nv,kd,vd"), prefill_stage=bool(getattr(b, "prefill_stage", True)))
+                    h_layout=getattr(b, "h_layout", "nv,kd,vd"), prefill_stage=bool(getattr(b, "prefill_stage", True)),
+                    gates=getattr(b, "gates", "clamped"), f16_store=getattr(b, "f16_store", "saturate"))
 
     def handle(self, req, blobs):
         call = req["call"]

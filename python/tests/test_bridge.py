@@ -4,6 +4,8 @@
 - its deliberate fault (commit keeps the live state) is caught and shrunk to a short script;
 - a Python exception in a method is a divergence naming the exception; a refusal of the right
   kind from a class with its own legality agrees, one of the wrong kind diverges;
+- declared numerics: a class computing torch's gates is checked on them, and diverges when forced
+  onto the contract's clamped gates;
 - ssmcheck without the bridge refuses python: backends with exit 2;
 - TraceWriter's traces replay, a wrongly shaped array is a ValueError naming the field, and an
   abandoned capture is recovered by replay.
@@ -89,6 +91,12 @@ class WrongProfile(VllmProfile):
     keep = slice(None, -1)  # the oldest d_conv-1 columns: the newest input is lost
 
 
+class TorchGates(NumpyGdn):
+    """Computes (and declares) torch's gates: softplus linear above 20, no clamps."""
+    name = "numpy GDN with torch's gates"
+    gates = "torch"
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         fuzz = ["fuzz", "--h-mode", "f32", "--seed", str(SEED), "--cases", str(CASES), "--max-ops", "25", "--out", tmp]
@@ -118,6 +126,17 @@ def main():
         check(rc == 0, "a class exporting in vLLM's conventions (d_conv-1 window, [nv][vd][kd] h) passes (rc %d)" % rc)
         rc, text = run(["check", "--h-mode", "f32", "--ops", "alloc; prefill 2", "--backend", "python:wrong"], WrongProfile, tmp, "wrong")
         check(rc == 1 and "conv" in text, "a d_conv-1 window that keeps the wrong columns diverges (rc %d)" % rc)
+
+        # declared numerics: the model follows the class's gates; forcing the contract's diverges
+        extreme = ["check", "--preset", "odd-d", "--h-mode", "f32", "--slots", "1", "--capacity", "0", "--conv-capacity", "0",
+                   "--seed", "0", "--decay", "0", "--value-scale", "30", "--extreme-gates", "--ops", "alloc; prefill 2",
+                   "--backend", "python:torch-gates"]
+        rc, text = run(extreme, TorchGates, tmp, "torch_gates")
+        check(rc == 0 and "--gates torch" in text, "a class declaring torch's gates is checked on torch's gates (rc %d)" % rc)
+        rc, text = run(extreme + ["--gates", "clamped"], TorchGates, tmp, "torch_gates_forced")
+        check(rc == 1 and "DIFFERENT" in text, "the same class forced onto the contract's clamped gates diverges (rc %d)" % rc)
+        rc, text = run(fuzz + ["--backend", "python:torch-gates"], TorchGates, tmp, "torch_gates_campaign")
+        check(rc == 0 and ": passed" in text, "a campaign (extreme gates drawn) on the declared torch gates passes (rc %d)" % rc)
 
         p = subprocess.run([SSMCHECK, "check", "--ops", "alloc", "--backend", "python:x"], capture_output=True, text=True)
         check(p.returncode == 2 and "SSMCHECK_PYTHON_FDS is not set" in p.stderr,

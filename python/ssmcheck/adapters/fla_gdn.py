@@ -18,8 +18,12 @@ The short convolution is the adapter's, in torch (fla's ``causal_conv1d_update``
 d_conv window [N, D, W] with column 0 oldest: the contract's convention); so is the gated RMS
 norm of the output. Checkpoints and snapshots are torch copies.
 
+Numerics it declares: torch's gates (fla's in-kernel softplus is linear above 20, nothing is
+clamped) and FP16 stores that overflow to inf (torch's conversion of the FP32 final state).
+
 Options (``--backend python:fla-gdn,key=value``): ``gating=kernel`` (default) or
-``gating=contract`` (the contract's clamped gates computed in torch and passed as log g);
+``gating=contract`` (the contract's clamped gates computed in torch and passed as log g; run it
+with ``--gates clamped``);
 ``device=cuda:N``. h modes f32 and f16-pool; f16 (to_f16 of an FP32 pool) has no fla counterpart.
 """
 import numpy as np
@@ -46,6 +50,8 @@ class FlaGdn:
     conv_window = "d_conv"
     h_layout = "nv,vd,kd"   # state_v_first: [HV, V, K]
     prefill_stage = False   # the kernel widens FP16 state in registers
+    gates = "torch"         # the in-kernel gate: softplus linear above 20, no clamps (--gates clamped with gating=contract)
+    f16_store = "inf"       # the FP32 final state is stored with torch's .to(float16): overflow to inf
 
     def __init__(self, options=""):
         import torch

@@ -28,9 +28,13 @@ two kernels (causal_conv1d_update in chunks of the line's width; vLLM's prefill 
 ``causal_conv1d_fn`` and ``chunk_gated_delta_rule`` are not exercised). The gated RMS norm of the
 output is the contract's, in torch.
 
+Numerics it declares (docs/plugins.md, "Convention profiles"): torch's gates (``fused_gdn_gating``
+saturates softplus as torch does and clamps nothing) and FP16 stores that overflow to inf (the
+kernel's ``.to(float16)``); ssmcheck checks it on a model with those numerics.
+
 Options (``--backend python:vllm-gdn,key=value``): ``gating=vllm`` (default: vLLM's
 ``fused_gdn_gating``) or ``gating=contract`` (the contract's clamped gates computed in torch and
-fed to the recurrent kernel as log g: isolates the state machine from the gating conventions);
+fed to the recurrent kernel as log g; run it with ``--gates clamped``);
 ``device=cuda:N``. h modes: f32 and f16-pool (vLLM's ``mamba_ssm_cache_dtype`` float32 /
 float16); mode f16 (an FP32 pool converted by ``to_f16``) has no vLLM counterpart and is refused.
 """
@@ -73,6 +77,8 @@ class VllmGdn:
     conv_window = "d_conv-1"   # causal_conv1d's state: the d_conv - 1 inputs the next step reads
     h_layout = "nv,kd,vd"      # this version's pool [slots, HV, K, V]; newer vLLM uses [HV, V, K]
     prefill_stage = False      # FP16 state is widened in registers, never staged
+    gates = "torch"            # fused_gdn_gating: softplus linear above 20, no clamps (--gates clamped with gating=contract)
+    f16_store = "inf"          # the kernel's .to(float16) store overflows to inf
 
     def __init__(self, options=""):
         import torch
