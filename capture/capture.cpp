@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "compare/trace.h"
+#include "formats/trace.h"
 #ifdef SSMC_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -84,7 +84,7 @@ ssmc_status fail(ssmc_status s, const std::string& what) {
   return s;
 }
 
-// Runs f, turning Failure / TraceError / anything else into a status and g_error.
+// Runs f, turning Failure / FormatError / anything else into a status and g_error.
 template <class F>
 ssmc_status call(ssmc_trace* t, bool drops_op, F f) {
   g_error.clear();
@@ -94,7 +94,7 @@ ssmc_status call(ssmc_trace* t, bool drops_op, F f) {
   } catch (const Failure& e) {
     if (drops_op && t) t->op.reset();
     return fail(e.status, e.what);
-  } catch (const ssm::cmp::TraceError& e) {
+  } catch (const ssm::cmp::FormatError& e) {
     if (drops_op && t) t->op.reset();
     const bool io = std::string(e.what()).find("writing failed") != std::string::npos ||
                     std::string(e.what()).find("rename") != std::string::npos;

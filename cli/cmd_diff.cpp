@@ -11,8 +11,8 @@
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "compare/compare.h"
-#include "compare/dump.h"
 #include "core/op.h"
+#include "formats/dump.h"
 
 namespace ssm::cli {
 
@@ -82,7 +82,7 @@ int run_diff(const DiffOptions& o) {
     ro.allow_non_finite = o.allow_non_finite;
     a = cmp::read_dump(o.a, ro);
     b = cmp::read_dump(o.b, ro);
-  } catch (const cmp::DumpError& e) {
+  } catch (const cmp::FormatError& e) {
     return bad(e.what());
   }
   if (a.spec.layers.size() != b.spec.layers.size())

@@ -6,9 +6,9 @@
 #include "cli/case_options.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
-#include "compare/dump.h"
 #include "core/errors.h"
 #include "core/runner.h"
+#include "formats/dump.h"
 
 namespace ssm::cli {
 

@@ -1,5 +1,5 @@
 // `ssmcheck record`: runs an op script on one backend with seeded inputs and writes a state trace
-// (compare/trace.h): the model, every op with its inputs and refusals, the backend's states after
+// (formats/trace.h): the model, every op with its inputs and refusals, the backend's states after
 // the selected ops and, with --outputs, the outputs.
 #include <fmt/core.h>
 
@@ -10,10 +10,10 @@
 #include "cli/case_options.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
-#include "compare/dump.h"
-#include "compare/trace.h"
 #include "core/errors.h"
 #include "core/runner.h"
+#include "formats/dump.h"
+#include "formats/trace.h"
 
 namespace ssm::cli {
 

@@ -10,7 +10,7 @@
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "cli/backend_registry.h"
-#include "compare/trace.h"
+#include "formats/trace.h"
 #include "replay/gate.h"
 #include "replay/replay.h"
 
@@ -88,7 +88,7 @@ int run_replay(const ReplayFlags& f) {
     arm("replay.read", path);
     try {
       trace = cmp::read_trace(path);
-    } catch (const cmp::TraceError& e) {
+    } catch (const cmp::FormatError& e) {
       fmt::print(stderr, "ssmcheck replay: bad trace: {}\n", e.what());
       all.push_back({{"trace", path}, {"bad_input", e.what()}});
       replay::GateCase c;

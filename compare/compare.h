@@ -2,7 +2,7 @@
 // classes and produces mismatch reports (human text and JSON). Implemented in
 // compare/tolerance.cpp (classes, defaults, overrides), compare/compare_tensor.cpp (metrics),
 // compare/report.cpp (text/JSON), compare/compare_state.cpp (fields, flags, outputs).
-// Dumps (HDF5) are compare/dump.h. Tolerance defaults and their derivation: docs/tolerances.md.
+// Dumps (HDF5) are formats/dump.h. Tolerance defaults and their derivation: docs/tolerances.md.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "compare/dump.h"
+#include "formats/dump.h"
 #include "reference/branches.h"
 #include "core/errors.h"
 

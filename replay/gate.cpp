@@ -8,7 +8,7 @@
 #include <fmt/core.h>
 #include <map>
 
-#include "compare/trace.h"
+#include "formats/trace.h"
 #include "fuzz/campaign.h"
 #include "replay/replay.h"
 

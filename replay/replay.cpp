@@ -3,9 +3,9 @@
 
 #include <fmt/core.h>
 
-#include "compare/dump.h"
 #include "core/errors.h"
 #include "core/runner.h"
+#include "formats/dump.h"
 
 namespace ssm::replay {
 

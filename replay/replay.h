@@ -1,4 +1,4 @@
-// Replay of a state trace (compare/trace.h) on a Backend: the trace's ops with the trace's own
+// Replay of a state trace (formats/trace.h) on a Backend: the trace's ops with the trace's own
 // inputs, every recorded state and output compared with compare/ (ref = the trace, got = the
 // backend), refusals matched against the ones the trace recorded, and the first divergence
 // reported with the last op at which everything still agreed. Counterparts: cli/cmd_replay.cpp,
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "compare/compare.h"
-#include "compare/trace.h"
 #include "core/backend.h"
+#include "formats/trace.h"
 
 namespace ssm::replay {
 

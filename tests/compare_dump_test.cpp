@@ -1,6 +1,6 @@
-// HDF5 dumps (compare/dump.h): bit-exact round trips for FP32 and FP16, byte-identical files,
+// HDF5 dumps (formats/dump.h): bit-exact round trips for FP32 and FP16, byte-identical files,
 // the temporary-name write, python3-h5py interop both ways, a catalogue of malformed files
-// (each a DumpError naming the file and object, and exit code 2 from `ssmcheck diff`), and
+// (each a FormatError naming the file and object, and exit code 2 from `ssmcheck diff`), and
 // the dump/diff command line.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,10 +14,10 @@
 #include <random>
 
 #include "compare/compare.h"
-#include "compare/dump.h"
-#include "compare/hdf5_file.h"
 #include "core/runner.h"
 #include "fixtures/generators.h"
+#include "formats/dump.h"
+#include "formats/hdf5_file.h"
 #include "reference/reference_backend.h"
 #include "tests/support/shell.h"
 
@@ -147,8 +147,8 @@ TEST(compare_dump, convention_flags_round_trip) {
   bad.sequences[1].state.prefill_stage_absent = false;
   try {
     write_dump(dir.file("b.h5"), bad);
-    ADD_FAILURE() << "no DumpError";
-  } catch (const DumpError& e) {
+    ADD_FAILURE() << "no FormatError";
+  } catch (const FormatError& e) {
     EXPECT_EQ(e.object(), "/seq1/h_prefill_stage");
     EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
   }
@@ -156,8 +156,8 @@ TEST(compare_dump, convention_flags_round_trip) {
   bad.sequences[0].state.h_prefill_stage = make_dump("odd-d", HMode::f16_pool, 31, kOps).sequences[0].state.h_prefill_stage;
   try {
     write_dump(dir.file("c.h5"), bad);
-    ADD_FAILURE() << "no DumpError";
-  } catch (const DumpError& e) {
+    ADD_FAILURE() << "no FormatError";
+  } catch (const FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("prefill_stage_absent"), std::string::npos) << e.what();
   }
 }
@@ -195,7 +195,7 @@ TEST(compare_dump, round_trip_of_every_finite_half_and_random_f32_bits) {
   }
   L.h_checkpoint = L.conv;  // an FP32 checkpoint of the wrong shape is refused ...
   EXPECT_THROW(write_dump(dir.file("bad.h5"), [&] { Dump x = d; x.sequences.push_back({0, {0, 0, {L}, {}, {}}}); return x; }()),
-               DumpError);
+               FormatError);
   L.h_checkpoint = Tensor::zeros(DType::f32, h_shape(s));  // ... the right shape in FP32 is fine
   for (int64_t i = 0; i < L.h.size(); ++i) L.h_checkpoint->f32()[i] = half_to_float(L.h.f16()[i]);
   seq.state.slot = 0;
@@ -222,7 +222,7 @@ TEST(compare_dump, same_content_same_bytes_and_no_temporary_left) {
     EXPECT_EQ(e.path().string().find(".tmp-"), std::string::npos) << e.path();
   }
   EXPECT_EQ(files, 2);
-  EXPECT_THROW(write_dump(dir.file("no/such/dir/x.h5"), d), DumpError);
+  EXPECT_THROW(write_dump(dir.file("no/such/dir/x.h5"), d), FormatError);
   EXPECT_FALSE(fs::exists(dir.file("no/such/dir")));
 }
 
@@ -232,8 +232,8 @@ TEST(compare_dump, writer_refuses_inconsistent_state) {
   d.sequences[1].state.layers[1].h = Tensor::zeros(DType::f32, {2, 8, 13});
   try {
     write_dump(dir.file("x.h5"), d);
-    ADD_FAILURE() << "no DumpError";
-  } catch (const DumpError& e) {
+    ADD_FAILURE() << "no FormatError";
+  } catch (const FormatError& e) {
     EXPECT_EQ(e.object(), "/seq1/layer1/h");
   }
   EXPECT_FALSE(fs::exists(dir.file("x.h5")));
@@ -271,8 +271,8 @@ TEST(compare_dump, impossible_states_are_refused) {
     b.edit(x);
     try {
       write_dump(dir.file("x.h5"), x);
-      ADD_FAILURE() << "no DumpError for " << b.object;
-    } catch (const DumpError& e) {
+      ADD_FAILURE() << "no FormatError for " << b.object;
+    } catch (const FormatError& e) {
       EXPECT_EQ(e.object(), b.object) << e.what();
       EXPECT_NE(std::string(e.what()).find(b.text), std::string::npos) << e.what();
     }
@@ -286,8 +286,8 @@ TEST(compare_dump, non_finite_is_written_but_rejected_on_read_unless_allowed) {
   write_dump(dir.file("nan.h5"), d);
   try {
     read_dump(dir.file("nan.h5"));
-    ADD_FAILURE() << "no DumpError";
-  } catch (const DumpError& e) {
+    ADD_FAILURE() << "no FormatError";
+  } catch (const FormatError& e) {
     EXPECT_EQ(e.object(), "/seq0/layer1/conv_checkpoint");
     EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find(dir.file("nan.h5")), std::string::npos) << e.what();
@@ -493,7 +493,7 @@ TEST(compare_dump, catalogue_of_malformed_files_gives_dump_error_and_exit_2) {
     try {
       read_dump(p);
       ADD_FAILURE() << c.name << ": read_dump accepted a malformed file";
-    } catch (const DumpError& e) {
+    } catch (const FormatError& e) {
       EXPECT_EQ(e.file(), p);
       EXPECT_NE(std::string(e.what()).find(p + ": "), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << "expected '" << c.needle << "' in\n"

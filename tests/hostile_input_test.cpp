@@ -3,7 +3,7 @@
 // must end with exit 0, 1 or 2 (a flip in bytes nothing reads, a changed value that the
 // comparison catches, or a refusal), never a signal or a hang; a refusal names the file; and the
 // output is printable text, even when the file's strings are not. Reads run first in a child
-// (compare/crash_probe.h), so a corruption that crashes libhdf5 is a refusal too: the probe
+// (formats/crash_probe.h), so a corruption that crashes libhdf5 is a refusal too: the probe
 // itself is tested on a read that segfaults.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <random>
 
-#include "compare/crash_probe.h"
+#include "formats/crash_probe.h"
 #include "tests/support/campaign_env.h"
 #include "tests/support/shell.h"
 

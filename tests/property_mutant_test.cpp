@@ -7,8 +7,8 @@
 
 #include <filesystem>
 
-#include "compare/dump.h"
 #include "core/mutant.h"
+#include "formats/dump.h"
 #include "fuzz/alt_reference.h"
 #include "fuzz/campaign.h"
 #include "fuzz/mutant_catalogue.h"

@@ -3,7 +3,7 @@
 # the C ABI through nothing but capture/ssmcheck_capture.h. cpu label; trace_gpu_test: gpu.
 ssmcheck_test(trace_test LABEL cpu TIMEOUT 900
   SOURCES trace_format_test.cpp trace_replay_test.cpp
-  LIBS ssmcheck_replay ssmcheck_compare ssmcheck_reference ssmcheck_fixtures)
+  LIBS ssmcheck_replay ssmcheck_compare ssmcheck_formats ssmcheck_reference ssmcheck_fixtures)
 target_compile_definitions(trace_test PRIVATE
   SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
   SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
@@ -25,7 +25,7 @@ add_dependencies(trace_capture_c ssmcheck)
 if(TARGET ssmcheck_cuda)
   ssmcheck_test(trace_gpu_test LABEL gpu TIMEOUT 900
     SOURCES trace_gpu_test.cpp
-    LIBS ssmcheck_replay ssmcheck_compare ssmcheck_cuda ssmcheck_reference ssmcheck_fixtures)
+    LIBS ssmcheck_replay ssmcheck_compare ssmcheck_formats ssmcheck_cuda ssmcheck_reference ssmcheck_fixtures)
 endif()
 if(TARGET ssmcheck_cuda)
   target_compile_definitions(trace_test PRIVATE SSMCHECK_TEST_HAVE_CUDA=1)
@@ -34,7 +34,7 @@ endif()
 # The hostile-input campaign: corrupted traces and dumps, malformed scripts and flags (issue 14).
 ssmcheck_test(hostile_input_test LABEL cpu TIMEOUT 600
   SOURCES hostile_input_test.cpp
-  LIBS ssmcheck_compare)
+  LIBS ssmcheck_formats)
 target_compile_definitions(hostile_input_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
   SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 add_dependencies(hostile_input_test ssmcheck)

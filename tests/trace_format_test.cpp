@@ -1,7 +1,7 @@
-// State-trace format (compare/trace.h): bit-exact round trips of every field (FP16 and FP32
+// State-trace format (formats/trace.h): bit-exact round trips of every field (FP16 and FP32
 // states, partial layers, the staging blob, outputs, refusals), byte-identical files, crash
 // safety (a killed writer's PATH.partial/ keeps every flushed op), and a catalogue of bad
-// traces, each a TraceError naming file and object and exit code 2 from `ssmcheck replay`.
+// traces, each a FormatError naming file and object and exit code 2 from `ssmcheck replay`.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <functional>
 
-#include "compare/hdf5_file.h"
+#include "formats/hdf5_file.h"
 #include "replay/replay.h"
 #include "tests/support/trace_support.h"
 
@@ -230,7 +230,7 @@ TEST(TraceFormat, ACrashedCaptureKeepsEveryFlushedOp) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bad traces: each must be a TraceError naming file and object, and exit 2 from replay.
+// Bad traces: each must be a FormatError naming file and object, and exit 2 from replay.
 
 class BadTrace : public ::testing::Test {
  protected:
@@ -261,7 +261,7 @@ class BadTrace : public ::testing::Test {
     try {
       cmp::read_trace(path);
       ADD_FAILURE() << path << ": read without error";
-    } catch (const cmp::TraceError& e) {
+    } catch (const cmp::FormatError& e) {
       EXPECT_EQ(e.object(), object) << e.what();
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
@@ -448,13 +448,13 @@ TEST(TraceFormat, WriterRejectsInvalidOps) {
   cmp::TraceWriter tw(dir.file("w.h5"), w.header);
   cmp::TraceOp bad = w.ops[1];
   bad.inputs[0].layers[1].a.pop_back();
-  EXPECT_THROW(tw.append(bad), cmp::TraceError);
+  EXPECT_THROW(tw.append(bad), cmp::FormatError);
   bad = w.ops[1];
   bad.inputs[0].layers[0].x[0] = std::nanf("");
-  EXPECT_THROW(tw.append(bad), cmp::TraceError);
+  EXPECT_THROW(tw.append(bad), cmp::FormatError);
   bad = w.ops[1];
   bad.states[0].layers = {1, 0};
-  EXPECT_THROW(tw.append(bad), cmp::TraceError);
+  EXPECT_THROW(tw.append(bad), cmp::FormatError);
   EXPECT_EQ(tw.ops(), 0);
   tw.append(w.ops[0]);
   tw.close();

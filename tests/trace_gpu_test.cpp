@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "compare/trace.h"
 #include "cuda/cuda_backend.h"
+#include "formats/trace.h"
 #include "tests/cuda_test_support.h"
 #include "replay/replay.h"
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "compare/dump.h"
+#include "formats/dump.h"
 #include "replay/replay.h"
 #include "tests/support/trace_support.h"
 

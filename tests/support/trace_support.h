@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "compare/trace.h"
 #include "core/errors.h"
 #include "core/runner.h"
 #include "fixtures/case_config.h"
+#include "formats/trace.h"
 #include "reference/reference_backend.h"
 #include "tests/support/shell.h"
 

@@ -1,10 +1,10 @@
-// HDF5 files whose every failure names the file and the object: E(file, object, what), E being
-// DumpError (compare/dump.h) or TraceError (compare/trace.h), both "FILE: OBJECT: what". OBJECT
-// is an HDF5 path: "/" for the file itself, "/model/layer0" for a group or dataset,
-// "/model/layer0@nk" for an attribute. CheckedReader<E> reads (h5::Error and out-of-range values
-// become E), write_atomically<E> writes under a temporary name and renames, errors_as<E> turns
-// whatever else escapes into E. Users: compare/dump.cpp and compare/trace.cpp (their readers
-// derive from CheckedReader), compare/model_attrs.cpp.
+// HDF5 files whose every failure names the file and the object: FormatError(file, object, what)
+// (formats/format_error.h), "FILE: OBJECT: what". OBJECT is an HDF5 path: "/" for the file
+// itself, "/model/layer0" for a group or dataset, "/model/layer0@nk" for an attribute.
+// CheckedReader reads (h5::Error and out-of-range values become FormatError), write_atomically
+// writes under a temporary name and renames, errors_as turns whatever else escapes into
+// FormatError. Users: formats/dump.cpp and formats/trace.cpp (their readers derive from
+// CheckedReader), formats/model_attrs.cpp.
 #pragma once
 #include <hdf5.h>
 
@@ -19,11 +19,11 @@
 #include <system_error>
 #include <utility>
 
-#include "compare/hdf5_file.h"
+#include "formats/format_error.h"
+#include "formats/hdf5_file.h"
 
 namespace ssm::cmp {
 
-template <class E>
 class CheckedReader {
  public:
   explicit CheckedReader(std::string file) : file_(std::move(file)) {}
@@ -35,25 +35,25 @@ class CheckedReader {
     namespace fs = std::filesystem;
     std::error_code ec;
     const auto st = fs::status(file_, ec);
-    if (ec || !fs::exists(st)) throw E(file_, "/", "no such file");
-    if (!fs::is_regular_file(st)) throw E(file_, "/", "not a regular file");
+    if (ec || !fs::exists(st)) throw FormatError(file_, "/", "no such file");
+    if (!fs::is_regular_file(st)) throw FormatError(file_, "/", "not a regular file");
     const auto size = fs::file_size(file_, ec);
-    if (!ec && size == 0) throw E(file_, "/", std::string("empty file (0 bytes), not an HDF5 ") + kind);
+    if (!ec && size == 0) throw FormatError(file_, "/", std::string("empty file (0 bytes), not an HDF5 ") + kind);
     h5::silence_errors();
     if (H5Fis_hdf5(file_.c_str()) <= 0) {
       h5::error_stack();  // clear
-      throw E(file_, "/", "not an HDF5 file (no HDF5 signature)");
+      throw FormatError(file_, "/", "not an HDF5 file (no HDF5 signature)");
     }
     return guard("/", [&] { return h5::open_file(file_); });
   }
 
-  // Runs f, turning h5::Error into E(file, obj, ...).
+  // Runs f, turning h5::Error into FormatError(file, obj, ...).
   template <class F>
   auto guard(const std::string& obj, F f) const -> decltype(f()) {
     try {
       return f();
     } catch (const h5::Error& e) {
-      throw E(file_, obj, e.what());
+      throw FormatError(file_, obj, e.what());
     }
   }
 
@@ -77,17 +77,18 @@ class CheckedReader {
   // An integer attribute inside [lo, hi].
   int64_t int_attr(hid_t loc, const std::string& path, const std::string& name, int64_t lo, int64_t hi) const {
     const int64_t v = guard(at(path, name), [&] { return h5::read_attr_int(loc, name); });
-    if (v < lo || v > hi) throw E(file_, at(path, name), fmt::format("value {} outside [{}, {}]", v, lo, hi));
+    if (v < lo || v > hi) throw FormatError(file_, at(path, name), fmt::format("value {} outside [{}, {}]", v, lo, hi));
     return v;
   }
 
   // The root attributes format and version of the open file `f` must be `format` and `version`.
   void check_format(hid_t f, const std::string& format, int64_t version) const {
     const std::string found = str_attr(f, "/", "format");
-    if (found != format) throw E(file_, "/@format", "is '" + found + "', expected '" + format + "'");
+    if (found != format) throw FormatError(file_, "/@format", "is '" + found + "', expected '" + format + "'");
     const int64_t v = int_attr(f, "/", "version", INT64_MIN, INT64_MAX);
     if (v != version)
-      throw E(file_, "/@version", fmt::format("unsupported version {} (this tool reads version {})", v, version));
+      throw FormatError(file_, "/@version",
+                        fmt::format("unsupported version {} (this tool reads version {})", v, version));
   }
 
   bool exists(hid_t loc, const std::string& path, const std::string& name) const {
@@ -98,10 +99,10 @@ class CheckedReader {
     const std::string full = join(path, name);
     if (!exists(loc, path, name)) {
       if (!required) return h5::Handle();
-      throw E(file_, full, "missing group");
+      throw FormatError(file_, full, "missing group");
     }
     if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_GROUP)
-      throw E(file_, full, "is not a group");
+      throw FormatError(file_, full, "is not a group");
     return guard(full, [&] { return h5::open_group(loc, name); });
   }
 
@@ -109,25 +110,27 @@ class CheckedReader {
   std::string file_;
 };
 
-// Runs f; E passes through, h5::Error and any other std::exception become E(file, obj, ...),
-// the latter as "unexpected: ...". For the entry points, so that nothing else escapes them.
-template <class E, class F>
+// Runs f; FormatError passes through, h5::Error and any other std::exception become
+// FormatError(file, obj, ...), the latter as "unexpected: ...". For the entry points, so that
+// nothing else escapes them.
+template <class F>
 auto errors_as(const std::string& file, const std::string& obj, F f) -> decltype(f()) {
   try {
     return f();
-  } catch (const E&) {
+  } catch (const FormatError&) {
     throw;
   } catch (const h5::Error& e) {
-    throw E(file, obj, e.what());
+    throw FormatError(file, obj, e.what());
   } catch (const std::exception& e) {
-    throw E(file, obj, std::string("unexpected: ") + e.what());
+    throw FormatError(file, obj, std::string("unexpected: ") + e.what());
   }
 }
 
 // Creates "PATH.tmp-PID", lets body(file) fill it, closes and renames it to `path`, so a crash
 // never leaves a half file at `path`. The temporary is removed on any failure; an h5::Error
-// from body becomes E(path, obj, "writing failed: ..."), a failed rename E(path, "/", ...).
-template <class E, class Body>
+// from body becomes FormatError(path, obj, "writing failed: ..."), a failed rename
+// FormatError(path, "/", ...).
+template <class Body>
 void write_atomically(const std::string& path, const std::string& obj, Body body) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   try {
@@ -136,7 +139,7 @@ void write_atomically(const std::string& path, const std::string& obj, Body body
     f.close("close " + tmp);
   } catch (const h5::Error& e) {
     std::remove(tmp.c_str());
-    throw E(path, obj, std::string("writing failed: ") + e.what());
+    throw FormatError(path, obj, std::string("writing failed: ") + e.what());
   } catch (...) {
     std::remove(tmp.c_str());
     throw;
@@ -145,7 +148,7 @@ void write_atomically(const std::string& path, const std::string& obj, Body body
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::remove(tmp.c_str());
-    throw E(path, "/", "rename from " + tmp + " failed: " + ec.message());
+    throw FormatError(path, "/", "rename from " + tmp + " failed: " + ec.message());
   }
 }
 

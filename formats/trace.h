@@ -1,13 +1,12 @@
 // State traces (HDF5): a model with its weights and pool, a sequence of ops with their
 // per-token inputs, and, after any subset of ops, recorded states (some or all sequences and
-// layers) and outputs. Schema: docs/trace-format.md. Counterparts: compare/trace.cpp (writer,
+// layers) and outputs. Schema: docs/trace-format.md. Counterparts: formats/trace.cpp (writer,
 // validating reader), capture/ssmcheck_capture.h (the C ABI over TraceWriter), replay/ (replay
 // and the gate), scripts/write_trace_example.py (the same files from h5py).
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,24 +14,16 @@
 #include "core/model.h"
 #include "core/op.h"
 #include "core/state.h"
+#include "formats/format_error.h"
 
 namespace ssm::cmp {
 
 constexpr int kTraceVersion = 1;
 constexpr const char* kTraceFormat = "ssmcheck-trace";
 
-// Any problem with a trace: "FILE: OBJECT: what", OBJECT an HDF5 path ("/ops/000003/state/seq0
-// /layer1/h", "/model/layer0@nk"), or "/" for the file itself.
-class TraceError : public std::runtime_error {
- public:
-  TraceError(const std::string& file, const std::string& object, const std::string& what)
-      : std::runtime_error(file + ": " + object + ": " + what), file_(file), object_(object) {}
-  const std::string& file() const { return file_; }
-  const std::string& object() const { return object_; }
-
- private:
-  std::string file_, object_;
-};
+// Any problem with a trace is a FormatError (formats/format_error.h): "FILE: OBJECT: what",
+// OBJECT an HDF5 path ("/ops/000003/state/seq0/layer1/h", "/model/layer0@nk"), or "/" for the
+// file itself.
 
 // Where a deliberately faulty trace must first diverge (root attributes expect_*).
 struct TraceExpectation {
@@ -89,7 +80,7 @@ struct Trace {
 
 // Checks one op against the header: selector, inputs (shapes, finite), outputs (shapes),
 // states (layers, shapes, dtypes, counts; non-finite values allowed: they are evidence).
-// Throws TraceError naming `file` and the op's object path.
+// Throws FormatError naming `file` and the op's object path.
 void validate_trace_op(const TraceHeader& header, const TraceOp& op, int index, const std::string& file);
 void validate_trace_header(const TraceHeader& header, const std::string& file);
 
@@ -107,13 +98,13 @@ std::string trace_partial_dir(const std::string& path);
 // first free N), still readable by read_trace, and says where (moved_aside()).
 class TraceWriter {
  public:
-  TraceWriter(const std::string& path, const TraceHeader& header);  // throws TraceError
+  TraceWriter(const std::string& path, const TraceHeader& header);  // throws FormatError
   ~TraceWriter();
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  void append(const TraceOp& op);  // validates, then writes; throws TraceError
-  void close();                    // throws TraceError; the partial directory stays on failure
+  void append(const TraceOp& op);  // validates, then writes; throws FormatError
+  void close();                    // throws FormatError; the partial directory stays on failure
   int ops() const { return count_; }
   const std::string& path() const { return path_; }
   const TraceHeader& header() const { return header_; }
@@ -132,7 +123,7 @@ void write_trace(const std::string& path, const TraceHeader& header, const std::
 
 // Reads a finished trace (a file) or an unfinished capture (a PATH.partial directory, also
 // looked up when PATH does not exist). Validates everything and never crashes on a malformed
-// file: throws TraceError naming the file and object.
+// file: throws FormatError naming the file and object.
 Trace read_trace(const std::string& path);
 
 }  // namespace ssm::cmp

@@ -1,5 +1,5 @@
 // RAII wrapper over the HDF5 C API (see hdf5_file.h).
-#include "compare/hdf5_file.h"
+#include "formats/hdf5_file.h"
 
 #include <cstdlib>
 #include <mutex>

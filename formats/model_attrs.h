@@ -1,17 +1,17 @@
 // What dumps and traces write alike about the model and the pool: the pool group (/pool:
 // max_slots, h_capacity, conv_capacity, snapshot_slots) and the spec attributes of each model
 // layer group (/model/layer<l>: kind, nk, nv, kd, vd, d_conv, conv_bias, output_gate, eps).
-// Schemas: docs/dump-format.md, docs/trace-format.md. Users: compare/dump.cpp, compare/trace.cpp.
-// Writers throw h5::Error; readers throw the reader's error type (DumpError, TraceError), named
-// by the object ("/pool@h_capacity", "/model/layer0@eps").
+// Schemas: docs/dump-format.md, docs/trace-format.md. Users: formats/dump.cpp, formats/trace.cpp.
+// Writers throw h5::Error; readers throw FormatError (formats/format_error.h), named by the
+// object ("/pool@h_capacity", "/model/layer0@eps").
 #pragma once
 #include <hdf5.h>
 
 #include <cstdint>
 #include <string>
 
-#include "compare/checked_file.h"
 #include "core/model.h"
+#include "formats/checked_file.h"
 
 namespace ssm::cmp {
 
@@ -22,21 +22,18 @@ constexpr int64_t kMaxLayers = 4096, kMaxSlots = kMaxPoolSlots, kMaxDim = kMaxHe
 constexpr int64_t kMaxElems = int64_t(1) << 31;
 
 // The root attribute h_mode of the open file `f`.
-template <class E>
-HMode read_h_mode_attr(const CheckedReader<E>& r, hid_t f);
+HMode read_h_mode_attr(const CheckedReader& r, hid_t f);
 
 // The attributes of the pool group `g` (h_capacity only when max_slots > 0).
 void write_pool_attrs(hid_t g, const PoolConfig& pool);
 // Reads them into `pool` (h_mode untouched); `g` is the open group /pool.
-template <class E>
-void read_pool_attrs(const CheckedReader<E>& r, hid_t g, PoolConfig& pool);
+void read_pool_attrs(const CheckedReader& r, hid_t g, PoolConfig& pool);
 
 // The spec attributes of the layer group `g`, and its name (informational, not read back).
 void write_layer_spec_attrs(hid_t g, const LayerSpec& s);
 // Reads, validates and bounds them; `g` is the open group at `path` ("/model/layer0"). An
 // absent output_gate is silu when output_gate_optional, an error otherwise.
-template <class E>
-LayerSpec read_layer_spec_attrs(const CheckedReader<E>& r, hid_t g, const std::string& path,
+LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::string& path,
                                 bool output_gate_optional);
 
 }  // namespace ssm::cmp

@@ -1,8 +1,8 @@
 // A small RAII layer over the HDF5 1.10 C API: handles close themselves, every return is
 // checked, and a failure becomes h5::Error carrying HDF5's error stack (H5Ewalk2) as text.
 // FP16 uses the IEEE-half type built as h5py builds it; half data is written and read with
-// memory type == file type, so HDF5 never converts float <-> half. Users: compare/checked_file.h,
-// compare/model_attrs.cpp, compare/dump.cpp, compare/trace.cpp and the bad-file tests.
+// memory type == file type, so HDF5 never converts float <-> half. Users: formats/checked_file.h,
+// formats/model_attrs.cpp, formats/dump.cpp, formats/trace.cpp and the bad-file tests.
 #pragma once
 #include <hdf5.h>
 

@@ -1,19 +1,19 @@
 // HDF5 state dumps: the full state of one or more sequences (every field, every layer), the
 // layer specs, the pool / h mode and provenance. Schema: docs/dump-format.md. Counterparts:
-// compare/dump.cpp (writer and validating reader), compare/hdf5_file.h (HDF5 wrapper),
-// compare/model_attrs.h (the pool and layer-spec attributes, shared with traces),
+// formats/dump.cpp (writer and validating reader), formats/hdf5_file.h (HDF5 wrapper),
+// formats/model_attrs.h (the pool and layer-spec attributes, shared with traces),
 // scripts/h5py_check.py (the same files from Python). The per-sequence group (seq<i>) is exported
-// below for compare/trace.cpp, whose recorded states use the same layout.
+// below for formats/trace.cpp, whose recorded states use the same layout.
 #pragma once
 #include <hdf5.h>
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/model.h"
 #include "core/state.h"
+#include "formats/format_error.h"
 
 namespace ssm::cmp {
 
@@ -24,19 +24,9 @@ const char* tool_version();  // the project version this binary was built from
 // A trace records it; replaying on the same backend and build is bitwise (replay/replay.h).
 const std::string& build_id();
 
-// Any problem with a dump file: message "FILE: OBJECT: what", OBJECT an HDF5 path ("/" for
-// the file itself, "/seq0/layer1/h" for a dataset, "/model/layer0@nk" for an attribute).
-class DumpError : public std::runtime_error {
- public:
-  DumpError(const std::string& file, const std::string& object, const std::string& what)
-      : std::runtime_error(file + ": " + object + ": " + what), file_(file), object_(object), detail_(what) {}
-  const std::string& file() const { return file_; }
-  const std::string& object() const { return object_; }
-  const std::string& detail() const { return detail_; }  // the "what" part alone
-
- private:
-  std::string file_, object_, detail_;
-};
+// Any problem with a dump file is a FormatError (formats/format_error.h): "FILE: OBJECT: what",
+// OBJECT an HDF5 path ("/" for the file itself, "/seq0/layer1/h" for a dataset,
+// "/model/layer0@nk" for an attribute).
 
 struct Provenance {
   std::string tool_version;  // filled by write_dump when empty
@@ -60,19 +50,19 @@ struct Dump {
 };
 
 // Checks a dump against its own spec (layer counts, shapes, dtypes vs h_is_f16, intermediate
-// counts vs last_verify_k, the staging blob vs h mode); throws DumpError naming `file` and the
+// counts vs last_verify_k, the staging blob vs h mode); throws FormatError naming `file` and the
 // object. Non-finite values are checked only when check_finite.
 void validate_dump(const Dump& dump, const std::string& file, bool check_finite);
 
 // Writes to "PATH.tmp-PID" and renames, so a crash never leaves a half file at PATH. Byte
 // identical for identical content. Non-finite values are written as they are (evidence).
-// Throws DumpError.
+// Throws FormatError.
 void write_dump(const std::string& path, const Dump& dump);
 
 struct ReadOptions {
-  bool allow_non_finite = false;  // NaN/Inf in a tensor is a DumpError unless set
+  bool allow_non_finite = false;  // NaN/Inf in a tensor is a FormatError unless set
 };
-// Reads and validates everything; never crashes on a malformed file: throws DumpError.
+// Reads and validates everything; never crashes on a malformed file: throws FormatError.
 Dump read_dump(const std::string& path, const ReadOptions& options = {});
 
 // ---------------------------------------------------------------------------------------------
@@ -87,18 +77,18 @@ Dump read_dump(const std::string& path, const ReadOptions& options = {});
 std::vector<int> all_layers(const ModelSpec& spec);
 
 // Checks one sequence state (layer count, shapes, dtypes vs h_is_f16, intermediate counts vs
-// last_verify_k, the stage vs `mode`); throws DumpError(file, path + "/layer<l>/..." etc.).
+// last_verify_k, the stage vs `mode`); throws FormatError(file, path + "/layer<l>/..." etc.).
 void validate_sequence(const SequenceState& state, const std::string& file, const std::string& path,
                        const ModelSpec& spec, HMode mode, const std::vector<int>& layers, bool stage_optional,
                        bool check_finite);
 
 // Writes the group `name` under `loc`. The state must have passed validate_sequence; throws
-// h5::Error (compare/hdf5_file.h) when HDF5 fails.
+// h5::Error (formats/hdf5_file.h) when HDF5 fails.
 void write_sequence_group(hid_t loc, const std::string& name, int seq, const SequenceState& state,
                           const std::vector<int>& layers);
 
 // Reads and validates the sequence group `g` (already open), whose HDF5 path `path` names the
-// error objects. Never crashes on a malformed group: throws DumpError(file, object, ...).
+// error objects. Never crashes on a malformed group: throws FormatError(file, object, ...).
 // DumpSequence::seq is the group's attribute, not checked against any name. Members beyond the
 // layout are not looked at (a caller that forbids them checks itself).
 DumpSequence read_sequence_group(hid_t g, const std::string& file, const std::string& path, const ModelSpec& spec,

@@ -1,5 +1,5 @@
 // Reads in a child first (see crash_probe.h).
-#include "compare/crash_probe.h"
+#include "formats/crash_probe.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,9 +1,9 @@
 // State traces: the crash-safe writer (PATH.partial/ of self-contained files, merged on close)
 // and the validating reader (see trace.h; schema in docs/trace-format.md).
-// Recorded states use the dump's per-sequence layout: compare/dump.h's validate_sequence,
+// Recorded states use the dump's per-sequence layout: formats/dump.h's validate_sequence,
 // write_sequence_group and read_sequence_group, so the layout and its validation live in
 // dump.cpp only.
-#include "compare/trace.h"
+#include "formats/trace.h"
 
 #include <algorithm>
 #include <cctype>
@@ -13,11 +13,11 @@
 #include <fmt/core.h>
 #include <set>
 
-#include "compare/crash_probe.h"
-#include "compare/checked_file.h"
-#include "compare/dump.h"
-#include "compare/hdf5_file.h"
-#include "compare/model_attrs.h"
+#include "formats/crash_probe.h"
+#include "formats/checked_file.h"
+#include "formats/dump.h"
+#include "formats/hdf5_file.h"
+#include "formats/model_attrs.h"
 
 namespace ssm::cmp {
 
@@ -46,9 +46,6 @@ std::string dims_text(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
-
-// A DumpError from the shared sequence-group code, as a TraceError of `file`.
-TraceError trace_error(const std::string& file, const DumpError& e) { return TraceError(file, e.object(), e.detail()); }
 
 // The names of a group's members, in name order, in one pass over the group (H5Literate): asking
 // for each name by index is quadratic on the symbol-table groups HDF5 1.10 writes (a 10^5-op
@@ -93,20 +90,20 @@ int64_t first_non_finite(const std::vector<float>& v) {
 void check_rows(const std::string& file, const std::string& obj, const std::vector<float>& v, size_t rows,
                 size_t width, bool finite) {
   if (v.size() != rows * width)
-    throw TraceError(file, obj, fmt::format("{} values, expected {} = {} rows x {}", v.size(), rows * width, rows, width));
+    throw FormatError(file, obj, fmt::format("{} values, expected {} = {} rows x {}", v.size(), rows * width, rows, width));
   if (finite) {
     const int64_t i = first_non_finite(v);
     if (i >= 0)
-      throw TraceError(file, obj, fmt::format("non-finite value {} at ({}, {})", v[size_t(i)], size_t(i) / width,
-                                              size_t(i) % width));
+      throw FormatError(file, obj, fmt::format("non-finite value {} at ({}, {})", v[size_t(i)], size_t(i) / width,
+                                               size_t(i) % width));
   }
 }
 
 void check_inputs(const TraceHeader& h, const StepInputs& in, int rows, const std::string& file,
                   const std::string& obj) {
-  if (in.rows != rows) throw TraceError(file, obj, fmt::format("{} rows, the op takes {}", in.rows, rows));
+  if (in.rows != rows) throw FormatError(file, obj, fmt::format("{} rows, the op takes {}", in.rows, rows));
   if (in.layers.size() != h.model.spec.layers.size())
-    throw TraceError(file, obj, fmt::format("{} layers, the model has {}", in.layers.size(), h.model.spec.layers.size()));
+    throw FormatError(file, obj, fmt::format("{} layers, the model has {}", in.layers.size(), h.model.spec.layers.size()));
   for (size_t l = 0; l < in.layers.size(); ++l) {
     const LayerSpec& s = h.model.spec.layers[l];
     const LayerRows& r = in.layers[l];
@@ -120,21 +117,17 @@ void check_inputs(const TraceHeader& h, const StepInputs& in, int rows, const st
 
 void check_state(const TraceHeader& h, const TraceState& ts, const std::string& file, const std::string& obj) {
   const size_t L = h.model.spec.layers.size();
-  if (ts.layers.empty()) throw TraceError(file, obj, "no layer recorded");
+  if (ts.layers.empty()) throw FormatError(file, obj, "no layer recorded");
   for (size_t j = 0; j < ts.layers.size(); ++j) {
     if (ts.layers[j] < 0 || size_t(ts.layers[j]) >= L)
-      throw TraceError(file, obj, fmt::format("layer {} outside the model's 0..{}", ts.layers[j], L - 1));
-    if (j && ts.layers[j] <= ts.layers[j - 1]) throw TraceError(file, obj, "recorded layers must be ascending and distinct");
+      throw FormatError(file, obj, fmt::format("layer {} outside the model's 0..{}", ts.layers[j], L - 1));
+    if (j && ts.layers[j] <= ts.layers[j - 1]) throw FormatError(file, obj, "recorded layers must be ascending and distinct");
   }
   if (ts.state.layers.size() != ts.layers.size())
-    throw TraceError(file, obj, fmt::format("{} layer states for {} recorded layers", ts.state.layers.size(),
-                                            ts.layers.size()));
-  try {
-    validate_sequence(ts.state, file, obj, h.model.spec, h.pool.h_mode, ts.layers, /*stage_optional=*/true,
-                      /*check_finite=*/false);
-  } catch (const DumpError& e) {
-    throw trace_error(file, e);
-  }
+    throw FormatError(file, obj, fmt::format("{} layer states for {} recorded layers", ts.state.layers.size(),
+                                             ts.layers.size()));
+  validate_sequence(ts.state, file, obj, h.model.spec, h.pool.h_mode, ts.layers, /*stage_optional=*/true,
+                    /*check_finite=*/false);
 }
 
 }  // namespace
@@ -143,54 +136,54 @@ void validate_trace_header(const TraceHeader& h, const std::string& file) {
   try {
     h.model.validate();
   } catch (const std::exception& e) {
-    throw TraceError(file, "/model", e.what());
+    throw FormatError(file, "/model", e.what());
   }
   try {
     h.pool.validate();
   } catch (const std::exception& e) {
-    throw TraceError(file, "/pool", e.what());
+    throw FormatError(file, "/pool", e.what());
   }
-  if (h.expect && h.expect->op < 0) throw TraceError(file, "/@expect_op", "negative");
+  if (h.expect && h.expect->op < 0) throw FormatError(file, "/@expect_op", "negative");
 }
 
 void validate_trace_op(const TraceHeader& h, const TraceOp& t, int index, const std::string& file) {
   const std::string op = op_path(index);
   const Op& o = t.op;
-  if (o.seqs.empty()) throw TraceError(file, op + "@op", "empty selector");
+  if (o.seqs.empty()) throw FormatError(file, op + "@op", "empty selector");
   try {
     if (!(parse_op(to_string(o)) == o)) throw std::invalid_argument("does not print back to itself");
   } catch (const std::exception& e) {
-    throw TraceError(file, op + "@op", e.what());
+    throw FormatError(file, op + "@op", e.what());
   }
   const int rows = o.rows();
   const bool takes_inputs = o.kind == OpKind::prefill || o.is_batch();
-  if (!takes_inputs && !t.inputs.empty()) throw TraceError(file, op + "/inputs", "present for an op without inputs");
+  if (!takes_inputs && !t.inputs.empty()) throw FormatError(file, op + "/inputs", "present for an op without inputs");
   if (takes_inputs) {
     if (t.inputs.size() != o.seqs.size())
-      throw TraceError(file, op + "/inputs", fmt::format("{} entries for a selector of {}", t.inputs.size(), o.seqs.size()));
+      throw FormatError(file, op + "/inputs", fmt::format("{} entries for a selector of {}", t.inputs.size(), o.seqs.size()));
     for (size_t i = 0; i < t.inputs.size(); ++i) {
       const std::string ep = op + "/inputs/" + entry_name(i);
       const StepInputs& in = t.inputs[i];
       if (in.layers.empty()) {
         if (rows > 0 && o.seqs[i] != kPadRow && !t.refused)
-          throw TraceError(file, ep, "missing (only padding entries and refused ops may omit inputs)");
+          throw FormatError(file, ep, "missing (only padding entries and refused ops may omit inputs)");
         continue;
       }
       check_inputs(h, in, rows, file, ep);
     }
   }
   if (!t.outputs.empty()) {
-    if (!takes_inputs) throw TraceError(file, op + "/outputs", "present for an op without outputs");
-    if (t.refused) throw TraceError(file, op + "/outputs", "present for a refused op");
+    if (!takes_inputs) throw FormatError(file, op + "/outputs", "present for an op without outputs");
+    if (t.refused) throw FormatError(file, op + "/outputs", "present for a refused op");
     if (t.outputs.size() != o.seqs.size())
-      throw TraceError(file, op + "/outputs", fmt::format("{} entries for a selector of {}", t.outputs.size(), o.seqs.size()));
+      throw FormatError(file, op + "/outputs", fmt::format("{} entries for a selector of {}", t.outputs.size(), o.seqs.size()));
     for (size_t i = 0; i < t.outputs.size(); ++i) {
       if (!t.outputs[i]) continue;
       const StepOutputs& out = *t.outputs[i];
       const std::string ep = op + "/outputs/" + entry_name(i);
-      if (out.rows != rows) throw TraceError(file, ep, fmt::format("{} rows, the op makes {}", out.rows, rows));
+      if (out.rows != rows) throw FormatError(file, ep, fmt::format("{} rows, the op makes {}", out.rows, rows));
       if (out.layers.size() != h.model.spec.layers.size())
-        throw TraceError(file, ep, fmt::format("{} layers, the model has {}", out.layers.size(), h.model.spec.layers.size()));
+        throw FormatError(file, ep, fmt::format("{} layers, the model has {}", out.layers.size(), h.model.spec.layers.size()));
       for (size_t l = 0; l < out.layers.size(); ++l)
         check_rows(file, ep + "/" + layer_name(l), out.layers[l], size_t(rows),
                    size_t(h.model.spec.layers[l].out_dim()), false);
@@ -199,8 +192,8 @@ void validate_trace_op(const TraceHeader& h, const TraceOp& t, int index, const 
   std::set<int> seen;
   for (const TraceState& s : t.states) {
     const std::string sp = op + "/state/seq" + std::to_string(s.seq);
-    if (s.seq < 0) throw TraceError(file, sp, "negative sequence");
-    if (!seen.insert(s.seq).second) throw TraceError(file, sp, "sequence recorded twice");
+    if (s.seq < 0) throw FormatError(file, sp, "negative sequence");
+    if (!seen.insert(s.seq).second) throw FormatError(file, sp, "sequence recorded twice");
     check_state(h, s, file, sp);
   }
 }
@@ -308,21 +301,21 @@ TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header)
       const std::string aside = dir_ + "." + std::to_string(n);
       if (fs::exists(aside, ec)) continue;
       fs::rename(dir_, aside, ec);
-      if (ec) throw TraceError(path_, "/", "cannot move the unfinished capture " + dir_ + " aside: " + ec.message());
+      if (ec) throw FormatError(path_, "/", "cannot move the unfinished capture " + dir_ + " aside: " + ec.message());
       moved_aside_ = aside;
     }
   }
   fs::create_directories(dir_, ec);
-  if (ec) throw TraceError(path_, "/", "cannot create " + dir_ + ": " + ec.message());
-  write_atomically<TraceError>(dir_ + "/header.h5", "/", [&](hid_t f) { write_header(f, header_, -1); });
+  if (ec) throw FormatError(path_, "/", "cannot create " + dir_ + ": " + ec.message());
+  write_atomically(dir_ + "/header.h5", "/", [&](hid_t f) { write_header(f, header_, -1); });
 }
 
 TraceWriter::~TraceWriter() = default;  // without close(): the partial directory stays (recoverable)
 
 void TraceWriter::append(const TraceOp& op) {
-  if (closed_) throw TraceError(path_, "/", "append after close");
+  if (closed_) throw FormatError(path_, "/", "append after close");
   validate_trace_op(header_, op, count_, path_);
-  write_atomically<TraceError>(op_file(dir_, count_), op_path(count_), [&](hid_t f) {
+  write_atomically(op_file(dir_, count_), op_path(count_), [&](hid_t f) {
     h5::Handle ops = h5::create_group(f, "ops");
     write_op(ops, count_, op, header_);
   });
@@ -331,7 +324,7 @@ void TraceWriter::append(const TraceOp& op) {
 
 void TraceWriter::close() {
   if (closed_) return;
-  write_atomically<TraceError>(path_, "/", [&](hid_t f) {
+  write_atomically(path_, "/", [&](hid_t f) {
     write_header(f, header_, count_);
     h5::Handle ops = h5::create_group(f, "ops");
     for (int i = 0; i < count_; ++i) {
@@ -356,7 +349,7 @@ void write_trace(const std::string& path, const TraceHeader& header, const std::
 
 namespace {
 
-class Reader : public CheckedReader<TraceError> {
+class Reader : public CheckedReader {
  public:
   explicit Reader(std::string file) : CheckedReader(std::move(file)) {}
 
@@ -371,7 +364,7 @@ class Reader : public CheckedReader<TraceError> {
     if (ops.id() >= 0) {
       const auto names = guard("/ops", [&] { return children(ops); });
       if (int64_t(names.size()) != n)
-        throw TraceError(file_, "/ops", fmt::format("{} members, the root attribute ops says {}", names.size(), n));
+        throw FormatError(file_, "/ops", fmt::format("{} members, the root attribute ops says {}", names.size(), n));
     }
     for (int64_t i = 0; i < n; ++i) t.ops.push_back(read_op(f, int(i), t.header));
     return t;
@@ -383,7 +376,7 @@ class Reader : public CheckedReader<TraceError> {
     t.source = dir;
     t.finished = false;
     const std::string hf = dir + "/header.h5";
-    if (!fs::exists(hf)) throw TraceError(dir, "/", "unfinished capture without header.h5 (it crashed before any op)");
+    if (!fs::exists(hf)) throw FormatError(dir, "/", "unfinished capture without header.h5 (it crashed before any op)");
     {
       Reader hr(hf);
       h5::Handle f = hr.open("trace");
@@ -411,7 +404,7 @@ class Reader : public CheckedReader<TraceError> {
         Reader orr(of);
         h5::Handle f = orr.open("trace");
         t.ops.push_back(orr.read_op(f, int(i), t.header));
-      } catch (const TraceError& e) {
+      } catch (const FormatError& e) {
         if (i != last) throw;  // a damaged op file in the middle is a damaged trace
         lost = fmt::format("the last op file, {}, is incomplete (the capture died while writing it) and is not "
                            "recovered: {}", fs::path(of).filename().string(), e.what());
@@ -434,7 +427,7 @@ class Reader : public CheckedReader<TraceError> {
       bool ok = false;
       for (const std::string& a : allowed)
         ok = ok || (a.back() == '*' ? n.rfind(a.substr(0, a.size() - 1), 0) == 0 : n == a);
-      if (!ok) throw TraceError(file_, join(path, n), "unexpected member");
+      if (!ok) throw FormatError(file_, join(path, n), "unexpected member");
     }
   }
 
@@ -442,14 +435,14 @@ class Reader : public CheckedReader<TraceError> {
   std::vector<float> floats(hid_t loc, const std::string& path, const std::string& name,
                             const std::vector<int64_t>& shape, bool finite) {
     const std::string full = join(path, name);
-    if (!exists(loc, path, name)) throw TraceError(file_, full, "missing dataset");
+    if (!exists(loc, path, name)) throw FormatError(file_, full, "missing dataset");
     if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_DATASET)
-      throw TraceError(file_, full, "is not a dataset");
+      throw FormatError(file_, full, "is not a dataset");
     h5::Handle d = guard(full, [&] { return h5::open_dataset(loc, name); });
     const h5::DatasetInfo info = guard(full, [&] { return h5::dataset_info(d); });
-    if (!info.is_f32) throw TraceError(file_, full, "stored as " + info.type_text + ", expected IEEE float32");
+    if (!info.is_f32) throw FormatError(file_, full, "stored as " + info.type_text + ", expected IEEE float32");
     if (info.dims != shape)
-      throw TraceError(file_, full, "shape " + dims_text(info.dims) + ", expected " + dims_text(shape));
+      throw FormatError(file_, full, "shape " + dims_text(info.dims) + ", expected " + dims_text(shape));
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     std::vector<float> v(size_t(n), 0.0f);
@@ -461,7 +454,7 @@ class Reader : public CheckedReader<TraceError> {
       const int64_t i = first_non_finite(v);
       if (i >= 0) {
         const int64_t w = shape.size() == 2 ? shape[1] : n;
-        throw TraceError(file_, full, fmt::format("non-finite value {} at ({}, {})", v[size_t(i)], i / w, i % w));
+        throw FormatError(file_, full, fmt::format("non-finite value {} at ({}, {})", v[size_t(i)], i / w, i % w));
       }
     }
     return v;
@@ -512,7 +505,7 @@ class Reader : public CheckedReader<TraceError> {
       LayerWeights w;
       w.conv_w = floats(lg, lp, "conv_w", {s.conv_dim(), s.d_conv}, true);
       if (s.conv_bias) w.conv_bias = floats(lg, lp, "conv_bias", {s.conv_dim()}, true);
-      else if (exists(lg, lp, "conv_bias")) throw TraceError(file_, lp + "/conv_bias", "present but conv_bias is 0");
+      else if (exists(lg, lp, "conv_bias")) throw FormatError(file_, lp + "/conv_bias", "present but conv_bias is 0");
       w.A_log = floats(lg, lp, "A_log", {s.nv}, true);
       w.dt_bias = floats(lg, lp, "dt_bias", {s.nv}, true);
       w.norm_w = floats(lg, lp, "norm_w", {s.vd}, true);
@@ -529,12 +522,12 @@ class Reader : public CheckedReader<TraceError> {
     try {
       t.op = parse_op(text);
     } catch (const std::exception& e) {
-      throw TraceError(file_, op + "@op", e.what());
+      throw FormatError(file_, op + "@op", e.what());
     }
     if (has_attr(og, op, "refused")) {
       const std::string k = str_attr(og, op, "refused");
       const std::optional<ErrorKind> kind = parse_error_kind(k);
-      if (!kind) throw TraceError(file_, op + "@refused", "unknown error kind '" + k + "' (known: " + known_error_kinds() + ")");
+      if (!kind) throw FormatError(file_, op + "@refused", "unknown error kind '" + k + "' (known: " + known_error_kinds() + ")");
       t.refused = *kind;
     }
     only(og, op, {"inputs", "outputs", "state"});
@@ -544,9 +537,9 @@ class Reader : public CheckedReader<TraceError> {
     const size_t entries = t.op.seqs.size();
     const int64_t L = int64_t(spec.layers.size());
     for (const LayerSpec& s : spec.layers)
-      if (int64_t(rows) * s.conv_dim() > kMaxElems) throw TraceError(file_, op + "@op", "too many rows");
+      if (int64_t(rows) * s.conv_dim() > kMaxElems) throw FormatError(file_, op + "@op", "too many rows");
     h5::Handle ig = group(og, op, "inputs", false);
-    if (ig.id() >= 0 && !takes_inputs) throw TraceError(file_, op + "/inputs", "present for an op without inputs");
+    if (ig.id() >= 0 && !takes_inputs) throw FormatError(file_, op + "/inputs", "present for an op without inputs");
     if (takes_inputs) {
       const std::string ip = op + "/inputs";
       if (ig.id() >= 0) only(ig, ip, {"entry*"});
@@ -570,20 +563,20 @@ class Reader : public CheckedReader<TraceError> {
           }
           only(eg, ep, {"layer*"});
           if (guard(ep, [&] { return children(eg); }).size() != size_t(L))
-            throw TraceError(file_, ep, fmt::format("layers beyond the model's {}", L));
+            throw FormatError(file_, ep, fmt::format("layers beyond the model's {}", L));
         }
         t.inputs.push_back(std::move(in));
       }
       if (ig.id() >= 0 && guard(ip, [&] { return children(ig); }).size() > entries)
-        throw TraceError(file_, ip, fmt::format("entries beyond the selector's {}", entries));
+        throw FormatError(file_, ip, fmt::format("entries beyond the selector's {}", entries));
     }
     h5::Handle outg = group(og, op, "outputs", false);
     if (outg.id() >= 0) {
       const std::string opp = op + "/outputs";
-      if (!takes_inputs) throw TraceError(file_, opp, "present for an op without outputs");
+      if (!takes_inputs) throw FormatError(file_, opp, "present for an op without outputs");
       only(outg, opp, {"entry*"});
       if (guard(opp, [&] { return children(outg); }).size() > entries)
-        throw TraceError(file_, opp, fmt::format("entries beyond the selector's {}", entries));
+        throw FormatError(file_, opp, fmt::format("entries beyond the selector's {}", entries));
       for (size_t i = 0; i < entries; ++i) {
         if (!exists(outg, opp, entry_name(i))) {
           t.outputs.push_back(std::nullopt);
@@ -597,7 +590,7 @@ class Reader : public CheckedReader<TraceError> {
         for (int64_t l = 0; l < L; ++l)
           out.layers.push_back(floats(eg, ep, layer_name(size_t(l)), {rows, spec.layers[size_t(l)].out_dim()}, false));
         if (guard(ep, [&] { return children(eg); }).size() != size_t(L))
-          throw TraceError(file_, ep, fmt::format("layers beyond the model's {}", L));
+          throw FormatError(file_, ep, fmt::format("layers beyond the model's {}", L));
         t.outputs.push_back(std::move(out));
       }
     }
@@ -607,7 +600,7 @@ class Reader : public CheckedReader<TraceError> {
       std::vector<std::pair<long, std::string>> seqs;
       for (const std::string& n : guard(sp, [&] { return children(sg); })) {
         const long s = numbered(n, "seq");
-        if (s < 0) throw TraceError(file_, sp + "/" + n, "unexpected member (expected seqN, N a logical sequence)");
+        if (s < 0) throw FormatError(file_, sp + "/" + n, "unexpected member (expected seqN, N a logical sequence)");
         seqs.emplace_back(s, n);
       }
       std::sort(seqs.begin(), seqs.end());
@@ -631,22 +624,18 @@ class Reader : public CheckedReader<TraceError> {
       if (l >= 0 && l < long(h.model.spec.layers.size())) {
         ts.layers.push_back(int(l));
       } else {
-        throw TraceError(file_, obj + "/" + n,
-                         l >= 0 ? fmt::format("layer {} beyond the model's {} layers", l, h.model.spec.layers.size())
-                                : "unexpected member (expected layerN or h_prefill_stage)");
+        throw FormatError(file_, obj + "/" + n,
+                          l >= 0 ? fmt::format("layer {} beyond the model's {} layers", l, h.model.spec.layers.size())
+                                 : "unexpected member (expected layerN or h_prefill_stage)");
       }
     }
-    if (ts.layers.empty()) throw TraceError(file_, obj, "no layer recorded");
+    if (ts.layers.empty()) throw FormatError(file_, obj, "no layer recorded");
     std::sort(ts.layers.begin(), ts.layers.end());
-    DumpSequence d;
-    try {
-      ReadOptions ro;
-      ro.allow_non_finite = true;  // recorded values are evidence: replay reports them
-      d = read_sequence_group(g, file_, obj, h.model.spec, h.pool.h_mode, ts.layers, /*stage_optional=*/true, ro);
-    } catch (const DumpError& e) {
-      throw trace_error(file_, e);
-    }
-    if (d.seq != seq) throw TraceError(file_, obj + "@seq", fmt::format("is {}, the group name says {}", d.seq, seq));
+    ReadOptions ro;
+    ro.allow_non_finite = true;  // recorded values are evidence: replay reports them
+    DumpSequence d =
+        read_sequence_group(g, file_, obj, h.model.spec, h.pool.h_mode, ts.layers, /*stage_optional=*/true, ro);
+    if (d.seq != seq) throw FormatError(file_, obj + "@seq", fmt::format("is {}, the group name says {}", d.seq, seq));
     ts.state = std::move(d.state);
     return ts;
   }
@@ -656,7 +645,7 @@ class Reader : public CheckedReader<TraceError> {
 
 namespace {
 Trace read_trace_unprobed(const std::string& path) {
-  return errors_as<TraceError>(path, "/", [&] {
+  return errors_as(path, "/", [&] {
     std::error_code ec;
     if (fs::is_directory(path, ec)) return Reader(path).read_partial(path);
     if (!fs::exists(path, ec) && fs::is_directory(trace_partial_dir(path), ec))
@@ -668,7 +657,7 @@ Trace read_trace_unprobed(const std::string& path) {
 
 Trace read_trace(const std::string& path) {
   const std::string crash = crash_probe([&] { (void)read_trace_unprobed(path); });
-  if (!crash.empty()) throw TraceError(path, "/", crash + ": the file is corrupted");
+  if (!crash.empty()) throw FormatError(path, "/", crash + ": the file is corrupted");
   return read_trace_unprobed(path);
 }
 

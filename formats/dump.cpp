@@ -1,16 +1,16 @@
 // HDF5 state dumps: writer (temporary name, then rename) and a reader that validates every
 // group, attribute, shape and dtype (see dump.h; schema in docs/dump-format.md).
-#include "compare/dump.h"
+#include "formats/dump.h"
 
 #include <cmath>
 #include <fstream>
 #include <vector>
 #include <fmt/core.h>
 
-#include "compare/crash_probe.h"
-#include "compare/checked_file.h"
-#include "compare/hdf5_file.h"
-#include "compare/model_attrs.h"
+#include "formats/crash_probe.h"
+#include "formats/checked_file.h"
+#include "formats/hdf5_file.h"
+#include "formats/model_attrs.h"
 
 #ifndef SSMCHECK_VERSION
 #define SSMCHECK_VERSION "unknown"
@@ -86,13 +86,13 @@ void check_tensor(const std::string& file, const std::string& obj, const Tensor&
                   const std::vector<int64_t>& shape, int dtype_rule, bool check_finite) {
   // dtype_rule: 0 = f32, 1 = f16, 2 = either
   if (t.shape() != shape)
-    throw DumpError(file, obj, "shape " + dims_text(t.shape()) + " does not match the spec's " + dims_text(shape));
-  if (dtype_rule == 0 && t.dtype() != DType::f32) throw DumpError(file, obj, "dtype f16, expected f32");
-  if (dtype_rule == 1 && t.dtype() != DType::f16) throw DumpError(file, obj, "dtype f32, expected f16");
+    throw FormatError(file, obj, "shape " + dims_text(t.shape()) + " does not match the spec's " + dims_text(shape));
+  if (dtype_rule == 0 && t.dtype() != DType::f32) throw FormatError(file, obj, "dtype f16, expected f32");
+  if (dtype_rule == 1 && t.dtype() != DType::f16) throw FormatError(file, obj, "dtype f32, expected f16");
   if (check_finite) {
     const int64_t i = first_non_finite(t);
     if (i >= 0)
-      throw DumpError(file, obj, fmt::format("non-finite value {} at element {}", t.get(i), element_text(shape, i)));
+      throw FormatError(file, obj, fmt::format("non-finite value {} at element {}", t.get(i), element_text(shape, i)));
   }
 }
 
@@ -101,8 +101,8 @@ void check_layers(const std::string& file, const std::string& sp, const ModelSpe
                   const std::vector<int>& layers) {
   for (size_t j = 0; j < layers.size(); ++j) {
     if (layers[j] < 0 || size_t(layers[j]) >= spec.layers.size())
-      throw DumpError(file, sp, fmt::format("layer {} outside the model's {} layers", layers[j], spec.layers.size()));
-    if (j && layers[j] <= layers[j - 1]) throw DumpError(file, sp, "layers must be ascending and distinct");
+      throw FormatError(file, sp, fmt::format("layer {} outside the model's {} layers", layers[j], spec.layers.size()));
+    if (j && layers[j] <= layers[j - 1]) throw FormatError(file, sp, "layers must be ascending and distinct");
   }
 }
 
@@ -119,10 +119,10 @@ void validate_sequence(const SequenceState& s, const std::string& file, const st
   check_layers(file, sp, spec, layers);
   const bool pool16 = mode == HMode::f16_pool;
   if (s.layers.size() != layers.size())
-    throw DumpError(file, sp, layers.size() == spec.layers.size()
-                                  ? fmt::format("{} layers, the model has {}", s.layers.size(), spec.layers.size())
-                                  : fmt::format("{} layers, {} recorded", s.layers.size(), layers.size()));
-  if (s.last_verify_k < 0) throw DumpError(file, sp + "@last_verify_k", "negative");
+    throw FormatError(file, sp, layers.size() == spec.layers.size()
+                                    ? fmt::format("{} layers, the model has {}", s.layers.size(), spec.layers.size())
+                                    : fmt::format("{} layers, {} recorded", s.layers.size(), layers.size()));
+  if (s.last_verify_k < 0) throw FormatError(file, sp + "@last_verify_k", "negative");
   const size_t n_inter = size_t(std::max(0, s.last_verify_k - 1));
   for (size_t j = 0; j < s.layers.size(); ++j) {
     const LayerSpec& ls = spec.layers[size_t(layers[j])];
@@ -134,9 +134,9 @@ void validate_sequence(const SequenceState& s, const std::string& file, const st
     if (L.conv_checkpoint)
       check_tensor(file, lp + "/conv_checkpoint", *L.conv_checkpoint, conv_shape(ls), 0, check_finite);
     if (L.h_intermediates.size() != n_inter || L.conv_intermediates.size() != n_inter)
-      throw DumpError(file, lp + "@intermediates",
-                      fmt::format("{} h and {} conv intermediates, last_verify_k {} makes {} valid",
-                                  L.h_intermediates.size(), L.conv_intermediates.size(), s.last_verify_k, n_inter));
+      throw FormatError(file, lp + "@intermediates",
+                        fmt::format("{} h and {} conv intermediates, last_verify_k {} makes {} valid",
+                                    L.h_intermediates.size(), L.conv_intermediates.size(), s.last_verify_k, n_inter));
     for (size_t t = 0; t < n_inter; ++t) {
       const std::string tp = fmt::format("[{}]", t);
       check_tensor(file, lp + "/h_intermediates" + tp, L.h_intermediates[t], h_shape(ls),
@@ -146,21 +146,21 @@ void validate_sequence(const SequenceState& s, const std::string& file, const st
     }
   }
   if (s.h_prefill_stage ? !pool16 || s.prefill_stage_absent : pool16 && !stage_optional && !s.prefill_stage_absent)
-    throw DumpError(file, sp + "/h_prefill_stage",
-                    !pool16 ? "present but h mode is not f16-pool"
-                    : s.h_prefill_stage ? "present but the sequence says its implementation keeps none (prefill_stage_absent)"
-                                        : "missing (h mode f16-pool has a staging blob)");
+    throw FormatError(file, sp + "/h_prefill_stage",
+                      !pool16 ? "present but h mode is not f16-pool"
+                      : s.h_prefill_stage ? "present but the sequence says its implementation keeps none (prefill_stage_absent)"
+                                          : "missing (h mode f16-pool has a staging blob)");
   if (s.h_prefill_stage)
     check_tensor(file, sp + "/h_prefill_stage", *s.h_prefill_stage, {stage_elems(spec)}, 0, check_finite);
 }
 
 void validate_dump(const Dump& dump, const std::string& file, bool check_finite) {
-  if (dump.spec.layers.empty()) throw DumpError(file, "/model", "no layers");
+  if (dump.spec.layers.empty()) throw FormatError(file, "/model", "no layers");
   for (size_t l = 0; l < dump.spec.layers.size(); ++l) {
     try {
       dump.spec.layers[l].validate();
     } catch (const std::exception& e) {
-      throw DumpError(file, "/model/layer" + std::to_string(l), e.what());
+      throw FormatError(file, "/model/layer" + std::to_string(l), e.what());
     }
   }
   const std::vector<int> layers = all_layers(dump.spec);
@@ -176,17 +176,17 @@ void validate_dump(const Dump& dump, const std::string& file, bool check_finite)
     const std::string sp = seq_path(i);
     for (size_t j = 0; j < i; ++j) {
       if (dump.sequences[j].seq == a.seq)
-        throw DumpError(file, sp + "@seq", fmt::format("sequence {} appears twice (also {})", a.seq, seq_path(j)));
+        throw FormatError(file, sp + "@seq", fmt::format("sequence {} appears twice (also {})", a.seq, seq_path(j)));
       if (a.state.slot >= 0 && dump.sequences[j].state.slot == a.state.slot)
-        throw DumpError(file, sp + "@slot", fmt::format("slot {} holds two sequences (also {})", a.state.slot, seq_path(j)));
+        throw FormatError(file, sp + "@slot", fmt::format("slot {} holds two sequences (also {})", a.state.slot, seq_path(j)));
     }
     if (pool.max_slots > 0 && a.state.slot >= pool.max_slots)
-      throw DumpError(file, sp + "@slot", fmt::format("slot {} is outside the pool of {} slots", a.state.slot, pool.max_slots));
+      throw FormatError(file, sp + "@slot", fmt::format("slot {} is outside the pool of {} slots", a.state.slot, pool.max_slots));
     if (a.state.slot >= 0 && size_t(a.state.slot) < pool.h_capacity.size() &&
         a.state.last_verify_k - 1 > pool.capacity(a.state.slot))
-      throw DumpError(file, sp + "@last_verify_k",
-                      fmt::format("{} makes {} valid intermediates, slot {} holds {}", a.state.last_verify_k,
-                                  a.state.last_verify_k - 1, a.state.slot, pool.capacity(a.state.slot)));
+      throw FormatError(file, sp + "@last_verify_k",
+                        fmt::format("{} makes {} valid intermediates, slot {} holds {}", a.state.last_verify_k,
+                                    a.state.last_verify_k - 1, a.state.slot, pool.capacity(a.state.slot)));
     if (pool.h_mode == HMode::f32)
       for (size_t l = 0; l < a.state.layers.size(); ++l) {
         const LayerState& L = a.state.layers[l];
@@ -194,8 +194,8 @@ void validate_dump(const Dump& dump, const std::string& file, bool check_finite)
                          (L.h_checkpoint && L.h_checkpoint->dtype() == DType::f16) ||
                          (!L.h_intermediates.empty() && L.h_intermediates[0].dtype() == DType::f16);
         if (f16)
-          throw DumpError(file, sp + "/layer" + std::to_string(layers[l]),
-                          "FP16 state in an f32-mode dump (h mode f32 never stores h in FP16)");
+          throw FormatError(file, sp + "/layer" + std::to_string(layers[l]),
+                            "FP16 state in an f32-mode dump (h mode f32 never stores h in FP16)");
       }
   }
 }
@@ -291,9 +291,9 @@ void write_dump(const std::string& path, const Dump& dump) {
       const auto& hi = dump.sequences[i].state.layers[l].h_intermediates;
       for (const Tensor& t : hi)
         if (t.dtype() != hi[0].dtype())
-          throw DumpError(path, layer_path(i, l) + "/h_intermediates", "intermediates of mixed dtypes");
+          throw FormatError(path, layer_path(i, l) + "/h_intermediates", "intermediates of mixed dtypes");
     }
-  write_atomically<DumpError>(path, "/", [&](hid_t f) { write_contents(f, dump); });
+  write_atomically(path, "/", [&](hid_t f) { write_contents(f, dump); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -301,7 +301,7 @@ void write_dump(const std::string& path, const Dump& dump) {
 
 namespace {
 
-class Reader : public CheckedReader<DumpError> {
+class Reader : public CheckedReader {
  public:
   Reader(std::string file, ReadOptions opt) : CheckedReader(std::move(file)), opt_(opt) {}
 
@@ -339,26 +339,26 @@ class Reader : public CheckedReader<DumpError> {
     const std::string full = path + "/" + name;
     if (!guard(full, [&] { return h5::link_exists(loc, name); })) {
       if (!required) return false;
-      throw DumpError(file_, full, "missing dataset");
+      throw FormatError(file_, full, "missing dataset");
     }
     if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_DATASET)
-      throw DumpError(file_, full, "is not a dataset");
+      throw FormatError(file_, full, "is not a dataset");
     h5::Handle d = guard(full, [&] { return h5::open_dataset(loc, name); });
     const std::string dt = str_attr(d, full, "dtype");
-    if (dt != "f32" && dt != "f16") throw DumpError(file_, full + "@dtype", "is '" + dt + "', expected f32 or f16");
+    if (dt != "f32" && dt != "f16") throw FormatError(file_, full + "@dtype", "is '" + dt + "', expected f32 or f16");
     const DType dtype = dt == "f16" ? DType::f16 : DType::f32;
-    if (dtype_rule == 0 && dtype != DType::f32) throw DumpError(file_, full + "@dtype", "is f16, expected f32");
+    if (dtype_rule == 0 && dtype != DType::f32) throw FormatError(file_, full + "@dtype", "is f16, expected f32");
     if (dtype_rule == 1 && dtype != DType::f16)
-      throw DumpError(file_, full + "@dtype", "is f32, expected f16 (h_is_f16 is set)");
+      throw FormatError(file_, full + "@dtype", "is f32, expected f16 (h_is_f16 is set)");
     const std::string lay = str_attr(d, full, "layout");
-    if (lay != layout) throw DumpError(file_, full + "@layout", "is '" + lay + "', expected '" + layout + "'");
+    if (lay != layout) throw FormatError(file_, full + "@layout", "is '" + lay + "', expected '" + layout + "'");
     const h5::DatasetInfo info = guard(full, [&] { return h5::dataset_info(d); });
     if (dtype == DType::f16 && !info.is_f16)
-      throw DumpError(file_, full, "dtype attribute says f16 but the data is stored as " + info.type_text);
+      throw FormatError(file_, full, "dtype attribute says f16 but the data is stored as " + info.type_text);
     if (dtype == DType::f32 && !info.is_f32)
-      throw DumpError(file_, full, "dtype attribute says f32 but the data is stored as " + info.type_text);
+      throw FormatError(file_, full, "dtype attribute says f32 but the data is stored as " + info.type_text);
     if (info.dims != shape)
-      throw DumpError(file_, full, "shape " + dims_text(info.dims) + " does not match the spec's " + dims_text(shape));
+      throw FormatError(file_, full, "shape " + dims_text(info.dims) + " does not match the spec's " + dims_text(shape));
     Tensor t = Tensor::zeros(dtype, shape);
     guard(full, [&] {
       h5::read_dataset(d, dtype, t.raw());
@@ -367,7 +367,7 @@ class Reader : public CheckedReader<DumpError> {
     if (!opt_.allow_non_finite) {
       const int64_t i = first_non_finite(t);
       if (i >= 0)
-        throw DumpError(file_, full, fmt::format("non-finite value {} at element {}", t.get(i), element_text(shape, i)));
+        throw FormatError(file_, full, fmt::format("non-finite value {} at element {}", t.get(i), element_text(shape, i)));
     }
     *out = std::move(t);
     return true;
@@ -429,9 +429,9 @@ class Reader : public CheckedReader<DumpError> {
           has_attr(lg, lp, "conv_oldest_column_absent") && int_attr(lg, lp, "conv_oldest_column_absent", 0, 1);
       const int64_t n = int_attr(lg, lp, "intermediates", 0, kMaxK);
       if (n != n_inter)
-        throw DumpError(file_, lp + "@intermediates",
-                        fmt::format("is {}, but last_verify_k {} makes {} valid intermediates", n,
-                                    ds.state.last_verify_k, n_inter));
+        throw FormatError(file_, lp + "@intermediates",
+                          fmt::format("is {}, but last_verify_k {} makes {} valid intermediates", n,
+                                      ds.state.last_verify_k, n_inter));
       tensor(lg, lp, "h", h_shape(ls), L.h_is_f16 ? 1 : 0, kLayoutH, true, &L.h);
       tensor(lg, lp, "conv", conv_shape(ls), 0, kLayoutConv, true, &L.conv);
       Tensor t;
@@ -446,7 +446,7 @@ class Reader : public CheckedReader<DumpError> {
       } else {
         for (const char* member : {"h_intermediates", "conv_intermediates"})
           if (guard(lp + "/" + member, [&] { return h5::link_exists(lg, member); }))
-            throw DumpError(file_, lp + "/" + member, "present but intermediates is 0");
+            throw FormatError(file_, lp + "/" + member, "present but intermediates is 0");
       }
       ds.state.layers.push_back(std::move(L));
     }
@@ -465,16 +465,16 @@ DumpSequence read_sequence_group(hid_t g, const std::string& file, const std::st
                                  const ReadOptions& options) {
   check_layers(file, path, spec, layers);
   h5::silence_errors();
-  const DumpSequence ds = errors_as<DumpError>(
+  const DumpSequence ds = errors_as(
       file, path, [&] { return Reader(file, options).read_seq(g, path, spec, mode, layers, stage_optional); });
   validate_sequence(ds.state, file, path, spec, mode, layers, stage_optional, !options.allow_non_finite);
   return ds;
 }
 
 Dump read_dump(const std::string& path, const ReadOptions& options) {
-  const auto read = [&] { return errors_as<DumpError>(path, "/", [&] { return Reader(path, options).read(); }); };
+  const auto read = [&] { return errors_as(path, "/", [&] { return Reader(path, options).read(); }); };
   const std::string crash = crash_probe([&] { (void)read(); });
-  if (!crash.empty()) throw DumpError(path, "/", crash + ": the file is corrupted");
+  if (!crash.empty()) throw FormatError(path, "/", crash + ": the file is corrupted");
   return read();
 }
 

@@ -1,11 +1,12 @@
 // The pool and layer-spec attributes that dumps and traces share (see model_attrs.h).
-#include "compare/model_attrs.h"
+#include "formats/model_attrs.h"
 
 #include <cmath>
+#include <fmt/core.h>
 #include <vector>
 
-#include "compare/dump.h"
-#include "compare/trace.h"
+#include "formats/format_error.h"
+#include "formats/hdf5_file.h"
 
 namespace ssm::cmp {
 
@@ -18,27 +19,25 @@ void write_pool_attrs(hid_t g, const PoolConfig& pool) {
   h5::write_attr_i64(g, "snapshot_slots", pool.snapshot_slots);
 }
 
-template <class E>
-HMode read_h_mode_attr(const CheckedReader<E>& r, hid_t f) {
+HMode read_h_mode_attr(const CheckedReader& r, hid_t f) {
   const std::string mode = r.str_attr(f, "/", "h_mode");
   try {
     return parse_h_mode(mode);
   } catch (const std::exception& e) {
-    throw E(r.file(), "/@h_mode", e.what());
+    throw FormatError(r.file(), "/@h_mode", e.what());
   }
 }
 
-template <class E>
-void read_pool_attrs(const CheckedReader<E>& r, hid_t g, PoolConfig& pool) {
+void read_pool_attrs(const CheckedReader& r, hid_t g, PoolConfig& pool) {
   pool.max_slots = int(r.int_attr(g, "/pool", "max_slots", 1, kMaxSlots));
   pool.conv_capacity = int(r.int_attr(g, "/pool", "conv_capacity", 0, kMaxK));
   pool.snapshot_slots = int(r.int_attr(g, "/pool", "snapshot_slots", 0, kMaxSlots));
   const auto caps = r.guard("/pool@h_capacity", [&] { return h5::read_attr_ints(g, "h_capacity"); });
   if (caps.size() != size_t(pool.max_slots))
-    throw E(r.file(), "/pool@h_capacity", fmt::format("{} entries for {} slots", caps.size(), pool.max_slots));
+    throw FormatError(r.file(), "/pool@h_capacity", fmt::format("{} entries for {} slots", caps.size(), pool.max_slots));
   pool.h_capacity.clear();
   for (int64_t c : caps) {
-    if (c < 0 || c > kMaxK) throw E(r.file(), "/pool@h_capacity", fmt::format("bad capacity {}", c));
+    if (c < 0 || c > kMaxK) throw FormatError(r.file(), "/pool@h_capacity", fmt::format("bad capacity {}", c));
     pool.h_capacity.push_back(int(c));
   }
 }
@@ -58,12 +57,11 @@ void write_layer_spec_attrs(hid_t g, const LayerSpec& s) {
   h5::write_attr_str(g, "name", s.name());
 }
 
-template <class E>
-LayerSpec read_layer_spec_attrs(const CheckedReader<E>& r, hid_t g, const std::string& lp,
+LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::string& lp,
                                 bool output_gate_optional) {
   LayerSpec s;
   const std::string kind = r.str_attr(g, lp, "kind");
-  if (kind != "gdn") throw E(r.file(), lp + "@kind", "is '" + kind + "': only gdn layers are supported");
+  if (kind != "gdn") throw FormatError(r.file(), lp + "@kind", "is '" + kind + "': only gdn layers are supported");
   s.nk = int(r.int_attr(g, lp, "nk", 1, kMaxDim));
   s.nv = int(r.int_attr(g, lp, "nv", 1, kMaxDim));
   s.kd = int(r.int_attr(g, lp, "kd", 1, kMaxDim));
@@ -75,38 +73,30 @@ LayerSpec read_layer_spec_attrs(const CheckedReader<E>& r, hid_t g, const std::s
   const std::string gate = absent ? "silu" : r.str_attr(g, lp, "output_gate");
   if (gate == "silu") s.output_gate = OutputGate::silu;
   else if (gate == "sigmoid") s.output_gate = OutputGate::sigmoid;
-  else throw E(r.file(), lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
+  else throw FormatError(r.file(), lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
   // optional everywhere: absent means the contract's clamped gates
   if (r.has_attr(g, lp, "gates")) {
     const std::string gm = r.str_attr(g, lp, "gates");
     if (gm == "clamped") s.gates = GateMath::clamped;
     else if (gm == "torch") s.gates = GateMath::torch;
-    else throw E(r.file(), lp + "@gates", "is '" + gm + "', expected clamped or torch");
+    else throw FormatError(r.file(), lp + "@gates", "is '" + gm + "', expected clamped or torch");
   }
   if (r.has_attr(g, lp, "f16_store")) {
     const std::string st = r.str_attr(g, lp, "f16_store");
     if (st == "saturate") s.f16_store = F16Store::saturate;
     else if (st == "inf") s.f16_store = F16Store::inf;
-    else throw E(r.file(), lp + "@f16_store", "is '" + st + "', expected saturate or inf");
+    else throw FormatError(r.file(), lp + "@f16_store", "is '" + st + "', expected saturate or inf");
   }
   const double eps = r.guard(lp + "@eps", [&] { return h5::read_attr_float(g, "eps"); });
-  if (!(eps > 0) || !std::isfinite(eps)) throw E(r.file(), lp + "@eps", "must be finite and > 0");
+  if (!(eps > 0) || !std::isfinite(eps)) throw FormatError(r.file(), lp + "@eps", "must be finite and > 0");
   s.eps = float(eps);
   try {
     s.validate();
   } catch (const std::exception& e) {
-    throw E(r.file(), lp, e.what());
+    throw FormatError(r.file(), lp, e.what());
   }
-  if (s.h_elems() > kMaxElems || s.conv_elems() > kMaxElems) throw E(r.file(), lp, "layer too large");
+  if (s.h_elems() > kMaxElems || s.conv_elems() > kMaxElems) throw FormatError(r.file(), lp, "layer too large");
   return s;
 }
-
-// The two readers.
-template HMode read_h_mode_attr(const CheckedReader<DumpError>&, hid_t);
-template HMode read_h_mode_attr(const CheckedReader<TraceError>&, hid_t);
-template void read_pool_attrs(const CheckedReader<DumpError>&, hid_t, PoolConfig&);
-template void read_pool_attrs(const CheckedReader<TraceError>&, hid_t, PoolConfig&);
-template LayerSpec read_layer_spec_attrs(const CheckedReader<DumpError>&, hid_t, const std::string&, bool);
-template LayerSpec read_layer_spec_attrs(const CheckedReader<TraceError>&, hid_t, const std::string&, bool);
 
 }  // namespace ssm::cmp
