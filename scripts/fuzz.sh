@@ -5,7 +5,8 @@
 #   scripts/fuzz.sh [SECONDS] [SEED]     exit 0: no finding; 1: a finding (its input is written
 #                                        next to the binary: add it to the corpus once fixed)
 #   FUZZ_RUNS=N scripts/fuzz.sh 0 SEED   N inputs instead of a time bound: the same inputs on any
-#                                        machine (what ctest's libfuzzer.op_script runs)
+#                                        machine (what ctest's libfuzzer.* tests run)
+#   FUZZ_TARGET=NAME scripts/fuzz.sh ... one target only (op_script, file_reader)
 #   exit 77: no clang with libFuzzer here (ctest reports the test as skipped)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,21 +20,35 @@ if ! command -v clang++ >/dev/null || ! echo 'extern "C" int LLVMFuzzerTestOneIn
   exit 77
 fi
 flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I "$root")
-# target name -> the sources it needs besides itself
-declare -A sources=([op_script]="core/op.cpp")
+# target name -> the sources it needs besides itself, and what it links
+declare -A sources=(
+  [op_script]="core/op.cpp"
+  [file_reader]="$(cd "$root" && ls core/*.cpp formats/*.cpp | grep -v core/mutant.cpp | tr "\n" " ")"
+)
+declare -A links=(
+  [op_script]=""
+  [file_reader]="-I/usr/include/hdf5/serial -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5 -lfmt -DSSMCHECK_VERSION=\"fuzz\""
+)
+# per-target options: the file reader's inputs are whole HDF5 files, and each read forks a probe
+declare -A options=([op_script]="" [file_reader]="-max_len=65536 -timeout=20")
 status=0
-for target in "${!sources[@]}"; do
+for target in $(printf '%s\n' "${!sources[@]}" | sort); do
+  [[ -n ${FUZZ_TARGET:-} && $target != "$FUZZ_TARGET" ]] && continue
   bin="$out/${target}_fuzz"
   srcs=()
   for s in ${sources[$target]}; do srcs+=("$root/$s"); done
-  clang++ "${flags[@]}" "$root/fuzz/targets/${target}_fuzz.cpp" "${srcs[@]}" -o "$bin"
+  # shellcheck disable=SC2086
+  clang++ "${flags[@]}" "$root/fuzz/targets/${target}_fuzz.cpp" "${srcs[@]}" ${links[$target]} -o "$bin"
   corpus="$out/corpus_$target"
   rm -rf "$corpus" && mkdir -p "$corpus" && cp "$root/fuzz/targets/corpus/$target/"* "$corpus/"
   bound=(-max_total_time="$seconds")
   [[ -n ${FUZZ_RUNS:-} ]] && bound=(-runs="$FUZZ_RUNS")
-  echo "scripts/fuzz.sh: $target, ${FUZZ_RUNS:+$FUZZ_RUNS runs}${FUZZ_RUNS:-$seconds s}, seed $seed" \
-       "(rerun: ${FUZZ_RUNS:+FUZZ_RUNS=$FUZZ_RUNS }scripts/fuzz.sh $seconds $seed)"
-  if ! (cd "$out" && "$bin" "${bound[@]}" -seed="$seed" -print_final_stats=1 "$corpus" 2>&1 | tail -12); then
+  bound_text="$seconds s"
+  [[ -n ${FUZZ_RUNS:-} ]] && bound_text="$FUZZ_RUNS runs"
+  echo "scripts/fuzz.sh: $target, $bound_text, seed $seed" \
+       "(rerun: ${FUZZ_TARGET:+FUZZ_TARGET=$FUZZ_TARGET }${FUZZ_RUNS:+FUZZ_RUNS=$FUZZ_RUNS }scripts/fuzz.sh $seconds $seed)"
+  # shellcheck disable=SC2086
+  if ! (cd "$out" && LSAN_OPTIONS="suppressions=$root/fuzz/targets/lsan_suppressions.txt" "$bin" "${bound[@]}" -seed="$seed" ${options[$target]} -print_final_stats=1 "$corpus" 2>&1 | tail -12); then
     status=1
   fi
 done
