@@ -6,6 +6,8 @@
   kind from a class with its own legality agrees, one of the wrong kind diverges;
 - declared numerics: a class computing torch's gates is checked on them, and diverges when forced
   onto the contract's clamped gates;
+- the vLLM and fla adapters import, parse their options, allocate slots as the contract does and
+  declare their conventions; without torch they are exit 2 naming it;
 - ssmcheck without the bridge refuses python: backends with exit 2;
 - TraceWriter's traces replay, a wrongly shaped array is a ValueError naming the field, and an
   abandoned capture is recovered by replay.
@@ -137,6 +139,26 @@ def main():
         check(rc == 1 and "DIFFERENT" in text, "the same class forced onto the contract's clamped gates diverges (rc %d)" % rc)
         rc, text = run(fuzz + ["--backend", "python:torch-gates"], TorchGates, tmp, "torch_gates_campaign")
         check(rc == 0 and ": passed" in text, "a campaign (extreme gates drawn) on the declared torch gates passes (rc %d)" % rc)
+
+        # the third-party adapters (they need torch and a GPU: here only what runs without them)
+        import importlib.util
+        from ssmcheck.adapters import common, fla_gdn, vllm_gdn
+        check(common.parse_options("gating=contract,device=cuda:1", dict(gating=("vllm", "contract"), device=None))
+              == dict(gating="contract", device="cuda:1"), "adapter options parse")
+        try:
+            common.parse_options("gatin=vllm", dict(gating=("vllm", "contract")))
+            check(False, "a misspelt adapter option is refused")
+        except ValueError as e:
+            check("unknown option 'gatin'" in str(e) and "gating" in str(e), "a misspelt adapter option is refused: %s" % e)
+        policy = common.SlotPolicy([3, 1, 4, 1])
+        check([policy.alloc(1), policy.alloc(1), policy.alloc(2), policy.alloc(0)] == [1, 3, 0, 2],
+              "the adapters' slot policy is the contract's (smallest fitting, lowest index)")
+        check(vllm_gdn.VllmGdn.conv_window == "d_conv-1" and vllm_gdn.VllmGdn.gates == "torch" and
+              fla_gdn.FlaGdn.h_layout == "nv,vd,kd" and fla_gdn.FlaGdn.f16_store == "inf",
+              "the adapters declare their conventions")
+        if importlib.util.find_spec("torch") is None:
+            rc, text = run(["check", "--ops", "alloc", "--backend", "python:vllm-gdn"], vllm_gdn.VllmGdn, tmp, "no_torch")
+            check(rc == 2 and "torch" in text, "without torch an adapter is exit 2 naming what is missing (rc %d)" % rc)
 
         p = subprocess.run([SSMCHECK, "check", "--ops", "alloc", "--backend", "python:x"], capture_output=True, text=True)
         check(p.returncode == 2 and "SSMCHECK_PYTHON_FDS is not set" in p.stderr,
