@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <tuple>
 #include <optional>
 
 #include "cli/backend_registry.h"
@@ -12,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
 #include "cli/output_path.h"
+#include "cli/shard_option.h"
 #include "cli/tolerance_options.h"
 #include "fixtures/hf_config.h"
 #include "fuzz/campaign.h"
@@ -43,7 +45,7 @@ struct FuzzFlags {
   // (with duration 0 the campaign is bounded by cases alone)
   int max_ops = 40;
   double duration = 0;
-  std::string backend = "reference", preset, config, h_mode, gates, f16_store, out = "ssmcheck-fuzz";
+  std::string backend = "reference", preset, config, h_mode, gates, f16_store, shard, out = "ssmcheck-fuzz";
   VerdictFiles verdict;
   int layers = 0;
   bool no_shrink = false;
@@ -96,6 +98,7 @@ int run_fuzz(const FuzzFlags& f) {
   fuzz::CampaignOptions o;
   o.seed = f.seed;
   o.cases = f.cases;
+  std::tie(o.shard, o.shards) = parse_shard(f.shard);
   o.max_ops = f.max_ops;
   o.duration_s = f.duration;
   o.shrink = !f.no_shrink;
@@ -121,8 +124,10 @@ int run_fuzz(const FuzzFlags& f) {
     fmt::print(stderr, tty ? "\r\033[Kssmcheck fuzz: {}" : "ssmcheck fuzz: {}\n", line);
     std::fflush(stderr);
   };
-  fmt::print("ssmcheck fuzz: seed {}, {}{} cases of up to {} ops, {} vs {}{}\n", f.seed,
-             f.duration > 0 ? "at most " : "", f.cases, f.max_ops, be.model_name, be.under_test()->name(),
+  fmt::print("ssmcheck fuzz: seed {}, {}{} cases{} of up to {} ops, {} vs {}{}\n", f.seed,
+             f.duration > 0 ? "at most " : "", f.cases,
+             o.shards > 1 ? fmt::format(" (shard {}/{}: those with i % {} == {})", o.shard, o.shards, o.shards, o.shard) : "",
+             f.max_ops, be.model_name, be.under_test()->name(),
              f.duration > 0 ? fmt::format(", for {} s (exploratory: the cases that run depend on the machine)",
                                           f.duration)
                             : "");
@@ -199,6 +204,7 @@ void add_fuzz_command(CLI::App& app, int* rc) {
       ->excludes(preset);
   cmd->add_option("--layers", f->layers, "with --preset or --config: keep the first N layers");
   cmd->add_option("--h-mode", f->h_mode, "fixed h mode (default: drawn)");
+  cmd->add_option("--shard", f->shard, shard_help());
   cmd->add_option("--gates", f->gates, gates_help());
   cmd->add_option("--f16-store", f->f16_store, f16_store_help());
   cmd->add_option("--out", f->out, "directory for failing cases")->capture_default_str();

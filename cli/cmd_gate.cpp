@@ -7,9 +7,11 @@
 
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/output_path.h"
+#include "cli/shard_option.h"
 #include "cli/crash_verdict.h"
 #include "cli/tolerance_options.h"
 #include "cli/backend_registry.h"
@@ -25,6 +27,7 @@ namespace {
 
 struct GateFlags {
   int cases = 1000;
+  std::string shard;
   std::string junit, json, traces = std::string(SSMCHECK_FIXTURES_DIR) + "/traces", backend = "all";
   uint64_t seed = 1;
   bool verbose = false;
@@ -46,6 +49,7 @@ int run_gate(const GateFlags& f) {
   replay::GateOptions o;
   o.traces_dir = f.traces;
   o.cases = f.cases;
+  std::tie(o.shard, o.shards) = parse_shard(f.shard);
   o.seed = f.seed;
   o.tolerances = f.tol.resolve();
   o.require_coverage = !f.no_coverage;
@@ -115,6 +119,7 @@ void add_gate_command(CLI::App& app, int* rc) {
   cmd->add_option("--traces", f->traces, "golden traces (faulty ones in DIR/faulty)")->capture_default_str();
   cmd->add_option("--backend", f->backend, "all (every available built-in) or " + backend_choices())->capture_default_str();
   cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--shard", f->shard, std::string(shard_help()) + "; shard 0 also replays the traces");
   cmd->add_flag("-v,--verbose", f->verbose, "one line per check on stderr");
   cmd->add_flag("--no-coverage", f->no_coverage,
                 "skip the campaigns' coverage check (for quick looks with too few cases to reach every "

@@ -286,9 +286,17 @@ int64_t CampaignResult::sequences() const {
   return it == coverage.ops.end() ? 0 : it->second;
 }
 
+std::string CampaignResult::case_range() const {
+  if (cases == 0) return fmt::format("no case of seed {}", seed);
+  if (shards == 1) return fmt::format("case 0..{} of seed {}", cases - 1, seed);
+  const int last = shard + (cases - 1) * shards;
+  return cases == 1 ? fmt::format("case {} of seed {}, shard {}/{}", shard, seed, shard, shards)
+                    : fmt::format("case {}, {}, .. {} of seed {}, shard {}/{}", shard, shard + shards, last, seed, shard,
+                                  shards);
+}
+
 std::string CampaignResult::summary() const {
-  const std::string range = cases > 0 ? fmt::format("case 0..{} of seed {}", cases - 1, seed)
-                                      : fmt::format("no case of seed {}", seed);
+  const std::string range = case_range();
   std::string s = fmt::format("{} cases ({}), {} sequences, {} ops in {:.1f} s ({:.0f} ops/s): {}{}\n", cases, range,
                               sequences(), ops, seconds,
                               seconds > 0 ? double(ops) / seconds : 0.0,
@@ -312,13 +320,19 @@ std::string CampaignResult::summary() const {
 
 CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut) {
   load_rapidcheck_quietly();
+  if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards)
+    throw std::invalid_argument(fmt::format("shard {}/{}: expected 0 <= I < N", o.shard, o.shards));
   CampaignResult result;
   result.seed = o.seed;
+  result.shard = o.shard;
+  result.shards = o.shards;
+  // the cases of this shard: shard, shard + shards, ... below o.cases
+  const int total = o.cases > o.shard ? (o.cases - o.shard + o.shards - 1) / o.shards : 0;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   // One RapidCheck run per case, seeded by the case index: the cases do not depend on how many
   // ran before them, so a count bound or a duration checked between cases is deterministic.
-  for (int c = 0; c < o.cases; ++c) {
+  for (int c = o.shard; c < o.cases; c += o.shards) {
     if (o.duration_s > 0 && elapsed() >= o.duration_s) {
       result.stopped_by_duration = true;
       break;
@@ -392,14 +406,14 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
       result.gave_up = true;
       result.message = "RapidCheck error: " + error.description;
     }
-    if (o.progress && (result.failed || (c + 1) % 10 == 0 || c + 1 == o.cases))
+    if (o.progress && (result.failed || result.cases % 10 == 0 || result.cases == total))
     {
       // ETA from the mean time per case so far (the campaign is bounded by its case count)
       const double t = elapsed();
-      const std::string eta = result.cases > 0 && result.cases < o.cases && !result.failed
-                                  ? fmt::format(", ETA {:.0f} s", t / result.cases * (o.cases - result.cases))
+      const std::string eta = result.cases > 0 && result.cases < total && !result.failed
+                                  ? fmt::format(", ETA {:.0f} s", t / result.cases * (total - result.cases))
                                   : "";
-      o.progress(fmt::format("{}/{} cases, {} ops, {:.1f} s{}{}", result.cases, o.cases, result.ops, t, eta,
+      o.progress(fmt::format("{}/{} cases, {} ops, {:.1f} s{}{}", result.cases, total, result.ops, t, eta,
                              result.failed ? fmt::format(", case {} failed, shrunk to {} ops ({} shrinks)", c,
                                                          ctx.length, ctx.shrinks)
                                            : ""));

@@ -20,6 +20,10 @@ struct CampaignOptions {
   // (mix(seed, i)), so a prefix of a campaign is a smaller campaign of the same seed.
   int cases = 100;
   int max_ops = 40;              // longest op sequence of a case
+  // A deterministic partition for spreading one campaign over machines (a CI matrix, a Slurm
+  // array, `ctest -j` on a multi-GPU host): shard I of N runs the cases i < `cases` with
+  // i % N == I, so the N shards together run exactly the unsharded campaign's cases.
+  int shard = 0, shards = 1;
   // Exploratory only (`fuzz --duration`, never the gate): > 0 runs cases until this many
   // seconds have passed, checked between cases, so the cases that run depend on the machine's
   // speed; `cases` is then an upper bound. The summary names the cases that ran.
@@ -49,7 +53,8 @@ struct CampaignResult {
   int cases = 0;     // cases that ran to completion or failure: case indexes 0..cases-1
   bool stopped_by_duration = false;  // duration_s ran out before `cases` were reached
   int64_t ops = 0;   // ops applied (shrinking included)
-  std::vector<int64_t> case_ops;  // ops of each case, by case index
+  std::vector<int64_t> case_ops;  // ops of each case that ran, in order (case shard + k * shards)
+  int shard = 0, shards = 1;      // the partition it ran (CampaignOptions)
   double seconds = 0;
   uint64_t seed = 0;
   bool failed = false;
@@ -64,6 +69,8 @@ struct CampaignResult {
   int script_length = 0;
   std::vector<std::string> files;  // dumps and the case text file
   std::string summary() const;
+  // "case 0..9 of seed 1", or with shards "case 1, 4, .. 10 of seed 1, shard 1/3"
+  std::string case_range() const;
   // Sequences the campaign created (allocs both sides applied): the unit of the false-alarm count
   // (docs/tolerances.md).
   int64_t sequences() const;

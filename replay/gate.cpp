@@ -79,6 +79,8 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   fuzz::CampaignOptions co;
   co.seed = o.seed;
   co.cases = o.cases;
+  co.shard = o.shard;
+  co.shards = o.shards;
   co.max_ops = o.max_ops;
   co.backend_label = be.flag;
   co.gates = be.gates;
@@ -96,7 +98,7 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
     c.status = r.failed || r.gave_up || r.cases == 0 || uncovered ? GateCase::Status::fail : GateCase::Status::pass;
     std::string missing;
     for (const auto& m : r.coverage_missing) missing += (missing.empty() ? "" : ", ") + m;
-    c.message = fmt::format("seed {}: cases 0..{}, {} sequences, {} ops: {}", o.seed, r.cases - 1, r.sequences(), r.ops,
+    c.message = fmt::format("{}, {} sequences, {} ops: {}", r.case_range(), r.sequences(), r.ops,
                             r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
                             : r.gave_up ? "gave up: " + r.message
                             : r.cases == 0 ? "no case ran"
@@ -243,7 +245,8 @@ GateResult run_gate(const GateOptions& o,
   };
   const std::vector<std::string> golden = traces_in(o.traces_dir);
   const std::vector<std::string> faulty = traces_in(o.traces_dir + "/faulty");
-  if (golden.empty()) {
+  const bool replays = o.shard == 0;  // shard 0 replays the traces; every shard runs its campaign cases
+  if (golden.empty() && replays) {
     GateCase c;
     c.suite = "replay.golden";
     c.name = o.traces_dir;
@@ -258,6 +261,7 @@ GateResult run_gate(const GateOptions& o,
     }
   };
   for (const fuzz::BackendEntry& be : o.backends) {
+    if (!replays) break;
     for (const std::string& p : golden) {
       start_check("replay.golden." + be.name, fs::path(p).filename().string());
       add(replay_case(p, be, false, o));

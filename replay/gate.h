@@ -22,6 +22,10 @@ struct GateOptions {
   // campaigns fail their coverage check when a threshold, clamp or axis was never reached
   // (fuzz::Coverage::required); off only for quick looks with few cases (gate --no-coverage)
   bool require_coverage = true;
+  // Shard I of N (fuzz::CampaignOptions::shard): the campaigns run their cases i % N == I, and
+  // shard 0 also replays the traces, so the N shards together run exactly the unsharded gate.
+  // Each shard checks the coverage of its own cases: give every shard enough of them.
+  int shard = 0, shards = 1;
   std::vector<fuzz::BackendEntry> backends;                // available ones (cli/backend_registry.h)
   std::vector<std::pair<std::string, std::string>> skipped;  // unavailable backend, why
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();

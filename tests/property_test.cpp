@@ -101,4 +101,29 @@ TEST(PropertyCpu, CaseIDoesNotDependOnHowManyCasesRan) {
   EXPECT_FALSE(timed.stopped_by_duration);
 }
 
+// --shard I/N: the N shards of a campaign run exactly its cases, each case as it runs unsharded,
+// and a failing case fails in the shard that owns it with the same shrunk script.
+TEST(PropertyCpu, ShardsPartitionTheCampaignExactly) {
+  fuzz::CampaignOptions o;
+  o.seed = campaign_seed(12);
+  o.max_ops = 20;
+  o.strictness = cmp::Strictness::bitwise;
+  o.cases = 10;
+  const fuzz::CampaignResult whole = fuzz::run_campaign(o, reference(), alternate());
+  ASSERT_EQ(whole.case_ops.size(), 10u);
+  o.shards = 3;
+  int64_t ops = 0;
+  for (o.shard = 0; o.shard < 3; ++o.shard) {
+    const fuzz::CampaignResult part = fuzz::run_campaign(o, reference(), alternate());
+    ASSERT_EQ(part.case_ops.size(), size_t(o.shard == 0 ? 4 : 3)) << "shard " << o.shard;
+    for (size_t k = 0; k < part.case_ops.size(); ++k)
+      EXPECT_EQ(part.case_ops[k], whole.case_ops[size_t(o.shard) + 3 * k]) << "shard " << o.shard << " case " << k;
+    ops += part.ops;
+    EXPECT_NE(part.summary().find("shard " + std::to_string(o.shard) + "/3"), std::string::npos) << part.summary();
+  }
+  EXPECT_EQ(ops, whole.ops);
+  o.shard = 3;
+  EXPECT_THROW(fuzz::run_campaign(o, reference(), alternate()), std::invalid_argument);
+}
+
 }  // namespace ssm::test

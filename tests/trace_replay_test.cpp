@@ -374,6 +374,27 @@ TEST(Gate, RunsOnTheBundledFixturesAndWritesJUnitAndJson) {
   EXPECT_GE(j.at("cases").size(), traces(traces_dir()).size() + traces(traces_dir() + "/faulty").size());
 }
 
+// --shard I/N: shard 0 replays the traces and runs its campaign cases, the others only their
+// cases; together they are the unsharded gate (fuzz's partition is tested in property_test).
+TEST(Gate, ShardsSplitTheCampaignAndShardZeroReplays) {
+  TempDir dir;
+  const std::string gate = std::string(SSMCHECK_BIN) + " gate --cases 10 --no-coverage --backend reference";
+  const Shell s0 = sh(gate + " --shard 0/2 --json " + q(dir.file("0.json")));
+  const Shell s1 = sh(gate + " --shard 1/2 --json " + q(dir.file("1.json")));
+  ASSERT_EQ(s0.code, 0) << s0.out;
+  ASSERT_EQ(s1.code, 0) << s1.out;
+  std::ifstream f0(dir.file("0.json")), f1(dir.file("1.json"));
+  const nlohmann::json j0 = nlohmann::json::parse(f0), j1 = nlohmann::json::parse(f1);
+  size_t replays0 = 0, replays1 = 0;
+  for (const auto& c : j0.at("cases")) replays0 += c.at("suite").get<std::string>().rfind("replay.", 0) == 0;
+  for (const auto& c : j1.at("cases")) replays1 += c.at("suite").get<std::string>().rfind("replay.", 0) == 0;
+  EXPECT_EQ(replays0, traces(traces_dir()).size() + traces(traces_dir() + "/faulty").size());
+  EXPECT_EQ(replays1, 0u);
+  EXPECT_NE(s0.out.find("case 0, 2, .. 8 of seed 1, shard 0/2"), std::string::npos) << s0.out;
+  EXPECT_NE(s1.out.find("case 1, 3, .. 9 of seed 1, shard 1/2"), std::string::npos) << s1.out;
+  EXPECT_EQ(sh(gate + " --shard 2/2").code, 2);
+}
+
 TEST(Gate, ACampaignThatNeverReachedAnAxisFailsItsCoverageCheck) {
   const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --cases 5 --backend reference");
   EXPECT_EQ(s.code, 1) << s.out;
