@@ -76,8 +76,7 @@ fuzz::BackendEntry plugin_entry(const std::string& flag, const std::string& text
   e.under_test = e.make;
   e.model = reference_factory();
   e.strictness = lib->bitwise() ? cmp::Strictness::bitwise : cmp::Strictness::classes;
-  e.gates = lib->torch_gates() ? GateMath::torch : GateMath::clamped;
-  e.f16_store = lib->f16_store_inf() ? F16Store::inf : F16Store::saturate;
+  e.numerics = lib->numerics();
   // a plug-in is created now once, so that a create that fails (a bad option) is an error before any work
   try {
     e.make();

@@ -7,43 +7,39 @@
 
 namespace ssm::cli {
 
-std::string gates_help() {
-  return "gate saturation: clamped (the contract's: softplus argument, A_log and g clamped) or torch (Hugging Face "
-         "transformers, vLLM, fla: softplus linear above 20, no clamps); default: what the backend declares, else "
-         "clamped";
+void NumericsFlags::add_to(CLI::App* cmd) {
+  cmd->add_option("--gates", gates,
+                  "gate saturation: clamped (the contract's: softplus argument, A_log and g clamped) or torch (Hugging "
+                  "Face transformers, vLLM, fla: softplus linear above 20, no clamps); default: what the backend "
+                  "declares, else clamped");
+  cmd->add_option("--f16-store", f16_store,
+                  "FP16 state stores: saturate (the contract's: clamp to +-65504, NaN -> -65504) or inf (triton's and "
+                  "torch's conversion: overflow to inf); default: what the backend declares, else saturate");
+  cmd->add_option("--f16-rows", f16_rows,
+                  "rows of one op on FP16 state: stored (the contract's: each row reads the stored FP16 state) or "
+                  "carried (vLLM, fla: FP32 across the rows, outputs read it); default: what the backend declares, "
+                  "else stored");
 }
 
-std::string f16_store_help() {
-  return "FP16 state stores: saturate (the contract's: clamp to +-65504, NaN -> -65504) or inf (triton's and torch's "
-         "conversion: overflow to inf); default: what the backend declares, else saturate";
-}
-
-namespace {
-
-// The flag's value, else what an external backend declares, else the contract's.
-template <class T>
-T resolve_numerics(const std::string& flag, const char* name, T (*parse)(const std::string&), const std::string& backend,
-                   T fuzz::BackendEntry::*declared, T contract) {
-  if (!flag.empty()) {
+Numerics NumericsFlags::resolve(const Numerics& declared) const {
+  Numerics n = declared;
+  const auto apply = [](const std::string& flag, const char* name, auto parse, auto& field) {
+    if (flag.empty()) return;
     try {
-      return parse(flag);
+      field = parse(flag);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(std::string(name) + ": " + e.what());
     }
-  }
+  };
+  apply(gates, "--gates", parse_gate_math, n.gates);
+  apply(f16_store, "--f16-store", parse_f16_store, n.f16_store);
+  apply(f16_rows, "--f16-rows", parse_f16_rows, n.f16_rows);
+  return n;
+}
+
+Numerics declared_numerics(const std::string& backend) {
   const bool external = backend.rfind("plugin:", 0) == 0 || backend.rfind("python:", 0) == 0;
-  return external ? find_backend(backend).*declared : contract;
-}
-
-}  // namespace
-
-GateMath resolve_gates(const std::string& flag, const std::string& backend) {
-  return resolve_numerics(flag, "--gates", parse_gate_math, backend, &fuzz::BackendEntry::gates, GateMath::clamped);
-}
-
-F16Store resolve_f16_store(const std::string& flag, const std::string& backend) {
-  return resolve_numerics(flag, "--f16-store", parse_f16_store, backend, &fuzz::BackendEntry::f16_store,
-                          F16Store::saturate);
+  return external ? find_backend(backend).numerics : Numerics{};
 }
 
 void CaseOptions::add_to(CLI::App* cmd, bool with_backend) {
@@ -73,8 +69,7 @@ void CaseOptions::add_to(CLI::App* cmd, bool with_backend) {
       ->check(CLI::Range(1e-30, 1e30));
   cmd->add_flag("--extreme-gates", c.gen.extreme_gates,
                 "gate parameters at the softplus threshold, the A_log clamp and both g clamps");
-  cmd->add_option("--gates", gates, gates_help());
-  cmd->add_option("--f16-store", f16_store, f16_store_help());
+  numerics.add_to(cmd);
   if (with_backend) cmd->add_option("--backend", backend, backend_choices())->capture_default_str();
 }
 
@@ -82,8 +77,7 @@ CaseConfig CaseOptions::resolve() const {
   CaseConfig c = config;
   c.h_mode = parse_h_mode(h_mode);
   c.capacity = parse_int_list(capacity, "--capacity");
-  c.gates = resolve_gates(gates, backend);
-  c.f16_store = resolve_f16_store(f16_store, backend);
+  c.numerics = numerics.resolve(declared_numerics(backend));
   c.pool();  // validates
   if (!c.config_path.empty()) c.spec();  // reads and checks the config (an error names file and field)
   return c;

@@ -45,7 +45,8 @@ struct FuzzFlags {
   // (with duration 0 the campaign is bounded by cases alone)
   int max_ops = 40;
   double duration = 0;
-  std::string backend = "reference", preset, config, h_mode, gates, f16_store, shard, out = "ssmcheck-fuzz";
+  std::string backend = "reference", preset, config, h_mode, shard, out = "ssmcheck-fuzz";
+  NumericsFlags numerics;
   VerdictFiles verdict;
   int layers = 0;
   bool no_shrink = false;
@@ -113,8 +114,7 @@ int run_fuzz(const FuzzFlags& f) {
   o.backend_label = f.backend;
   o.tolerances = f.tol.resolve();
   const fuzz::BackendEntry be = find_backend(f.backend);
-  o.gates = f.gates.empty() ? be.gates : resolve_gates(f.gates, f.backend);
-  o.f16_store = f.f16_store.empty() ? be.f16_store : resolve_f16_store(f.f16_store, f.backend);
+  o.numerics = f.numerics.resolve(be.numerics);
   o.strictness = be.strictness;
   o.pause_async = f.pause_async;
   o.require_coverage = f.require_coverage;
@@ -205,8 +205,7 @@ void add_fuzz_command(CLI::App& app, int* rc) {
   cmd->add_option("--layers", f->layers, "with --preset or --config: keep the first N layers");
   cmd->add_option("--h-mode", f->h_mode, "fixed h mode (default: drawn)");
   cmd->add_option("--shard", f->shard, shard_help());
-  cmd->add_option("--gates", f->gates, gates_help());
-  cmd->add_option("--f16-store", f->f16_store, f16_store_help());
+  f->numerics.add_to(cmd);
   cmd->add_option("--out", f->out, "directory for failing cases")->capture_default_str();
   cmd->add_option("--junit", f->verdict.junit, "write JUnit XML (one test case: the campaign; '-': stdout)");
   cmd->add_option("--json", f->verdict.json, "write the verdict as JSON (docs: README, 'Verdicts'; '-': stdout)");

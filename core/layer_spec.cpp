@@ -12,6 +12,29 @@ const char* to_string(OutputGate g) { return g == OutputGate::silu ? "silu" : "s
 const char* to_string(GateMath g) { return g == GateMath::clamped ? "clamped" : "torch"; }
 
 const char* to_string(F16Store f) { return f == F16Store::saturate ? "saturate" : "inf"; }
+const char* to_string(F16Rows r) { return r == F16Rows::stored ? "stored" : "carried"; }
+
+F16Rows parse_f16_rows(const std::string& s) {
+  if (s == "stored") return F16Rows::stored;
+  if (s == "carried") return F16Rows::carried;
+  throw std::invalid_argument("f16 rows '" + s + "': expected stored or carried");
+}
+
+std::string Numerics::flags() const {
+  std::string s;
+  if (gates != GateMath::clamped) s += std::string(" --gates ") + to_string(gates);
+  if (f16_store != F16Store::saturate) s += std::string(" --f16-store ") + to_string(f16_store);
+  if (f16_rows != F16Rows::stored) s += std::string(" --f16-rows ") + to_string(f16_rows);
+  return s;
+}
+
+std::string Numerics::name_suffix() const {
+  std::string s;
+  if (gates != GateMath::clamped) s += std::string(",gates=") + to_string(gates);
+  if (f16_store != F16Store::saturate) s += std::string(",f16_store=") + to_string(f16_store);
+  if (f16_rows != F16Rows::stored) s += std::string(",f16_rows=") + to_string(f16_rows);
+  return s;
+}
 
 F16Store parse_f16_store(const std::string& s) {
   if (s == "saturate") return F16Store::saturate;
@@ -33,8 +56,7 @@ std::string LayerSpec::name() const {
                   std::to_string(kd) + ",vd=" + std::to_string(vd) + ",d_conv=" + std::to_string(d_conv);
   if (conv_bias) s += ",bias";
   if (output_gate != OutputGate::silu) s += std::string(",gate=") + to_string(output_gate);
-  if (gates != GateMath::clamped) s += std::string(",gates=") + to_string(gates);
-  if (f16_store != F16Store::saturate) s += std::string(",f16_store=") + to_string(f16_store);
+  s += numerics.name_suffix();
   return s + ")";
 }
 

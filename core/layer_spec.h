@@ -22,11 +22,35 @@ enum class GateMath { clamped, torch };
 //           overflow gives +-inf, NaN stays NaN.
 // They agree wherever |h| <= 65504. (The converter, to_f16 and the f16-pool narrow, is the same in both.)
 enum class F16Store { saturate, inf };
+// What the rows of one decode or verify read when h is FP16 (docs/state-model.md, "FP16 h"):
+// stored:  the contract's: every row computes from the stored (rounded) FP16 state and its output
+//          reads the state it stored;
+// carried: vLLM's and fla's kernels: the state stays FP32 in registers across the rows of one op;
+//          each row's output reads that FP32 state and only the stores round to FP16.
+enum class F16Rows { stored, carried };
+
+// The numerics conventions of a layer: the contract's by default; an implementation that computes
+// otherwise declares it (plug-in flags, Python attributes) and is checked on a model that does too.
+struct Numerics {
+  GateMath gates = GateMath::clamped;
+  F16Store f16_store = F16Store::saturate;
+  F16Rows f16_rows = F16Rows::stored;
+  bool is_contract() const {
+    return gates == GateMath::clamped && f16_store == F16Store::saturate && f16_rows == F16Rows::stored;
+  }
+  std::string flags() const;        // " --gates torch --f16-store inf --f16-rows carried": what differs
+  std::string name_suffix() const;  // ",gates=torch,f16_store=inf,f16_rows=carried": what differs
+  bool operator==(const Numerics& o) const {
+    return gates == o.gates && f16_store == o.f16_store && f16_rows == o.f16_rows;
+  }
+};
 
 const char* to_string(LayerKind k);
 const char* to_string(OutputGate g);
 const char* to_string(GateMath g);
 const char* to_string(F16Store f);
+const char* to_string(F16Rows r);
+F16Rows parse_f16_rows(const std::string& s);  // "stored" / "carried"; throws std::invalid_argument
 GateMath parse_gate_math(const std::string& s);  // "clamped" / "torch"; throws std::invalid_argument
 F16Store parse_f16_store(const std::string& s);  // "saturate" / "inf"; throws std::invalid_argument
 
@@ -39,8 +63,7 @@ struct LayerSpec {
   int d_conv = 4;
   bool conv_bias = false;
   OutputGate output_gate = OutputGate::silu;
-  GateMath gates = GateMath::clamped;
-  F16Store f16_store = F16Store::saturate;
+  Numerics numerics;  // the contract's unless the implementation checked declares otherwise
   float eps = 1e-6f;  // rms_norm_eps of the output norm
   // Mamba-2 (reserved; no transitions implemented yet)
   int nh = 0, hp = 0, ns = 0, ng = 0;

@@ -46,9 +46,9 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   model.validate();
   cfg.validate();
   for (const LayerSpec& l : model.spec.layers)
-    if (l.gates != GateMath::clamped || l.f16_store != F16Store::saturate)
+    if (!l.numerics.is_contract())
       throw std::invalid_argument(l.name() + ": ssmcheck's CUDA kernels implement the contract's numerics only "
-                                  "(--gates clamped --f16-store saturate)");
+                                  "(--gates clamped --f16-store saturate --f16-rows stored)");
   synchronize();
   for (cudaEvent_t e : slot_ready_) cudaEventDestroy(e);
   slot_ready_.clear();

@@ -51,8 +51,11 @@ void write_layer_spec_attrs(hid_t g, const LayerSpec& s) {
   h5::write_attr_i64(g, "d_conv", s.d_conv);
   h5::write_attr_i64(g, "conv_bias", s.conv_bias ? 1 : 0);
   h5::write_attr_str(g, "output_gate", to_string(s.output_gate));
-  if (s.gates != GateMath::clamped) h5::write_attr_str(g, "gates", to_string(s.gates));  // absent: clamped
-  if (s.f16_store != F16Store::saturate) h5::write_attr_str(g, "f16_store", to_string(s.f16_store));  // absent: saturate
+  // the numerics, where they are not the contract's (absent: clamped, saturate, stored)
+  const Numerics& n = s.numerics;
+  if (n.gates != GateMath::clamped) h5::write_attr_str(g, "gates", to_string(n.gates));
+  if (n.f16_store != F16Store::saturate) h5::write_attr_str(g, "f16_store", to_string(n.f16_store));
+  if (n.f16_rows != F16Rows::stored) h5::write_attr_str(g, "f16_rows", to_string(n.f16_rows));
   h5::write_attr_f32(g, "eps", s.eps);
   h5::write_attr_str(g, "name", s.name());
 }
@@ -74,19 +77,19 @@ LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::stri
   if (gate == "silu") s.output_gate = OutputGate::silu;
   else if (gate == "sigmoid") s.output_gate = OutputGate::sigmoid;
   else throw FormatError(r.file(), lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
-  // optional everywhere: absent means the contract's clamped gates
-  if (r.has_attr(g, lp, "gates")) {
-    const std::string gm = r.str_attr(g, lp, "gates");
-    if (gm == "clamped") s.gates = GateMath::clamped;
-    else if (gm == "torch") s.gates = GateMath::torch;
-    else throw FormatError(r.file(), lp + "@gates", "is '" + gm + "', expected clamped or torch");
-  }
-  if (r.has_attr(g, lp, "f16_store")) {
-    const std::string st = r.str_attr(g, lp, "f16_store");
-    if (st == "saturate") s.f16_store = F16Store::saturate;
-    else if (st == "inf") s.f16_store = F16Store::inf;
-    else throw FormatError(r.file(), lp + "@f16_store", "is '" + st + "', expected saturate or inf");
-  }
+  // optional everywhere: absent means the contract's numerics
+  const auto numeric = [&](const char* name, auto parse, auto& field) {
+    if (!r.has_attr(g, lp, name)) return;
+    const std::string v = r.str_attr(g, lp, name);
+    try {
+      field = parse(v);
+    } catch (const std::invalid_argument& e) {
+      throw FormatError(r.file(), lp + "@" + name, e.what());
+    }
+  };
+  numeric("gates", parse_gate_math, s.numerics.gates);
+  numeric("f16_store", parse_f16_store, s.numerics.f16_store);
+  numeric("f16_rows", parse_f16_rows, s.numerics.f16_rows);
   const double eps = r.guard(lp + "@eps", [&] { return h5::read_attr_float(g, "eps"); });
   if (!(eps > 0) || !std::isfinite(eps)) throw FormatError(r.file(), lp + "@eps", "must be finite and > 0");
   s.eps = float(eps);

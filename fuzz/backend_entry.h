@@ -19,10 +19,9 @@ struct BackendEntry {
   BackendFactory model;     // makes that implementation
   cmp::Strictness strictness = cmp::Strictness::classes;  // bitwise: every tensor exact
   bool pause_async = true;  // gate campaigns hold its async copies until their reader waits
-  // The gate saturation it computes (core/layer_spec.h; a plug-in's SSMP_GATES_TORCH): the model it
-  // is checked on uses it unless --gates says otherwise.
-  GateMath gates = GateMath::clamped;
-  F16Store f16_store = F16Store::saturate;  // how it stores FP16 state (SSMP_F16_STORE_INF; --f16-store)
+  // The numerics it computes (core/layer_spec.h; a plug-in's SSMP_GATES_TORCH, SSMP_F16_STORE_INF,
+  // SSMP_F16_ROWS_CARRIED): the model it is checked on uses them unless --gates etc. say otherwise.
+  Numerics numerics;
 };
 
 }  // namespace ssm::fuzz

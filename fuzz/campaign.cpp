@@ -225,8 +225,7 @@ CaseConfig gen_config(const CampaignOptions& o) {
   if (o.config_path) c.config_path = *o.config_path;
   c.layers = o.layers;
   c.h_mode = o.h_mode ? *o.h_mode : *rc::gen::element(HMode::f32, HMode::f16, HMode::f16_pool);
-  c.gates = o.gates;
-  c.f16_store = o.f16_store;
+  c.numerics = o.numerics;
   c.slots = uniform(1, 5);
   c.capacity.clear();
   for (int s = 0; s < c.slots; ++s) c.capacity.push_back(uniform(0, 6));

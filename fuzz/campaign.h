@@ -32,8 +32,7 @@ struct CampaignOptions {
   std::optional<std::string> preset;  // fixed preset, else drawn from the small odd presets
   std::optional<std::string> config_path;  // fixed model from a Hugging Face config.json (wins over preset)
   std::optional<HMode> h_mode;        // fixed h mode, else drawn
-  GateMath gates = GateMath::clamped;  // every case's gate saturation (the backend's, or --gates)
-  F16Store f16_store = F16Store::saturate;  // every case's FP16 store (the backend's, or --f16-store)
+  Numerics numerics;  // every case's numerics (the backend's declaration, or --gates etc.)
   int layers = 0;                     // with a fixed big preset: keep the first N layers
   std::string out_dir;                // where failing cases are written ("" = nowhere)
   std::string backend_label = "reference";  // --backend value that reruns the case

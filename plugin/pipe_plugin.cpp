@@ -379,6 +379,9 @@ const ssmp_plugin* python_plugin_table() {
     const std::string store = hello.value("f16_store", std::string("saturate"));
     if (store != "saturate" && store != "inf")
       throw std::runtime_error("the Python side declares f16_store '" + store + "' (expected saturate or inf)");
+    const std::string rows = hello.value("f16_rows", std::string("stored"));
+    if (rows != "stored" && rows != "carried")
+      throw std::runtime_error("the Python side declares f16_rows '" + rows + "' (expected stored or carried)");
     if (layout != "nv,kd,vd" && layout != "nv,vd,kd")
       throw std::runtime_error("the Python side declares h_layout '" + layout + "' (expected nv,kd,vd or nv,vd,kd)");
     g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_name.c_str(),
@@ -388,7 +391,8 @@ const ssmp_plugin* python_plugin_table() {
                                    (hello.value("h_layout", "nv,kd,vd") == "nv,vd,kd" ? SSMP_H_VD_KD : 0) |
                                    (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE) |
                                    (hello.value("gates", "clamped") == "torch" ? SSMP_GATES_TORCH : 0) |
-                                   (hello.value("f16_store", "saturate") == "inf" ? SSMP_F16_STORE_INF : 0)),
+                                   (hello.value("f16_store", "saturate") == "inf" ? SSMP_F16_STORE_INF : 0) |
+                                   (hello.value("f16_rows", "stored") == "carried" ? SSMP_F16_ROWS_CARRIED : 0)),
                           create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
                           rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr};
     return &g_table;

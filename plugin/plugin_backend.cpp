@@ -99,8 +99,8 @@ std::string PluginLibrary::declared() const {
          ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes") +
          ", conv window: " + (short_conv_window() ? "d_conv-1 columns" : "d_conv columns") +
          ", h: " + (h_vd_kd() ? "[nv][vd][kd]" : "[nv][kd][vd]") +
-         (no_prefill_stage() ? ", no prefill staging blob" : "") + (torch_gates() ? ", gates: torch" : ", gates: clamped") +
-         (f16_store_inf() ? ", FP16 stores overflow to inf" : ", FP16 stores saturate");
+         (no_prefill_stage() ? ", no prefill staging blob" : "") +
+         ", numerics: " + (numerics().is_contract() ? std::string("the contract's") : numerics().flags().substr(1));
 }
 
 namespace {
@@ -121,11 +121,12 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
     if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name);
   if (!missing.empty()) throw std::runtime_error(who + ": required members not set: " + missing);
   const uint32_t known =
-      SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_CONV_WINDOW_D_CONV_MINUS_1 | SSMP_H_VD_KD | SSMP_NO_PREFILL_STAGE | SSMP_GATES_TORCH | SSMP_F16_STORE_INF;
+      SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_CONV_WINDOW_D_CONV_MINUS_1 | SSMP_H_VD_KD | SSMP_NO_PREFILL_STAGE | SSMP_GATES_TORCH | SSMP_F16_STORE_INF |
+                         SSMP_F16_ROWS_CARRIED;
   if (t->flags & ~known)
     throw std::runtime_error(who + ": unknown flags " + std::to_string(t->flags & ~known) + " (ABI " +
                              std::to_string(SSMP_ABI_VERSION) +
-                             " knows SSMP_OWN_LEGALITY, SSMP_BITWISE, SSMP_CONV_WINDOW_D_CONV_MINUS_1, SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH and SSMP_F16_STORE_INF)");
+                             " knows SSMP_OWN_LEGALITY, SSMP_BITWISE, SSMP_CONV_WINDOW_D_CONV_MINUS_1, SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF and SSMP_F16_ROWS_CARRIED)");
 }
 
 // Loaded files by absolute path, and in-process tables by their registered name.

@@ -35,8 +35,13 @@ struct PluginLibrary {
   bool short_conv_window() const { return table->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1; }
   bool h_vd_kd() const { return table->flags & SSMP_H_VD_KD; }
   bool no_prefill_stage() const { return table->flags & SSMP_NO_PREFILL_STAGE; }
-  bool torch_gates() const { return table->flags & SSMP_GATES_TORCH; }
-  bool f16_store_inf() const { return table->flags & SSMP_F16_STORE_INF; }
+  Numerics numerics() const {  // what SSMP_GATES_TORCH, SSMP_F16_STORE_INF and SSMP_F16_ROWS_CARRIED declare
+    Numerics n;
+    if (table->flags & SSMP_GATES_TORCH) n.gates = GateMath::torch;
+    if (table->flags & SSMP_F16_STORE_INF) n.f16_store = F16Store::inf;
+    if (table->flags & SSMP_F16_ROWS_CARRIED) n.f16_rows = F16Rows::carried;
+    return n;
+  }
   std::string declared() const;  // "name 'x', ABI 1, legality: its own, judged: bitwise"
 };
 

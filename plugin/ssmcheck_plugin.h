@@ -85,6 +85,10 @@ enum {
    * even, overflow to inf, NaN stays NaN) instead of the contract's saturating store (clamp to
    * +-65504, NaN -> -65504): the model it is checked on then does too (--f16-store inf). */
   SSMP_F16_STORE_INF = 1u << 6,
+  /* With FP16 state, the rows of one decode or verify carry the state in FP32 (registers): each
+   * row's output reads the unrounded state and only the stores round (vLLM's and fla's kernels),
+   * instead of the contract's rows that read the stored FP16 state (--f16-rows carried). */
+  SSMP_F16_ROWS_CARRIED = 1u << 7,
 };
 
 /* One recurrent layer and its weights (FP32 host arrays, valid during create_pool only). */
@@ -158,7 +162,7 @@ typedef struct {
   uint32_t abi_version; /* SSMP_ABI_VERSION of the plug-in's header */
   uint32_t struct_size; /* sizeof(ssmp_plugin) of the plug-in's header */
   const char* name;     /* e.g. "my-engine 0.3 (GDN kernels)" */
-  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF) */
+  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF, SSMP_F16_ROWS_CARRIED) */
 
   /* options: the key=value,... text after the path in --backend (possibly ""). NULL: failed. */
   void* (*create)(const char* options, ssmp_error* err);

@@ -14,10 +14,13 @@ void ReferenceBackend::step(int slot, const StepInputs& in, int row, StepOutputs
     const LayerRows& r = in.layers[l];
     const size_t t = size_t(row);
     LayerSlot& L = s.layers[l];
+    // F16Rows::carried: the op's first row widens the stored FP16 state; its rows then carry FP32
+    const bool carried = ls.numerics.f16_rows == F16Rows::carried && L.h.value.dtype() == DType::f16;
+    if (carried && row == 0) L.carry = widen_to_f32(L.h.value);
     gdn_step(ls, model_.weights[l], L.h.value, L.conv.f32(), r.x.data() + t * size_t(ls.conv_dim()),
              r.a.data() + t * size_t(ls.nv), r.b.data() + t * size_t(ls.nv), r.z.data() + t * size_t(ls.out_dim()),
              out.layers[l].data() + t * size_t(ls.out_dim()), out.condition[l].data() + t * size_t(ls.out_dim()),
-             &L.h.cond);
+             &L.h.cond, carried ? &L.carry : nullptr);
   });
 }
 

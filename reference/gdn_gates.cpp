@@ -17,7 +17,7 @@ Gates gates(const LayerSpec& s, const LayerWeights& w, const float* a, const flo
     const double x = double(a[vh]) + double(w.dt_bias[size_t(vh)]), al = double(w.A_log[size_t(vh)]);
     if (x > 20.0) count_branch(Branch::softplus_threshold);
     if (al > 20.0) count_branch(Branch::alog_clamp);
-    const bool torch = s.gates == GateMath::torch;
+    const bool torch = s.numerics.gates == GateMath::torch;
     const double dt = torch && x > 20.0 ? x : std::log1p(std::exp(std::min(x, 20.0)));
     const double A = std::exp(torch ? al : std::min(al, 20.0));
     const double g = std::exp(-A * dt);

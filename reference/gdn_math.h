@@ -63,15 +63,20 @@ struct StateCondition {
 };
 StateCondition fresh_state_condition(const LayerSpec& s);  // rho 0, S = I / kd per head
 
+// FP16 h widened to FP32 (exact); gdn_step.cpp.
+Tensor widen_to_f32(const Tensor& h16);
+
 // One token through one layer (gdn_step.cpp): conv, gates, delta rule on every value head of h,
 // storing h in its dtype (f32: round to FP32; f16: kernel store, clamped), then the output
 // from the STORED state. out: [nv*vd]. cond (optional, [nv*vd]): the output's condition
 // (core/model.h StepOutputs::condition): o_j = H^T q / sqrt(kd) moves by at most
 // sum_i max(|H_ij|, rms(H)) |q_i| / sqrt(kd) per unit relative error of its terms (state errors are
 // at the head's scale, as in fp32-state), carried through the output norm. h_cond (optional): the
-// state's condition, updated in place.
+// state's condition, updated in place. carried (optional, F16Rows::carried on FP16 h): the FP32
+// state the rows of one op carry; the row starts from it instead of h, writes it back rounded to
+// FP32, still stores h in FP16, and its output reads the carried FP32 state.
 void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window,
               const float* x, const float* a, const float* b, const float* z, float* out,
-              float* cond = nullptr, StateCondition* h_cond = nullptr);
+              float* cond = nullptr, StateCondition* h_cond = nullptr, Tensor* carried = nullptr);
 
 }  // namespace ssm::ref

@@ -9,14 +9,6 @@
 
 namespace ssm::ref {
 
-namespace {
-Tensor widen(const Tensor& h16) {
-  Tensor h = Tensor::zeros(DType::f32, h16.shape());
-  for (int64_t i = 0; i < h16.size(); ++i) h.f32()[i] = h16.get(i);
-  return h;
-}
-}  // namespace
-
 StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
   contract_.check_prefill(slot, in);
   const HMode mode = contract_.pool().h_mode;
@@ -26,7 +18,7 @@ StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
   for_each_layer(model_.spec.layers, [&](size_t l) {
     const LayerSpec& ls = model_.spec.layers[l];
     LayerSlot& L = s.layers[l];
-    Tensor work = L.h.value.dtype() == DType::f16 ? widen(L.h.value) : L.h.value;  // FP32 working h
+    Tensor work = L.h.value.dtype() == DType::f16 ? widen_to_f32(L.h.value) : L.h.value;  // FP32 working h
     const LayerRows& r = in.layers[l];
     for (int t = 0; t < in.rows; ++t) {
       const size_t tt = size_t(t);

@@ -32,7 +32,7 @@ MatD store_head(const LayerSpec& s, Tensor& h, int vh, const MatD& H) {
         h.f32()[e] = f;
         stored(i, j) = f;
       } else {
-        h.f16()[e] = s.f16_store == F16Store::saturate ? store_half(f) : store_half_inf(f);
+        h.f16()[e] = s.numerics.f16_store == F16Store::saturate ? store_half(f) : store_half_inf(f);
         stored(i, j) = half_to_float(h.f16()[e]);
       }
     }
@@ -42,7 +42,7 @@ MatD store_head(const LayerSpec& s, Tensor& h, int vh, const MatD& H) {
 
 void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window,
               const float* x, const float* a, const float* b, const float* z, float* out, float* cond,
-              StateCondition* h_cond) {
+              StateCondition* h_cond, Tensor* carried) {
   // the state's carried condition: RMS error per column and its shape (FP16 h is judged in FP16
   // ULPs, never by it: skipped there, conv errors included)
   const bool carry = h_cond && h.dtype() == DType::f32;
@@ -56,15 +56,17 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
     const VecD q = y.segment(Eigen::Index(kh) * s.kd, s.kd);
     const VecD k = y.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd);
     const VecD v = y.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd);
-    MatD H = load_head(s, h, vh);
+    MatD H = load_head(s, carried ? *carried : h, vh);
     if (carry)
       delta_rule_condition(H, k, yerr.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd), v,
                            yerr.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd), gt.g[vh],
                            gt.g_cond[vh], gt.beta[vh], h_cond->rho.f32() + size_t(vh) * size_t(s.vd),
                            h_cond->shape.f32() + size_t(vh) * size_t(s.kd) * size_t(s.kd));
     delta_rule(H, k, v, gt.g[vh], gt.beta[vh]);
-    const MatD Hs = store_head(s, h, vh, H);
-    const VecD o = Hs.transpose() * q * qscale;  // the UPDATED, stored state
+    const MatD stored = store_head(s, h, vh, H);
+    // the UPDATED state: as stored, or (carried rows) the FP32 state the next row continues from
+    const MatD Hs = carried ? store_head(s, *carried, vh, H) : stored;
+    const VecD o = Hs.transpose() * q * qscale;
     const VecD o_normed = output_norm(s, w, o, z + size_t(vh) * size_t(s.vd));
     for (int j = 0; j < s.vd; ++j) out[size_t(vh) * size_t(s.vd) + size_t(j)] = float(o_normed[j]);
     if (cond) {
@@ -74,6 +76,12 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
       for (int j = 0; j < s.vd; ++j) cond[size_t(vh) * size_t(s.vd) + size_t(j)] = float(c[j]);
     }
   });
+}
+
+Tensor widen_to_f32(const Tensor& h16) {
+  Tensor h = Tensor::zeros(DType::f32, h16.shape());
+  for (int64_t i = 0; i < h16.size(); ++i) h.f32()[i] = h16.get(i);
+  return h;
 }
 
 StateCondition fresh_state_condition(const LayerSpec& s) {

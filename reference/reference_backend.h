@@ -45,6 +45,7 @@ class ReferenceBackend : public Backend {
     Tensor conv_checkpoint;
     std::vector<HField> h_intermediates;     // capacity(slot) entries, empty until written
     std::vector<Tensor> conv_intermediates;  // conv_capacity entries
+    Tensor carry;  // F16Rows::carried on FP16 h: the FP32 state the rows of the current op carry
   };
   struct Slot {
     std::vector<LayerSlot> layers;

@@ -83,8 +83,7 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   co.shards = o.shards;
   co.max_ops = o.max_ops;
   co.backend_label = be.flag;
-  co.gates = be.gates;
-  co.f16_store = be.f16_store;
+  co.numerics = be.numerics;
   co.tolerances = o.tolerances;
   co.strictness = be.strictness;
   co.pause_async = be.pause_async;  // async copies held until their reader waits: a reader that skips it is caught

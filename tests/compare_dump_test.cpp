@@ -131,8 +131,9 @@ TEST(compare_dump, convention_flags_round_trip) {
   TempDir dir;
   Dump d = make_dump("odd-d", HMode::f16_pool, 31, kOps);
   for (LayerSpec& l : d.spec.layers) {  // the numerics the model was checked with travel too (in name())
-    l.gates = GateMath::torch;
-    l.f16_store = F16Store::inf;
+    l.numerics.gates = GateMath::torch;
+    l.numerics.f16_store = F16Store::inf;
+    l.numerics.f16_rows = F16Rows::carried;
   }
   for (DumpSequence& s : d.sequences) {
     s.state.h_prefill_stage.reset();
@@ -141,8 +142,8 @@ TEST(compare_dump, convention_flags_round_trip) {
   }
   write_dump(dir.file("a.h5"), d);
   expect_same(d, read_dump(dir.file("a.h5")));
-  EXPECT_EQ(read_dump(dir.file("a.h5")).spec.layers[1].gates, GateMath::torch);
-  EXPECT_EQ(read_dump(dir.file("a.h5")).spec.layers[1].f16_store, F16Store::inf);
+  const Numerics expected{GateMath::torch, F16Store::inf, F16Rows::carried};
+  EXPECT_TRUE(read_dump(dir.file("a.h5")).spec.layers[1].numerics == expected);
   Dump bad = d;
   bad.sequences[1].state.prefill_stage_absent = false;
   try {

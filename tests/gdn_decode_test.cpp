@@ -64,7 +64,7 @@ TEST(GdnDecodeF16Store, SaturateAndInfDifferOnlyWhereTheStoreOverflows) {
   std::vector<Tensor> h;
   for (F16Store store : {F16Store::saturate, F16Store::inf}) {
     ModelSpec spec = make_preset("odd-d");
-    for (LayerSpec& l : spec.layers) l.f16_store = store;
+    for (LayerSpec& l : spec.layers) l.numerics.f16_store = store;
     ref::ReferenceBackend b;
     b.create_pool(make_model(spec, gen), pool);
     b.alloc(0);
@@ -85,6 +85,70 @@ TEST(GdnDecodeF16Store, SaturateAndInfDifferOnlyWhereTheStoreOverflows) {
       }
     }
   EXPECT_GT(overflowed, 0) << "no store overflowed: raise value_scale";
+}
+
+// F16Rows::carried (vLLM's and fla's kernels): the rows of one op carry the state in FP32 and
+// outputs read it. A decode's first row starts from the same stored state, so the stored FP16 h is
+// the same as the contract's; its output reads the unrounded state, so where the state overflows
+// FP16 the output stays finite (the contract's reads the stored inf back and gives NaN: what a
+// vLLM campaign showed). Over a verify the rows diverge from the contract's by FP16 roundings only.
+TEST(GdnDecodeF16Store, CarriedRowsReadTheFp32State) {
+  const uint64_t seed = 0;  // the case of GdnDecodeF16Store.SaturateAndInfDifferOnlyWhereTheStoreOverflows
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  GenConfig gen;
+  gen.seed = seed;
+  gen.decay = 0.1;
+  gen.value_scale = 2e5;
+  PoolConfig pool;
+  pool.h_mode = HMode::f16_pool;
+  struct Run {
+    std::vector<Tensor> h;
+    std::vector<float> out;   // every layer's decode output
+    std::vector<float> vout;  // every layer's verify outputs
+  };
+  std::vector<Run> runs;
+  for (F16Rows rows : {F16Rows::stored, F16Rows::carried}) {
+    ModelSpec spec = make_preset("odd-d");
+    for (LayerSpec& l : spec.layers) {
+      l.numerics.f16_store = F16Store::inf;
+      l.numerics.f16_rows = rows;
+    }
+    ref::ReferenceBackend b;
+    b.create_pool(make_model(spec, gen), pool);
+    b.alloc(0);
+    Run r;
+    const std::vector<StepOutputs> decoded = b.decode({0}, {make_inputs(spec, gen, 0, 0, 0, 1)});
+    for (const auto& layer : decoded[0].layers) r.out.insert(r.out.end(), layer.begin(), layer.end());
+    for (const LayerState& L : b.export_state(0).layers) r.h.push_back(L.h);
+    GenConfig small = gen;  // a verify on ordinary values: both conventions stay finite
+    small.value_scale = 1;
+    ref::ReferenceBackend v;
+    v.create_pool(make_model(spec, small), pool);
+    v.alloc(0);
+    v.prefill(0, make_inputs(spec, small, 0, 0, 0, 3));
+    const std::vector<StepOutputs> verified = v.verify({0}, 4, VerifyArm::exact, {make_inputs(spec, small, 1, 0, 0, 4)});
+    for (const auto& layer : verified[0].layers) r.vout.insert(r.vout.end(), layer.begin(), layer.end());
+    runs.push_back(std::move(r));
+  }
+  for (size_t l = 0; l < runs[0].h.size(); ++l) EXPECT_TRUE(runs[0].h[l].bit_equal(runs[1].h[l])) << "layer " << l;
+  int nan_stored = 0, finite_carried_there = 0;
+  for (size_t i = 0; i < runs[0].out.size(); ++i) {
+    if (std::isnan(runs[0].out[i])) {
+      ++nan_stored;
+      finite_carried_there += std::isfinite(runs[1].out[i]);
+    }
+    EXPECT_FALSE(std::isnan(runs[1].out[i])) << "carried output " << i;
+  }
+  EXPECT_GT(nan_stored, 0) << "the stored convention no longer reads an overflowed state: pick another case";
+  EXPECT_EQ(finite_carried_there, nan_stored);
+  double worst = 0;
+  for (size_t i = 0; i < runs[0].vout.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(runs[0].vout[i]) && std::isfinite(runs[1].vout[i])) << i;
+    worst = std::max(worst, std::fabs(double(runs[0].vout[i]) - double(runs[1].vout[i])) /
+                                (1.0 + std::fabs(double(runs[0].vout[i]))));
+  }
+  EXPECT_GT(worst, 0.0) << "carried rows computed exactly what stored rows did";
+  EXPECT_LT(worst, 0.05) << "carried rows differ from stored ones by more than FP16 roundings";
 }
 
 }  // namespace ssm::test

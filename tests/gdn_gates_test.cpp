@@ -11,7 +11,7 @@ namespace {
 Gates one(float A_log, float dt_bias, float a, float b, GateMath math = GateMath::clamped) {
   LayerSpec s;
   s.nk = 1; s.nv = 1;
-  s.gates = math;
+  s.numerics.gates = math;
   LayerWeights w;
   w.A_log = {A_log};
   w.dt_bias = {dt_bias};

@@ -27,8 +27,9 @@ convention profile of what export_state returns (docs/plugins.md): ``conv_window
 or "d_conv-1" for causal_conv1d's state), ``h_layout`` ("nv,kd,vd", or "nv,vd,kd") and
 ``prefill_stage`` (False: no FP32 staging blob in f16-pool mode; the stage is not compared); and
 the numerics it computes, which the model it is checked on then uses: ``gates`` ("clamped", the
-contract's, or "torch": softplus linear above 20, no clamps) and ``f16_store`` ("saturate", the
-contract's, or "inf": FP16 stores overflow to inf).
+contract's, or "torch": softplus linear above 20, no clamps), ``f16_store`` ("saturate", the
+contract's, or "inf": FP16 stores overflow to inf) and ``f16_rows`` ("stored", the contract's, or
+"carried": with FP16 state the rows of one op carry it in FP32 and outputs read that).
 """
 import json
 import os
@@ -225,7 +226,8 @@ class _Server:
         return dict(status=SSMP_OK, name=str(name), own_legality=bool(getattr(b, "own_legality", False)),
                     bitwise=bool(getattr(b, "bitwise", False)), conv_window=getattr(b, "conv_window", "d_conv"),
                     h_layout=getattr(b, "h_layout", "nv,kd,vd"), prefill_stage=bool(getattr(b, "prefill_stage", True)),
-                    gates=getattr(b, "gates", "clamped"), f16_store=getattr(b, "f16_store", "saturate"))
+                    gates=getattr(b, "gates", "clamped"), f16_store=getattr(b, "f16_store", "saturate"),
+                    f16_rows=getattr(b, "f16_rows", "stored"))
 
     def handle(self, req, blobs):
         call = req["call"]
