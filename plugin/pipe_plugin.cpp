@@ -369,30 +369,32 @@ const ssmp_plugin* python_plugin_table() {
     if (hello.value("status", -1) != SSMP_OK)
       throw std::runtime_error("the Python side refused the handshake: " + hello.value("message", std::string()));
     g_name = hello.value("name", std::string("python"));
-    const std::string window = hello.value("conv_window", std::string("d_conv"));
-    const std::string layout = hello.value("h_layout", std::string("nv,kd,vd"));
-    if (window != "d_conv" && window != "d_conv-1")
-      throw std::runtime_error("the Python side declares conv_window '" + window + "' (expected d_conv or d_conv-1)");
-    const std::string gates = hello.value("gates", std::string("clamped"));
-    if (gates != "clamped" && gates != "torch")
-      throw std::runtime_error("the Python side declares gates '" + gates + "' (expected clamped or torch)");
-    const std::string store = hello.value("f16_store", std::string("saturate"));
-    if (store != "saturate" && store != "inf")
-      throw std::runtime_error("the Python side declares f16_store '" + store + "' (expected saturate or inf)");
-    const std::string rows = hello.value("f16_rows", std::string("stored"));
-    if (rows != "stored" && rows != "carried")
-      throw std::runtime_error("the Python side declares f16_rows '" + rows + "' (expected stored or carried)");
-    if (layout != "nv,kd,vd" && layout != "nv,vd,kd")
-      throw std::runtime_error("the Python side declares h_layout '" + layout + "' (expected nv,kd,vd or nv,vd,kd)");
-    g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_name.c_str(),
-                          uint32_t((hello.value("own_legality", false) ? SSMP_OWN_LEGALITY : 0) |
-                                   (hello.value("bitwise", false) ? SSMP_BITWISE : 0) |
-                                   (hello.value("conv_window", "d_conv") == "d_conv-1" ? SSMP_CONV_WINDOW_D_CONV_MINUS_1 : 0) |
-                                   (hello.value("h_layout", "nv,kd,vd") == "nv,vd,kd" ? SSMP_H_VD_KD : 0) |
-                                   (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE) |
-                                   (hello.value("gates", "clamped") == "torch" ? SSMP_GATES_TORCH : 0) |
-                                   (hello.value("f16_store", "saturate") == "inf" ? SSMP_F16_STORE_INF : 0) |
-                                   (hello.value("f16_rows", "stored") == "carried" ? SSMP_F16_ROWS_CARRIED : 0)),
+    // The string declarations of the class (bridge.py's declared()): key, the contract's value,
+    // the other value, and the flag that other value sets.
+    struct Choice {
+      const char* key;
+      const char* contract;
+      const char* other;
+      uint32_t flag;
+    };
+    static const Choice choices[] = {
+        {"conv_window", "d_conv", "d_conv-1", SSMP_CONV_WINDOW_D_CONV_MINUS_1},
+        {"h_layout", "nv,kd,vd", "nv,vd,kd", SSMP_H_VD_KD},
+        {"gates", "clamped", "torch", SSMP_GATES_TORCH},
+        {"f16_store", "saturate", "inf", SSMP_F16_STORE_INF},
+        {"f16_rows", "stored", "carried", SSMP_F16_ROWS_CARRIED},
+    };
+    uint32_t flags = (hello.value("own_legality", false) ? SSMP_OWN_LEGALITY : 0) |
+                     (hello.value("bitwise", false) ? SSMP_BITWISE : 0) |
+                     (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE);
+    for (const Choice& c : choices) {
+      const std::string v = hello.value(c.key, std::string(c.contract));
+      if (v != c.contract && v != c.other)
+        throw std::runtime_error(std::string("the Python side declares ") + c.key + " '" + v + "' (expected " +
+                                 c.contract + " or " + c.other + ")");
+      if (v == c.other) flags |= c.flag;
+    }
+    g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_name.c_str(), flags,
                           create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
                           rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr};
     return &g_table;
