@@ -137,6 +137,11 @@ def main():
         check(rc == 0 and "--gates torch" in text, "a class declaring torch's gates is checked on torch's gates (rc %d)" % rc)
         rc, text = run(extreme + ["--gates", "clamped"], TorchGates, tmp, "torch_gates_forced")
         check(rc == 1 and "DIFFERENT" in text, "the same class forced onto the contract's clamped gates diverges (rc %d)" % rc)
+        class BadDeclaration(NumpyGdn):
+            gates = "tanh"
+        rc, text = run(["check", "--ops", "alloc", "--backend", "python:bad"], BadDeclaration, tmp, "bad_declaration")
+        check(rc == 2 and "declares gates 'tanh' (expected clamped or torch)" in text,
+              "a declaration ssmcheck does not know is exit 2 naming it (rc %d)" % rc)
         rc, text = run(["backends", "python:torch-gates"], TorchGates, tmp, "torch_gates_declared")
         check(rc == 0 and "numerics: --gates torch" in text, "ssmcheck backends shows the declared numerics (rc %d)" % rc)
         rc, text = run(fuzz + ["--backend", "python:torch-gates"], TorchGates, tmp, "torch_gates_campaign")
