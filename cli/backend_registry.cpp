@@ -123,6 +123,11 @@ std::vector<fuzz::BackendEntry> select_backends(const std::string& which,
   return v;
 }
 
+Numerics declared_numerics(const std::string& name) {
+  const bool external = name.rfind(kPluginPrefix, 0) == 0 || name.rfind(plugin::kPythonScheme, 0) == 0;
+  return external ? find_backend(name).numerics : Numerics{};
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name) { return find_backend(name).make(); }
 
 std::string backend_choices() {

@@ -24,6 +24,11 @@ fuzz::BackendEntry find_backend(const std::string& name);
 std::vector<fuzz::BackendEntry> select_backends(const std::string& which,
                                                 std::vector<std::pair<std::string, std::string>>* skipped);
 
+// The numerics `name` computes: what a plug-in or python: backend declares (loaded now); the
+// built-ins compute the contract's (checked without making them, so an unavailable one errs later,
+// where it is made).
+Numerics declared_numerics(const std::string& name);
+
 // find_backend(name).make().
 std::unique_ptr<Backend> make_backend(const std::string& name);
 

@@ -37,11 +37,6 @@ Numerics NumericsFlags::resolve(const Numerics& declared) const {
   return n;
 }
 
-Numerics declared_numerics(const std::string& backend) {
-  const bool external = backend.rfind("plugin:", 0) == 0 || backend.rfind("python:", 0) == 0;
-  return external ? find_backend(backend).numerics : Numerics{};
-}
-
 void CaseOptions::add_to(CLI::App* cmd, bool with_backend) {
   CaseConfig& c = config;
   std::string presets;

@@ -18,8 +18,6 @@ struct NumericsFlags {
   void add_to(CLI::App* cmd);
   Numerics resolve(const Numerics& declared) const;  // throws std::invalid_argument naming the flag
 };
-// What `backend` declares: a plug-in's or python: backend's flags (loaded now), else the contract's.
-Numerics declared_numerics(const std::string& backend);
 
 struct CaseOptions {
   CaseConfig config;

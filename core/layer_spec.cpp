@@ -1,9 +1,12 @@
 // Presets and printing for layer specs (see layer_spec.h).
 #include "core/layer_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ssm {
 
@@ -14,38 +17,50 @@ const char* to_string(GateMath g) { return g == GateMath::clamped ? "clamped" : 
 const char* to_string(F16Store f) { return f == F16Store::saturate ? "saturate" : "inf"; }
 const char* to_string(F16Rows r) { return r == F16Rows::stored ? "stored" : "carried"; }
 
+namespace {
+
+// s among two names, or std::invalid_argument "WHAT 'S': expected A or B".
+template <class E>
+E parse_choice(const std::string& s, const char* what, std::pair<const char*, E> a, std::pair<const char*, E> b) {
+  if (s == a.first) return a.second;
+  if (s == b.first) return b.second;
+  throw std::invalid_argument(std::string(what) + " '" + s + "': expected " + a.first + " or " + b.first);
+}
+
+// The numerics fields that are not the contract's: flag name ("f16-store") and value ("inf").
+std::vector<std::pair<std::string, std::string>> differences(const Numerics& n) {
+  std::vector<std::pair<std::string, std::string>> d;
+  if (n.gates != GateMath::clamped) d.emplace_back("gates", to_string(n.gates));
+  if (n.f16_store != F16Store::saturate) d.emplace_back("f16-store", to_string(n.f16_store));
+  if (n.f16_rows != F16Rows::stored) d.emplace_back("f16-rows", to_string(n.f16_rows));
+  return d;
+}
+
+}  // namespace
+
+GateMath parse_gate_math(const std::string& s) {
+  return parse_choice(s, "gates", std::pair{"clamped", GateMath::clamped}, std::pair{"torch", GateMath::torch});
+}
+F16Store parse_f16_store(const std::string& s) {
+  return parse_choice(s, "f16 store", std::pair{"saturate", F16Store::saturate}, std::pair{"inf", F16Store::inf});
+}
 F16Rows parse_f16_rows(const std::string& s) {
-  if (s == "stored") return F16Rows::stored;
-  if (s == "carried") return F16Rows::carried;
-  throw std::invalid_argument("f16 rows '" + s + "': expected stored or carried");
+  return parse_choice(s, "f16 rows", std::pair{"stored", F16Rows::stored}, std::pair{"carried", F16Rows::carried});
 }
 
 std::string Numerics::flags() const {
   std::string s;
-  if (gates != GateMath::clamped) s += std::string(" --gates ") + to_string(gates);
-  if (f16_store != F16Store::saturate) s += std::string(" --f16-store ") + to_string(f16_store);
-  if (f16_rows != F16Rows::stored) s += std::string(" --f16-rows ") + to_string(f16_rows);
+  for (const auto& [flag, value] : differences(*this)) s += " --" + flag + " " + value;
   return s;
 }
 
 std::string Numerics::name_suffix() const {
   std::string s;
-  if (gates != GateMath::clamped) s += std::string(",gates=") + to_string(gates);
-  if (f16_store != F16Store::saturate) s += std::string(",f16_store=") + to_string(f16_store);
-  if (f16_rows != F16Rows::stored) s += std::string(",f16_rows=") + to_string(f16_rows);
+  for (auto [flag, value] : differences(*this)) {
+    std::replace(flag.begin(), flag.end(), '-', '_');  // the attribute's name: f16_store
+    s += "," + flag + "=" + value;
+  }
   return s;
-}
-
-F16Store parse_f16_store(const std::string& s) {
-  if (s == "saturate") return F16Store::saturate;
-  if (s == "inf") return F16Store::inf;
-  throw std::invalid_argument("f16 store '" + s + "': expected saturate or inf");
-}
-
-GateMath parse_gate_math(const std::string& s) {
-  if (s == "clamped") return GateMath::clamped;
-  if (s == "torch") return GateMath::torch;
-  throw std::invalid_argument("gates '" + s + "': expected clamped or torch");
 }
 
 std::string LayerSpec::name() const {

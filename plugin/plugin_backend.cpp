@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <stdexcept>
+#include <utility>
 
 #include "core/errors.h"
 #include "core/state.h"
@@ -120,13 +121,26 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
   for (const auto& [name, set] : required_members(*t))
     if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name);
   if (!missing.empty()) throw std::runtime_error(who + ": required members not set: " + missing);
-  const uint32_t known =
-      SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_CONV_WINDOW_D_CONV_MINUS_1 | SSMP_H_VD_KD | SSMP_NO_PREFILL_STAGE | SSMP_GATES_TORCH | SSMP_F16_STORE_INF |
-                         SSMP_F16_ROWS_CARRIED;
+  // the flags of this ABI (plugin/ssmcheck_plugin.h), for the mask and the message alike
+  static const std::pair<uint32_t, const char*> flags[] = {
+      {SSMP_OWN_LEGALITY, "SSMP_OWN_LEGALITY"},
+      {SSMP_BITWISE, "SSMP_BITWISE"},
+      {SSMP_CONV_WINDOW_D_CONV_MINUS_1, "SSMP_CONV_WINDOW_D_CONV_MINUS_1"},
+      {SSMP_H_VD_KD, "SSMP_H_VD_KD"},
+      {SSMP_NO_PREFILL_STAGE, "SSMP_NO_PREFILL_STAGE"},
+      {SSMP_GATES_TORCH, "SSMP_GATES_TORCH"},
+      {SSMP_F16_STORE_INF, "SSMP_F16_STORE_INF"},
+      {SSMP_F16_ROWS_CARRIED, "SSMP_F16_ROWS_CARRIED"},
+  };
+  uint32_t known = 0;
+  std::string names;
+  for (const auto& [bit, name] : flags) {
+    known |= bit;
+    names += (names.empty() ? "" : ", ") + std::string(name);
+  }
   if (t->flags & ~known)
     throw std::runtime_error(who + ": unknown flags " + std::to_string(t->flags & ~known) + " (ABI " +
-                             std::to_string(SSMP_ABI_VERSION) +
-                             " knows SSMP_OWN_LEGALITY, SSMP_BITWISE, SSMP_CONV_WINDOW_D_CONV_MINUS_1, SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF and SSMP_F16_ROWS_CARRIED)");
+                             std::to_string(SSMP_ABI_VERSION) + " knows " + names + ")");
 }
 
 // Loaded files by absolute path, and in-process tables by their registered name.

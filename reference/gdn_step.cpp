@@ -45,9 +45,9 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
               StateCondition* h_cond, Tensor* carried) {
   // the state's carried condition: RMS error per column and its shape (FP16 h is judged in FP16
   // ULPs, never by it: skipped there, conv errors included)
-  const bool carry = h_cond && h.dtype() == DType::f32;
+  const bool track_condition = h_cond && h.dtype() == DType::f32;
   VecD yerr;  // the conv outputs' FP32 error per unit roundoff, for the state's condition
-  const VecD y = conv_update(s, w, window, x, carry ? &yerr : nullptr);  // [conv_dim]: Q | K | V
+  const VecD y = conv_update(s, w, window, x, track_condition ? &yerr : nullptr);  // [conv_dim]: Q | K | V
   const Gates gt = gates(s, w, a, b);
   const double qscale = 1.0 / std::sqrt(double(s.kd));
   parallel_parts(s.nv, heads_in_parallel(s), [&](size_t head) {  // heads are independent
@@ -57,7 +57,7 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
     const VecD k = y.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd);
     const VecD v = y.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd);
     MatD H = load_head(s, carried ? *carried : h, vh);
-    if (carry)
+    if (track_condition)
       delta_rule_condition(H, k, yerr.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd), v,
                            yerr.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd), gt.g[vh],
                            gt.g_cond[vh], gt.beta[vh], h_cond->rho.f32() + size_t(vh) * size_t(s.vd),

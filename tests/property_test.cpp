@@ -81,14 +81,20 @@ TEST(PropertyCpu, InputsSurviveTheRemovalOfUnrelatedOps) {
                                   cmp::Strictness::bitwise).pass());
 }
 
+// A short bitwise campaign of the reference against its alternate path (the seed printed).
+static fuzz::CampaignOptions short_campaign(uint64_t base, int cases) {
+  fuzz::CampaignOptions o;
+  o.seed = campaign_seed(base);
+  o.max_ops = 20;
+  o.strictness = cmp::Strictness::bitwise;
+  o.cases = cases;
+  return o;
+}
+
 // The gate's verdict must not depend on the machine: case i is the same whether 4 or 9 cases
 // run, and a duration (checked between cases) only decides how many of those same cases run.
 TEST(PropertyCpu, CaseIDoesNotDependOnHowManyCasesRan) {
-  fuzz::CampaignOptions o;
-  o.seed = campaign_seed(11);
-  o.max_ops = 20;
-  o.strictness = cmp::Strictness::bitwise;
-  o.cases = 4;
+  fuzz::CampaignOptions o = short_campaign(11, 4);
   const fuzz::CampaignResult few = fuzz::run_campaign(o, reference(), alternate());
   o.cases = 9;
   const fuzz::CampaignResult more = fuzz::run_campaign(o, reference(), alternate());
@@ -104,11 +110,7 @@ TEST(PropertyCpu, CaseIDoesNotDependOnHowManyCasesRan) {
 // --shard I/N: the N shards of a campaign run exactly its cases, each case as it runs unsharded,
 // and a failing case fails in the shard that owns it with the same shrunk script.
 TEST(PropertyCpu, ShardsPartitionTheCampaignExactly) {
-  fuzz::CampaignOptions o;
-  o.seed = campaign_seed(12);
-  o.max_ops = 20;
-  o.strictness = cmp::Strictness::bitwise;
-  o.cases = 10;
+  fuzz::CampaignOptions o = short_campaign(12, 10);
   const fuzz::CampaignResult whole = fuzz::run_campaign(o, reference(), alternate());
   ASSERT_EQ(whole.case_ops.size(), 10u);
   o.shards = 3;

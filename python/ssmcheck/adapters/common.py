@@ -7,6 +7,8 @@ import importlib
 import os
 import sys
 
+import numpy as np
+
 
 def import_peer(module, env, what):
     """``module`` from an installed package, or from the directory named by $``env`` (put first
@@ -99,7 +101,6 @@ def stack_inputs(torch, device, per_entry, l):
     """Layer l's inputs of several entries, stacked row after row: x [N*T, conv_dim], a, b
     [N*T, nv], z [N*T, nv*vd] on the device."""
     def cat(key):
-        import numpy as np
         return torch.from_numpy(np.concatenate([e[l][key] for e in per_entry], axis=0)).to(device)
     return cat("x"), cat("a"), cat("b"), cat("z")
 

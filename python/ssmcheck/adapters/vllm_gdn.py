@@ -137,7 +137,7 @@ class VllmGdn:
         that verify's intermediates are still readable, copy it to the other line (glue)."""
         q = self.seqs[s]
         if q.line == q.verify_line and q.last_k > 1:
-            other = 2 * s + (1 - (q.line - 2 * s))
+            other = q.line ^ 1  # a sequence's lines are 2s and 2s + 1
             for l in range(len(self.layers)):
                 self._window(l, other, 0).copy_(self._window(l, q.line, q.off))
             q.line, q.off = other, 0
@@ -277,7 +277,7 @@ class VllmGdn:
     def _restore(self, slot, saved):
         """h into the home slot, conv into a line that holds no readable intermediate."""
         q = self.seqs[slot]
-        line = q.line if q.line != q.verify_line else 2 * slot + (1 - (q.verify_line - 2 * slot))
+        line = q.line if q.line != q.verify_line else q.verify_line ^ 1
         for l in range(len(self.layers)):
             self.ssm[l][self._home(slot)].copy_(saved[0][l])
             self._window(l, line, 0).copy_(saved[1][l])
