@@ -8,9 +8,9 @@
 # Per adapter: a fixed op script (check) per h mode; fuzz campaigns on drawn small odd models per
 # h mode and on qwen3-next-80b (2 layers), each bounded by --cases and SECONDS (exploratory: how
 # many cases run depends on the machine; every summary line names its cases and seed); then the
-# two numerics conventions the adapters declare, forced back to the contract's on the cases that
-# found them (expected to diverge: they show what the convention is). Logs and shrunk cases go to
-# OUTDIR.
+# three numerics conventions the adapters declare (--gates torch, --f16-store inf, --f16-rows
+# carried), each forced back to the contract's on the case that found it (expected to diverge:
+# they show what the convention is). Logs and shrunk cases go to OUTDIR.
 set -u
 exe=${1:?usage: scripts/peer-campaigns.sh SSMCHECK OUTDIR [vllm|fla|all] [SECONDS]}
 out=${2:?usage: scripts/peer-campaigns.sh SSMCHECK OUTDIR [vllm|fla|all] [SECONDS]}
@@ -47,6 +47,8 @@ run_adapter() {  # module name
     --conv-capacity 0 --seed 0 --decay 0 --value-scale 30 --extreme-gates --ops 'alloc; prefill 2' --gates clamped
   campaign $mod $name "$name-convention-f16-store" check --preset odd-d --h-mode f16-pool --slots 1 --capacity 0 \
     --conv-capacity 0 --seed 0 --decay 0.1 --value-scale 200000 --ops 'alloc; decode' --f16-store saturate
+  campaign $mod $name "$name-convention-f16-rows" check --preset odd-d --h-mode f16-pool --slots 1 --capacity 0 \
+    --conv-capacity 0 --snapshots 2 --seed 0 --decay 0.1 --value-scale 200000 --ops 'alloc; decode @pad,0' --f16-rows stored
 }
 
 [[ $which == vllm || $which == all ]] && run_adapter vllm_gdn vllm-gdn

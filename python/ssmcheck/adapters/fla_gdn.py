@@ -10,16 +10,24 @@ inference (fla/layers/gated_deltanet.py): raw a and b with the gate computed in 
 kd fastest: the ``nv,vd,kd`` profile). fla has no pool indices, no speculative path and no
 in-place state: the adapter keeps one state tensor per slot and passes it as ``initial_state``;
 the kernel returns the final state (always FP32), which the adapter stores (rounded to FP16 in h
-mode f16-pool, with torch's round-to-nearest-even). A verify runs its K rows one kernel call each
-(batched over the sequences), because the kernel returns only the final state: the state after
-each row is the contract's intermediate. A prefill of T rows is one call of T rows.
+mode f16-pool, with torch's round-to-nearest-even). A prefill, decode or verify of T rows is one
+kernel call of T rows (batched over the sequences) from the stored state: its outputs, and the
+state it stores, come from the FP32 state the kernel carries across the rows. Because the kernel
+returns only the final state, a verify of K rows also calls it on each prefix of t + 1 rows (t =
+0..K-2) from the same start state, with nothing else stored: the final state of that call, the
+FP32 state after rows 0..t (the same arithmetic as row t of the K-row call), rounded once, is
+the contract's intermediate t.
 
 The short convolution is the adapter's, in torch (fla's ``causal_conv1d_update`` keeps the full
 d_conv window [N, D, W] with column 0 oldest: the contract's convention); so is the gated RMS
 norm of the output. Checkpoints and snapshots are torch copies.
 
-Numerics it declares: torch's gates (fla's in-kernel softplus is linear above 20, nothing is
-clamped) and FP16 stores that overflow to inf (torch's conversion of the FP32 final state).
+Numerics it declares (docs/plugins.md, "Convention profiles"): torch's gates (fla's in-kernel
+softplus is linear above 20, nothing is clamped), FP16 stores that overflow to inf (torch's
+conversion of the FP32 final state) and FP16 rows carried in FP32 (``f16_rows = "carried"``: the
+rows of one call widen the stored FP16 state once and carry it in FP32; each row's output reads
+that unrounded state, and only what is stored, the final state and a verify's intermediates, is
+rounded to FP16).
 
 Options (``--backend python:fla-gdn,key=value``): ``gating=kernel`` (default) or
 ``gating=contract`` (the contract's clamped gates computed in torch and passed as log g; run it
@@ -52,6 +60,7 @@ class FlaGdn:
     prefill_stage = False   # the kernel widens FP16 state in registers
     gates = "torch"         # the in-kernel gate: softplus linear above 20, no clamps (--gates clamped with gating=contract)
     f16_store = "inf"       # the FP32 final state is stored with torch's .to(float16): overflow to inf
+    f16_rows = "carried"    # one call per op: the rows carry FP32, only the stores round to FP16
 
     def __init__(self, options=""):
         import torch
@@ -97,62 +106,73 @@ class FlaGdn:
             y = y + L.t_conv_bias
         return torch.nn.functional.silu(y)
 
-    def _rows(self, l, slots, x, a, b, z, T):
-        """T rows of layer l for the sequences ``slots`` (x [N, T, conv_dim]): the conv row by
-        row in torch, then one kernel call of T rows; returns outputs [N, T, out] and the FP32
-        final states [N, HV, V, K]."""
+    def _conv_rows(self, l, slots, x, T):
+        """The short convolution of T rows for the sequences ``slots`` (x [N, T, conv_dim]), row
+        by row in torch, on their windows (updated in place): returns the activations [N, T,
+        conv_dim] and the windows after each row (T tensors [N, conv_dim, d_conv])."""
+        L = self.layers[l]
+        win = self.torch.stack([self.slots[s].conv[l] for s in slots])
+        ys, wins = [], []
+        for t in range(T):
+            ys.append(self._conv(L, win, x[:, t]))
+            wins.append(win.clone())
+        for i, s in enumerate(slots):
+            self.slots[s].conv[l] = wins[-1][i].clone()
+        return self.torch.stack(ys, dim=1), wins
+
+    def _kernel(self, l, y, a, b, h0):
+        """One call of fla's kernel over the T rows of y [N, T, conv_dim] (a, b [N, T, nv]) from
+        the start states h0 [N, HV, V, K] (FP32 or FP16): returns the outputs o [N, T, HV, V] and
+        the FP32 final states [N, HV, V, K]."""
         torch = self.torch
         L = self.layers[l]
-        N = len(slots)
-        win = torch.stack([self.slots[s].conv[l] for s in slots])
-        y = torch.stack([self._conv(L, win, x[:, t]) for t in range(T)], dim=1)  # [N, T, conv_dim]
-        for i, s in enumerate(slots):
-            self.slots[s].conv[l] = win[i].clone()
+        N, T = y.shape[0], y.shape[1]
         qk = L.nk * L.kd
         q = y[..., :qk].reshape(N, T, L.nk, L.kd)
         k = y[..., qk:2 * qk].reshape(N, T, L.nk, L.kd)
         v = y[..., 2 * qk:].reshape(N, T, L.nv, L.vd)
-        h0 = torch.stack([self.slots[s].h[l] for s in slots])
         if self.gating == "contract":
             g, beta = contract_gates(torch, L, a.reshape(N * T, L.nv), b.reshape(N * T, L.nv))
             kw = dict(g=g.reshape(N, T, L.nv), beta=beta.reshape(N, T, L.nv))
         else:
-            kw = dict(g=a, beta=b, use_gate_in_kernel=True, A_log=L.t_A_log, dt_bias=L.t_dt_bias,
-                      use_beta_sigmoid_in_kernel=True)
-        o, ht = self.recurrent(q=q, k=k, v=v, initial_state=h0, output_final_state=True,
-                               use_qk_l2norm_in_kernel=True, state_v_first=True, **kw)
-        out = gated_rms_norm(torch, L, o.reshape(N * T, L.nv, L.vd), z.reshape(N * T, L.out_dim))
-        return out.reshape(N, T, L.out_dim), ht
+            kw = dict(g=a.contiguous(), beta=b.contiguous(), use_gate_in_kernel=True, A_log=L.t_A_log,
+                      dt_bias=L.t_dt_bias, use_beta_sigmoid_in_kernel=True)
+        return self.recurrent(q=q, k=k, v=v, initial_state=h0, output_final_state=True,
+                              use_qk_l2norm_in_kernel=True, state_v_first=True, **kw)
 
     def _run(self, slots, inputs, T, keep):
-        """Every layer over the sequences ``slots`` (padding rows are not run): one call of T rows,
-        or (keep) T calls of one row, keeping the state after rows 0..T-2."""
+        """Every layer over the sequences ``slots`` (padding rows are not run): one kernel call of
+        T rows from the stored state, whose outputs are the op's and whose final state is stored
+        (FP32, or FP16 rounded to nearest even); with ``keep`` (a verify) also one call of t + 1
+        rows from the same stored state for t = 0..T-2, whose final state, rounded the same way,
+        is intermediate t (with the conv window after row t)."""
         torch = self.torch
         outs = [[np.zeros((T, L.out_dim), np.float32) for L in self.layers] for _ in slots]
         real = [i for i, s in enumerate(slots) if s >= 0]
         if not real:
             return outs
         ss = [slots[i] for i in real]
+        N = len(ss)
         for l, L in enumerate(self.layers):
             x, a, b, z = stack_inputs(torch, self.dev, [inputs[i] for i in real], l)
-            x = x.reshape(len(ss), T, L.conv_dim)
-            a, b = a.reshape(len(ss), T, L.nv), b.reshape(len(ss), T, L.nv)
-            z = z.reshape(len(ss), T, L.out_dim)
-            pieces = [(t, t + 1) for t in range(T)] if keep else [(0, T)]
-            res = []
+            x = x.reshape(N, T, L.conv_dim)
+            a, b = a.reshape(N, T, L.nv), b.reshape(N, T, L.nv)
+            y, wins = self._conv_rows(l, ss, x, T)
+            h0 = torch.stack([self.slots[s].h[l] for s in ss])  # the stored state, before the op
+            o, ht = self._kernel(l, y, a, b, h0)
+            res = gated_rms_norm(torch, L, o.reshape(N * T, L.nv, L.vd), z.reshape(N * T, L.out_dim))
+            res = res.reshape(N, T, L.out_dim)
+            inter = [[] for _ in ss]
             if keep:
-                for s in ss:
-                    self.slots[s].inter[l] = []
-            for t0, t1 in pieces:
-                o, ht = self._rows(l, ss, x[:, t0:t1], a[:, t0:t1].contiguous(), b[:, t0:t1].contiguous(),
-                                   z[:, t0:t1], t1 - t0)
-                res.append(o)
-                for i, s in enumerate(ss):
-                    q = self.slots[s]
-                    q.h[l] = ht[i].to(self.dtype)  # the store: FP32, or FP16 rounded to nearest even
-                    if keep and t1 < T:
-                        q.inter[l].append((q.h[l].clone(), q.conv[l].clone()))
-            res = torch.cat(res, dim=1)
+                for t in range(T - 1):
+                    _, hp = self._kernel(l, y[:, :t + 1].contiguous(), a[:, :t + 1], b[:, :t + 1], h0)
+                    for i in range(N):
+                        inter[i].append((hp[i].to(self.dtype), wins[t][i].clone()))
+            for i, s in enumerate(ss):
+                q = self.slots[s]
+                q.h[l] = ht[i].to(self.dtype)  # the store: FP32, or FP16 rounded to nearest even
+                if keep:
+                    q.inter[l] = inter[i]
             for j, i in enumerate(real):
                 outs[i][l] = res[j]
         if keep:

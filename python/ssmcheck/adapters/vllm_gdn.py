@@ -29,8 +29,14 @@ two kernels (causal_conv1d_update in chunks of the line's width; vLLM's prefill 
 output is the contract's, in torch.
 
 Numerics it declares (docs/plugins.md, "Convention profiles"): torch's gates (``fused_gdn_gating``
-saturates softplus as torch does and clamps nothing) and FP16 stores that overflow to inf (the
-kernel's ``.to(float16)``); ssmcheck checks it on a model with those numerics.
+saturates softplus as torch does and clamps nothing), FP16 stores that overflow to inf (the
+kernel's ``.to(float16)``) and FP16 rows carried in FP32 (``f16_rows = "carried"``: the kernel
+widens the stored FP16 state once per call and carries it in FP32 registers across the rows;
+each row's output reads that unrounded state and only the stores, the state after each row in
+its own slot, round to FP16). In each layer, every decode, verify and prefill of a sequence is
+one call of the recurrent kernel (a batched decode may take two, one per path, each sequence in
+one of them), so nothing rounds between the rows of an op; ssmcheck checks it on a model with
+those numerics.
 
 Options (``--backend python:vllm-gdn,key=value``): ``gating=vllm`` (default: vLLM's
 ``fused_gdn_gating``) or ``gating=contract`` (the contract's clamped gates computed in torch and
@@ -79,6 +85,7 @@ class VllmGdn:
     prefill_stage = False      # FP16 state is widened in registers, never staged
     gates = "torch"            # fused_gdn_gating: softplus linear above 20, no clamps (--gates clamped with gating=contract)
     f16_store = "inf"          # the kernel's .to(float16) store overflows to inf
+    f16_rows = "carried"       # one kernel call per op: the rows carry FP32 in registers, only stores round
 
     def __init__(self, options=""):
         import torch
