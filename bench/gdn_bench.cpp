@@ -4,13 +4,17 @@
 // Each op is captured once in a CUDA graph (every layer's launches) and replayed; the time is
 // the mean of the timed replays between two events. Bandwidth counts state bytes only: h and
 // conv read once and written once, plus the intermediates a verify writes.
-//   ssmcheck_bench [--layers N] [--max-batch B] [--reps R] [--quick]
+//   ssmcheck_bench [--layers N] [--max-batch B] [--reps R] [--quick] [--json FILE]
+// --json writes the table as JSON (docs/report.md, "Benchmark JSON"), which
+// `ssmcheck report --bench FILE --html OUT` draws against the copy ceiling.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,7 +29,10 @@ namespace {
 
 struct Options {
   int layers = 36, max_batch = 128, reps = 10;
+  std::string json;
 };
+
+nlohmann::json g_rows = nlohmann::json::array();  // --json: every row printed
 
 double time_graph(cudaStream_t s, const std::function<void()>& enqueue, int reps) {
   enqueue();  // warm-up outside the graph (first-use attributes, caches)
@@ -82,6 +89,9 @@ void row(const char* op, const char* h, int B, double t, double bytes, double co
   const double bw = bytes / t;
   std::printf("| %-14s | %-3s | %4d | %10.1f | %8.0f | %5.1f%% |\n", op, h, B, t * 1e6, bw * 1e-9, 100.0 * bw / copy_bw);
   std::fflush(stdout);
+  if (B > 0)
+    g_rows.push_back({{"op", op}, {"h", h}, {"batch", B}, {"time_us", t * 1e6}, {"gbs", bw * 1e-9},
+                      {"of_copy", bw / copy_bw}});
 }
 
 }  // namespace
@@ -94,7 +104,11 @@ int main(int argc, char** argv) {
     else if (a == "--max-batch" && i + 1 < argc) o.max_batch = std::atoi(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) o.reps = std::atoi(argv[++i]);
     else if (a == "--quick") { o.max_batch = 8; o.reps = 3; }
-    else { std::fprintf(stderr, "usage: ssmcheck_bench [--layers N] [--max-batch B] [--reps R] [--quick]\n"); return 2; }
+    else if (a == "--json" && i + 1 < argc) o.json = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: ssmcheck_bench [--layers N] [--max-batch B] [--reps R] [--quick] [--json FILE]\n");
+      return 2;
+    }
   }
   try {
     cudaDeviceProp prop{};
@@ -162,6 +176,14 @@ int main(int argc, char** argv) {
         row("checkpoint", hname, B, time_graph(e.main_stream(), [&] { e.enqueue_copies(ck); }, o.reps), cbytes, copy_bw);
         row("rollback n=1", hname, B, time_graph(e.main_stream(), [&] { e.enqueue_copies(rb); }, o.reps), cbytes, copy_bw);
       }
+    }
+    if (!o.json.empty()) {
+      const nlohmann::json j = {{"tool", "ssmcheck_bench"}, {"device", prop.name}, {"sms", prop.multiProcessorCount},
+                                {"model", spec.name}, {"layers", L}, {"layer", ls.name()}, {"reps", o.reps},
+                                {"copy_gbs", copy_bw * 1e-9}, {"rows", g_rows}};
+      std::ofstream out(o.json);
+      out << j.dump(2) << "\n";
+      if (!out) throw std::runtime_error("cannot write " + o.json);
     }
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "ssmcheck_bench: %s\n", ex.what());

@@ -8,11 +8,14 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/html_option.h"
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "compare/compare.h"
 #include "core/op.h"
 #include "formats/dump.h"
+#include "report/divergence_grid.h"
+#include "report/sections.h"
 
 namespace ssm::cli {
 
@@ -24,6 +27,7 @@ struct DiffOptions {
   std::string json;
   bool bitwise = false, allow_non_finite = false;
   int max_reports = 20;
+  HtmlOption html;
 };
 
 void write_json(const std::string& path, const nlohmann::json& j) {
@@ -44,9 +48,36 @@ std::string op_at(const cmp::Provenance& p) {
   return "";
 }
 
+// --html: a column per sequence, the fields of every layer as rows.
+report::Page html_report(const DiffOptions& o, const cmp::Dump& a, const cmp::Dump& b, const cmp::StateReport& rep) {
+  report::DivergenceGrid grid;
+  grid.title = o.a + " (A) vs " + o.b + " (B)";
+  grid.column_axis = "sequence";
+  std::map<int, int> column;
+  for (const cmp::Dump* d : {&a, &b})
+    for (const auto& s : d->sequences)
+      if (column.emplace(s.seq, int(grid.columns.size())).second) grid.columns.push_back(fmt::format("seq {}", s.seq));
+  for (const cmp::TensorMargin& m : rep.margins) grid.add(column.at(m.where.seq), m);
+  if (!rep.pass()) {
+    const cmp::Where& w = rep.failures.front().where;
+    grid.mark_first(column.at(w.seq), w.layer, report::field_of(w.tensor), w.text());
+  }
+  report::Page page;
+  page.title = "ssmcheck diff " + o.a + " " + o.b;
+  page.subtitle = fmt::format("model {}, h mode {}, {}", a.spec.name, to_string(a.pool.h_mode),
+                              o.bitwise ? "bitwise" : "tolerance classes");
+  page.add(grid.divergence_map());
+  std::string text;
+  for (const cmp::TensorReport& f : rep.failures) text += f.text();
+  page.add(report::text_section("Mismatch reports", text.empty() ? "every tensor within tolerance\n" : text));
+  return page;
+}
+
 int run_diff(const DiffOptions& o) {
   prepare_output_file(o.json, "--json");
+  o.html.prepare();
   reserve_stdout_for(o.json);
+  reserve_stdout_for(o.html.path);
   nlohmann::json j;
   j["schema"] = "ssmcheck-diff";
   j["schema_version"] = 1;
@@ -122,7 +153,7 @@ int run_diff(const DiffOptions& o) {
       r.where.tensor = "sequence";
       r.pass = false;
       r.failure = fmt::format("sequence {} is in {} but not in {}", s.seq, o.a, o.b);
-      rep.failures.push_back(r);
+      rep.add(r);
       continue;
     }
     rep.merge(cmp::compare_state(s.state, it->second->state, tol, w, strictness, cmp::assumed_lineage(a.pool.h_mode)));
@@ -135,7 +166,7 @@ int run_diff(const DiffOptions& o) {
     r.where.tensor = "sequence";
     r.pass = false;
     r.failure = fmt::format("sequence {} is in {} but not in {}", seq, o.b, o.a);
-    rep.failures.push_back(r);
+    rep.add(r);
   }
 
   for (size_t i = 0; i < rep.failures.size(); ++i) {
@@ -160,6 +191,7 @@ int run_diff(const DiffOptions& o) {
                             {"ops", b.provenance.ops}, {"case", b.provenance.case_name}}}};
   try {
     write_json(o.json, j);
+    if (o.html.any()) o.html.write(html_report(o, a, b, rep));
   } catch (const std::exception& e) {
     return bad(e.what());
   }
@@ -179,6 +211,7 @@ void add_diff_command(CLI::App& app, int* rc) {
   cmd->add_flag("--bitwise", o->bitwise, "compare every tensor under class exact");
   cmd->add_flag("--allow-non-finite", o->allow_non_finite,
                 "read dumps holding NaN/Inf (then they fail the comparison, exit 1) instead of rejecting them");
+  o->html.add_to(cmd, "divergence map: sequences x layers and fields");
   cmd->add_option("--max-reports", o->max_reports, "failure reports printed (-1: all)")->capture_default_str();
   cmd->callback([=] { *rc = run_diff(*o); });
 }

@@ -12,12 +12,15 @@
 #include "cli/case_options.h"
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
+#include "cli/html_option.h"
 #include "cli/output_path.h"
 #include "cli/shard_option.h"
 #include "cli/tolerance_options.h"
 #include "fixtures/hf_config.h"
 #include "fuzz/campaign.h"
 #include "replay/gate.h"
+#include "report/divergence_grid.h"
+#include "report/sections.h"
 
 namespace ssm::cli {
 
@@ -53,6 +56,7 @@ struct FuzzFlags {
   bool pause_async = false;
   bool require_coverage = false;
   ToleranceOptions tol;
+  HtmlOption html;
 };
 
 // The verdict of one test case (fuzz: the campaign; check: the script).
@@ -96,6 +100,8 @@ void arm_one_case(std::optional<CrashVerdict>& crash, const VerdictFiles& files,
 int run_fuzz(const FuzzFlags& f) {
   check_output_dir(f.out, "--out");
   f.verdict.prepare();
+  f.html.prepare();
+  reserve_stdout_for(f.html.path);
   fuzz::CampaignOptions o;
   o.seed = f.seed;
   o.cases = f.cases;
@@ -148,15 +154,32 @@ int run_fuzz(const FuzzFlags& f) {
     f.verdict.write(one_case("ssmcheck fuzz", f.seed, suite, name, ok, message, r.summary(), r.seconds,
                              r.failed ? r.script_length : -1));
   }
+  if (f.html.any()) {
+    report::Page page;
+    page.title = fmt::format("ssmcheck fuzz: seed {}, {} vs {}", f.seed, be.model_name, be.under_test()->name());
+    page.subtitle = r.case_range() + (r.failed ? ": FAILED, rerun: " + r.rerun : "");
+    if (r.failed) {  // the shrunk case again, in lockstep, every tensor of every op recorded
+      const fuzz::ReplayResult shrunk = fuzz::check_script(r.config, parse_script(r.script), be.model, be.under_test,
+                                                           o.tolerances, o.strictness, "", nullptr, o.pause_async);
+      const report::DivergenceGrid grid = report::grid_of(shrunk, "the shrunk case: " + r.case_flags);
+      page.add(grid.divergence_map());
+      page.add(grid.error_growth());
+    }
+    page.add(report::coverage_section(r.coverage, r.coverage_missing, "Coverage of the campaign"));
+    page.add(report::text_section("Text report", r.summary()));
+    f.html.write(page);
+  }
   if (r.gave_up) return kExitBadInput;
   if (r.failed || !r.coverage_missing.empty()) return kExitDiffer;
   return r.cases == 0 ? kExitNothingRan : kExitOk;
 }
 
 int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOptions& tol,
-              const std::string& dump, bool pause_async, const VerdictFiles& verdict) {
+              const std::string& dump, bool pause_async, const VerdictFiles& verdict, const HtmlOption& html) {
   if (!dump.empty()) prepare_output_file(dump + ".model.h5", "--dump");
   verdict.prepare();
+  html.prepare();
+  reserve_stdout_for(html.path);
   const CaseConfig cfg = opt.resolve();
   const std::vector<Op> script = parse_script(resolve_ops(ops));
   const fuzz::BackendEntry be = find_backend(opt.backend);
@@ -169,6 +192,16 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
              be.under_test()->name(), r.pass ? "agree" : "DIVERGED");
   fmt::print("{}", r.report);
   if (!dump.empty()) fmt::print("  wrote {}.model.h5 and {}.sut.h5\n", dump, dump);
+  if (html.any()) {
+    report::Page page;
+    page.title = fmt::format("ssmcheck check: {} vs {}", be.model_name, be.under_test()->name());
+    page.subtitle = cfg.flags();
+    const report::DivergenceGrid grid = report::grid_of(r, "the op script");
+    page.add(grid.divergence_map());
+    page.add(grid.error_growth());
+    page.add(report::text_section("Text report", r.pass ? "agree\n" : r.report));
+    html.write(page);
+  }
   const bool nothing = r.pass && r.accepted == 0;  // both sides refused every op: no state was compared
   if (verdict.any())
     verdict.write(one_case("ssmcheck check", cfg.gen.seed, suite, name, r.pass && !nothing,
@@ -215,6 +248,7 @@ void add_fuzz_command(CLI::App& app, int* rc) {
   cmd->add_flag("--require-coverage", f->require_coverage,
                 "fail when the campaign never reached a threshold, clamp or configuration axis (as the gate)");
   f->tol.add_to(cmd);
+  f->html.add_to(cmd, "coverage; a failure's shrunk case as a divergence map and error growth");
   cmd->callback([=] { *rc = run_fuzz(*f); });
 }
 
@@ -233,7 +267,9 @@ void add_check_command(CLI::App& app, int* rc) {
   cmd->add_option("--junit", verdict->junit, "write JUnit XML (one test case: the script; '-': stdout)");
   cmd->add_option("--json", verdict->json, "write the verdict as JSON ('-': stdout)");
   tol->add_to(cmd);
-  cmd->callback([=] { *rc = run_check(*opt, *ops, *tol, *dump, *pause, *verdict); });
+  auto html = std::make_shared<HtmlOption>();
+  html->add_to(cmd, "divergence map and error growth of the script");
+  cmd->callback([=] { *rc = run_check(*opt, *ops, *tol, *dump, *pause, *verdict, *html); });
 }
 
 }  // namespace ssm::cli

@@ -13,9 +13,11 @@
 #include "cli/output_path.h"
 #include "cli/shard_option.h"
 #include "cli/crash_verdict.h"
+#include "cli/html_option.h"
 #include "cli/tolerance_options.h"
 #include "cli/backend_registry.h"
 #include "replay/gate.h"
+#include "report/sections.h"
 
 #ifndef SSMCHECK_FIXTURES_DIR
 #define SSMCHECK_FIXTURES_DIR "fixtures"
@@ -33,6 +35,7 @@ struct GateFlags {
   bool verbose = false;
   bool no_coverage = false;
   ToleranceOptions tol;
+  HtmlOption html;
 };
 
 void write_file(const std::string& path, const std::string& text, const char* flag) {
@@ -44,8 +47,10 @@ int run_gate(const GateFlags& f) {
   // verdict alone on stdout and everything else on stderr.
   prepare_output_file(f.junit, "--junit");
   prepare_output_file(f.json, "--json");
+  f.html.prepare();
   reserve_stdout_for(f.json);
   reserve_stdout_for(f.junit);
+  reserve_stdout_for(f.html.path);
   replay::GateOptions o;
   o.traces_dir = f.traces;
   o.cases = f.cases;
@@ -101,6 +106,15 @@ int run_gate(const GateFlags& f) {
   if (!f.json.empty()) write_file(f.json, r.json().dump(2) + "\n", "--json");
   if (!f.junit.empty() && f.junit != "-") fmt::print("wrote JUnit XML to {}\n", f.junit);
   if (!f.json.empty() && f.json != "-") fmt::print("wrote JSON to {}\n", f.json);
+  if (f.html.any()) {
+    report::Page page;
+    page.title = fmt::format("ssmcheck gate: {}", r.pass() ? "PASS" : "FAIL");
+    page.subtitle = fmt::format("traces {}, backend {}, seed {}, {} cases per campaign{}", f.traces, f.backend, f.seed,
+                                f.cases, f.shard.empty() ? "" : ", shard " + f.shard);
+    page.add(report::checks_section(r, "Checks"));
+    page.add(report::text_section("Summary", r.summary()));
+    f.html.write(page);
+  }
   return r.pass() ? kExitOk : kExitDiffer;
 }
 
@@ -125,6 +139,7 @@ void add_gate_command(CLI::App& app, int* rc) {
                 "skip the campaigns' coverage check (for quick looks with too few cases to reach every "
                 "threshold, clamp and axis)");
   f->tol.add_to(cmd);
+  f->html.add_to(cmd, "one row per check with its status, time and report");
   cmd->callback([=] { *rc = run_gate(*f); });
 }
 

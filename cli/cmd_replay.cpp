@@ -7,12 +7,15 @@
 
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
+#include "cli/html_option.h"
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "cli/backend_registry.h"
 #include "formats/trace.h"
 #include "replay/gate.h"
 #include "replay/replay.h"
+#include "report/divergence_grid.h"
+#include "report/sections.h"
 
 namespace ssm::cli {
 
@@ -23,6 +26,7 @@ struct ReplayFlags {
   std::string backend = "reference", json, junit;
   bool keep_going = false, bitwise = false, classes = false;
   ToleranceOptions tol;
+  HtmlOption html;
 };
 
 std::string describe(const cmp::Trace& t) {
@@ -35,8 +39,14 @@ std::string describe(const cmp::Trace& t) {
 int run_replay(const ReplayFlags& f) {
   prepare_output_file(f.json, "--json");
   prepare_output_file(f.junit, "--junit");
+  f.html.prepare();
   reserve_stdout_for(f.json);
   reserve_stdout_for(f.junit);
+  reserve_stdout_for(f.html.path);
+  report::Page page;  // --html: per trace and backend a divergence map, error growth and the text report
+  page.title = f.traces.size() == 1 ? "ssmcheck replay " + f.traces[0] : fmt::format("ssmcheck replay: {} traces", f.traces.size());
+  page.subtitle = fmt::format("backend {}{}{}", f.backend, f.keep_going ? ", --keep-going" : "",
+                              f.bitwise ? ", --bitwise" : "");
   replay::GateResult verdict;  // for --junit: one case per trace and backend
   verdict.tool = "ssmcheck replay";
   replay::ReplayOptions o;
@@ -121,6 +131,12 @@ int run_replay(const ReplayFlags& f) {
                    trace.header.expect->text(), r.matches(*trace.header.expect) ? "pinpointed" : "NOT MATCHED");
       if (!r.pass()) fmt::print("  rerun: ssmcheck replay {} --backend {}\n", path, be.name);
       diverged = diverged || !r.pass();
+      if (f.html.any()) {
+        const report::DivergenceGrid grid = report::grid_of(trace, r);
+        page.add(grid.divergence_map());
+        page.add(grid.error_growth());
+        page.add(report::text_section("Text report: " + trace.source + " on " + be.name, r.text()));
+      }
       all.push_back(r.json());
       replay::GateCase c;
       c.suite = "replay." + be.name;
@@ -137,6 +153,10 @@ int run_replay(const ReplayFlags& f) {
                                       bad ? "BAD INPUT" : diverged ? "DIVERGED" : "all agree");
   if (!f.json.empty()) write_text_atomically(f.json, json_of(verdict, all), "--json");
   if (!f.junit.empty()) write_text_atomically(f.junit, verdict.junit(), "--junit");
+  if (f.html.any()) {
+    page.add(report::checks_section(verdict, "Verdict: one check per trace and backend"));
+    f.html.write(page);
+  }
   return bad ? kExitBadInput : diverged ? kExitDiffer : kExitOk;
 }
 
@@ -155,6 +175,7 @@ void add_replay_command(CLI::App& app, int* rc) {
   cmd->add_option("--json", f->json, "write the results as JSON");
   cmd->add_option("--junit", f->junit, "write JUnit XML (one test case per trace and backend)");
   f->tol.add_to(cmd);
+  f->html.add_to(cmd, "divergence map and error growth per trace and backend");
   cmd->callback([=] { *rc = run_replay(*f); });
 }
 

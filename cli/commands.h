@@ -26,5 +26,6 @@ void add_replay_command(CLI::App& app, int* rc);  // cmd_replay.cpp
 void add_gate_command(CLI::App& app, int* rc);    // cmd_gate.cpp
 void add_mutants_command(CLI::App& app, int* rc);  // cmd_mutants.cpp
 void add_backends_command(CLI::App& app, int* rc);  // cmd_backends.cpp
+void add_report_command(CLI::App& app, int* rc);    // cmd_report.cpp
 
 }  // namespace ssm::cli

@@ -139,6 +139,12 @@ struct TensorReport {
   // outputs) cond with atol and rtol at 0. fp16_state:
   // max_ulp (atol/rtol kept) and max_nrmse. exact: nothing but identical bits passes (all 0).
   Tolerance smallest_passing;
+  // Error over tolerance, one number per tensor (the HTML report's colour and growth curves):
+  // the largest of each judged measure over its limit (an element's |d| over its bound; for
+  // fp16-state the smaller of its scaled ULPs over max_ulp and |d| over the bound, since either
+  // passes it; nrmse over nrmse_allowed). <= 1 passes. exact: 0 when every bit agrees, inf
+  // otherwise; inf too for failures nothing was measured on (shape, non-finite, zero reference).
+  double error_ratio = 0;
   std::string text() const;        // terminal report, never the whole tensor
   nlohmann::json json() const;
 };
@@ -155,10 +161,27 @@ struct TensorReport {
 TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tol,
                             const Where& where, bool allow_zero_ref = false, const Tensor* condition = nullptr);
 
+// Every compared tensor in brief (passing ones too): where, class, verdict and error over
+// tolerance; the mismatch report itself for failures. What the HTML report draws (report/).
+struct TensorMargin {
+  Where where;
+  TolClass cls = TolClass::exact;
+  bool pass = true;
+  double error_ratio = 0;  // TensorReport::error_ratio
+  int64_t elements = 0;
+  double max_abs = 0, nrmse = 0;
+  std::string shape;
+  std::string report;  // TensorReport::text(), failures only
+  static TensorMargin of(const TensorReport& r);
+  std::string summary() const;  // one line: class, shape, max |d|, nrmse, error over tolerance
+};
+
 struct StateReport {
   int64_t tensors = 0;
   std::vector<TensorReport> failures;  // tensor mismatches and flag/presence/count mismatches
+  std::vector<TensorMargin> margins;   // every tensor and flag compared, in order
   bool pass() const { return failures.empty(); }
+  void add(TensorReport r);  // records its margin, and keeps it when it failed
   std::string text() const;
   nlohmann::json json() const;
   void merge(StateReport other);

@@ -1,6 +1,7 @@
 // Whole-sequence comparisons (see compare.h): every field of every layer under its class,
 // flags, presence and counts as failures of their own, and per-layer outputs.
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <fmt/core.h>
 
@@ -19,6 +20,7 @@ TensorReport flag_failure(const Where& base, int layer, const std::string& what,
   r.cls = TolClass::exact;
   r.pass = false;
   r.failure = text;
+  r.error_ratio = std::numeric_limits<double>::infinity();
   return r;
 }
 
@@ -43,7 +45,7 @@ void compare_field(StateReport& rep, const Tensor& ref, const Tensor& got, const
   const std::optional<Tensor> cond = field_condition(ref, ref_cond, got_cond);
   TensorReport r = compare_tensor(ref, got, class_of(field, ref.dtype(), s, lineage), tol, w, /*allow_zero_ref=*/true,
                                   cond ? &*cond : nullptr);
-  if (!r.pass) rep.failures.push_back(std::move(r));
+  rep.add(std::move(r));
 }
 
 void compare_optional(StateReport& rep, const std::optional<Tensor>& ref, const std::optional<Tensor>& got,
@@ -51,7 +53,7 @@ void compare_optional(StateReport& rep, const std::optional<Tensor>& ref, const 
                       Strictness s, bool lineage, const Tensor* ref_cond = nullptr,
                       const Tensor* got_cond = nullptr) {
   if (ref.has_value() != got.has_value()) {
-    rep.failures.push_back(flag_failure(base, layer, field,
+    rep.add(flag_failure(base, layer, field,
                                         fmt::format("{} present in {}: {}, in {}: {}", field, base.ref_side,
                                                     ref ? "yes" : "no", base.got_side, got ? "yes" : "no")));
     return;
@@ -91,11 +93,11 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
   Where base = base_in;
   if (base.slot < 0) base.slot = ref.slot;
   if (ref.last_verify_k != got.last_verify_k)
-    rep.failures.push_back(flag_failure(base, -1, "last_verify_k",
+    rep.add(flag_failure(base, -1, "last_verify_k",
                                         fmt::format("last_verify_k differs: {} {}, {} {}", base.ref_side, ref.last_verify_k,
                                                     base.got_side, got.last_verify_k)));
   if (ref.layers.size() != got.layers.size()) {
-    rep.failures.push_back(flag_failure(base, -1, "layers",
+    rep.add(flag_failure(base, -1, "layers",
                                         fmt::format("number of layers differs: {} {}, {} {}", base.ref_side, ref.layers.size(),
                                                     base.got_side, got.layers.size())));
     return rep;
@@ -119,7 +121,7 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
     const LayerState& a = *pa;
     const LayerState& b = *pb;
     if (a.h_is_f16 != b.h_is_f16)
-      rep.failures.push_back(flag_failure(base, l, "h_is_f16",
+      rep.add(flag_failure(base, l, "h_is_f16",
                                           fmt::format("h_is_f16 differs: {} {}, {} {} (FP16 bytes read as FP32 "
                                                       "or the reverse)", base.ref_side, yes_no(a.h_is_f16),
                                                       base.got_side, yes_no(b.h_is_f16))));
@@ -132,7 +134,7 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
     auto intermediates = [&](const std::vector<Tensor>& ra, const std::vector<Tensor>& rb, const std::string& field,
                              bool from_f16, const std::vector<Tensor>& ca, const std::vector<Tensor>& cb) {
       if (ra.size() != rb.size())
-        rep.failures.push_back(flag_failure(base, l, field + "s",
+        rep.add(flag_failure(base, l, field + "s",
                                             fmt::format("number of valid {}s differs: {} {}, {} {}", field,
                                                         base.ref_side, ra.size(), base.got_side, rb.size())));
       for (size_t t = 0; t < ra.size() && t < rb.size(); ++t)
@@ -154,12 +156,12 @@ StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const
                             bool fp16_lineage) {
   StateReport rep;
   if (ref.rows != got.rows) {
-    rep.failures.push_back(flag_failure(base, -1, "output",
+    rep.add(flag_failure(base, -1, "output",
                                         fmt::format("output rows differ: {} {}, {} {}", base.ref_side, ref.rows, base.got_side, got.rows)));
     return rep;
   }
   if (ref.layers.size() != spec.layers.size() || got.layers.size() != spec.layers.size()) {
-    rep.failures.push_back(flag_failure(base, -1, "output",
+    rep.add(flag_failure(base, -1, "output",
                                         fmt::format("output layers: {} {}, {} {}, model {}", base.ref_side, ref.layers.size(),
                                                     base.got_side, got.layers.size(), spec.layers.size())));
     return rep;
@@ -168,7 +170,7 @@ StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const
     const LayerSpec& s = spec.layers[l];
     const size_t n = size_t(ref.rows) * size_t(s.out_dim());
     if (ref.layers[l].size() != n || got.layers[l].size() != n) {
-      rep.failures.push_back(flag_failure(base, int(l), "output",
+      rep.add(flag_failure(base, int(l), "output",
                                           fmt::format("output size: {} {}, {} {}, expected {} = {} rows x {}", base.ref_side,
                                                       ref.layers[l].size(), base.got_side, got.layers[l].size(), n, ref.rows,
                                                       s.out_dim())));
@@ -201,7 +203,7 @@ StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const
       certified_zero = ref.layers[l][i] == 0.0f && (*cv)[i] == 0.0f;
     TensorReport r = compare_tensor(tr, tg, class_of("output", DType::f32, strictness, fp16_lineage), tol, w,
                                     certified_zero, cond ? &*cond : nullptr);
-    if (!r.pass) rep.failures.push_back(std::move(r));
+    rep.add(std::move(r));
   }
   return rep;
 }

@@ -74,6 +74,12 @@ size_t bin_of(TolClass c, double abs_err, double ulp) {
   return size_t(std::clamp(dec + 11, 2, 10));
 }
 
+// A measure over its limit: 1 at the limit; a zero limit leaves nothing but 0 (or inf).
+double over(double value, double limit) {
+  if (limit > 0) return value / limit;
+  return value > 0 ? kInf : 0.0;
+}
+
 }  // namespace
 
 TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tols,
@@ -91,6 +97,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   auto fail = [&r](std::string why) {
     r.pass = false;
     r.failure = std::move(why);
+    if (!r.measured) r.error_ratio = kInf;  // nothing measured: beyond any tolerance
     return r;
   };
 
@@ -231,6 +238,10 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     // An all-zero reference (allowed) is only matched by zeros: an untouched field stays zero.
     if (ref_zero) bad = cls == TolClass::exact ? bits_differ : gv != 0.0;
     if (bad) ++r.mismatched;
+    r.error_ratio = std::max(r.error_ratio, ref_zero || cls == TolClass::exact ? (bad ? kInf : 0.0)
+                                            : cls == TolClass::fp16_state
+                                                ? std::min(over(sulp, t.max_ulp), over(ad, bound))
+                                                : over(ad, bound));
     if (score > 0 && (worst.size() < size_t(kWorstElements) || score > worst.back().first)) {
       worst.emplace_back(score, i);
       std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) {
@@ -258,6 +269,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   r.nrmse = sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? kInf : 0.0);
   // the whole-tensor guard gets the condition's share too: rms(d) <= max_nrmse rms(ref) + cond u rms(C)
   r.nrmse_allowed = t.max_nrmse + (sum_r2 > 0 ? ucond * std::sqrt(sum_c2 / sum_r2) : 0.0);
+  if (cls != TolClass::exact && !ref_zero) r.error_ratio = std::max(r.error_ratio, over(r.nrmse, r.nrmse_allowed));
   switch (cls) {
     case TolClass::exact: break;
     case TolClass::fp16_state:

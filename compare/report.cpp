@@ -174,9 +174,37 @@ nlohmann::json StateReport::json() const {
   return j;
 }
 
+void StateReport::add(TensorReport r) {
+  margins.push_back(TensorMargin::of(r));
+  if (!r.pass) failures.push_back(std::move(r));
+}
+
 void StateReport::merge(StateReport other) {
   tensors += other.tensors;
   for (auto& f : other.failures) failures.push_back(std::move(f));
+  for (auto& m : other.margins) margins.push_back(std::move(m));
+}
+
+TensorMargin TensorMargin::of(const TensorReport& r) {
+  TensorMargin m;
+  m.where = r.where;
+  m.cls = r.cls;
+  m.pass = r.pass;
+  m.error_ratio = r.error_ratio;
+  m.elements = r.elements;
+  m.max_abs = r.max_abs;
+  m.nrmse = r.nrmse;
+  m.shape = r.shape;
+  if (!r.pass) m.report = r.text();
+  return m;
+}
+
+std::string TensorMargin::summary() const {
+  if (!pass) return fmt::format("{} ({}): FAILED", where.text(), to_string(cls));
+  if (cls == TolClass::exact)
+    return fmt::format("{} {}, {} elements: every bit agrees (exact)", where.text(), shape, elements);
+  return fmt::format("{} {}, {} elements, {}: max |d| {:.3g}, nrmse {:.3g}, {:.3g} of the tolerance", where.text(),
+                     shape, elements, to_string(cls), max_abs, nrmse, error_ratio);
 }
 
 }  // namespace ssm::cmp

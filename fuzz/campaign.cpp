@@ -443,22 +443,27 @@ ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& scrip
                           const std::string& dump_prefix, const Invariant& invariant, bool pause_async) {
   ReplayResult r;
   Lockstep lock(config, model, sut, tol, strictness, invariant, pause_async);
-  for (const Op& op : script) {
-    const Lockstep::Step step = lock.apply(op);
-    ++r.ops;
-    if (!step.pass) {
-      r.pass = false;
-      r.report = step.text;
-      break;
+  auto record = [&r](Lockstep::Step& step, const std::string& label) {
+    r.op_labels.push_back(label);
+    for (cmp::TensorMargin& m : step.margins) {
+      m.where.op_index = int(r.op_labels.size()) - 1;  // the end-of-case comparison gets a column of its own
+      r.margins.push_back(std::move(m));
     }
+    if (step.pass) return true;
+    r.pass = false;
+    r.report = step.text;
+    r.failed_op = int(r.op_labels.size()) - 1;
+    return false;
+  };
+  for (const Op& op : script) {
+    Lockstep::Step step = lock.apply(op);
+    ++r.ops;
+    if (!record(step, to_string(op))) break;
   }
   for (const auto& kv : lock.coverage().ops) r.accepted += kv.second;
   if (r.pass) {
-    const Lockstep::Step end = lock.finish();
-    if (!end.pass) {
-      r.pass = false;
-      r.report = end.text;
-    }
+    Lockstep::Step end = lock.finish();
+    record(end, "(end of the case)");
   }
   if (!dump_prefix.empty()) lock.dump(dump_prefix);
   return r;

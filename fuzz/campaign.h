@@ -84,6 +84,9 @@ struct ReplayResult {
   int ops = 0;
   int64_t accepted = 0;  // ops both sides accepted (0: every op was refused, nothing was compared)
   std::string report;
+  std::vector<std::string> op_labels;      // the ops that ran, printable ("decode @0,1"); then "(end of the case)"
+  std::vector<cmp::TensorMargin> margins;  // every tensor compared, op by op (where.op_index)
+  int failed_op = -1;                      // index into op_labels of the divergence; -1 when it passed
 };
 ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& script, const BackendFactory& model,
                           const BackendFactory& sut, const cmp::Tolerances& tol, cmp::Strictness strictness,

@@ -175,6 +175,7 @@ Lockstep::Step Lockstep::apply(const Op& op) {
     if (!broken.empty()) fail(fmt::format("op {} '{}': {}: {}\n", index, name, sut_->name(), broken));
   }
   step.json = report.json();
+  step.margins = std::move(report.margins);
   if (step.pass) {
     ++coverage_.total;
     for (int b = 0; b < ref::kBranches; ++b)
@@ -240,6 +241,7 @@ Lockstep::Step Lockstep::finish() {
   compare_live(base, true, report, fail);
   if (!report.pass()) fail(report.text());
   step.json = report.json();
+  step.margins = std::move(report.margins);
   return step;
 }
 

@@ -45,6 +45,7 @@ class Lockstep {
     bool pass = true;
     std::string text;  // what differed; empty when pass
     nlohmann::json json;
+    std::vector<cmp::TensorMargin> margins;  // every tensor compared (the HTML report's map)
   };
   // Applies the op to both sides (op index = ops applied so far) and compares everything.
   Step apply(const Op& op);

@@ -212,6 +212,7 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
             cmp::compare_outputs(spec, *t.outputs[e], res.outputs[e], o.tolerances, w, opt.strictness,
                                 lineage.output_lineage(t.op, w.seq));
         r.outputs_compared += rep.tensors;
+        r.margins.insert(r.margins.end(), rep.margins.begin(), rep.margins.end());
         if (!rep.pass()) here.push_back(from_report(rep, index, text, "output"));
       }
       lineage.apply(t.op);
@@ -238,6 +239,7 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
           cmp::compare_state(ts.state, restrict_to(b.export_state(slot), ts), o.tolerances, w, opt.strictness,
                              lineage.of(ts.seq));
       r.states_compared += rep.tensors;
+      r.margins.insert(r.margins.end(), rep.margins.begin(), rep.margins.end());
       if (!rep.pass()) here.push_back(from_report(rep, index, text, "state"));
     }
     if (!here.empty()) {

@@ -54,6 +54,7 @@ struct ReplayResult {
   int64_t states_compared = 0, outputs_compared = 0;
   std::vector<Divergence> divergences;  // the first one first; more only with keep_going
   std::vector<Refusal> refusals;
+  std::vector<cmp::TensorMargin> margins;  // every state and output tensor compared, in op order
   // The last op before the first divergence (or overall) whose recorded evidence (states,
   // outputs, refusals) all agreed; -1 when none.
   int last_agreed_op = -1;

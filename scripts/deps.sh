@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(cmake g++ make libeigen3-dev libhdf5-dev hdf5-tools libgtest-dev libgmock-dev
       librapidcheck-dev libcli11-dev nlohmann-json3-dev libfmt-dev python3-h5py python3-numpy ccache
-      clang libclang-rt-dev)  # clang + libFuzzer: scripts/fuzz.sh
+      clang libclang-rt-dev   # clang + libFuzzer: scripts/fuzz.sh
+      chromium-headless-shell fonts-dejavu-core)  # the HTML report's browser test
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
