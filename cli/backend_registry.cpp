@@ -30,6 +30,7 @@ fuzz::BackendEntry reference_entry() {
   e.model = reference_factory();
   e.strictness = cmp::Strictness::bitwise;
   e.pause_async = false;  // no async path
+  e.kinds = {LayerKind::gdn, LayerKind::mamba2};
   return e;
 }
 

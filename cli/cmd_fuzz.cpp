@@ -121,6 +121,7 @@ int run_fuzz(const FuzzFlags& f) {
   o.tolerances = f.tol.resolve();
   const fuzz::BackendEntry be = find_backend(f.backend);
   o.numerics = f.numerics.resolve(be.numerics);
+  o.kinds = be.kinds;
   o.strictness = be.strictness;
   o.pause_async = f.pause_async;
   o.require_coverage = f.require_coverage;

@@ -113,6 +113,18 @@ int run_replay(const ReplayFlags& f) {
     fmt::print("ssmcheck replay: {}: {}\n", trace.source, describe(trace));
     for (const auto& s : skipped) fmt::print("  backend {}: skipped ({})\n", s.first, s.second);
     for (const auto& be : backends) {
+      const std::string why_not = be.cannot_run(trace.header.model.spec);
+      if (!why_not.empty()) {  // not this backend's kind of layer: skipped, with the reason
+        fmt::print("  backend {}: skipped ({})\n", be.name, why_not);
+        replay::GateCase c;
+        c.suite = "replay." + be.name;
+        c.name = path;
+        c.status = replay::GateCase::Status::skipped;
+        c.message = "skipped: " + why_not;
+        verdict.cases.push_back(c);
+        all.push_back({{"trace", path}, {"backend", be.name}, {"skipped", why_not}});
+        continue;
+      }
       arm("replay." + be.name, path);
       auto backend = be.make();
       replay::ReplayResult r;

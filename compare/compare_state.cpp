@@ -1,5 +1,6 @@
 // Whole-sequence comparisons (see compare.h): every field of every layer under its class,
 // flags, presence and counts as failures of their own, and per-layer outputs.
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -176,7 +177,7 @@ StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const
                                                       s.out_dim())));
       continue;
     }
-    const std::vector<int64_t> shape = {ref.rows, s.nv, s.vd};  // [rows][nv][vd], vd fastest
+    const std::vector<int64_t> shape = {ref.rows, s.out_heads(), s.out_head_dim()};  // [rows][heads][head dim]
     Tensor tr = Tensor::zeros(DType::f32, shape), tg = Tensor::zeros(DType::f32, shape);
     std::memcpy(tr.f32(), ref.layers[l].data(), n * 4);
     std::memcpy(tg.f32(), got.layers[l].data(), n * 4);
@@ -197,10 +198,12 @@ StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const
     ++rep.tensors;
     // An all-zero reference output fails (nothing passes vacuously) unless the model certifies it
     // with an all-zero condition: state and values exactly zero (silu of a large negative input
-    // underflows to 0), nothing an implementation could round; then got must be all zero too.
+    // underflows to 0; a norm over an infinite element scales the finite ones to 0), nothing an
+    // implementation could round; then got must be all zero too. Non-finite reference elements
+    // are judged on their own (compare_tensor: the same non-finite value on both sides).
     bool certified_zero = cond.has_value();
     for (size_t i = 0; certified_zero && i < n; ++i)
-      certified_zero = ref.layers[l][i] == 0.0f && (*cv)[i] == 0.0f;
+      certified_zero = !std::isfinite(ref.layers[l][i]) || (ref.layers[l][i] == 0.0f && (*cv)[i] == 0.0f);
     TensorReport r = compare_tensor(tr, tg, class_of("output", DType::f32, strictness, fp16_lineage), tol, w,
                                     certified_zero, cond ? &*cond : nullptr);
     rep.add(std::move(r));

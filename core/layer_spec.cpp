@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -11,6 +12,14 @@
 namespace ssm {
 
 const char* to_string(LayerKind k) { return k == LayerKind::gdn ? "gdn" : "mamba2"; }
+
+namespace {
+std::string fmt_float(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", double(v));
+  return buf;
+}
+}  // namespace
 const char* to_string(OutputGate g) { return g == OutputGate::silu ? "silu" : "sigmoid"; }
 const char* to_string(GateMath g) { return g == GateMath::clamped ? "clamped" : "torch"; }
 
@@ -38,6 +47,10 @@ std::vector<std::pair<std::string, std::string>> differences(const Numerics& n) 
 
 }  // namespace
 
+LayerKind parse_layer_kind(const std::string& s) {
+  return parse_choice(s, "layer kind", std::pair{"gdn", LayerKind::gdn}, std::pair{"mamba2", LayerKind::mamba2});
+}
+
 GateMath parse_gate_math(const std::string& s) {
   return parse_choice(s, "gates", std::pair{"clamped", GateMath::clamped}, std::pair{"torch", GateMath::torch});
 }
@@ -64,29 +77,53 @@ std::string Numerics::name_suffix() const {
 }
 
 std::string LayerSpec::name() const {
-  if (kind == LayerKind::mamba2)
-    return "mamba2(nh=" + std::to_string(nh) + ",hp=" + std::to_string(hp) + ",ns=" +
-           std::to_string(ns) + ",ng=" + std::to_string(ng) + ",d_conv=" + std::to_string(d_conv) + ")";
-  std::string s = "gdn(nk=" + std::to_string(nk) + ",nv=" + std::to_string(nv) + ",kd=" +
-                  std::to_string(kd) + ",vd=" + std::to_string(vd) + ",d_conv=" + std::to_string(d_conv);
-  if (conv_bias) s += ",bias";
-  if (output_gate != OutputGate::silu) s += std::string(",gate=") + to_string(output_gate);
+  std::string s;
+  if (kind == LayerKind::mamba2) {
+    s = "mamba2(nh=" + std::to_string(nh) + ",hp=" + std::to_string(hp) + ",ns=" + std::to_string(ns) +
+        ",ng=" + std::to_string(ng) + ",d_conv=" + std::to_string(d_conv);
+    if (!conv_bias) s += ",no_bias";
+    if (norm_before_gate) s += ",norm_before_gate";
+    if (dt_min != 0.0f || !std::isinf(dt_max)) s += ",dt=[" + fmt_float(dt_min) + "," + fmt_float(dt_max) + "]";
+  } else {
+    s = "gdn(nk=" + std::to_string(nk) + ",nv=" + std::to_string(nv) + ",kd=" + std::to_string(kd) +
+        ",vd=" + std::to_string(vd) + ",d_conv=" + std::to_string(d_conv);
+    if (conv_bias) s += ",bias";
+    if (output_gate != OutputGate::silu) s += std::string(",gate=") + to_string(output_gate);
+  }
   s += numerics.name_suffix();
   return s + ")";
 }
 
 void LayerSpec::validate() const {
   auto bad = [&](const std::string& what) { throw std::invalid_argument(name() + ": " + what); };
-  if (kind != LayerKind::gdn) bad("only gdn layers are implemented");
-  if (nk < 1 || nv < 1 || kd < 1 || vd < 1) bad("nk, nv, kd, vd must be >= 1");
-  if (nk > kMaxHeads || nv > kMaxHeads) bad("nk and nv must be <= " + std::to_string(kMaxHeads));
-  if (nv % nk != 0) bad("nv must be a multiple of nk");
+  if (kind == LayerKind::gdn) {
+    if (nk < 1 || nv < 1 || kd < 1 || vd < 1) bad("nk, nv, kd, vd must be >= 1");
+    if (nk > kMaxHeads || nv > kMaxHeads) bad("nk and nv must be <= " + std::to_string(kMaxHeads));
+    if (nv % nk != 0) bad("nv must be a multiple of nk");
+    if (kd > 256 || vd > 256) bad("kd and vd must be <= 256");
+  } else if (kind == LayerKind::mamba2) {
+    if (nh < 1 || hp < 1 || ns < 1 || ng < 1) bad("nh, hp, ns, ng must be >= 1");
+    if (nh > kMaxHeads || ng > kMaxHeads) bad("nh and ng must be <= " + std::to_string(kMaxHeads));
+    if (nh % ng != 0) bad("nh must be a multiple of ng");
+    if (hp > 256 || ns > 256) bad("hp and ns must be <= 256");
+    if (!(dt_min >= 0.0f) || !(dt_max > dt_min) || std::isnan(dt_max)) bad("dt limits must satisfy 0 <= dt_min < dt_max");
+  } else {
+    bad("unknown layer kind");
+  }
   if (d_conv < 1 || d_conv > 8) bad("d_conv must be in 1..8");
-  if (kd > 256 || vd > 256) bad("kd and vd must be <= 256");
   if (!(eps > 0.0f) || !std::isfinite(eps)) bad("eps must be finite and > 0");
 }
 
 namespace {
+// A Mamba-2 layer: conv bias on, dt limits (0, inf), Nemotron-H's eps and norm order.
+LayerSpec mamba2(int nh, int hp, int ns, int ng, int d_conv = 4) {
+  LayerSpec s;
+  s.kind = LayerKind::mamba2;
+  s.nh = nh; s.hp = hp; s.ns = ns; s.ng = ng; s.d_conv = d_conv;
+  s.conv_bias = true;
+  s.eps = 1e-5f;
+  return s;
+}
 LayerSpec gdn(int nk, int nv, int kd, int vd, int d_conv, bool bias = false,
               OutputGate gate = OutputGate::silu) {
   LayerSpec s;
@@ -100,7 +137,8 @@ ModelSpec repeat(const std::string& name, int n, const LayerSpec& s) {
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"qwen3-next-80b", "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c", "odd-d", "odd-deep"};
+  return {"qwen3-next-80b", "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c", "odd-d", "odd-deep",
+          "nemotron-h-8b", "mamba-tiny", "mamba-odd-a", "mamba-odd-b", "hybrid-odd"};
 }
 
 ModelSpec make_preset(const std::string& name, int layers) {
@@ -123,6 +161,22 @@ ModelSpec make_preset(const std::string& name, int layers) {
   } else if (name == "odd-deep") {  // 50 small layers: every per-launch list (copies, zeroing) spans launches
     m.name = name;
     for (int l = 0; l < 50; ++l) m.layers.push_back(l % 2 ? gdn(1, 1, 9, 13, 2, true) : gdn(1, 2, 8, 12, 4));
+  } else if (name == "nemotron-h-8b") {  // 24 Mamba-2 layers; in_proj 18560 = 2*8192 + 2*8*128 + 128
+    m = repeat(name, 24, mamba2(128, 64, 128, 8, 4));
+  } else if (name == "mamba-tiny") {
+    m = repeat(name, 2, mamba2(4, 8, 16, 2, 4));
+  } else if (name == "mamba-odd-a") {  // ns not a multiple of 32, one group, odd head dim
+    m = repeat(name, 2, mamba2(6, 12, 96, 1, 4));
+    m.layers[1].dt_min = 0.001f;  // a model with dt limits (time_step_limit)
+    m.layers[1].dt_max = 0.1f;
+  } else if (name == "mamba-odd-b") {  // ng = nh, d_conv 3, norm before the gate, a layer without conv bias
+    m.name = name;
+    m.layers = {mamba2(5, 7, 33, 5, 3), mamba2(3, 20, 9, 1, 2)};
+    m.layers[0].norm_before_gate = true;
+    m.layers[1].conv_bias = false;
+  } else if (name == "hybrid-odd") {  // GDN and Mamba-2 layers alternating: nothing assumes one kind per model
+    m.name = name;
+    m.layers = {gdn(2, 6, 20, 24, 3, true), mamba2(4, 10, 24, 2, 4), gdn(1, 1, 9, 13, 2, true), mamba2(6, 8, 17, 3, 3)};
   } else {
     std::string known;
     for (const auto& p : preset_names()) known += (known.empty() ? "" : ", ") + p;

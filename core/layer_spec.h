@@ -2,6 +2,7 @@
 // Counterparts: core/layer_spec.cpp (presets, printing).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,7 @@ struct Numerics {
 };
 
 const char* to_string(LayerKind k);
+LayerKind parse_layer_kind(const std::string& s);  // "gdn" / "mamba2"; throws std::invalid_argument
 const char* to_string(OutputGate g);
 const char* to_string(GateMath g);
 const char* to_string(F16Store f);
@@ -54,25 +56,75 @@ F16Rows parse_f16_rows(const std::string& s);  // "stored" / "carried"; throws s
 GateMath parse_gate_math(const std::string& s);  // "clamped" / "torch"; throws std::invalid_argument
 F16Store parse_f16_store(const std::string& s);  // "saturate" / "inf"; throws std::invalid_argument
 
-constexpr int kMaxHeads = 65536;  // nk, nv (LayerSpec::validate; the file readers use the same bound)
+constexpr int kMaxHeads = 65536;  // nk, nv, nh (LayerSpec::validate; the file readers use the same bound)
 
+struct LayerRows;
+struct LayerWeights;
+struct LayerSpec;
+
+// A per-token input of a layer kind: its name in traces and captures, where LayerRows keeps it
+// (core/model.h), and its width per token.
+struct InputField {
+  const char* name;
+  std::vector<float> LayerRows::*member;
+  int64_t width;
+};
+// An integer shape parameter of a layer kind by name (GDN nk, nv, kd, vd; Mamba-2 nh, hp, ns, ng),
+// as files write them.
+struct ShapeParam {
+  const char* name;
+  int LayerSpec::*member;
+};
+// A weight of a layer kind: its name in traces, where LayerWeights keeps it, and its shape.
+struct WeightField {
+  const char* name;
+  std::vector<float> LayerWeights::*member;
+  std::vector<int64_t> shape;
+};
+
+// One recurrent layer. Everything that depends on the kind (field shapes, inputs, weights, the
+// output's shape) is answered by the methods below, implemented in one place
+// (core/layer_geometry.cpp); code elsewhere iterates inputs() and weights() by name and switches
+// on `kind` only where the math differs (one dispatch point per implementation).
 struct LayerSpec {
   LayerKind kind = LayerKind::gdn;
-  // GDN
+  // GDN (STATE-MODEL section 3)
   int nk = 1, nv = 1, kd = 8, vd = 8;
+  // Mamba-2: heads, head dim, state size, groups (head h reads group h / (nh / ng))
+  int nh = 0, hp = 0, ns = 0, ng = 0;
+  // Mamba-2's output stage normalises before multiplying by silu(z) (mamba_ssm's
+  // norm_before_gate = True; Nemotron-H's is False)
+  bool norm_before_gate = false;
+  // Mamba-2's dt limits after softplus (the model's time_step_limit; (0, inf) clamps nothing)
+  float dt_min = 0.0f, dt_max = std::numeric_limits<float>::infinity();
+  // both kinds
   int d_conv = 4;
-  bool conv_bias = false;
-  OutputGate output_gate = OutputGate::silu;
+  bool conv_bias = false;  // Mamba-2 layers have one
+  OutputGate output_gate = OutputGate::silu;  // GDN
   Numerics numerics;  // the contract's unless the implementation checked declares otherwise
   float eps = 1e-6f;  // rms_norm_eps of the output norm
-  // Mamba-2 (reserved; no transitions implemented yet)
-  int nh = 0, hp = 0, ns = 0, ng = 0;
 
-  int heads_per_key() const { return nv / nk; }   // value head vh reads key head vh / heads_per_key
-  int conv_dim() const { return 2 * nk * kd + nv * vd; }  // channels [Q | K | V]
-  int64_t h_elems() const { return int64_t(nv) * kd * vd; }  // [nv][kd][vd], vd fastest
+  int heads_per_key() const { return nv / nk; }   // GDN: value head vh reads key head vh / heads_per_key
+  int heads_per_group() const { return nh / ng; }  // Mamba-2: head h reads group h / heads_per_group
+  int d_inner() const { return nh * hp; }          // Mamba-2
+  // conv channels: GDN 2*nk*kd + nv*vd ordered [Q | K | V]; Mamba-2 nh*hp + 2*ng*ns ordered [x | B | C]
+  int conv_dim() const;
+  std::vector<int64_t> h_shape() const;  // GDN [nv][kd][vd], vd fastest; Mamba-2 [nh][hp][ns], ns fastest
+  int64_t h_elems() const;
   int64_t conv_elems() const { return int64_t(conv_dim()) * d_conv; }  // [conv_dim][d_conv]
-  int out_dim() const { return nv * vd; }
+  // The output of one token, [out_heads][out_head_dim]: GDN [nv][vd], Mamba-2 [nh][hp].
+  int out_heads() const;
+  int out_head_dim() const;
+  int out_dim() const { return out_heads() * out_head_dim(); }
+  // Per-token inputs, in order: GDN x[conv_dim] (pre-conv Q|K|V), a[nv], b[nv], z[nv*vd];
+  // Mamba-2 xBC[conv_dim] (pre-conv x|B|C, kept in LayerRows::x), dt[nh] (dt before dt_bias, in
+  // LayerRows::a), z[nh*hp].
+  std::vector<InputField> inputs() const;
+  // Weights, in order: GDN conv_w, conv_bias (when the layer has one), A_log[nv], dt_bias[nv],
+  // norm_w[vd]; Mamba-2 conv_w, conv_bias, A_log[nh], dt_bias[nh], D[nh], norm_w[nh*hp].
+  std::vector<WeightField> weights() const;
+  std::vector<ShapeParam> shape_params() const;
+  int64_t input_floats_per_row() const;  // sum of the inputs' widths
   // Printable identity, e.g. "gdn(nk=2,nv=4,kd=32,vd=48,d_conv=4)"; also a filter key.
   std::string name() const;
   // Throws std::invalid_argument naming the offending field.
@@ -87,8 +139,9 @@ struct ModelSpec {
   std::string source = {};
 };
 
-// Presets: "qwen3-next-80b" (36 GDN layers), "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c",
-// "odd-d". layers > 0 keeps only the first `layers` recurrent layers (keeps big shapes cheap).
+// Presets: GDN "qwen3-next-80b" (36 layers), "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c",
+// "odd-d", "odd-deep"; Mamba-2 "nemotron-h-8b" (24 layers), "mamba-tiny", "mamba-odd-a",
+// "mamba-odd-b"; both kinds "hybrid-odd" (GDN and Mamba-2 layers alternating). layers > 0 keeps only the first `layers` recurrent layers (keeps big shapes cheap).
 ModelSpec make_preset(const std::string& name, int layers = 0);
 std::vector<std::string> preset_names();
 

@@ -25,6 +25,14 @@ HMode parse_h_mode(const std::string& s) {
 }
 
 namespace {
+// Every member of LayerWeights and LayerRows by its C++ name (which of them a kind has:
+// LayerSpec::weights() and inputs()).
+const std::pair<const char*, std::vector<float> LayerWeights::*> kWeightMembers[] = {
+    {"conv_w", &LayerWeights::conv_w}, {"conv_bias", &LayerWeights::conv_bias}, {"A_log", &LayerWeights::A_log},
+    {"dt_bias", &LayerWeights::dt_bias}, {"D", &LayerWeights::D}, {"norm_w", &LayerWeights::norm_w}};
+const std::pair<const char*, std::vector<float> LayerRows::*> kInputMembers[] = {
+    {"x", &LayerRows::x}, {"a", &LayerRows::a}, {"b", &LayerRows::b}, {"z", &LayerRows::z}};
+
 void check_vec(const std::vector<float>& v, size_t n, const std::string& where) {
   if (v.size() != n)
     throw std::invalid_argument(where + ": expected " + std::to_string(n) + " values, got " +
@@ -46,11 +54,15 @@ void Model::validate() const {
     s.validate();
     const LayerWeights& w = weights[l];
     const std::string at = "layer " + std::to_string(l) + " weight ";
-    check_vec(w.conv_w, size_t(s.conv_elems()), at + "conv_w");
-    check_vec(w.conv_bias, s.conv_bias ? size_t(s.conv_dim()) : 0, at + "conv_bias");
-    check_vec(w.A_log, size_t(s.nv), at + "A_log");
-    check_vec(w.dt_bias, size_t(s.nv), at + "dt_bias");
-    check_vec(w.norm_w, size_t(s.vd), at + "norm_w");
+    const std::vector<WeightField> fields = s.weights();
+    for (const auto& [name, member] : kWeightMembers)  // a weight the layer does not have is empty
+      if (std::none_of(fields.begin(), fields.end(), [m = member](const WeightField& f) { return f.member == m; }))
+        check_vec(w.*member, 0, at + name + " (this layer has none)");
+    for (const WeightField& f : fields) {
+      size_t n = 1;
+      for (int64_t d : f.shape) n *= size_t(d);
+      check_vec(w.*f.member, n, at + f.name);
+    }
   }
 }
 
@@ -94,7 +106,7 @@ std::string PoolConfig::name() const {
 
 void check_input_size(const ModelSpec& spec, int rows) {
   int64_t per_row = 0;
-  for (const LayerSpec& s : spec.layers) per_row += int64_t(s.conv_dim()) + 2 * int64_t(s.nv) + int64_t(s.out_dim());
+  for (const LayerSpec& s : spec.layers) per_row += s.input_floats_per_row();
   const double floats = double(std::max(rows, 0)) * double(per_row);
   if (floats > double(kMaxInputFloats))
     throw std::invalid_argument("inputs of " + std::to_string(rows) + " rows: " + std::to_string(int64_t(floats)) +
@@ -114,10 +126,11 @@ void StepInputs::validate(const ModelSpec& spec, int expected_rows) const {
     const LayerSpec& s = spec.layers[l];
     const std::string at = "input layer " + std::to_string(l) + " ";
     const size_t r = size_t(rows);
-    check_vec(layers[l].x, r * size_t(s.conv_dim()), at + "x");
-    check_vec(layers[l].a, r * size_t(s.nv), at + "a");
-    check_vec(layers[l].b, r * size_t(s.nv), at + "b");
-    check_vec(layers[l].z, r * size_t(s.out_dim()), at + "z");
+    const std::vector<InputField> fields = s.inputs();
+    for (const auto& [name, member] : kInputMembers)  // an input the layer does not have is empty
+      if (std::none_of(fields.begin(), fields.end(), [m = member](const InputField& f) { return f.member == m; }))
+        check_vec(layers[l].*member, 0, at + name + " (this layer has none)");
+    for (const InputField& f : fields) check_vec(layers[l].*f.member, r * size_t(f.width), at + f.name);
   }
 }
 

@@ -14,12 +14,14 @@ enum class HMode { f32, f16, f16_pool };
 const char* to_string(HMode m);  // "f32", "f16", "f16-pool"
 HMode parse_h_mode(const std::string& s);
 
+// Weights of one layer; which ones a kind has, and their shapes: LayerSpec::weights().
 struct LayerWeights {
   std::vector<float> conv_w;     // [conv_dim][d_conv]
   std::vector<float> conv_bias;  // [conv_dim], empty when the layer has none
-  std::vector<float> A_log;      // [nv]
-  std::vector<float> dt_bias;    // [nv]
-  std::vector<float> norm_w;     // [vd]
+  std::vector<float> A_log;      // [nv] (GDN), [nh] (Mamba-2)
+  std::vector<float> dt_bias;    // [nv], [nh]
+  std::vector<float> D;          // Mamba-2 [nh]: the skip y += D x; empty for GDN
+  std::vector<float> norm_w;     // [vd] (GDN: per value head), [nh*hp] (Mamba-2: per channel)
 };
 
 struct Model {
@@ -46,12 +48,13 @@ struct PoolConfig {
   std::string name() const;  // "pool(h=f16-pool,slots=4,cap=[4,4,2,2],conv_cap=4,snap=2)"
 };
 
-// Inputs of `rows` consecutive tokens of one sequence, per layer.
+// Inputs of `rows` consecutive tokens of one sequence, per layer; which ones a kind has, their
+// names and widths: LayerSpec::inputs().
 struct LayerRows {
-  std::vector<float> x;  // [rows][conv_dim] pre-conv projection, channels [Q | K | V]
-  std::vector<float> a;  // [rows][nv] gate input (dt)
-  std::vector<float> b;  // [rows][nv] gate input (beta)
-  std::vector<float> z;  // [rows][nv*vd] output gate
+  std::vector<float> x;  // [rows][conv_dim] pre-conv projection: GDN [Q | K | V], Mamba-2 [x | B | C] ("xBC")
+  std::vector<float> a;  // [rows][nv] GDN gate input (dt); [rows][nh] Mamba-2 dt before dt_bias ("dt")
+  std::vector<float> b;  // [rows][nv] GDN gate input (beta); empty for Mamba-2
+  std::vector<float> z;  // [rows][out_dim] output gate
 };
 // Inputs ssmcheck builds for one sequence of one op are bounded (1 GiB of floats): a script or
 // a trace asking for more (`prefill 300000000`) is an error naming the size before anything is

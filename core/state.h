@@ -51,7 +51,7 @@ struct SequenceState {
 };
 
 // Shapes of the fields of one layer.
-inline std::vector<int64_t> h_shape(const LayerSpec& s) { return {s.nv, s.kd, s.vd}; }
+inline std::vector<int64_t> h_shape(const LayerSpec& s) { return s.h_shape(); }
 inline std::vector<int64_t> conv_shape(const LayerSpec& s) { return {s.conv_dim(), s.d_conv}; }
 int64_t stage_elems(const ModelSpec& m);  // FP32 elements of the shared staging blob
 

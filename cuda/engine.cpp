@@ -45,10 +45,14 @@ Engine::~Engine() {
 void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   model.validate();
   cfg.validate();
-  for (const LayerSpec& l : model.spec.layers)
+  for (const LayerSpec& l : model.spec.layers) {
+    if (l.kind != LayerKind::gdn)
+      throw std::invalid_argument(l.name() + ": ssmcheck's CUDA implementation has GDN kernels only (the Mamba-2 "
+                                  "layer kind runs on the reference and its alternate path)");
     if (!l.numerics.is_contract())
       throw std::invalid_argument(l.name() + ": ssmcheck's CUDA kernels implement the contract's numerics only "
                                   "(--gates clamped --f16-store saturate --f16-rows stored)");
+  }
   synchronize();
   for (cudaEvent_t e : slot_ready_) cudaEventDestroy(e);
   slot_ready_.clear();

@@ -16,7 +16,7 @@
 //   256 threads (the K rows of vn add KMAX*VEC registers per thread), same register layout as
 //   the row kernel; dynamic shared memory KMAX*TY*TJ partials + K rows of q, k and the tile's v.
 //   Four barriers in all, against three per row in the exact arm (plus two per row on the rare redo).
-// Counterpart: reference/gdn_verify.cpp (both arms share it).
+// Counterpart: reference/verify.cpp (both arms share it).
 #include <mutex>
 #include <stdexcept>
 #include <type_traits>

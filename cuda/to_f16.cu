@@ -2,7 +2,7 @@
 // (float_to_half_rne / half_to_float), NaN payloads included.
 // Types: FP32 and FP16 (as uint16 bits) arrays of n elements, out of place.
 // Launch: grid-stride, 256 threads, up to 4 blocks per multiprocessor's worth (1024 blocks).
-// Counterpart: reference/to_f16.cpp (narrow), reference/gdn_prefill.cpp (widen).
+// Counterpart: reference/to_f16.cpp (narrow), reference/prefill.cpp (widen).
 #include <algorithm>
 
 #include "cuda/check.h"

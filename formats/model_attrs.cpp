@@ -44,13 +44,14 @@ void read_pool_attrs(const CheckedReader& r, hid_t g, PoolConfig& pool) {
 
 void write_layer_spec_attrs(hid_t g, const LayerSpec& s) {
   h5::write_attr_str(g, "kind", to_string(s.kind));
-  h5::write_attr_i64(g, "nk", s.nk);
-  h5::write_attr_i64(g, "nv", s.nv);
-  h5::write_attr_i64(g, "kd", s.kd);
-  h5::write_attr_i64(g, "vd", s.vd);
+  for (const ShapeParam& p : s.shape_params()) h5::write_attr_i64(g, p.name, s.*p.member);
   h5::write_attr_i64(g, "d_conv", s.d_conv);
   h5::write_attr_i64(g, "conv_bias", s.conv_bias ? 1 : 0);
-  h5::write_attr_str(g, "output_gate", to_string(s.output_gate));
+  if (s.kind == LayerKind::gdn) h5::write_attr_str(g, "output_gate", to_string(s.output_gate));
+  // Mamba-2's options, where they are not the defaults (absent: norm after the gate, dt limits (0, inf))
+  if (s.norm_before_gate) h5::write_attr_i64(g, "norm_before_gate", 1);
+  if (s.dt_min != 0.0f) h5::write_attr_f32(g, "dt_min", s.dt_min);
+  if (!std::isinf(s.dt_max)) h5::write_attr_f32(g, "dt_max", s.dt_max);
   // the numerics, where they are not the contract's (absent: clamped, saturate, stored)
   const Numerics& n = s.numerics;
   if (n.gates != GateMath::clamped) h5::write_attr_str(g, "gates", to_string(n.gates));
@@ -64,19 +65,29 @@ LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::stri
                                 bool output_gate_optional) {
   LayerSpec s;
   const std::string kind = r.str_attr(g, lp, "kind");
-  if (kind != "gdn") throw FormatError(r.file(), lp + "@kind", "is '" + kind + "': only gdn layers are supported");
-  s.nk = int(r.int_attr(g, lp, "nk", 1, kMaxDim));
-  s.nv = int(r.int_attr(g, lp, "nv", 1, kMaxDim));
-  s.kd = int(r.int_attr(g, lp, "kd", 1, kMaxDim));
-  s.vd = int(r.int_attr(g, lp, "vd", 1, kMaxDim));
+  try {
+    s.kind = parse_layer_kind(kind);
+  } catch (const std::invalid_argument& e) {
+    throw FormatError(r.file(), lp + "@kind", e.what());
+  }
+  for (const ShapeParam& p : s.shape_params()) s.*p.member = int(r.int_attr(g, lp, p.name, 1, kMaxDim));
   s.d_conv = int(r.int_attr(g, lp, "d_conv", 1, kMaxDim));
   s.conv_bias = r.int_attr(g, lp, "conv_bias", 0, 1) != 0;
-  // optional in traces: absent means silu; present, it must name a gate (an empty string does not)
-  const bool absent = output_gate_optional && !r.guard(lp, [&] { return h5::attr_exists(g, "output_gate"); });
-  const std::string gate = absent ? "silu" : r.str_attr(g, lp, "output_gate");
-  if (gate == "silu") s.output_gate = OutputGate::silu;
-  else if (gate == "sigmoid") s.output_gate = OutputGate::sigmoid;
-  else throw FormatError(r.file(), lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
+  if (s.kind == LayerKind::gdn) {
+    // optional in traces: absent means silu; present, it must name a gate (an empty string does not)
+    const bool absent = output_gate_optional && !r.guard(lp, [&] { return h5::attr_exists(g, "output_gate"); });
+    const std::string gate = absent ? "silu" : r.str_attr(g, lp, "output_gate");
+    if (gate == "silu") s.output_gate = OutputGate::silu;
+    else if (gate == "sigmoid") s.output_gate = OutputGate::sigmoid;
+    else throw FormatError(r.file(), lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
+  }
+  if (r.has_attr(g, lp, "norm_before_gate")) s.norm_before_gate = r.int_attr(g, lp, "norm_before_gate", 0, 1) != 0;
+  for (const auto& [name, field] : {std::pair{"dt_min", &s.dt_min}, std::pair{"dt_max", &s.dt_max}}) {
+    if (!r.has_attr(g, lp, name)) continue;
+    const double v = r.guard(lp + "@" + name, [&, n = name] { return h5::read_attr_float(g, n); });
+    if (!(v >= 0) || std::isnan(v)) throw FormatError(r.file(), lp + "@" + name, "must be >= 0");
+    *field = float(v);
+  }
   // optional everywhere: absent means the contract's numerics
   const auto numeric = [&](const char* name, auto parse, auto& field) {
     if (!r.has_attr(g, lp, name)) return;

@@ -108,10 +108,8 @@ void check_inputs(const TraceHeader& h, const StepInputs& in, int rows, const st
     const LayerSpec& s = h.model.spec.layers[l];
     const LayerRows& r = in.layers[l];
     const std::string lp = obj + "/" + layer_name(l);
-    check_rows(file, lp + "/x", r.x, size_t(rows), size_t(s.conv_dim()), true);
-    check_rows(file, lp + "/a", r.a, size_t(rows), size_t(s.nv), true);
-    check_rows(file, lp + "/b", r.b, size_t(rows), size_t(s.nv), true);
-    check_rows(file, lp + "/z", r.z, size_t(rows), size_t(s.out_dim()), true);
+    for (const InputField& f : s.inputs())
+      check_rows(file, lp + "/" + f.name, r.*f.member, size_t(rows), size_t(f.width), true);
   }
 }
 
@@ -234,11 +232,7 @@ void write_header(hid_t f, const TraceHeader& h, int ops) {
     const LayerWeights& w = h.model.weights[l];
     h5::Handle lg = h5::create_group(mg, layer_name(l));
     write_layer_spec_attrs(lg, s);
-    h5::write_dataset(lg, "conv_w", DType::f32, {s.conv_dim(), s.d_conv}, w.conv_w.data());
-    if (s.conv_bias) h5::write_dataset(lg, "conv_bias", DType::f32, {s.conv_dim()}, w.conv_bias.data());
-    h5::write_dataset(lg, "A_log", DType::f32, {s.nv}, w.A_log.data());
-    h5::write_dataset(lg, "dt_bias", DType::f32, {s.nv}, w.dt_bias.data());
-    h5::write_dataset(lg, "norm_w", DType::f32, {s.vd}, w.norm_w.data());
+    for (const WeightField& f : s.weights()) h5::write_dataset(lg, f.name, DType::f32, f.shape, (w.*f.member).data());
   }
 }
 
@@ -261,10 +255,7 @@ void write_op(hid_t ops_group, int index, const TraceOp& t, const TraceHeader& h
       for (size_t l = 0; l < in.layers.size(); ++l) {
         const LayerSpec& s = spec.layers[l];
         h5::Handle lg = h5::create_group(eg, layer_name(l));
-        write_f32(lg, "x", in.layers[l].x, in.rows, s.conv_dim());
-        write_f32(lg, "a", in.layers[l].a, in.rows, s.nv);
-        write_f32(lg, "b", in.layers[l].b, in.rows, s.nv);
-        write_f32(lg, "z", in.layers[l].z, in.rows, s.out_dim());
+        for (const InputField& f : s.inputs()) write_f32(lg, f.name, in.layers[l].*f.member, in.rows, f.width);
       }
     }
   }
@@ -501,14 +492,13 @@ class Reader : public CheckedReader {
       const std::string lp = "/model/" + layer_name(size_t(l));
       h5::Handle lg = group(mg, "/model", layer_name(size_t(l)));
       const LayerSpec s = read_layer_spec_attrs(*this, lg, lp, /*output_gate_optional=*/true);
-      only(lg, lp, {"conv_w", "conv_bias", "A_log", "dt_bias", "norm_w"});
+      const std::vector<WeightField> fields = s.weights();
+      std::vector<std::string> names;
+      for (const WeightField& f : fields) names.push_back(f.name);
+      if (!s.conv_bias && exists(lg, lp, "conv_bias")) throw FormatError(file_, lp + "/conv_bias", "present but conv_bias is 0");
+      only(lg, lp, names);
       LayerWeights w;
-      w.conv_w = floats(lg, lp, "conv_w", {s.conv_dim(), s.d_conv}, true);
-      if (s.conv_bias) w.conv_bias = floats(lg, lp, "conv_bias", {s.conv_dim()}, true);
-      else if (exists(lg, lp, "conv_bias")) throw FormatError(file_, lp + "/conv_bias", "present but conv_bias is 0");
-      w.A_log = floats(lg, lp, "A_log", {s.nv}, true);
-      w.dt_bias = floats(lg, lp, "dt_bias", {s.nv}, true);
-      w.norm_w = floats(lg, lp, "norm_w", {s.vd}, true);
+      for (const WeightField& f : fields) w.*f.member = floats(lg, lp, f.name, f.shape, true);
       m.spec.layers.push_back(s);
       m.weights.push_back(std::move(w));
     }
@@ -553,12 +543,12 @@ class Reader : public CheckedReader {
             const LayerSpec& s = spec.layers[size_t(l)];
             const std::string lp = ep + "/" + layer_name(size_t(l));
             h5::Handle lg = group(eg, ep, layer_name(size_t(l)));
-            only(lg, lp, {"x", "a", "b", "z"});
+            const std::vector<InputField> fields = s.inputs();
+            std::vector<std::string> names;
+            for (const InputField& f : fields) names.push_back(f.name);
+            only(lg, lp, names);
             LayerRows r;
-            r.x = floats(lg, lp, "x", {rows, s.conv_dim()}, true);
-            r.a = floats(lg, lp, "a", {rows, s.nv}, true);
-            r.b = floats(lg, lp, "b", {rows, s.nv}, true);
-            r.z = floats(lg, lp, "z", {rows, s.out_dim()}, true);
+            for (const InputField& f : fields) r.*f.member = floats(lg, lp, f.name, {rows, f.width}, true);
             in.layers.push_back(std::move(r));
           }
           only(eg, ep, {"layer*"});

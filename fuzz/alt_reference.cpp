@@ -12,10 +12,10 @@ StepInputs row_of(const ModelSpec& spec, const StepInputs& in, int t) {
   for (size_t l = 0; l < in.layers.size(); ++l) {
     const LayerSpec& s = spec.layers[l];
     const LayerRows& r = in.layers[l];
-    auto cut = [t](const std::vector<float>& v, int w) {
-      return std::vector<float>(v.begin() + long(t) * w, v.begin() + long(t + 1) * w);
-    };
-    out.layers.push_back(LayerRows{cut(r.x, s.conv_dim()), cut(r.a, s.nv), cut(r.b, s.nv), cut(r.z, s.out_dim())});
+    LayerRows row;
+    for (const InputField& f : s.inputs())
+      row.*f.member = std::vector<float>((r.*f.member).begin() + long(t) * f.width, (r.*f.member).begin() + long(t + 1) * f.width);
+    out.layers.push_back(std::move(row));
   }
   return out;
 }

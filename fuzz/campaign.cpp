@@ -213,15 +213,34 @@ struct IllegalCmd : OpCommand {
   }
 };
 
-rc::Gen<std::string> preset_gen() {
+// A preset drawn by weight among those whose layers are all of `kinds`.
+std::string draw_preset(const std::vector<LayerKind>& kinds) {
   // odd-deep (50 layers) crosses every per-launch limit of cuda/ (96 copies per launch)
-  return rc::gen::weightedElement<std::string>(
-      {{3, "tiny"}, {3, "odd-a"}, {3, "odd-b"}, {3, "odd-c"}, {3, "odd-d"}, {1, "odd-deep"}});
+  static const std::pair<int, const char*> presets[] = {
+      {3, "tiny"}, {3, "odd-a"}, {3, "odd-b"}, {3, "odd-c"}, {3, "odd-d"}, {1, "odd-deep"},
+      {2, "mamba-tiny"}, {2, "mamba-odd-a"}, {2, "mamba-odd-b"}, {2, "hybrid-odd"}};
+  std::vector<std::pair<int, const char*>> drawable;
+  int total = 0;
+  for (const auto& [w, name] : presets) {
+    const ModelSpec m = make_preset(name);
+    if (std::all_of(m.layers.begin(), m.layers.end(),
+                    [&](const LayerSpec& l) { return std::count(kinds.begin(), kinds.end(), l.kind) > 0; })) {
+      drawable.emplace_back(w, name);
+      total += w;
+    }
+  }
+  if (drawable.empty()) throw std::invalid_argument("no preset holds only the layer kinds the backend runs");
+  int pick = uniform(0, total);
+  for (const auto& [w, name] : drawable) {
+    if (pick < w) return name;
+    pick -= w;
+  }
+  return drawable.back().second;
 }
 
 CaseConfig gen_config(const CampaignOptions& o) {
   CaseConfig c;
-  c.preset = o.preset ? *o.preset : *preset_gen();
+  c.preset = o.preset ? *o.preset : draw_preset(o.kinds);
   if (o.config_path) c.config_path = *o.config_path;
   c.layers = o.layers;
   c.h_mode = o.h_mode ? *o.h_mode : *rc::gen::element(HMode::f32, HMode::f16, HMode::f16_pool);
@@ -422,7 +441,7 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
   result.seconds = elapsed();
   if (o.require_coverage && !result.failed && !result.gave_up && result.cases > 0 && !o.preset && !o.config_path &&
       !o.h_mode)
-    result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async));
+    result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async, o.kinds));
   if (result.failed && !o.out_dir.empty()) {
     // replay the minimal case once more to write both sides' states at the failing op
     std::filesystem::create_directories(o.out_dir);

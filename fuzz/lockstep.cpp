@@ -17,6 +17,7 @@ namespace {
 constexpr const char* kTiered = "tiered h capacities";
 constexpr const char* kConvDiffers = "conv capacity != h capacity";
 constexpr const char* kDeep = ">= 49 layers (copy lists span launches)";
+constexpr const char* kMixedKinds = "layers of several kinds in one model";
 constexpr const char* kExtremeGates = "extreme gates";
 constexpr const char* kWideBatch = "batch of >= 200 rows";
 constexpr const char* kCommitPartial = "commit n < k";
@@ -42,9 +43,13 @@ std::vector<std::string> Coverage::missing(const std::vector<std::string>& requi
   return v;
 }
 
-std::vector<std::string> Coverage::required(bool paused_async) {
+std::vector<std::string> Coverage::required(bool paused_async, const std::vector<LayerKind>& kinds) {
   std::vector<std::string> v;
-  for (int b = 0; b < ref::kBranches; ++b) v.push_back(ref::branch_name(ref::Branch(b)));
+  for (int b = 0; b < ref::kBranches; ++b) {
+    const std::optional<LayerKind> k = ref::branch_kind(ref::Branch(b));
+    if (!k || std::count(kinds.begin(), kinds.end(), *k)) v.push_back(ref::branch_name(ref::Branch(b)));
+  }
+  if (kinds.size() > 1) v.push_back(kMixedKinds);
   for (HMode m : {HMode::f32, HMode::f16, HMode::f16_pool}) v.push_back(mode_axis(m));
   for (const char* a : {kTiered, kConvDiffers, kDeep, kExtremeGates, kWideBatch, kCommitPartial, kCommitFull,
                         kRollbackCheckpoint, kRollbackIntermediate})
@@ -87,6 +92,9 @@ Lockstep::Lockstep(const CaseConfig& config, const BackendFactory& model, const 
   if (tiered) ++coverage_.axes[kTiered];
   if (conv_differs) ++coverage_.axes[kConvDiffers];
   if (spec_.layers.size() >= 49) ++coverage_.axes[kDeep];
+  if (std::any_of(spec_.layers.begin(), spec_.layers.end(),
+                  [&](const LayerSpec& l) { return l.kind != spec_.layers[0].kind; }))
+    ++coverage_.axes[kMixedKinds];
   if (config.gen.extreme_gates) ++coverage_.axes[kExtremeGates];
   model_run_ = std::make_unique<Runner>(*model_, input_source(spec_, config.gen));
   sut_run_ = std::make_unique<Runner>(*sut_, input_source(spec_, config.gen));

@@ -30,9 +30,10 @@ struct Coverage {
   std::string text() const;
   // The axes of `required` never reached (docs/fuzzing.md, "Coverage").
   std::vector<std::string> missing(const std::vector<std::string>& required) const;
-  // What a campaign over drawn configurations must reach: every threshold and clamp of the math,
-  // every configuration axis and every kind of accept; paused_async: also a deferred async read.
-  static std::vector<std::string> required(bool paused_async);
+  // What a campaign over drawn configurations must reach: every threshold and clamp of the math of
+  // the layer kinds it draws, every configuration axis and every kind of accept; with several
+  // kinds also a model that mixes them; paused_async: also a deferred async read.
+  static std::vector<std::string> required(bool paused_async, const std::vector<LayerKind>& kinds);
 };
 
 class Lockstep {

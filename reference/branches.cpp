@@ -20,9 +20,25 @@ const char* branch_name(Branch b) {
     case Branch::f16_store_clamp: return "f16 store clamp";
     case Branch::f16_store_nan: return "f16 store NaN";
     case Branch::f16_convert_overflow: return "f16 converter overflow";
+    case Branch::mamba2_softplus_threshold: return "Mamba-2 softplus threshold";
+    case Branch::mamba2_dt_min: return "Mamba-2 dt_min clamp";
+    case Branch::mamba2_dt_max: return "Mamba-2 dt_max clamp";
     case Branch::count: break;
   }
   return "?";
+}
+
+std::optional<LayerKind> branch_kind(Branch b) {
+  switch (b) {
+    case Branch::softplus_threshold:
+    case Branch::alog_clamp:
+    case Branch::g_clamp_low:
+    case Branch::g_clamp_high: return LayerKind::gdn;
+    case Branch::mamba2_softplus_threshold:
+    case Branch::mamba2_dt_min:
+    case Branch::mamba2_dt_max: return LayerKind::mamba2;
+    default: return std::nullopt;
+  }
 }
 
 void count_branch(Branch b) { ++g_counts[size_t(b)]; }

@@ -4,6 +4,9 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
+
+#include "core/layer_spec.h"
 
 namespace ssm::ref {
 
@@ -15,10 +18,16 @@ enum class Branch {
   f16_store_clamp,       // a kernel store of FP16 h beyond +-65504 (clamped)
   f16_store_nan,         // a kernel store of FP16 h of NaN (-> -65504)
   f16_convert_overflow,  // the converter (to_f16, f16-pool narrow) rounded a finite value to inf
+  mamba2_softplus_threshold,  // Mamba-2: dt + dt_bias > 20, softplus linear
+  mamba2_dt_min,              // Mamba-2: softplus below the layer's dt_min (clamped up)
+  mamba2_dt_max,              // Mamba-2: softplus above the layer's dt_max (clamped down)
   count
 };
 constexpr int kBranches = int(Branch::count);
 const char* branch_name(Branch b);  // "softplus threshold", ...
+// The layer kind whose math a branch belongs to; nullopt for the kind-independent ones (FP16 stores
+// and the converter).
+std::optional<LayerKind> branch_kind(Branch b);
 
 void count_branch(Branch b);
 std::array<int64_t, kBranches> take_branch_counts();  // this thread's counts since the last take

@@ -12,7 +12,11 @@ namespace ssm::ref {
 using VecD = Eigen::VectorXd;
 using MatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// Conv update (gdn_conv.cpp): shifts window [conv_dim][d_conv] left, appends x[conv_dim],
+// The short convolution of every kind (conv.cpp): shifts window [conv_dim][d_conv] left, appends
+// x[conv_dim], returns silu(bias + w . window). err (optional): as conv_update's, before any norm.
+VecD conv_silu_update(const LayerSpec& s, const LayerWeights& w, float* window, const float* x, VecD* err = nullptr);
+
+// GDN conv update (gdn_conv.cpp): shifts window [conv_dim][d_conv] left, appends x[conv_dim],
 // returns silu(bias + w . window) with Q and K normalised per head of kd channels.
 // err (optional): per channel, the absolute error an FP32 evaluation may carry, per unit roundoff
 // (the conv sum's sum of |terms| through silu's derivative, then through the normalisation).
@@ -61,7 +65,7 @@ struct StateCondition {
   Tensor rho;    // [nv, vd] f32: RMS error bound per column, per unit roundoff
   Tensor shape;  // [nv, kd, kd] f32: S of every head, trace 1
 };
-StateCondition fresh_state_condition(const LayerSpec& s);  // rho 0, S = I / kd per head
+StateCondition fresh_gdn_state_condition(const LayerSpec& s);  // rho 0, S = I / kd per head
 
 // FP16 h widened to FP32 (exact); gdn_step.cpp.
 Tensor widen_to_f32(const Tensor& h16);

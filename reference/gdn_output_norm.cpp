@@ -22,8 +22,9 @@ VecD output_norm_condition(const LayerSpec& s, const LayerWeights& w, const VecD
                            const float* z) {
   const double n = double(o.size());
   const double r = 1.0 / std::sqrt(o.squaredNorm() / n + double(s.eps));
-  const double spread = (o.cwiseAbs().array() * S.array()).sum() / n;  // mean_k |o_k| S_k
   VecD c(o.size());
+  if (r == 0.0) return c.setZero();  // an infinite element: the finite ones come out exactly 0, the others NaN
+  const double spread = (o.cwiseAbs().array() * S.array()).sum() / n;  // mean_k |o_k| S_k
   for (Eigen::Index j = 0; j < o.size(); ++j) {
     const double zj = z[j];
     const double sig = 1.0 / (1.0 + std::exp(-zj));

@@ -4,41 +4,11 @@
 
 #include "reference/branches.h"
 #include "reference/gdn_math.h"
+#include "reference/head_store.h"
 #include "reference/layer_parallel.h"
 
 namespace ssm::ref {
 
-namespace {
-// Loads one value head of h, [kd x vd], widening FP16 exactly.
-MatD load_head(const LayerSpec& s, const Tensor& h, int vh) {
-  MatD H(s.kd, s.vd);
-  const int64_t base = int64_t(vh) * s.kd * s.vd;
-  for (int i = 0; i < s.kd; ++i)
-    for (int j = 0; j < s.vd; ++j) H(i, j) = h.get(base + int64_t(i) * s.vd + j);
-  return H;
-}
-
-// Stores one head: FP32 rounds to nearest; FP16 is a kernel store (clamp, NaN -> -65504; or with
-// F16Store::inf torch's conversion: overflow to inf).
-// Returns the stored values widened back, which is what the output reads.
-MatD store_head(const LayerSpec& s, Tensor& h, int vh, const MatD& H) {
-  MatD stored(s.kd, s.vd);
-  const int64_t base = int64_t(vh) * s.kd * s.vd;
-  for (int i = 0; i < s.kd; ++i)
-    for (int j = 0; j < s.vd; ++j) {
-      const size_t e = size_t(base + int64_t(i) * s.vd + j);
-      const float f = float(H(i, j));
-      if (h.dtype() == DType::f32) {
-        h.f32()[e] = f;
-        stored(i, j) = f;
-      } else {
-        h.f16()[e] = s.numerics.f16_store == F16Store::saturate ? store_half(f) : store_half_inf(f);
-        stored(i, j) = half_to_float(h.f16()[e]);
-      }
-    }
-  return stored;
-}
-}  // namespace
 
 void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window,
               const float* x, const float* a, const float* b, const float* z, float* out, float* cond,
@@ -56,16 +26,17 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
     const VecD q = y.segment(Eigen::Index(kh) * s.kd, s.kd);
     const VecD k = y.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd);
     const VecD v = y.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd);
-    MatD H = load_head(s, carried ? *carried : h, vh);
+    const int64_t base = int64_t(vh) * s.kd * s.vd;
+    MatD H = load_head(carried ? *carried : h, base, s.kd, s.vd);
     if (track_condition)
       delta_rule_condition(H, k, yerr.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd), v,
                            yerr.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd), gt.g[vh],
                            gt.g_cond[vh], gt.beta[vh], h_cond->rho.f32() + size_t(vh) * size_t(s.vd),
                            h_cond->shape.f32() + size_t(vh) * size_t(s.kd) * size_t(s.kd));
     delta_rule(H, k, v, gt.g[vh], gt.beta[vh]);
-    const MatD stored = store_head(s, h, vh, H);
+    const MatD stored = store_head(s.numerics.f16_store, h, base, H);
     // the UPDATED state: as stored, or (carried rows) the FP32 state the next row continues from
-    const MatD Hs = carried ? store_head(s, *carried, vh, H) : stored;
+    const MatD Hs = carried ? store_head(s.numerics.f16_store, *carried, base, H) : stored;
     const VecD o = Hs.transpose() * q * qscale;
     const VecD o_normed = output_norm(s, w, o, z + size_t(vh) * size_t(s.vd));
     for (int j = 0; j < s.vd; ++j) out[size_t(vh) * size_t(s.vd) + size_t(j)] = float(o_normed[j]);
@@ -84,7 +55,7 @@ Tensor widen_to_f32(const Tensor& h16) {
   return h;
 }
 
-StateCondition fresh_state_condition(const LayerSpec& s) {
+StateCondition fresh_gdn_state_condition(const LayerSpec& s) {
   StateCondition c{Tensor::zeros(DType::f32, {s.nv, s.vd}), Tensor::zeros(DType::f32, {s.nv, s.kd, s.kd})};
   for (int vh = 0; vh < s.nv; ++vh)
     for (int i = 0; i < s.kd; ++i) c.shape.f32()[(size_t(vh) * size_t(s.kd) + size_t(i)) * size_t(s.kd) + size_t(i)] = 1.0f / float(s.kd);

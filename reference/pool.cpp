@@ -2,6 +2,8 @@
 // Counterpart: cuda/pool.cpp.
 #include "reference/reference_backend.h"
 
+#include "reference/layer_step.h"
+
 #include <stdexcept>
 #include <string>
 

@@ -1,5 +1,5 @@
 // The CPU reference Backend: every transition of STATE-MODEL sections 4-6 on host tensors.
-// Method bodies live one transition per file (pool.cpp, gdn_decode.cpp, gdn_verify.cpp, ...).
+// Method bodies live one transition per file (pool.cpp, decode.cpp, verify.cpp, ...; the kind-specific math behind reference/layer_step.h).
 #pragma once
 #include <vector>
 

@@ -41,6 +41,13 @@ GateCase replay_case(const std::string& path, const fuzz::BackendEntry& be, bool
   const auto start = Clock::now();
   try {
     const cmp::Trace tr = cmp::read_trace(path);
+    const std::string why_not = be.cannot_run(tr.header.model.spec);
+    if (!why_not.empty()) {  // a layer kind the backend does not have: not its trace
+      c.status = GateCase::Status::skipped;
+      c.message = "skipped: " + why_not;
+      c.seconds = since(start);
+      return c;
+    }
     auto backend = be.make();
     ReplayOptions ro;
     ro.tolerances = o.tolerances;
@@ -84,6 +91,7 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   co.max_ops = o.max_ops;
   co.backend_label = be.flag;
   co.numerics = be.numerics;
+  co.kinds = be.kinds;
   co.tolerances = o.tolerances;
   co.strictness = be.strictness;
   co.pause_async = be.pause_async;  // async copies held until their reader waits: a reader that skips it is caught

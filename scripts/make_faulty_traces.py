@@ -107,6 +107,27 @@ def batched_neighbour(f):
     return i, 0, 1, "h_intermediate[0]"
 
 
+def mamba2_flip_h(f):
+    # one element of a Mamba-2 layer's live h ([nh][hp][ns]) after a partial commit, layer 1 of
+    # the hybrid model: a restore that picked the wrong intermediate
+    i, g = find_op(f, lambda t, g: t.startswith("commit 2 4") and "state" in g)
+    d = g["state/seq0/layer1/h"]
+    a = d[...]
+    a[1, 2, 5] = np.float32(a[1, 2, 5] * 1.5 + 0.25)
+    d[...] = a
+    return i, 0, 1, "h"
+
+
+def mamba2_zero_intermediate(f):
+    # a Mamba-2 verify (f16-pool) that never wrote h intermediate 0 of layer 1 (bug class 1)
+    i, g = find_op(f, lambda t, g: t.startswith("verify 3") and "state" in g)
+    d = g["state/seq0/layer1/h_intermediates"]
+    a = d[...]
+    a[0] = 0
+    d[...] = a
+    return i, 0, 1, "h_intermediate[0]"
+
+
 def main(src_dir, dst_dir):
     os.makedirs(dst_dir, exist_ok=True)
     derive(src_dir, dst_dir, "tiny_f32_every_op.h5", "flip_h_after_commit.h5",
@@ -123,6 +144,10 @@ def main(src_dir, dst_dir):
            "commit 0 3 recorded as accepted", missing_refusal)
     derive(src_dir, dst_dir, "tiny_f16pool_batched.h5", "batched_wrong_stride.h5",
            "batched verify: seq 1's intermediate 0 in seq 0", batched_neighbour)
+    derive(src_dir, dst_dir, "hybrid_odd_f32_batched.h5", "mamba2_flip_h_after_commit.h5",
+           "live h of the Mamba-2 layer 1 perturbed after commit 2 4 (hybrid model)", mamba2_flip_h)
+    derive(src_dir, dst_dir, "mamba_odd_b_f16pool_every_op.h5", "mamba2_zero_h_intermediate.h5",
+           "Mamba-2 h intermediate 0 of layer 1 never written by verify 3 (f16-pool)", mamba2_zero_intermediate)
 
 
 if __name__ == "__main__":

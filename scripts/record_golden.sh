@@ -52,6 +52,21 @@ rec qwen3_next_80b_f16 "qwen3-next-80b, first two GDN layers, h f16; states of l
   --outputs --preset qwen3-next-80b --layers 2 --h-mode f16 --seed 17 --slots 2 --capacity 2 --conv-capacity 2 \
   --states 6 --state-layers 1 \
   --ops "alloc; prefill 5; decode; checkpoint; verify 3; commit 2 3; decode"
+# Mamba-2 layers: every op in f16 (to_f16) and f16-pool (staging), norm before the gate, a layer
+# without conv bias, ng = nh; a model mixing GDN and Mamba-2 layers, batched with padding.
+rec mamba_tiny_f16_every_op "Mamba-2: every op, h f16 (to_f16 on the first decode), both verify arms" --outputs \
+  --preset mamba-tiny --h-mode f16 --seed 21 --value-scale 30 \
+  --ops "alloc; prefill 5; decode; checkpoint; verify 4; commit 3 4; checkpoint_async; verify 3 wy; rollback 2;
+         prefill 3; decode; snapshot_save 1; decode; snapshot_restore 1; verify 2; rollback_and_checkpoint_async 1;
+         to_f16; release"
+rec mamba_odd_b_f16pool_every_op "Mamba-2: every op, h f16-pool, norm before the gate, no conv bias, ng = nh" --outputs \
+  --preset mamba-odd-b --h-mode f16-pool --seed 22 --decay 0.1 \
+  --ops "alloc; prefill 6; checkpoint; verify 3; commit 2 3; decode; checkpoint_async; verify 4 wy; rollback 3;
+         snapshot_save 0; prefill 2; snapshot_restore 0; rollback_and_checkpoint_async 0; decode; release"
+rec hybrid_odd_f32_batched "GDN and Mamba-2 layers alternating: batched decode/verify with padding, tiered capacities, dt limits on" \
+  --outputs --preset hybrid-odd --h-mode f32 --seed 23 --slots 3 --capacity 4,3,2 --extreme-gates \
+  --ops "alloc @0; alloc @1; prefill 4 @0; prefill 3 @1; checkpoint @0; decode @1,pad,0; verify 4 @0,1;
+         commit 2 4 @0; rollback 2 @1; verify 3 wy @pad,1,0; rollback 0 @0; decode @0,1"
 
 if /usr/bin/python3 -c "import h5py" 2>/dev/null; then
   /usr/bin/python3 "$root/scripts/make_faulty_traces.py" "$out" "$out/faulty"

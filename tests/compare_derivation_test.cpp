@@ -136,7 +136,7 @@ std::pair<Measured, Measured> measure(const LayerSpec& s, DType hd, double decay
   Tensor h_ref = Tensor::zeros(hd, h_shape(s)), h_emu = h_ref;
   Tensor w_ref = Tensor::zeros(DType::f32, conv_shape(s)), w_emu = w_ref;
   std::vector<float> o_ref(size_t(s.out_dim())), o_emu(o_ref.size()), c_ref(o_ref.size());
-  ref::StateCondition hc_ref = ref::fresh_state_condition(s);  // the state's condition
+  ref::StateCondition hc_ref = ref::fresh_gdn_state_condition(s);  // the state's condition
   // Limits that never fail: only the measured quantities matter here; rtol as the defaults.
   const Tolerances d = Tolerances::defaults();
   Tolerances loose = d;
@@ -359,7 +359,7 @@ TEST(compare_derivation, erased_memory_passes_with_the_state_condition_and_a_sta
   const Model m = make_model(spec, g);
   Tensor h_ref = Tensor::zeros(DType::f32, h_shape(s)), h_emu = h_ref;
   Tensor w_ref = Tensor::zeros(DType::f32, conv_shape(s)), w_emu = w_ref;
-  ref::StateCondition hc = ref::fresh_state_condition(s);
+  ref::StateCondition hc = ref::fresh_gdn_state_condition(s);
   std::vector<float> o_ref(size_t(s.out_dim())), o_emu(o_ref.size()), c_ref(o_ref.size());
   const int qk = 2 * s.nk * s.kd;
   LayerRows r;
@@ -403,7 +403,7 @@ TEST(compare_derivation, erased_memory_passes_with_the_state_condition_and_a_sta
   const Model m0 = make_model(spec, g0);
   Tensor a = Tensor::zeros(DType::f32, h_shape(s)), b = a;
   Tensor wa = Tensor::zeros(DType::f32, conv_shape(s)), wb = wa;
-  ref::StateCondition hc2 = ref::fresh_state_condition(s);
+  ref::StateCondition hc2 = ref::fresh_gdn_state_condition(s);
   int failed_at = -1, failed_plain_at = -1;
   for (int t = 0; t < 1024 && failed_at < 0; ++t) {
     const StepInputs in = make_inputs(spec, g0, t, 0, 0, 1);

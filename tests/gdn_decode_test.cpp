@@ -1,4 +1,4 @@
-// reference/gdn_decode.cpp: batched decode with padding equals one-by-one; padding rows never
+// reference/decode.cpp: batched decode with padding equals one-by-one; padding rows never
 // touch claimed slots.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// reference/gdn_prefill.cpp: prefill(T) equals T FP32 steps; f16-pool prefill equals
+// reference/prefill.cpp: prefill(T) equals T FP32 steps; f16-pool prefill equals
 // widen + FP32 prefill + narrow (checked against f16 mode, which widens and later narrows).
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// reference/gdn_verify.cpp, metamorphic: verify(K) then commit(n, K) equals n decodes from the
+// reference/verify.cpp, metamorphic: verify(K) then commit(n, K) equals n decodes from the
 // same start (bitwise), and intermediate t equals the state after t+1 decodes.
 #include <gtest/gtest.h>
 

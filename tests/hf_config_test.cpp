@@ -3,6 +3,8 @@
 // impossible configs are refused naming the file and the field.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <fstream>
 
 #include "fixtures/hf_config.h"
@@ -30,8 +32,8 @@ TEST(hf_config, qwen3_next_config_gives_the_preset) {
   EXPECT_EQ(model_from_hf_config(config("qwen3-next-80b-a3b-instruct.json"), 2).layers.size(), 2u);
 }
 
-TEST(hf_config, nemotron_h_config_gives_its_mamba2_geometry_and_is_refused_to_run) {
-  const ModelSpec m = describe_hf_config(config("nemotron-h-8b-base-8k.json"));
+TEST(hf_config, nemotron_h_config_gives_its_mamba2_geometry_and_equals_its_preset) {
+  const ModelSpec m = model_from_hf_config(config("nemotron-h-8b-base-8k.json"));
   ASSERT_EQ(m.layers.size(), 24u) << "24 'M' of 52 layers";
   const LayerSpec& s = m.layers[0];
   EXPECT_EQ(s.kind, LayerKind::mamba2);
@@ -40,13 +42,42 @@ TEST(hf_config, nemotron_h_config_gives_its_mamba2_geometry_and_is_refused_to_ru
   EXPECT_EQ(s.ns, 128);
   EXPECT_EQ(s.ng, 8);
   EXPECT_EQ(s.d_conv, 4);
+  EXPECT_TRUE(s.conv_bias) << "use_conv_bias";
+  EXPECT_FLOAT_EQ(s.eps, 1e-5f) << "layer_norm_epsilon";
   // in_proj width: z and x (2 nh hp), B and C (2 ng ns), dt (nh): the published 18560
   EXPECT_EQ(2 * s.nh * s.hp + 2 * s.ng * s.ns + s.nh, 18560);
-  try {
-    model_from_hf_config(config("nemotron-h-8b-base-8k.json"));
-    FAIL() << "a Mamba-2 model ran";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("Mamba-2 is not implemented yet"), std::string::npos) << e.what();
+  EXPECT_EQ(s.conv_dim(), 10240);
+  const ModelSpec p = make_preset("nemotron-h-8b");
+  EXPECT_TRUE(same_layers(m, p)) << s.name() << " vs " << p.layers[0].name();
+}
+
+// time_step_limit, use_conv_bias and norm_before_gate reach the layer; bad values are named.
+TEST(hf_config, mamba2_options) {
+  test::TempDir dir;
+  const std::string base = R"({"num_hidden_layers": 2, "hybrid_override_pattern": "M*", "mamba_num_heads": 8,
+    "mamba_head_dim": 4, "ssm_state_size": 16, "n_groups": 2, "conv_kernel": 4)";
+  auto load = [&](const std::string& extra) {
+    const std::string p = dir.file("c.json");
+    std::ofstream(p) << base << extra << "}";
+    return model_from_hf_config(p);
+  };
+  const LayerSpec s = load(R"(, "time_step_limit": [0.001, 0.1], "use_conv_bias": false, "norm_before_gate": true)").layers.at(0);
+  EXPECT_FLOAT_EQ(s.dt_min, 0.001f);
+  EXPECT_FLOAT_EQ(s.dt_max, 0.1f);
+  EXPECT_FALSE(s.conv_bias);
+  EXPECT_TRUE(s.norm_before_gate);
+  const LayerSpec d = load("").layers.at(0);
+  EXPECT_EQ(d.dt_min, 0.0f);
+  EXPECT_TRUE(std::isinf(d.dt_max));
+  EXPECT_TRUE(d.conv_bias);
+  for (const char* bad : {R"(, "time_step_limit": [0.1, 0.01])", R"(, "time_step_limit": 3)", R"(, "use_conv_bias": 1)"}) {
+    try {
+      load(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::invalid_argument& e) {
+      const std::string field = std::string(bad).find("time_step") != std::string::npos ? "time_step_limit" : "use_conv_bias";
+      EXPECT_NE(std::string(e.what()).find("'" + field + "'"), std::string::npos) << e.what();
+    }
   }
 }
 

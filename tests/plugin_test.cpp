@@ -78,6 +78,7 @@ TEST(PluginLoad, TheReferencePluginDeclaresItsOwnLegalityAndBitwise) {
 // refusal (it makes its own legality decisions), every exported field, in every h mode.
 TEST(PluginCampaign, ReferencePluginAgreesBitwiseOverDrawnConfigurations) {
   fuzz::CampaignOptions o;
+  o.kinds = {LayerKind::gdn};  // what the plug-in ABI and CUDA carry (BackendEntry::kinds)
   o.seed = test::campaign_seed(20261130);
   o.cases = int(test::env_u64("SSMCHECK_CASES", 150));
   o.strictness = cmp::Strictness::bitwise;
@@ -97,6 +98,7 @@ TEST(PluginCampaign, ReferencePluginAgreesBitwiseOverDrawnConfigurations) {
 // A plug-in whose commit keeps the live state (n < k) is caught, and the case shrinks to a few ops.
 TEST(PluginCampaign, ABrokenPluginIsCaughtAndShrunk) {
   fuzz::CampaignOptions o;
+  o.kinds = {LayerKind::gdn};  // what the plug-in ABI and CUDA carry (BackendEntry::kinds)
   o.seed = test::campaign_seed(7);
   o.cases = 300;
   o.strictness = cmp::Strictness::bitwise;

@@ -17,6 +17,7 @@ class PropertyGpu : public GpuTest {
   fuzz::CampaignResult run(fuzz::CampaignOptions o) {
     o.strictness = cmp::Strictness::classes;
     o.backend_label = "cuda";
+    o.kinds = {LayerKind::gdn};  // the CUDA implementation's kinds (BackendEntry::kinds)
     o.pause_async = true;  // as the gate: async copies held until their reader waits
     o.out_dir = std::getenv("SSMCHECK_FAIL_DIR") ? std::getenv("SSMCHECK_FAIL_DIR") : "ssmcheck-fuzz-gpu";
     o.sut_invariant = [](Backend& b) { return static_cast<cuda::CudaBackend&>(b).check_guards(); };

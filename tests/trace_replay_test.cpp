@@ -259,10 +259,11 @@ TEST(Replay, HfConfigModelRecordsReplaysAndFuzzes) {
   const Shell fz = sh(bin + " fuzz --config " + q(cfg) + " --layers 1 --cases 2 --max-ops 4 --out " + q(dir.file("f")));
   EXPECT_EQ(fz.code, 0) << fz.out;
   EXPECT_NE(fz.out.find("2 cases (case 0..1 of seed 1)"), std::string::npos) << fz.out;
-  const Shell mamba = sh(bin + " run --config " + q(std::string(SSMCHECK_SOURCE_DIR) +
-                                                    "/fixtures/configs/nemotron-h-8b-base-8k.json"));
-  EXPECT_EQ(mamba.code, 2) << mamba.out;
-  EXPECT_NE(mamba.out.find("24 mamba2 layers"), std::string::npos) << mamba.out;
+  // the Mamba-2 config runs (two of its 24 layers, to keep it quick)
+  const Shell mamba = sh(bin + " run --layers 2 --config " + q(std::string(SSMCHECK_SOURCE_DIR) +
+                                                               "/fixtures/configs/nemotron-h-8b-base-8k.json"));
+  EXPECT_EQ(mamba.code, 0) << mamba.out;
+  EXPECT_NE(mamba.out.find("mamba2(nh=128,hp=64,ns=128,ng=8,d_conv=4)"), std::string::npos) << mamba.out;
   EXPECT_EQ(sh(bin + " run --config " + q(cfg) + " --preset tiny").code, 2) << "--config and --preset exclude each other";
 }
 

@@ -1,7 +1,7 @@
 // Reference decode: one token per sequence, batched over slots (padding rows on the dummy slot).
 // In f16 mode a decode on FP32 h converts it first (to_f16 on the first decode step).
-// Counterpart: cuda/gdn_decode.cu.
-#include "reference/gdn_math.h"
+// Every layer kind (reference/layer_step.h). Counterpart: cuda/gdn_decode.cu.
+#include "reference/layer_step.h"
 #include "reference/layer_parallel.h"
 #include "reference/reference_backend.h"
 
@@ -17,10 +17,8 @@ void ReferenceBackend::step(int slot, const StepInputs& in, int row, StepOutputs
     // F16Rows::carried: the op's first row widens the stored FP16 state; its rows then carry FP32
     const bool carried = ls.numerics.f16_rows == F16Rows::carried && L.h.value.dtype() == DType::f16;
     if (carried && row == 0) L.carry = widen_to_f32(L.h.value);
-    gdn_step(ls, model_.weights[l], L.h.value, L.conv.f32(), r.x.data() + t * size_t(ls.conv_dim()),
-             r.a.data() + t * size_t(ls.nv), r.b.data() + t * size_t(ls.nv), r.z.data() + t * size_t(ls.out_dim()),
-             out.layers[l].data() + t * size_t(ls.out_dim()), out.condition[l].data() + t * size_t(ls.out_dim()),
-             &L.h.cond, carried ? &L.carry : nullptr);
+    layer_step(ls, model_.weights[l], L.h.value, L.conv.f32(), r, t, out.layers[l].data() + t * size_t(ls.out_dim()),
+               out.condition[l].data() + t * size_t(ls.out_dim()), &L.h.cond, carried ? &L.carry : nullptr);
   });
 }
 

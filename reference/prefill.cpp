@@ -3,7 +3,7 @@
 // narrows back with the converter (round to nearest even, no saturation).
 // Counterpart: cuda/gdn_decode.cu (the row kernel over T rows), cuda/engine.cpp (widen/narrow).
 #include "reference/branches.h"
-#include "reference/gdn_math.h"
+#include "reference/layer_step.h"
 #include "reference/layer_parallel.h"
 #include "reference/reference_backend.h"
 
@@ -22,10 +22,8 @@ StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
     const LayerRows& r = in.layers[l];
     for (int t = 0; t < in.rows; ++t) {
       const size_t tt = size_t(t);
-      gdn_step(ls, model_.weights[l], work, L.conv.f32(), r.x.data() + tt * size_t(ls.conv_dim()),
-               r.a.data() + tt * size_t(ls.nv), r.b.data() + tt * size_t(ls.nv),
-               r.z.data() + tt * size_t(ls.out_dim()), out.layers[l].data() + tt * size_t(ls.out_dim()),
-               out.condition[l].data() + tt * size_t(ls.out_dim()), &L.h.cond);
+      layer_step(ls, model_.weights[l], work, L.conv.f32(), r, tt, out.layers[l].data() + tt * size_t(ls.out_dim()),
+                 out.condition[l].data() + tt * size_t(ls.out_dim()), &L.h.cond);
     }
     works[l] = std::move(work);
   });
@@ -36,8 +34,12 @@ StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
     if (mode == HMode::f16_pool) {
       // the stage holds this layer's FP32 result until the next layer widens into it
       std::copy(work.f32(), work.f32() + work.size(), s.stage.f32());
-      const Tensor stage_cond = broadcast_condition(L.h.cond.rho, h_shape(ls));
-      std::copy(stage_cond.f32(), stage_cond.f32() + stage_cond.size(), s.stage_cond.f32());
+      if (L.h.cond.rho.size() > 0) {
+        const Tensor stage_cond = broadcast_condition(L.h.cond.rho, h_shape(ls));
+        std::copy(stage_cond.f32(), stage_cond.f32() + stage_cond.size(), s.stage_cond.f32());
+      } else {  // a state without a condition (Mamba-2): no slack beyond the fixed limits
+        std::fill(s.stage_cond.f32(), s.stage_cond.f32() + work.size(), 0.0f);
+      }
       for (int64_t i = 0; i < work.size(); ++i) L.h.value.f16()[i] = convert_to_half(work.f32()[i]);
     } else {
       L.h.value = std::move(work);  // f16 mode: h is FP32 again until the next decode converts it

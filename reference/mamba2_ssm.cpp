@@ -1,0 +1,13 @@
+// Reference Mamba-2 state update and output of one head (STATE-MODEL section 3):
+// H[p][n] <- dA H[p][n] + dt x[p] B[n]; y[p] = sum_n H[p][n] C[n] + D x[p].
+#include "reference/mamba2_math.h"
+
+namespace ssm::ref {
+
+void mamba2_ssm_update(MatD& H, const VecD& x, const VecD& B, double dt, double dA) {
+  H = dA * H + (dt * x) * B.transpose();
+}
+
+VecD mamba2_ssm_output(const MatD& H, const VecD& C, const VecD& x, double D) { return H * C + D * x; }
+
+}  // namespace ssm::ref
