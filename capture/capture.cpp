@@ -2,13 +2,18 @@
 // outputs, refusal, states copied from host or device memory) and appends it on ssmc_end_op.
 #include "ssmcheck_capture.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <fmt/core.h>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "formats/model_attrs.h"
 #include "formats/trace.h"
 #ifdef SSMC_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -176,6 +181,7 @@ extern "C" {
 
 const char* ssmc_last_error(void) { return g_error.c_str(); }
 int ssmc_trace_version(void) { return ssm::cmp::kTraceVersion; }
+int ssmc_abi_minor(void) { return SSMC_ABI_MINOR; }
 int ssmc_device_support(void) {
 #ifdef SSMC_WITH_CUDA
   return 1;
@@ -257,6 +263,62 @@ ssmc_status ssmc_add_layer(ssmc_trace* t, const ssmc_layer_desc* d, const float*
   });
 }
 
+ssmc_status ssmc_add_mamba2_layer(ssmc_trace* t, const ssmc_mamba2_layer_desc* d, const float* conv_w,
+                                  const float* conv_bias, const float* A_log, const float* dt_bias, const float* D,
+                                  const float* norm_w) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_add_mamba2_layer: null trace");
+  return call(t, false, [&] {
+    need(!t->writer, SSMC_ERR_ORDER, "ssmc_add_mamba2_layer after the first op");
+    need(d != nullptr, SSMC_ERR_ARGUMENT, "ssmc_add_mamba2_layer: desc is null");
+    const size_t index = t->header.model.spec.layers.size();
+    const std::string at = fmt::format("ssmc_add_mamba2_layer: layer {}", index);
+    LayerSpec s;
+    s.kind = LayerKind::mamba2;
+    s.nh = d->nh; s.hp = d->hp; s.ns = d->ns; s.ng = d->ng; s.d_conv = d->d_conv;
+    s.conv_bias = d->conv_bias != 0;
+    s.norm_before_gate = d->norm_before_gate != 0;
+    s.dt_min = d->dt_min;
+    // 0 (a zero-initialised desc) means no upper limit, as INFINITY does: dt_max 0 is never valid
+    s.dt_max = d->dt_max == 0.0f ? std::numeric_limits<float>::infinity() : d->dt_max;
+    s.eps = d->eps;
+    try {
+      s.validate();
+    } catch (const std::exception& e) {
+      throw Failure{SSMC_ERR_ARGUMENT, at + ": " + e.what()};
+    }
+    // the bounds of the trace reader (formats/model_attrs.h), so that what is written reads back
+    need(s.h_elems() <= cmp::kMaxElems && s.conv_elems() <= cmp::kMaxElems, SSMC_ERR_ARGUMENT,
+         fmt::format("{}: {}: layer too large (h {} or conv {} elements, at most {})", at, s.name(), s.h_elems(),
+                     s.conv_elems(), cmp::kMaxElems));
+    need(!s.conv_bias || conv_bias, SSMC_ERR_ARGUMENT, at + ": desc says conv_bias but the pointer is null");
+    need(s.conv_bias || !conv_bias, SSMC_ERR_ARGUMENT,
+         at + ": a conv_bias pointer was given but desc.conv_bias is 0 (set it to 1, or pass NULL)");
+    const std::pair<std::vector<float> LayerWeights::*, const float*> given[] = {
+        {&LayerWeights::conv_w, conv_w}, {&LayerWeights::conv_bias, conv_bias}, {&LayerWeights::A_log, A_log},
+        {&LayerWeights::dt_bias, dt_bias}, {&LayerWeights::D, D},           {&LayerWeights::norm_w, norm_w}};
+    LayerWeights w;
+    for (const WeightField& f : s.weights()) {
+      const float* ptr = nullptr;
+      for (const auto& [member, q] : given)
+        if (member == f.member) ptr = q;
+      size_t n = 1;
+      std::string shape;
+      for (int64_t e : f.shape) {
+        n *= size_t(e);
+        shape += fmt::format("[{}]", e);
+      }
+      const std::string what = fmt::format("{} weight {} {}", at, f.name, shape);
+      std::vector<float> v = floats(ptr, n, SSMC_HOST, what.c_str());
+      for (size_t i = 0; i < n; ++i)
+        need(std::isfinite(v[i]), SSMC_ERR_ARGUMENT,
+             fmt::format("{}: non-finite value {} at element {}", what, v[i], i));
+      w.*f.member = std::move(v);
+    }
+    t->header.model.spec.layers.push_back(s);
+    t->header.model.weights.push_back(std::move(w));
+  });
+}
+
 ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_begin_op: null trace");
   return call(t, true, [&] {
@@ -296,10 +358,39 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
     const size_t T = size_t(rows);
     LayerRows& r = in.layers[size_t(layer)];
     need(r.x.empty(), SSMC_ERR_ORDER, fmt::format("ssmc_op_inputs: entry {} layer {} given twice", entry, layer));
-    r.x = floats(x, T * size_t(s.conv_dim()), mem, "x");
-    r.a = floats(a, T * size_t(s.nv), mem, "a");
-    r.b = floats(b, T * size_t(s.nv), mem, "b");
-    r.z = floats(z, T * size_t(s.out_dim()), mem, "z");
+    // The four pointers by parameter name and the LayerRows member they fill; which of them the
+    // layer's kind takes, under which names and widths, is LayerSpec::inputs() (GDN x, a, b, z;
+    // Mamba-2 xBC in x, dt in a, z).
+    struct Given {
+      const char* param;
+      std::vector<float> LayerRows::*member;
+      const float* ptr;
+    };
+    const Given given[] = {{"x", &LayerRows::x, x}, {"a", &LayerRows::a, a}, {"b", &LayerRows::b, b}, {"z", &LayerRows::z, z}};
+    const std::vector<InputField> fields = s.inputs();
+    std::string takes;
+    for (const InputField& f : fields)
+      for (const Given& g : given)
+        if (g.member == f.member)
+          takes += fmt::format("{}{}{}", takes.empty() ? "" : ", ", f.name,
+                               g.param == std::string(f.name) ? "" : fmt::format(" (as {})", g.param));
+    for (const Given& g : given) {
+      const bool taken = std::any_of(fields.begin(), fields.end(), [&](const InputField& f) { return f.member == g.member; });
+      need(taken || g.ptr == nullptr, SSMC_ERR_ARGUMENT,
+           fmt::format("ssmc_op_inputs: entry {} layer {} is a {} layer, {}: it takes {}; {} must be NULL", entry, layer,
+                       to_string(s.kind), s.name(), takes, g.param));
+    }
+    LayerRows got;
+    for (const InputField& f : fields) {
+      const Given& g = *std::find_if(std::begin(given), std::end(given), [&](const Given& q) { return q.member == f.member; });
+      // GDN's errors name the parameter as they always have; Mamba-2's name the field and where
+      const std::string what = s.kind == LayerKind::gdn
+                                   ? std::string(g.param)
+                                   : fmt::format("ssmc_op_inputs: entry {} layer {} {} [rows][{}] (parameter {})", entry,
+                                                 layer, f.name, f.width, g.param);
+      got.*f.member = floats(g.ptr, T * size_t(f.width), mem, what.c_str());
+    }
+    r = std::move(got);
   });
 }
 

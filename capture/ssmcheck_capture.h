@@ -4,7 +4,8 @@
  * that dies before ssmc_close leaves PATH.partial/, which `ssmcheck replay PATH` recovers.
  *
  * Call order:
- *   ssmc_open -> ssmc_set_pool -> ssmc_add_layer (once per recurrent layer, in model order)
+ *   ssmc_open -> ssmc_set_pool -> ssmc_add_layer / ssmc_add_mamba2_layer (once per recurrent layer,
+ *   in model order; a model may mix both kinds)
  *   then per op: ssmc_begin_op -> [ssmc_op_inputs] [ssmc_op_outputs] [ssmc_op_refused]
  *                [ssmc_state_begin -> ssmc_state_tensor ...] -> ssmc_end_op
  *   ssmc_close (or ssmc_abandon).
@@ -14,12 +15,18 @@
  * failure (thread-local, valid until the next call on the same thread). After an error inside
  * an op (between begin_op and end_op) the op is dropped: call ssmc_begin_op again.
  *
- * Layouts (all row-major, last index fastest), per layer with nk, nv, kd, vd, d_conv,
- * conv_dim = 2*nk*kd + nv*vd:
- *   inputs of T tokens: x [T][conv_dim] (channels Q | K | V), a [T][nv], b [T][nv], z [T][nv*vd]
- *   outputs of T tokens: [T][nv*vd]
- *   h [nv][kd][vd] (f32, or f16 bits when the state is FP16), conv [conv_dim][d_conv] f32
- *   (column 0 oldest), h_prefill_stage [max over layers of nv*kd*vd] f32.
+ * Layouts (all row-major, last index fastest), per layer:
+ *   GDN (ssmc_add_layer), with nk, nv, kd, vd, d_conv, conv_dim = 2*nk*kd + nv*vd:
+ *     inputs of T tokens: x [T][conv_dim] (channels Q | K | V), a [T][nv], b [T][nv], z [T][nv*vd]
+ *     outputs of T tokens: [T][nv*vd]
+ *     h [nv][kd][vd] (f32, or f16 bits when the state is FP16)
+ *   Mamba-2 (ssmc_add_mamba2_layer), with nh, hp, ns, ng, d_conv, conv_dim = nh*hp + 2*ng*ns:
+ *     inputs of T tokens, through the same ssmc_op_inputs parameters: x = xBC [T][conv_dim]
+ *     (pre-conv channels x | B | C), a = dt [T][nh] (before dt_bias), b = NULL, z [T][nh*hp]
+ *     outputs of T tokens: [T][nh*hp]
+ *     h [nh][hp][ns], ns fastest (f32, or f16 bits when the state is FP16)
+ *   both kinds: conv [conv_dim][d_conv] f32 (column 0 oldest), h_prefill_stage [max over layers
+ *   of the layer's h elements] f32.
  * Memory: SSMC_HOST pointers are read directly; SSMC_DEVICE pointers are copied with
  * cudaMemcpy when the library was built with CUDA (otherwise SSMC_ERR_DEVICE).
  */
@@ -39,6 +46,12 @@ extern "C" {
 #endif
 
 #define SSMC_TRACE_VERSION 1 /* the trace format version this header writes */
+/* Additions to the ABI that keep every earlier call as it was (the library's SOVERSION stays 1):
+ *   0: GDN layers (ssmc_add_layer) -- the first ABI, which has no ssmc_abi_minor();
+ *   1: Mamba-2 layers (ssmc_mamba2_layer_desc, ssmc_add_mamba2_layer) and ssmc_abi_minor().
+ * A caller that needs a minor looks ssmc_abi_minor up (dlsym) and compares; a library without the
+ * symbol is minor 0. */
+#define SSMC_ABI_MINOR 1
 
 typedef struct ssmc_trace ssmc_trace;
 
@@ -61,10 +74,23 @@ typedef struct {
   float eps;          /* rms_norm_eps of the output norm, e.g. 1e-6 */
 } ssmc_layer_desc;
 
+/* A Mamba-2 layer (ABI minor 1). Zero-initialise it and set what applies: dt_min 0 and dt_max 0
+ * (or INFINITY) clamp nothing. */
+typedef struct {
+  int nh, hp, ns, ng; /* heads, head dim, state size, groups (head h reads group h / (nh/ng)) */
+  int d_conv;
+  int conv_bias;        /* 1: the layer has conv_bias [conv_dim] (Mamba-2 layers usually do) */
+  int norm_before_gate; /* 0: out = rms_norm(y * silu(z)) (Nemotron-H); 1: rms_norm(y) * silu(z) */
+  float dt_min, dt_max; /* dt after softplus clamped to [dt_min, dt_max] (time_step_limit) */
+  float eps;            /* eps of the gated group RMS norm, e.g. 1e-5 */
+} ssmc_mamba2_layer_desc;
+
 /* The message of the last failed call on this thread ("" when none). */
 SSMC_API const char* ssmc_last_error(void);
 /* SSMC_TRACE_VERSION of the library (compare with the header's to detect a mismatch). */
 SSMC_API int ssmc_trace_version(void);
+/* SSMC_ABI_MINOR of the library (absent from libraries of minor 0). */
+SSMC_API int ssmc_abi_minor(void);
 /* 1 when the library can read device pointers (built with CUDA), else 0. */
 SSMC_API int ssmc_device_support(void);
 
@@ -77,20 +103,29 @@ SSMC_API ssmc_status ssmc_open(const char* path, const char* producer, const cha
  * conv_capacity everywhere. */
 SSMC_API ssmc_status ssmc_set_pool(ssmc_trace* t, int max_slots, const int* h_capacity, int conv_capacity,
                                    int snapshot_slots);
-/* One recurrent layer and its weights (host pointers, f32): conv_w [conv_dim][d_conv],
+/* One GDN layer and its weights (host pointers, f32): conv_w [conv_dim][d_conv],
  * conv_bias [conv_dim] (NULL unless desc->conv_bias), A_log [nv], dt_bias [nv], norm_w [vd]. */
 SSMC_API ssmc_status ssmc_add_layer(ssmc_trace* t, const ssmc_layer_desc* desc, const float* conv_w,
                                     const float* conv_bias, const float* A_log, const float* dt_bias,
                                     const float* norm_w);
+/* One Mamba-2 layer and its weights (host pointers, f32, finite), ABI minor 1: conv_w
+ * [conv_dim][d_conv], conv_bias [conv_dim] (non-NULL iff desc->conv_bias), A_log [nh],
+ * dt_bias [nh], D [nh], norm_w [nh*hp]. nh must be a multiple of ng; limits as the trace reader's
+ * (core/layer_spec.h). A refused call adds nothing. */
+SSMC_API ssmc_status ssmc_add_mamba2_layer(ssmc_trace* t, const ssmc_mamba2_layer_desc* desc, const float* conv_w,
+                                           const float* conv_bias, const float* A_log, const float* dt_bias,
+                                           const float* D, const float* norm_w);
 
 /* Starts op number ssmc_op_count(): `op` in ssmcheck's printable form, e.g. "prefill 17",
  * "verify 4 @0,2,pad", "commit 2 4 @1" (selector = logical sequences; see docs/trace-format.md). */
 SSMC_API ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op);
 /* Inputs of selector entry `entry` (0-based) and one layer, T = the op's token rows. Required for
- * every layer of every non-padding entry of prefill/decode/verify, unless the op is refused. */
+ * every layer of every non-padding entry of prefill/decode/verify, unless the op is refused.
+ * GDN layer: x, a, b, z. Mamba-2 layer: x = xBC, a = dt, b = NULL (anything else is
+ * SSMC_ERR_ARGUMENT), z. Values must be finite (checked by ssmc_end_op). */
 SSMC_API ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, const float* a,
                                     const float* b, const float* z, ssmc_memory mem);
-/* Outputs of one entry and layer, [T][nv*vd] f32 (optional; all layers of an entry, or none). */
+/* Outputs of one entry and layer, [T][nv*vd] (GDN) or [T][nh*hp] (Mamba-2) f32 (optional; all layers of an entry, or none). */
 SSMC_API ssmc_status ssmc_op_outputs(ssmc_trace* t, int entry, int layer, const float* out, ssmc_memory mem);
 /* The engine refused the op; kind is an ssmcheck error kind name ("commit_zero", "capacity", ...). */
 SSMC_API ssmc_status ssmc_op_refused(ssmc_trace* t, const char* kind);
@@ -101,7 +136,7 @@ SSMC_API ssmc_status ssmc_state_begin(ssmc_trace* t, int seq, int slot, int last
 /* One tensor of the state of `seq` (begun with ssmc_state_begin) at `layer`. field: "h", "conv",
  * "h_checkpoint", "conv_checkpoint", "h_intermediate", "conv_intermediate" (index = t, 0..K-2),
  * "h_prefill_stage" (layer and index ignored). h fields may be SSMC_F16 (raw IEEE half bits);
- * conv fields and the stage are SSMC_F32. A layer is recorded once its "h" is given; it then needs
+ * conv fields and the stage are SSMC_F32. The shapes are the layer's (see Layouts above). A layer is recorded once its "h" is given; it then needs
  * conv and all K-1 intermediates of both kinds. */
 SSMC_API ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const char* field, int index,
                                        ssmc_dtype dtype, const void* data, ssmc_memory mem);

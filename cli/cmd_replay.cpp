@@ -2,6 +2,7 @@
 // every recorded state and output; reports the first divergence, refusals, and where it ended.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 
@@ -31,9 +32,13 @@ struct ReplayFlags {
 
 std::string describe(const cmp::Trace& t) {
   const cmp::TraceHeader& h = t.header;
-  std::string layers = h.model.spec.layers.empty() ? "" : h.model.spec.layers[0].name();
-  return fmt::format("{} ops, model '{}' ({} layers of {}), {}, recorded by '{}' (states from '{}')", t.ops.size(),
-                     h.model.spec.name, h.model.spec.layers.size(), layers, h.pool.name(), h.producer, h.backend);
+  // "2 layers of gdn(...)", or for layers of several shapes "4 layers: gdn(...), mamba2(...), ..."
+  const auto& ls = h.model.spec.layers;
+  const bool uniform = std::all_of(ls.begin(), ls.end(), [&](const LayerSpec& l) { return l.name() == ls[0].name(); });
+  std::string layers = fmt::format("{} layers{}", ls.size(), uniform ? " of " : ": ");
+  for (size_t l = 0; l < (uniform ? std::min<size_t>(ls.size(), 1) : ls.size()); ++l) layers += (l ? ", " : "") + ls[l].name();
+  return fmt::format("{} ops, model '{}' ({}), {}, recorded by '{}' (states from '{}')", t.ops.size(),
+                     h.model.spec.name, layers, h.pool.name(), h.producer, h.backend);
 }
 
 int run_replay(const ReplayFlags& f) {

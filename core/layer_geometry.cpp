@@ -30,6 +30,14 @@ std::vector<int64_t> LayerSpec::h_shape() const {
   unknown_kind(kind);
 }
 
+std::string LayerSpec::h_layout() const {
+  switch (kind) {
+    case LayerKind::gdn: return "[nv][kd][vd], vd fastest";
+    case LayerKind::mamba2: return "[nh][hp][ns], ns fastest";
+  }
+  unknown_kind(kind);
+}
+
 int64_t LayerSpec::h_elems() const {
   int64_t n = 1;
   for (int64_t d : h_shape()) n *= d;

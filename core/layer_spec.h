@@ -110,6 +110,7 @@ struct LayerSpec {
   // conv channels: GDN 2*nk*kd + nv*vd ordered [Q | K | V]; Mamba-2 nh*hp + 2*ng*ns ordered [x | B | C]
   int conv_dim() const;
   std::vector<int64_t> h_shape() const;  // GDN [nv][kd][vd], vd fastest; Mamba-2 [nh][hp][ns], ns fastest
+  std::string h_layout() const;          // that, as dumps and traces label h: "[nv][kd][vd], vd fastest"
   int64_t h_elems() const;
   int64_t conv_elems() const { return int64_t(conv_dim()) * d_conv; }  // [conv_dim][d_conv]
   // The output of one token, [out_heads][out_head_dim]: GDN [nv][vd], Mamba-2 [nh][hp].

@@ -115,6 +115,32 @@ void check_input_size(const ModelSpec& spec, int rows) {
                                 std::to_string(kMaxInputFloats * 4 / (1 << 30)) + " GiB)");
 }
 
+StepInputs StepInputs::zeros(const ModelSpec& spec, int rows) {
+  check_input_size(spec, rows);
+  StepInputs in;
+  in.rows = rows;
+  for (const LayerSpec& s : spec.layers) {
+    LayerRows r;
+    for (const InputField& f : s.inputs()) (r.*f.member).assign(size_t(std::max(rows, 0)) * size_t(f.width), 0.0f);
+    in.layers.push_back(std::move(r));
+  }
+  return in;
+}
+
+StepInputs StepInputs::slice(const ModelSpec& spec, int begin, int count) const {
+  StepInputs out;
+  out.rows = count;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    LayerRows o;
+    for (const InputField& f : spec.layers[l].inputs()) {
+      const std::vector<float>& v = layers[l].*f.member;
+      (o.*f.member).assign(v.begin() + long(begin) * f.width, v.begin() + long(begin + count) * f.width);
+    }
+    out.layers.push_back(std::move(o));
+  }
+  return out;
+}
+
 void StepInputs::validate(const ModelSpec& spec, int expected_rows) const {
   if (rows != expected_rows)
     throw std::invalid_argument("inputs: " + std::to_string(rows) + " rows given, " +

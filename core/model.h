@@ -65,6 +65,10 @@ void check_input_size(const ModelSpec& spec, int rows);
 struct StepInputs {
   int rows = 0;
   std::vector<LayerRows> layers;
+  // Every input of every layer zero (the inputs of a padding row nobody recorded).
+  static StepInputs zeros(const ModelSpec& spec, int rows);
+  // Rows [begin, begin + count) of every input of every layer (LayerSpec::inputs()).
+  StepInputs slice(const ModelSpec& spec, int begin, int count) const;
   // Throws std::invalid_argument naming layer, field, row and element for wrong sizes or NaN/Inf.
   void validate(const ModelSpec& spec, int expected_rows) const;
 };

@@ -38,9 +38,7 @@ const std::string& build_id() {
 namespace {
 
 // Layout attribute of each dataset: the documented memory order, checked on read.
-constexpr const char* kLayoutH = "[nv][kd][vd], vd fastest";
 constexpr const char* kLayoutConv = "[conv_dim][d_conv], column 0 oldest";
-constexpr const char* kLayoutHInter = "[t][nv][kd][vd], vd fastest";
 constexpr const char* kLayoutConvInter = "[t][conv_dim][d_conv], column 0 oldest";
 constexpr const char* kLayoutStage = "[stage_elems]";
 
@@ -252,13 +250,14 @@ void write_contents(hid_t f, const Dump& dump) {
   }
   const std::vector<int> layers = all_layers(dump.spec);
   for (size_t i = 0; i < dump.sequences.size(); ++i)
-    write_sequence_group(f, "seq" + std::to_string(i), dump.sequences[i].seq, dump.sequences[i].state, layers);
+    write_sequence_group(f, "seq" + std::to_string(i), dump.sequences[i].seq, dump.sequences[i].state, layers,
+                         dump.spec);
 }
 
 }  // namespace
 
 void write_sequence_group(hid_t loc, const std::string& name, int seq, const SequenceState& state,
-                          const std::vector<int>& layers) {
+                          const std::vector<int>& layers, const ModelSpec& spec) {
   if (layers.size() != state.layers.size())
     throw h5::Error(name + fmt::format(": {} layer states for {} layers", state.layers.size(), layers.size()));
   h5::Handle sg = h5::create_group(loc, name);
@@ -267,16 +266,17 @@ void write_sequence_group(hid_t loc, const std::string& name, int seq, const Seq
   h5::write_attr_i64(sg, "last_verify_k", state.last_verify_k);
   for (size_t j = 0; j < state.layers.size(); ++j) {
     const LayerState& L = state.layers[j];
+    const std::string h_layout = spec.layers.at(size_t(layers[j])).h_layout(), h_inter = "[t]" + h_layout;
     h5::Handle lg = h5::create_group(sg, "layer" + std::to_string(layers[j]));
     h5::write_attr_i64(lg, "h_is_f16", L.h_is_f16 ? 1 : 0);
     h5::write_attr_i64(lg, "intermediates", int64_t(L.h_intermediates.size()));
     if (L.conv_oldest_column_absent) h5::write_attr_i64(lg, "conv_oldest_column_absent", 1);
-    put_tensor(lg, "h", L.h, kLayoutH);
+    put_tensor(lg, "h", L.h, h_layout.c_str());
     put_tensor(lg, "conv", L.conv, kLayoutConv);
-    if (L.h_checkpoint) put_tensor(lg, "h_checkpoint", *L.h_checkpoint, kLayoutH);
+    if (L.h_checkpoint) put_tensor(lg, "h_checkpoint", *L.h_checkpoint, h_layout.c_str());
     if (L.conv_checkpoint) put_tensor(lg, "conv_checkpoint", *L.conv_checkpoint, kLayoutConv);
     if (!L.h_intermediates.empty()) {
-      put_stack(lg, "h_intermediates", L.h_intermediates, kLayoutHInter);
+      put_stack(lg, "h_intermediates", L.h_intermediates, h_inter.c_str());
       put_stack(lg, "conv_intermediates", L.conv_intermediates, kLayoutConvInter);
     }
   }
@@ -432,14 +432,15 @@ class Reader : public CheckedReader {
         throw FormatError(file_, lp + "@intermediates",
                           fmt::format("is {}, but last_verify_k {} makes {} valid intermediates", n,
                                       ds.state.last_verify_k, n_inter));
-      tensor(lg, lp, "h", h_shape(ls), L.h_is_f16 ? 1 : 0, kLayoutH, true, &L.h);
+      const std::string h_layout = ls.h_layout(), h_inter = "[t]" + h_layout;
+      tensor(lg, lp, "h", h_shape(ls), L.h_is_f16 ? 1 : 0, h_layout.c_str(), true, &L.h);
       tensor(lg, lp, "conv", conv_shape(ls), 0, kLayoutConv, true, &L.conv);
       Tensor t;
-      if (tensor(lg, lp, "h_checkpoint", h_shape(ls), 2, kLayoutH, false, &t)) L.h_checkpoint = std::move(t);
+      if (tensor(lg, lp, "h_checkpoint", h_shape(ls), 2, h_layout.c_str(), false, &t)) L.h_checkpoint = std::move(t);
       if (tensor(lg, lp, "conv_checkpoint", conv_shape(ls), 0, kLayoutConv, false, &t))
         L.conv_checkpoint = std::move(t);
       if (n > 0) {
-        tensor(lg, lp, "h_intermediates", with_count(n, h_shape(ls)), 2, kLayoutHInter, true, &t);
+        tensor(lg, lp, "h_intermediates", with_count(n, h_shape(ls)), 2, h_inter.c_str(), true, &t);
         L.h_intermediates = unstack(t);
         tensor(lg, lp, "conv_intermediates", with_count(n, conv_shape(ls)), 0, kLayoutConvInter, true, &t);
         L.conv_intermediates = unstack(t);

@@ -85,7 +85,7 @@ void validate_sequence(const SequenceState& state, const std::string& file, cons
 // Writes the group `name` under `loc`. The state must have passed validate_sequence; throws
 // h5::Error (formats/hdf5_file.h) when HDF5 fails.
 void write_sequence_group(hid_t loc, const std::string& name, int seq, const SequenceState& state,
-                          const std::vector<int>& layers);
+                          const std::vector<int>& layers, const ModelSpec& spec);
 
 // Reads and validates the sequence group `g` (already open), whose HDF5 path `path` names the
 // error objects. Never crashes on a malformed group: throws FormatError(file, object, ...).

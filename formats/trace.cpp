@@ -271,7 +271,7 @@ void write_op(hid_t ops_group, int index, const TraceOp& t, const TraceHeader& h
   if (!t.states.empty()) {
     h5::Handle sg = h5::create_group(og, "state");
     for (const TraceState& s : t.states)
-      write_sequence_group(sg, "seq" + std::to_string(s.seq), s.seq, s.state, s.layers);
+      write_sequence_group(sg, "seq" + std::to_string(s.seq), s.seq, s.state, s.layers, spec);
   }
 }
 

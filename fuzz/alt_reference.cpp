@@ -5,21 +5,6 @@
 
 namespace ssm::fuzz::alt {
 
-namespace {
-StepInputs row_of(const ModelSpec& spec, const StepInputs& in, int t) {
-  StepInputs out;
-  out.rows = 1;
-  for (size_t l = 0; l < in.layers.size(); ++l) {
-    const LayerSpec& s = spec.layers[l];
-    const LayerRows& r = in.layers[l];
-    LayerRows row;
-    for (const InputField& f : s.inputs())
-      row.*f.member = std::vector<float>((r.*f.member).begin() + long(t) * f.width, (r.*f.member).begin() + long(t + 1) * f.width);
-    out.layers.push_back(std::move(row));
-  }
-  return out;
-}
-}  // namespace
 
 std::string AltReferenceBackend::name() const {
 #ifdef SSMCHECK_MUTANTS
@@ -37,7 +22,7 @@ StepOutputs AltReferenceBackend::prefill(int slot, const StepInputs& in) {
   out.rows = in.rows;
   out.layers.resize(in.layers.size());
   for (int t = 0; t < in.rows; ++t) {
-    const StepOutputs o = inner_.decode({slot}, {row_of(inner_.model().spec, in, t)})[0];
+    const StepOutputs o = inner_.decode({slot}, {in.slice(inner_.model().spec, t, 1)})[0];
     for (size_t l = 0; l < o.layers.size(); ++l)
       out.layers[l].insert(out.layers[l].end(), o.layers[l].begin(), o.layers[l].end());
   }

@@ -11,18 +11,6 @@ namespace ssm::replay {
 
 namespace {
 
-StepInputs zero_inputs(const ModelSpec& spec, int rows) {
-  check_input_size(spec, rows);
-  StepInputs in;
-  in.rows = rows;
-  for (const LayerSpec& s : spec.layers) {
-    const size_t r = size_t(std::max(rows, 0));
-    in.layers.push_back({std::vector<float>(r * size_t(s.conv_dim())), std::vector<float>(r * size_t(s.nv)),
-                         std::vector<float>(r * size_t(s.nv)), std::vector<float>(r * size_t(s.out_dim()))});
-  }
-  return in;
-}
-
 // The backend's state cut to what the trace recorded: its layers, and the stage only if recorded.
 SequenceState restrict_to(SequenceState got, const cmp::TraceState& rec) {
   SequenceState s;
@@ -165,7 +153,7 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
     const cmp::TraceOp& t = tr.ops.at(size_t(key.op_index));
     if (size_t(row) < t.inputs.size() && t.inputs[size_t(row)].rows == rows && !t.inputs[size_t(row)].layers.empty())
       return t.inputs[size_t(row)];
-    return zero_inputs(spec, rows);
+    return StepInputs::zeros(spec, rows);
   });
   int last_ok = -1;
   std::string last_ok_text;

@@ -39,14 +39,17 @@ def derive(src_dir, dst_dir, src, dst, description, fault):
     print("%-34s op %d, seq %d, layer %d, %s" % (dst, op, seq, layer, tensor or "(refusal)"))
 
 
-def flip_h(f):
-    # one element of live h after the partial commit, seq 0 layer 1: an off-by-one restore
-    i, g = find_op(f, lambda t, g: t.startswith("commit 2 4") and "state" in g)
-    d = g["state/seq0/layer1/h"]
-    a = d[...]
-    a[1, 3, 5] = np.float32(a[1, 3, 5] * 1.5 + 0.25)
-    d[...] = a
-    return i, 0, 1, "h"
+def flip_live_h(op_prefix, layer, index):
+    """One element of live h of seq 0 after the first op starting with op_prefix that recorded a
+    state, off by half itself plus 0.25: a restore that picked the wrong intermediate."""
+    def fault(f):
+        i, g = find_op(f, lambda t, g: t.startswith(op_prefix) and "state" in g)
+        d = g["state/seq0/layer%d/h" % layer]
+        a = d[...]
+        a[index] = np.float32(a[index] * 1.5 + 0.25)
+        d[...] = a
+        return i, 0, layer, "h"
+    return fault
 
 
 def zero_intermediate(f):
@@ -107,17 +110,6 @@ def batched_neighbour(f):
     return i, 0, 1, "h_intermediate[0]"
 
 
-def mamba2_flip_h(f):
-    # one element of a Mamba-2 layer's live h ([nh][hp][ns]) after a partial commit, layer 1 of
-    # the hybrid model: a restore that picked the wrong intermediate
-    i, g = find_op(f, lambda t, g: t.startswith("commit 2 4") and "state" in g)
-    d = g["state/seq0/layer1/h"]
-    a = d[...]
-    a[1, 2, 5] = np.float32(a[1, 2, 5] * 1.5 + 0.25)
-    d[...] = a
-    return i, 0, 1, "h"
-
-
 def mamba2_zero_intermediate(f):
     # a Mamba-2 verify (f16-pool) that never wrote h intermediate 0 of layer 1 (bug class 1)
     i, g = find_op(f, lambda t, g: t.startswith("verify 3") and "state" in g)
@@ -131,7 +123,7 @@ def mamba2_zero_intermediate(f):
 def main(src_dir, dst_dir):
     os.makedirs(dst_dir, exist_ok=True)
     derive(src_dir, dst_dir, "tiny_f32_every_op.h5", "flip_h_after_commit.h5",
-           "live h of layer 1 perturbed after commit 2 4", flip_h)
+           "live h of layer 1 perturbed after commit 2 4", flip_live_h("commit 2 4", 1, (1, 3, 5)))
     derive(src_dir, dst_dir, "tiny_f32_every_op.h5", "zero_h_intermediate.h5",
            "h intermediate 1 of layer 0 never written by verify 4", zero_intermediate)
     derive(src_dir, dst_dir, "tiny_f32_every_op.h5", "nan_output.h5",
@@ -144,8 +136,9 @@ def main(src_dir, dst_dir):
            "commit 0 3 recorded as accepted", missing_refusal)
     derive(src_dir, dst_dir, "tiny_f16pool_batched.h5", "batched_wrong_stride.h5",
            "batched verify: seq 1's intermediate 0 in seq 0", batched_neighbour)
-    derive(src_dir, dst_dir, "hybrid_odd_f32_batched.h5", "mamba2_flip_h_after_commit.h5",
-           "live h of the Mamba-2 layer 1 perturbed after commit 2 4 (hybrid model)", mamba2_flip_h)
+    derive(src_dir, dst_dir, "mamba_tiny_f16_every_op.h5", "mamba2_flip_h_after_commit.h5",
+           "live FP16 h of the Mamba-2 layer 1 ([nh][hp][ns]) perturbed after commit 3 4",
+           flip_live_h("commit 3 4", 1, (1, 2, 5)))
     derive(src_dir, dst_dir, "mamba_odd_b_f16pool_every_op.h5", "mamba2_zero_h_intermediate.h5",
            "Mamba-2 h intermediate 0 of layer 1 never written by verify 3 (f16-pool)", mamba2_zero_intermediate)
 

@@ -65,7 +65,7 @@ rec mamba_odd_b_f16pool_every_op "Mamba-2: every op, h f16-pool, norm before the
          snapshot_save 0; prefill 2; snapshot_restore 0; rollback_and_checkpoint_async 0; decode; release"
 rec hybrid_odd_f32_batched "GDN and Mamba-2 layers alternating: batched decode/verify with padding, tiered capacities, dt limits on" \
   --outputs --preset hybrid-odd --h-mode f32 --seed 23 --slots 3 --capacity 4,3,2 --extreme-gates \
-  --ops "alloc @0; alloc @1; prefill 4 @0; prefill 3 @1; checkpoint @0; decode @1,pad,0; verify 4 @0,1;
+  --ops "alloc 3 @0; alloc 3 @1; prefill 4 @0; prefill 3 @1; checkpoint @0; decode @1,pad,0; verify 4 @0,1;
          commit 2 4 @0; rollback 2 @1; verify 3 wy @pad,1,0; rollback 0 @0; decode @0,1"
 
 if /usr/bin/python3 -c "import h5py" 2>/dev/null; then

@@ -3,3 +3,4 @@ ssmcheck_test(reference_test LABEL cpu
           gdn_prefill_test.cpp gdn_verify_test.cpp rollback_test.cpp to_f16_test.cpp
           pool_test.cpp snapshot_test.cpp contract_errors_test.cpp reference_threads_test.cpp
   LIBS ssmcheck_reference ssmcheck_fixtures OpenMP::OpenMP_CXX)
+ssmcheck_test(mamba2_test LABEL cpu SOURCES mamba2_test.cpp LIBS ssmcheck_reference ssmcheck_fixtures OpenMP::OpenMP_CXX)

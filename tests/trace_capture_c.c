@@ -1,6 +1,13 @@
 /* The capture C ABI used from C with nothing but ssmcheck_capture.h: writes DIR/capi.h5 (replays
  * with exit 0), DIR/capi_bad.h5 (a wrong recorded state: exit 1) and an abandoned capture
- * DIR/capi_partial.h5.partial (2 ops recovered), and checks the error codes of misuse. */
+ * DIR/capi_partial.h5.partial (2 ops recovered), and checks the error codes of misuse.
+ * Mamba-2 layers (ABI minor 1): DIR/capi_mamba2.h5, two Mamba-2 layers (one with conv bias and
+ * the norm after the gate, one without bias, norm before the gate, dt limits that clamp) whose
+ * outputs and full states (checkpoint, verify intermediates, commit) this file computes itself
+ * from the contract's Mamba-2 step (replays with exit 0); DIR/capi_mamba2_bad.h5, the same with
+ * one h element off after the decode (exit 1); DIR/capi_mixed.h5, GDN and Mamba-2 layers
+ * alternating, inputs of every layer and the states of the Mamba-2 layers (exit 0); and the
+ * error codes and messages of Mamba-2 misuse. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,26 +27,47 @@ static int failures = 0;
     }                                                                                 \
   } while (0)
 
+#define EXPECT_MSG(cond, text)                                                        \
+  do {                                                                                \
+    EXPECT(cond);                                                                     \
+    if (!strstr(ssmc_last_error(), text)) {                                           \
+      fprintf(stderr, "%s:%d: the error \"%s\" does not say \"%s\"\n", __FILE__, __LINE__, \
+              ssmc_last_error(), text);                                               \
+      ++failures;                                                                     \
+    }                                                                                 \
+  } while (0)
+
 static float val(int i, float scale) { return scale * (float)((i * 37 + 11) % 97 - 48) / 64.0f; }
 
 static void fill(float* p, int n, int salt, float scale) {
   for (int i = 0; i < n; ++i) p[i] = val(i + salt * 131, scale);
 }
 
-static ssmc_trace* start(const char* path) {
-  ssmc_trace* t = NULL;
-  EXPECT(ssmc_open(path, "trace_capture_c", "c-test", "capi", "f32", &t) == SSMC_OK);
-  EXPECT(ssmc_set_pool(t, 2, NULL, 4, 1) == SSMC_OK);
+/* A GDN layer of the shapes above. */
+static void add_gdn(ssmc_trace* t) {
   static float conv_w[CD * DC], a_log[NV], dt_bias[NV], norm_w[VD];
   fill(conv_w, CD * DC, 1, 0.5f);
   for (int i = 0; i < NV; ++i) { a_log[i] = -4.0f + 0.25f * (float)i; dt_bias[i] = -0.5f; }
   for (int i = 0; i < VD; ++i) norm_w[i] = 1.0f + 0.01f * (float)i;
   ssmc_layer_desc d = {NK, NV, KD, VD, DC, 0, 0, 1e-6f};
   EXPECT(ssmc_add_layer(t, &d, conv_w, NULL, a_log, dt_bias, norm_w) == SSMC_OK);
+}
+
+static ssmc_trace* open_trace(const char* path) {
+  ssmc_trace* t = NULL;
+  EXPECT(ssmc_open(path, "trace_capture_c", "c-test", "capi", "f32", &t) == SSMC_OK);
+  EXPECT(ssmc_set_pool(t, 2, NULL, 4, 1) == SSMC_OK);
   return t;
 }
 
-static void inputs(ssmc_trace* t, int entry, int rows, int salt) {
+static ssmc_trace* start(const char* path) {
+  ssmc_trace* t = open_trace(path);
+  add_gdn(t);
+  return t;
+}
+
+/* Inputs of a GDN layer. */
+static void gdn_inputs(ssmc_trace* t, int entry, int layer, int rows, int salt) {
   float* x = malloc(sizeof(float) * (size_t)(rows * CD));
   float a[16], b[16];
   float* z = malloc(sizeof(float) * (size_t)(rows * NV * VD));
@@ -47,10 +75,12 @@ static void inputs(ssmc_trace* t, int entry, int rows, int salt) {
   fill(a, rows * NV, salt + 1, 2.0f);
   fill(b, rows * NV, salt + 2, 2.0f);
   fill(z, rows * NV * VD, salt + 3, 1.5f);
-  EXPECT(ssmc_op_inputs(t, entry, 0, x, a, b, z, SSMC_HOST) == SSMC_OK);
+  EXPECT(ssmc_op_inputs(t, entry, layer, x, a, b, z, SSMC_HOST) == SSMC_OK);
   free(x);
   free(z);
 }
+
+static void inputs(ssmc_trace* t, int entry, int rows, int salt) { gdn_inputs(t, entry, 0, rows, salt); }
 
 /* A zero state of sequence 0 (fresh after alloc). */
 static void zero_state(ssmc_trace* t) {
@@ -126,6 +156,353 @@ static void misuse(const char* path) {
   ssmc_abandon(t);
 }
 
+
+/* ---- Mamba-2 layers (ABI minor 1) ---- */
+
+enum { MAXL = 4, MAXK = 4 };
+
+typedef struct {
+  int gdn; /* 1: a GDN layer of the shapes above (its inputs are recorded, its state is not computed here) */
+  ssmc_mamba2_layer_desc d;
+  int cd, di; /* conv_dim = nh*hp + 2*ng*ns, d_inner = nh*hp */
+  float *conv_w, *conv_bias, *A_log, *dt_bias, *D, *norm_w;
+} layer_t;
+
+/* One sequence's state at one Mamba-2 layer: live h and conv, checkpoint, verify intermediates. */
+typedef struct {
+  float *h, *conv, *h_ck, *conv_ck, *h_in[MAXK], *conv_in[MAXK];
+} mstate;
+
+typedef struct {
+  int n;
+  layer_t l[MAXL];
+  mstate s[MAXL];
+  int has_ck, last_k; /* of sequence 0, the only one */
+} model_t;
+
+static float* zeros(int n) { return calloc((size_t)(n > 0 ? n : 1), sizeof(float)); }
+static int h_elems(const layer_t* L) { return L->d.nh * L->d.hp * L->d.ns; }
+
+static void mamba2_layer(layer_t* L, int nh, int hp, int ns, int ng, int dc, int bias, int norm_before_gate,
+                         float dt_min, float dt_max, int salt) {
+  ssmc_mamba2_layer_desc d = {nh, hp, ns, ng, dc, bias, norm_before_gate, dt_min, dt_max, 1e-5f};
+  memset(L, 0, sizeof *L);
+  L->d = d;
+  L->cd = nh * hp + 2 * ng * ns;
+  L->di = nh * hp;
+  L->conv_w = zeros(L->cd * dc);
+  fill(L->conv_w, L->cd * dc, salt, 0.5f);
+  if (bias) {
+    L->conv_bias = zeros(L->cd);
+    fill(L->conv_bias, L->cd, salt + 1, 0.25f);
+  }
+  L->A_log = zeros(nh);
+  L->dt_bias = zeros(nh);
+  L->D = zeros(nh);
+  L->norm_w = zeros(L->di);
+  for (int h = 0; h < nh; ++h) {
+    L->A_log[h] = -1.0f + 0.5f * (float)h;
+    L->dt_bias[h] = -1.5f + 0.75f * (float)h;
+    L->D[h] = 1.0f - 0.25f * (float)h;
+  }
+  for (int j = 0; j < L->di; ++j) L->norm_w[j] = 0.75f + 0.02f * (float)j;
+}
+
+static void free_layer(layer_t* L) {
+  free(L->conv_w);
+  free(L->conv_bias);
+  free(L->A_log);
+  free(L->dt_bias);
+  free(L->D);
+  free(L->norm_w);
+}
+
+static void add_layers(ssmc_trace* t, model_t* m) {
+  for (int l = 0; l < m->n; ++l) {
+    layer_t* L = &m->l[l];
+    if (L->gdn) {
+      add_gdn(t);
+      continue;
+    }
+    EXPECT(ssmc_add_mamba2_layer(t, &L->d, L->conv_w, L->conv_bias, L->A_log, L->dt_bias, L->D, L->norm_w) == SSMC_OK);
+    mstate* s = &m->s[l];
+    s->h = zeros(h_elems(L));
+    s->h_ck = zeros(h_elems(L));
+    s->conv = zeros(L->cd * L->d.d_conv);
+    s->conv_ck = zeros(L->cd * L->d.d_conv);
+    for (int i = 0; i < MAXK; ++i) {
+      s->h_in[i] = zeros(h_elems(L));
+      s->conv_in[i] = zeros(L->cd * L->d.d_conv);
+    }
+  }
+}
+
+static void free_model(model_t* m) {
+  for (int l = 0; l < m->n; ++l) {
+    if (m->l[l].gdn) continue;
+    mstate* s = &m->s[l];
+    free(s->h);
+    free(s->h_ck);
+    free(s->conv);
+    free(s->conv_ck);
+    for (int i = 0; i < MAXK; ++i) {
+      free(s->h_in[i]);
+      free(s->conv_in[i]);
+    }
+    free_layer(&m->l[l]);
+  }
+}
+
+static double silu(double v) { return v / (1.0 + exp(-v)); }
+
+/* One token through Mamba-2 layer L as the contract computes it (STATE-MODEL section 3,
+ * reference/mamba2_step.cpp), in double: the conv window shifts and takes xBC, silu of bias plus
+ * the window; dt = softplus(dt + dt_bias) (linear above 20) clamped to [dt_min, dt_max];
+ * per head h = exp(-exp(A_log) dt) h + dt x B^T, stored as float; y = h C + D x from the stored
+ * h; then the gated RMS norm per group of nh*hp/ng channels, before or after the gate. */
+static void mamba2_step(const layer_t* L, float* h, float* win, const float* xBC, const float* dt, const float* z,
+                        float* out) {
+  const ssmc_mamba2_layer_desc* d = &L->d;
+  const int C = L->cd, W = d->d_conv, di = L->di, hp = d->hp, ns = d->ns, per_group = d->nh / d->ng;
+  double* xbc = malloc(sizeof(double) * (size_t)C);
+  double* u = malloc(sizeof(double) * (size_t)di);
+  for (int c = 0; c < C; ++c) {
+    float* w = win + c * W;
+    for (int j = 0; j + 1 < W; ++j) w[j] = w[j + 1];
+    w[W - 1] = xBC[c];
+    double acc = d->conv_bias ? (double)L->conv_bias[c] : 0.0;
+    for (int j = 0; j < W; ++j) acc += (double)L->conv_w[c * W + j] * (double)w[j];
+    xbc[c] = silu(acc);
+  }
+  const double dt_max = d->dt_max == 0.0f ? INFINITY : (double)d->dt_max;
+  for (int hh = 0; hh < d->nh; ++hh) {
+    const double v = (double)dt[hh] + (double)L->dt_bias[hh];
+    double sp = v > 20.0 ? v : log1p(exp(v));
+    if (sp < (double)d->dt_min) sp = (double)d->dt_min;
+    if (sp > dt_max) sp = dt_max;
+    const double dA = exp(-exp((double)L->A_log[hh]) * sp);
+    const int g = hh / per_group;
+    const double* x = xbc + hh * hp;
+    const double* B = xbc + di + g * ns;
+    const double* Cg = xbc + di + (d->ng + g) * ns;
+    for (int p = 0; p < hp; ++p) {
+      double y = 0.0;
+      for (int n = 0; n < ns; ++n) {
+        float* e = h + ((size_t)hh * (size_t)hp + (size_t)p) * (size_t)ns + (size_t)n;
+        *e = (float)(dA * (double)*e + sp * x[p] * B[n]);
+        y += (double)*e * Cg[n];
+      }
+      y += (double)L->D[hh] * x[p];
+      u[hh * hp + p] = d->norm_before_gate ? y : y * silu((double)z[hh * hp + p]);
+    }
+  }
+  const int group = di / d->ng;
+  for (int g = 0; g < d->ng; ++g) {
+    double ss = 0.0;
+    for (int j = g * group; j < (g + 1) * group; ++j) ss += u[j] * u[j];
+    const double r = 1.0 / sqrt(ss / (double)group + (double)d->eps);
+    for (int j = g * group; j < (g + 1) * group; ++j)
+      out[j] = (float)(u[j] * r * (double)L->norm_w[j] * (d->norm_before_gate ? silu((double)z[j]) : 1.0));
+  }
+  free(xbc);
+  free(u);
+}
+
+/* The state of sequence 0 after the op: every layer after alloc (all zero), else the Mamba-2
+ * layers (a recorded state may hold any subset of the layers). bad: one h element off. */
+static void record_state(ssmc_trace* t, model_t* m, int all_layers, int bad) {
+  static float gdn_h[NV * KD * VD], gdn_conv[CD * DC];
+  EXPECT(ssmc_state_begin(t, 0, 0, m->last_k) == SSMC_OK);
+  for (int l = 0; l < m->n; ++l) {
+    const layer_t* L = &m->l[l];
+    if (L->gdn) {
+      if (!all_layers) continue;
+      EXPECT(ssmc_state_tensor(t, 0, l, "h", 0, SSMC_F32, gdn_h, SSMC_HOST) == SSMC_OK);
+      EXPECT(ssmc_state_tensor(t, 0, l, "conv", 0, SSMC_F32, gdn_conv, SSMC_HOST) == SSMC_OK);
+      continue;
+    }
+    const mstate* s = &m->s[l];
+    float* h = zeros(h_elems(L));
+    memcpy(h, s->h, sizeof(float) * (size_t)h_elems(L));
+    if (bad) h[3] += 0.25f;
+    EXPECT(ssmc_state_tensor(t, 0, l, "h", 0, SSMC_F32, h, SSMC_HOST) == SSMC_OK);
+    free(h);
+    EXPECT(ssmc_state_tensor(t, 0, l, "conv", 0, SSMC_F32, s->conv, SSMC_HOST) == SSMC_OK);
+    if (m->has_ck) {
+      EXPECT(ssmc_state_tensor(t, 0, l, "h_checkpoint", 0, SSMC_F32, s->h_ck, SSMC_HOST) == SSMC_OK);
+      EXPECT(ssmc_state_tensor(t, 0, l, "conv_checkpoint", 0, SSMC_F32, s->conv_ck, SSMC_HOST) == SSMC_OK);
+    }
+    for (int i = 0; i + 1 < m->last_k; ++i) {
+      EXPECT(ssmc_state_tensor(t, 0, l, "h_intermediate", i, SSMC_F32, s->h_in[i], SSMC_HOST) == SSMC_OK);
+      EXPECT(ssmc_state_tensor(t, 0, l, "conv_intermediate", i, SSMC_F32, s->conv_in[i], SSMC_HOST) == SSMC_OK);
+    }
+  }
+}
+
+/* Op `text` (on sequence 0, entry 0) run on the model's Mamba-2 layers and recorded: the inputs
+ * of every layer, the outputs when every layer is Mamba-2, the state after it (not after
+ * release). bad: the state after the first decode has one h element off. */
+static void mamba2_op(ssmc_trace* t, model_t* m, const char* text, int salt, int bad) {
+  char name[32] = "";
+  int n1 = 0, n2 = 0;
+  sscanf(text, "%31s %d %d", name, &n1, &n2);
+  const int verify = !strcmp(name, "verify"), pad = strstr(text, "pad") != NULL;
+  const int rows = !strcmp(name, "prefill") || verify ? n1 : !strcmp(name, "decode") ? 1 : 0;
+  int all_mamba = 1;
+  for (int l = 0; l < m->n; ++l) all_mamba &= !m->l[l].gdn;
+  EXPECT(ssmc_begin_op(t, text) == SSMC_OK);
+  for (int l = 0; l < m->n && rows > 0; ++l) {
+    const layer_t* L = &m->l[l];
+    if (L->gdn) {
+      gdn_inputs(t, 0, l, rows, salt + 10 * l);
+      if (pad) gdn_inputs(t, 1, l, rows, salt + 10 * l + 5);
+      continue;
+    }
+    mstate* s = &m->s[l];
+    float* xBC = zeros(rows * L->cd);
+    float* dt = zeros(rows * L->d.nh);
+    float* z = zeros(rows * L->di);
+    float* out = zeros(rows * L->di);
+    fill(xBC, rows * L->cd, salt + 10 * l, 1.0f);
+    fill(dt, rows * L->d.nh, salt + 10 * l + 1, 2.0f);
+    fill(z, rows * L->di, salt + 10 * l + 2, 1.5f);
+    EXPECT(ssmc_op_inputs(t, 0, l, xBC, dt, NULL, z, SSMC_HOST) == SSMC_OK); /* x = xBC, a = dt, b = NULL */
+    for (int r = 0; r < rows; ++r) {
+      mamba2_step(L, s->h, s->conv, xBC + r * L->cd, dt + r * L->d.nh, z + r * L->di, out + r * L->di);
+      if (verify && r + 1 < rows) { /* intermediate r: the state after row r */
+        memcpy(s->h_in[r], s->h, sizeof(float) * (size_t)h_elems(L));
+        memcpy(s->conv_in[r], s->conv, sizeof(float) * (size_t)(L->cd * L->d.d_conv));
+      }
+    }
+    if (all_mamba) EXPECT(ssmc_op_outputs(t, 0, l, out, SSMC_HOST) == SSMC_OK);
+    /* a padding row (entry 1) runs on the dummy slot; its inputs are recorded too */
+    if (pad) EXPECT(ssmc_op_inputs(t, 1, l, xBC, dt, NULL, z, SSMC_HOST) == SSMC_OK);
+    free(xBC);
+    free(dt);
+    free(z);
+    free(out);
+  }
+  if (verify) m->last_k = rows;
+  for (int l = 0; l < m->n; ++l) {
+    const layer_t* L = &m->l[l];
+    mstate* s = &m->s[l];
+    if (L->gdn) continue;
+    const size_t hb = sizeof(float) * (size_t)h_elems(L), cb = sizeof(float) * (size_t)(L->cd * L->d.d_conv);
+    if (!strcmp(name, "checkpoint")) {
+      memcpy(s->h_ck, s->h, hb);
+      memcpy(s->conv_ck, s->conv, cb);
+    } else if (!strcmp(name, "commit") && n1 < n2) {
+      memcpy(s->h, s->h_in[n1 - 1], hb);
+      memcpy(s->conv, s->conv_in[n1 - 1], cb);
+    }
+  }
+  if (!strcmp(name, "checkpoint")) m->has_ck = 1;
+  if (strcmp(name, "release")) record_state(t, m, !strcmp(name, "alloc"), bad && !strcmp(name, "decode"));
+  EXPECT(ssmc_end_op(t) == SSMC_OK);
+}
+
+/* layers: "M" the first Mamba-2 layer (conv bias, norm after the gate, no dt limits), "m" the
+ * second (no conv bias, norm before the gate, dt clamped to [0.05, 0.5], d_conv 3), "G" GDN. */
+static void write_mamba2_trace(const char* path, const char* layers, const char* const* ops, int bad) {
+  model_t m;
+  memset(&m, 0, sizeof m);
+  for (const char* c = layers; *c && m.n < MAXL; ++c, ++m.n) {
+    if (*c == 'G') m.l[m.n].gdn = 1;
+    else if (*c == 'M') mamba2_layer(&m.l[m.n], 4, 6, 10, 2, 4, 1, 0, 0.0f, 0.0f, 7 + m.n);
+    else mamba2_layer(&m.l[m.n], 3, 5, 7, 1, 3, 0, 1, 0.05f, 0.5f, 7 + m.n);
+  }
+  ssmc_trace* t = open_trace(path);
+  add_layers(t, &m);
+  int n = 0;
+  for (; ops[n]; ++n) mamba2_op(t, &m, ops[n], 3 * n + 1, bad);
+  EXPECT(ssmc_op_count(t) == n);
+  EXPECT(ssmc_close(t) == SSMC_OK);
+  free_model(&m);
+}
+
+static void misuse_mamba2(const char* path) {
+  ssmc_trace* t = open_trace(path);
+  layer_t L;
+  mamba2_layer(&L, 4, 6, 10, 2, 4, 1, 0, 0.0f, 0.0f, 5);
+  ssmc_mamba2_layer_desc d = L.d;
+#define ADD(desc, bias, D) ssmc_add_mamba2_layer(t, desc, L.conv_w, bias, L.A_log, L.dt_bias, D, L.norm_w)
+  EXPECT_MSG(ADD(NULL, L.conv_bias, L.D) == SSMC_ERR_ARGUMENT, "desc is null");
+  d.ng = 3;
+  EXPECT_MSG(ADD(&d, L.conv_bias, L.D) == SSMC_ERR_ARGUMENT, "layer 0: mamba2(nh=4,hp=6,ns=10,ng=3,d_conv=4): nh must be a multiple of ng");
+  d = L.d;
+  d.dt_min = 0.5f;
+  d.dt_max = 0.1f;
+  EXPECT_MSG(ADD(&d, L.conv_bias, L.D) == SSMC_ERR_ARGUMENT, "dt limits must satisfy 0 <= dt_min < dt_max");
+  d = L.d;
+  d.eps = 0.0f;
+  EXPECT_MSG(ADD(&d, L.conv_bias, L.D) == SSMC_ERR_ARGUMENT, "eps must be finite and > 0");
+  d = L.d;
+  d.ns = 300;
+  EXPECT_MSG(ADD(&d, L.conv_bias, L.D) == SSMC_ERR_ARGUMENT, "hp and ns must be <= 256");
+  EXPECT_MSG(ADD(&L.d, NULL, L.D) == SSMC_ERR_ARGUMENT, "desc says conv_bias but the pointer is null");
+  d = L.d;
+  d.conv_bias = 0;
+  EXPECT_MSG(ADD(&d, L.conv_bias, L.D) == SSMC_ERR_ARGUMENT, "a conv_bias pointer was given but desc.conv_bias is 0");
+  EXPECT_MSG(ADD(&L.d, L.conv_bias, NULL) == SSMC_ERR_ARGUMENT, "layer 0 weight D [4]: null pointer");
+  L.A_log[2] = NAN;
+  EXPECT_MSG(ADD(&L.d, L.conv_bias, L.D) == SSMC_ERR_ARGUMENT, "layer 0 weight A_log [4]: non-finite value nan at element 2");
+  L.A_log[2] = 0.0f;
+  /* none of the refused calls added a layer: GDN is layer 0, this Mamba-2 layer 1, and there is no layer 2 */
+  add_gdn(t);
+  EXPECT(ADD(&L.d, L.conv_bias, L.D) == SSMC_OK);
+  float* xBC = zeros(L.cd);
+  float dt[4] = {0}, b[4] = {0};
+  float* z = zeros(L.di);
+  float* out = zeros(L.di);
+  EXPECT_MSG(ssmc_begin_op(t, "decode") == SSMC_OK && ssmc_op_inputs(t, 0, 2, xBC, dt, NULL, z, SSMC_HOST) == SSMC_ERR_ARGUMENT,
+             "layer 2 outside 0..1");
+  EXPECT(ssmc_begin_op(t, "decode") == SSMC_OK);
+  EXPECT_MSG(ssmc_op_inputs(t, 0, 1, xBC, dt, b, z, SSMC_HOST) == SSMC_ERR_ARGUMENT,
+             "entry 0 layer 1 is a mamba2 layer, mamba2(nh=4,hp=6,ns=10,ng=2,d_conv=4): it takes xBC (as x), dt (as a), z; b must be NULL");
+  EXPECT(ssmc_begin_op(t, "decode") == SSMC_OK); /* the refusal dropped the op */
+  EXPECT_MSG(ssmc_op_inputs(t, 0, 1, NULL, dt, NULL, z, SSMC_HOST) == SSMC_ERR_ARGUMENT,
+             "entry 0 layer 1 xBC [rows][64] (parameter x): null pointer");
+  EXPECT(ssmc_begin_op(t, "decode") == SSMC_OK);
+  EXPECT_MSG(ssmc_op_inputs(t, 0, 1, xBC, NULL, NULL, z, SSMC_HOST) == SSMC_ERR_ARGUMENT, "dt [rows][4] (parameter a): null pointer");
+  EXPECT(ssmc_begin_op(t, "decode") == SSMC_OK);
+  gdn_inputs(t, 0, 0, 1, 3);
+  dt[1] = NAN;
+  EXPECT(ssmc_op_inputs(t, 0, 1, xBC, dt, NULL, z, SSMC_HOST) == SSMC_OK);
+  EXPECT_MSG(ssmc_end_op(t) == SSMC_ERR_INVALID, "/ops/000000/inputs/entry0/layer1/dt: non-finite value nan at (0, 1)");
+  dt[1] = 0.0f;
+  EXPECT(ssmc_begin_op(t, "decode") == SSMC_OK);
+  gdn_inputs(t, 0, 0, 1, 3);
+  EXPECT(ssmc_end_op(t) == SSMC_ERR_INVALID); /* the Mamba-2 layer's inputs are missing */
+  EXPECT(ssmc_begin_op(t, "decode") == SSMC_OK);
+  gdn_inputs(t, 0, 0, 1, 3);
+  EXPECT(ssmc_op_inputs(t, 0, 1, xBC, dt, NULL, z, SSMC_HOST) == SSMC_OK);
+  EXPECT(ssmc_op_outputs(t, 0, 1, out, SSMC_HOST) == SSMC_OK);
+  EXPECT(ssmc_end_op(t) == SSMC_ERR_INVALID); /* outputs of one layer of two */
+  EXPECT(ssmc_begin_op(t, "alloc") == SSMC_OK);
+  EXPECT(ssmc_end_op(t) == SSMC_OK);
+  EXPECT(ssmc_begin_op(t, "decode") == SSMC_OK);
+  gdn_inputs(t, 0, 0, 1, 3);
+  EXPECT(ssmc_op_inputs(t, 0, 1, xBC, dt, NULL, z, SSMC_HOST) == SSMC_OK);
+  EXPECT(ssmc_end_op(t) == SSMC_OK);
+  EXPECT_MSG(ADD(&L.d, L.conv_bias, L.D) == SSMC_ERR_ORDER, "ssmc_add_mamba2_layer after the first op");
+  EXPECT(ssmc_begin_op(t, "checkpoint") == SSMC_OK);
+  EXPECT(ssmc_state_begin(t, 0, 0, 0) == SSMC_OK);
+  EXPECT(ssmc_state_tensor(t, 0, 1, "conv", 0, SSMC_F16, xBC, SSMC_HOST) == SSMC_ERR_ARGUMENT); /* conv is f32 */
+  EXPECT(ssmc_begin_op(t, "checkpoint") == SSMC_OK);
+  EXPECT(ssmc_state_begin(t, 0, 0, 0) == SSMC_OK);
+  EXPECT(ssmc_state_tensor(t, 0, 1, "conv", 0, SSMC_F32, L.conv_w, SSMC_HOST) == SSMC_OK);
+  EXPECT_MSG(ssmc_end_op(t) == SSMC_ERR_INVALID, "state of seq 0 layer 1: fields given but no \"h\"");
+  EXPECT(ssmc_op_count(t) == 2);
+#undef ADD
+  EXPECT(ssmc_abi_minor() == SSMC_ABI_MINOR);
+  EXPECT(SSMC_ABI_MINOR >= 1);
+  free(xBC);
+  free(z);
+  free(out);
+  free_layer(&L);
+  ssmc_abandon(t);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: trace_capture_c DIR\n");
@@ -148,6 +525,18 @@ int main(int argc, char** argv) {
   EXPECT(ssmc_end_op(t) == SSMC_OK);
   EXPECT(ssmc_begin_op(t, "decode") == SSMC_OK); /* never ended */
   ssmc_abandon(t);
+  /* Mamba-2 layers, alone and mixed with GDN */
+  static const char* const mamba_ops[] = {"alloc", "prefill 3", "decode", "checkpoint", "verify 3",
+                                          "commit 2 3", "decode @0,pad", "release", NULL};
+  static const char* const mixed_ops[] = {"alloc", "prefill 2", "verify 2", "commit 1 2", "decode @0,pad", NULL};
+  snprintf(p, sizeof p, "%s/capi_mamba2.h5", argv[1]);
+  write_mamba2_trace(p, "Mm", mamba_ops, 0);
+  snprintf(p, sizeof p, "%s/capi_mamba2_bad.h5", argv[1]);
+  write_mamba2_trace(p, "Mm", mamba_ops, 1);
+  snprintf(p, sizeof p, "%s/capi_mixed.h5", argv[1]);
+  write_mamba2_trace(p, "GMGm", mixed_ops, 0);
+  snprintf(p, sizeof p, "%s/misuse_mamba2.h5", argv[1]);
+  misuse_mamba2(p);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;
 }

@@ -1,4 +1,5 @@
-// Golden and faulty traces replayed on the CUDA backend (gpu label): golden ones must agree under
+// Golden and faulty traces of GDN models replayed on the CUDA backend (gpu label; the Mamba-2 and
+// mixed traces are the reference's, replayed by the cpu tests): golden ones must agree under
 // the tolerance classes, faulty ones must be pinpointed at their documented op, layer and tensor.
 // Skips with the reason where no device is usable (fails instead with SSMCHECK_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
@@ -26,6 +27,18 @@ std::vector<std::string> traces(const std::string& dir) {
   return v;
 }
 
+// The traces whose every layer CUDA runs (GDN): the others (Mamba-2, mixed) are the reference's.
+std::vector<cmp::Trace> cuda_traces(const std::string& dir) {
+  std::vector<cmp::Trace> v;
+  for (const std::string& p : traces(dir)) {
+    cmp::Trace t = cmp::read_trace(p);
+    const auto& layers = t.header.model.spec.layers;
+    if (std::all_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.kind == LayerKind::gdn; }))
+      v.push_back(std::move(t));
+  }
+  return v;
+}
+
 class TraceGpu : public GpuTest {
  protected:
   // SSMCHECK_FIXTURES_DIR in the environment points a packed binary at the fixtures it carries
@@ -35,11 +48,11 @@ class TraceGpu : public GpuTest {
 };
 
 TEST_F(TraceGpu, GoldenTracesReplayOnCuda) {
-  const auto files = traces(dir_);
-  ASSERT_FALSE(files.empty());
-  for (const std::string& p : files) {
+  const auto files = cuda_traces(dir_);
+  ASSERT_FALSE(files.empty()) << "no GDN golden traces in " << dir_;
+  for (const cmp::Trace& t : files) {
+    const std::string& p = t.source;
     SCOPED_TRACE(p);
-    const cmp::Trace t = cmp::read_trace(p);
     cuda::CudaBackend b;
     const replay::ReplayResult r = replay::replay_trace(t, b);
     EXPECT_TRUE(r.pass()) << p << "\n" << r.text();
@@ -48,10 +61,10 @@ TEST_F(TraceGpu, GoldenTracesReplayOnCuda) {
 }
 
 TEST_F(TraceGpu, FaultyTracesArePinpointedOnCuda) {
-  ASSERT_FALSE(traces(dir_ + "/faulty").empty()) << "no faulty traces in " << dir_ << "/faulty";
-  for (const std::string& p : traces(dir_ + "/faulty")) {
-    SCOPED_TRACE(p);
-    const cmp::Trace t = cmp::read_trace(p);
+  const auto files = cuda_traces(dir_ + "/faulty");
+  ASSERT_FALSE(files.empty()) << "no GDN faulty traces in " << dir_ << "/faulty";
+  for (const cmp::Trace& t : files) {
+    SCOPED_TRACE(t.source);
     ASSERT_TRUE(t.header.expect.has_value());
     cuda::CudaBackend b;
     const replay::ReplayResult r = replay::replay_trace(t, b);

@@ -8,15 +8,20 @@ entry, layer and field, and accepts numpy arrays or torch tensors (copied to the
     with TraceWriter("run.h5", producer="my-engine 0.3", backend="my kernels", h_mode="f32") as w:
         w.set_pool(max_slots=4, conv_capacity=4, snapshot_slots=0)
         w.add_layer(nk=2, nv=4, kd=32, vd=48, d_conv=4, conv_w=..., A_log=..., dt_bias=..., norm_w=...)
+        w.add_mamba2_layer(nh=8, hp=16, ns=32, ng=2, d_conv=4, conv_w=..., conv_bias=..., A_log=...,
+                           dt_bias=..., D=..., norm_w=..., eps=1e-5)
         with w.op("prefill 17") as op:
-            op.inputs(entry=0, layer=0, x=x, a=a, b=b, z=z)
+            op.inputs(entry=0, layer=0, x=x, a=a, b=b, z=z)          # a GDN layer
+            op.inputs(entry=0, layer=1, xBC=xBC, dt=dt, z=z1)        # a Mamba-2 layer
             op.outputs(entry=0, layer=0, out=y)
-            op.state(seq=0, slot=3, layers=[dict(h=h0, conv=c0)])
+            op.outputs(entry=0, layer=1, out=y1)
+            op.state(seq=0, slot=3, layers=[dict(h=h0, conv=c0), dict(h=h1, conv=c1)])
 
 An exception inside ``with w.op(...)`` drops that op; one inside ``with TraceWriter(...)``
 abandons the capture (PATH.partial/ stays, as after a crash).
 """
 import ctypes
+import math
 import os
 
 import numpy as np
@@ -34,6 +39,12 @@ class _LayerDesc(ctypes.Structure):
     _fields_ = [("nk", ctypes.c_int), ("nv", ctypes.c_int), ("kd", ctypes.c_int), ("vd", ctypes.c_int),
                 ("d_conv", ctypes.c_int), ("conv_bias", ctypes.c_int), ("sigmoid_gate", ctypes.c_int),
                 ("eps", ctypes.c_float)]
+
+
+class _Mamba2LayerDesc(ctypes.Structure):
+    _fields_ = [("nh", ctypes.c_int), ("hp", ctypes.c_int), ("ns", ctypes.c_int), ("ng", ctypes.c_int),
+                ("d_conv", ctypes.c_int), ("conv_bias", ctypes.c_int), ("norm_before_gate", ctypes.c_int),
+                ("dt_min", ctypes.c_float), ("dt_max", ctypes.c_float), ("eps", ctypes.c_float)]
 
 
 def _find_library(explicit):
@@ -63,9 +74,18 @@ def _load(path):
         "ssmc_state_begin": ([P, I, I, I], I), "ssmc_state_tensor": ([P, I, I, C, I, I, P, I], I),
         "ssmc_end_op": ([P], I), "ssmc_close": ([P], I), "ssmc_abandon": ([P], None),
     }
+    # ABI minor 1 (Mamba-2 layers): a library built before it lacks them and still records GDN layers
+    optional = {
+        "ssmc_abi_minor": ([], I),
+        "ssmc_add_mamba2_layer": ([P, ctypes.POINTER(_Mamba2LayerDesc), fp, fp, fp, fp, fp, fp], I),
+    }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)
         f.argtypes, f.restype = args, res
+    for name, (args, res) in optional.items():
+        if hasattr(lib, name):
+            f = getattr(lib, name)
+            f.argtypes, f.restype = args, res
     return lib
 
 
@@ -99,18 +119,31 @@ class _Op:
             raise ValueError("layer %d: the trace has %d layers" % (layer, len(self.w.layers)))
         return self.w.layers[layer]
 
-    def inputs(self, entry, layer, x, a, b, z):
+    def inputs(self, entry, layer, x=None, a=None, b=None, z=None, xBC=None, dt=None):
+        """The inputs of one entry and layer, by the layer's names: a GDN layer x, a, b, z; a
+        Mamba-2 layer xBC, dt, z (rows of the op's tokens, see TraceWriter.add_*layer)."""
         L, r, where = self._layer(layer), self.rows, self._where(entry, layer)
-        arrs = [self._f32(x, (r, L["conv_dim"]), where + ": x [rows][conv_dim]"),
-                self._f32(a, (r, L["nv"]), where + ": a [rows][nv]"),
-                self._f32(b, (r, L["nv"]), where + ": b [rows][nv]"),
-                self._f32(z, (r, L["nv"] * L["vd"]), where + ": z [rows][nv*vd]")]
+        given = dict(x=x, a=a, b=b, z=z, xBC=xBC, dt=dt)
+        names = [n for n, _ in L["inputs"]]
+        extra = [n for n, v in given.items() if v is not None and n not in names]
+        missing = [n for n in names if given[n] is None]
+        if extra or missing:
+            raise ValueError("%s: a %s layer takes the inputs %s (%s)" % (
+                where, L["kind"], ", ".join(names),
+                "; ".join(filter(None, ["%s given" % ", ".join(extra) if extra else "",
+                                        "%s missing" % ", ".join(missing) if missing else ""]))))
+        arrs = {n: self._f32(given[n], (r, width), "%s: %s [rows][%s]" % (where, n, label))
+                for n, (width, label) in L["inputs"]}
         fp = ctypes.POINTER(ctypes.c_float)
-        self.w._check(self.w.lib.ssmc_op_inputs(self.w.t, entry, layer, *[q.ctypes.data_as(fp) for q in arrs], SSMC_HOST))
+
+        # the C ABI's parameters x, a, b, z; a Mamba-2 layer's are xBC, dt, NULL, z
+        order = ("xBC", "dt", None, "z") if L["kind"] == "mamba2" else ("x", "a", "b", "z")
+        ptrs = [None if n is None else arrs[n].ctypes.data_as(fp) for n in order]
+        self.w._check(self.w.lib.ssmc_op_inputs(self.w.t, entry, layer, *ptrs, SSMC_HOST))
 
     def outputs(self, entry, layer, out):
         L = self._layer(layer)
-        o = self._f32(out, (self.rows, L["nv"] * L["vd"]), self._where(entry, layer) + ": out [rows][nv*vd]")
+        o = self._f32(out, (self.rows, L["out_dim"]), self._where(entry, layer) + ": out [rows][%s]" % L["out_label"])
         self.w._check(self.w.lib.ssmc_op_outputs(self.w.t, entry, layer, o.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), SSMC_HOST))
 
     def refused(self, kind):
@@ -118,14 +151,18 @@ class _Op:
 
     def state(self, seq, slot, layers, last_verify_k=0, prefill_stage=None):
         """layers: one dict per layer with h, conv and, where the sequence has them, h_checkpoint,
-        conv_checkpoint, h_intermediates, conv_intermediates (lists of K-1 arrays)."""
+        conv_checkpoint, h_intermediates, conv_intermediates (lists of K-1 arrays); None for a
+        layer whose state is not recorded (at least one layer must be). Each layer's shapes are its
+        kind's: h [nv][kd][vd] (GDN) or [nh][hp][ns] (Mamba-2), conv [conv_dim][d_conv]."""
         w = self.w
         w._check(w.lib.ssmc_state_begin(w.t, seq, slot, last_verify_k))
         if len(layers) != len(w.layers):
             raise ValueError("op %d '%s' seq %d: state of %d layers, the trace has %d" % (w.ops, self.text, seq, len(layers), len(w.layers)))
         for l, fields in enumerate(layers):
+            if fields is None:
+                continue
             L = w.layers[l]
-            hshape, cshape = (L["nv"], L["kd"], L["vd"]), (L["conv_dim"], L["d_conv"])
+            hshape, cshape = L["h_shape"], (L["conv_dim"], L["d_conv"])
             for name in ("h", "conv", "h_checkpoint", "conv_checkpoint", "h_intermediates", "conv_intermediates"):
                 if fields.get(name) is None:
                     continue
@@ -175,6 +212,8 @@ class TraceWriter:
 
     def add_layer(self, nk, nv, kd, vd, d_conv, conv_w, A_log, dt_bias, norm_w, conv_bias=None, eps=1e-6,
                   output_gate="silu"):
+        """A GDN layer: conv_w [conv_dim][d_conv] (conv_dim = 2*nk*kd + nv*vd), conv_bias [conv_dim]
+        (optional), A_log [nv], dt_bias [nv], norm_w [vd]. Its inputs: x, a, b, z."""
         conv_dim = 2 * nk * kd + nv * vd
         fp = ctypes.POINTER(ctypes.c_float)
         where = "layer %d" % len(self.layers)
@@ -188,7 +227,52 @@ class TraceWriter:
             raise ValueError("%s output_gate '%s': expected silu or sigmoid" % (where, output_gate))
         desc = _LayerDesc(nk, nv, kd, vd, d_conv, int(conv_bias is not None), int(output_gate == "sigmoid"), eps)
         self._check(self.lib.ssmc_add_layer(self.t, ctypes.byref(desc), *[None if a is None else a.ctypes.data_as(fp) for a in arrs]))
-        self.layers.append(dict(nk=nk, nv=nv, kd=kd, vd=vd, d_conv=d_conv, conv_dim=conv_dim))
+        self.layers.append(dict(kind="gdn", nk=nk, nv=nv, kd=kd, vd=vd, d_conv=d_conv, conv_dim=conv_dim,
+                                h_shape=(nv, kd, vd), out_dim=nv * vd, out_label="nv*vd",
+                                inputs=[("x", (conv_dim, "conv_dim")), ("a", (nv, "nv")), ("b", (nv, "nv")),
+                                        ("z", (nv * vd, "nv*vd"))]))
+
+    def add_mamba2_layer(self, nh, hp, ns, ng, d_conv, conv_w, A_log, dt_bias, D, norm_w, conv_bias=None, eps=1e-5,
+                         norm_before_gate=False, dt_min=0.0, dt_max=math.inf):
+        """A Mamba-2 layer: heads nh, head dim hp, state size ns, groups ng (nh a multiple of ng);
+        conv_w [conv_dim][d_conv] (conv_dim = nh*hp + 2*ng*ns, channels x | B | C), conv_bias
+        [conv_dim] (Mamba-2 layers usually have one), A_log [nh], dt_bias [nh], D [nh], norm_w
+        [nh*hp]. norm_before_gate: rms_norm(y) * silu(z) instead of Nemotron-H's
+        rms_norm(y * silu(z)); dt_min, dt_max: the model's time_step_limit (dt after softplus is
+        clamped to it; the defaults clamp nothing). Its inputs: xBC, dt (before dt_bias), z; its h
+        is [nh][hp][ns], ns fastest; its outputs [rows][nh*hp]."""
+        where = "layer %d" % len(self.layers)
+        if not hasattr(self.lib, "ssmc_add_mamba2_layer"):
+            raise CaptureError("%s: the capture library %s predates Mamba-2 layers (no ssmc_add_mamba2_layer, ABI minor 0); "
+                               "rebuild libssmcheck_capture" % (where, self.lib._name))
+        for name, v in (("nh", nh), ("hp", hp), ("ns", ns), ("ng", ng), ("d_conv", d_conv)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise ValueError("%s %s is %r: expected an integer >= 1" % (where, name, v))
+        if nh % ng:
+            raise ValueError("%s: nh %d is not a multiple of ng %d (head h reads group h / (nh/ng))" % (where, nh, ng))
+        conv_dim = nh * hp + 2 * ng * ns
+        fp = ctypes.POINTER(ctypes.c_float)
+
+        def f32(x, shape, name):
+            a = _shaped(_numpy(x, np.float32), shape, "%s %s" % (where, name))
+            bad = np.flatnonzero(~np.isfinite(a))
+            if bad.size:
+                raise ValueError("%s %s: non-finite value %r at %s" % (where, name, float(a.flat[bad[0]]),
+                                                                       np.unravel_index(bad[0], a.shape)))
+            return a
+
+        arrs = [f32(conv_w, (conv_dim, d_conv), "conv_w [conv_dim][d_conv]"),
+                None if conv_bias is None else f32(conv_bias, (conv_dim,), "conv_bias [conv_dim]"),
+                f32(A_log, (nh,), "A_log [nh]"), f32(dt_bias, (nh,), "dt_bias [nh]"), f32(D, (nh,), "D [nh]"),
+                f32(norm_w, (nh * hp,), "norm_w [nh*hp]")]
+        nh, hp, ns, ng, d_conv = int(nh), int(hp), int(ns), int(ng), int(d_conv)
+        desc = _Mamba2LayerDesc(nh, hp, ns, ng, d_conv, int(conv_bias is not None), int(bool(norm_before_gate)),
+                                float(dt_min), float(dt_max), float(eps))
+        self._check(self.lib.ssmc_add_mamba2_layer(self.t, ctypes.byref(desc),
+                                                   *[None if a is None else a.ctypes.data_as(fp) for a in arrs]))
+        self.layers.append(dict(kind="mamba2", nh=nh, hp=hp, ns=ns, ng=ng, d_conv=d_conv, conv_dim=conv_dim,
+                                h_shape=(nh, hp, ns), out_dim=nh * hp, out_label="nh*hp",
+                                inputs=[("xBC", (conv_dim, "conv_dim")), ("dt", (nh, "nh")), ("z", (nh * hp, "nh*hp"))]))
 
     def op(self, text):
         """``with w.op("verify 4 @0,1"):`` one op; it is written durably when the block ends."""

@@ -34,23 +34,7 @@ struct RefCase {
 
 // Rows [begin, begin+count) of an input set.
 inline StepInputs slice_rows(const ModelSpec& spec, const StepInputs& in, int begin, int count) {
-  StepInputs out;
-  out.rows = count;
-  for (size_t l = 0; l < in.layers.size(); ++l) {
-    const LayerSpec& s = spec.layers[l];
-    const LayerRows& r = in.layers[l];
-    LayerRows o;
-    auto cut = [&](const std::vector<float>& v, size_t width) {
-      return std::vector<float>(v.begin() + long(size_t(begin) * width),
-                                v.begin() + long(size_t(begin + count) * width));
-    };
-    o.x = cut(r.x, size_t(s.conv_dim()));
-    o.a = cut(r.a, size_t(s.nv));
-    o.b = cut(r.b, size_t(s.nv));
-    o.z = cut(r.z, size_t(s.out_dim()));
-    out.layers.push_back(std::move(o));
-  }
-  return out;
+  return in.slice(spec, begin, count);
 }
 
 // First bitwise difference between two tensors, or "" when equal.
