@@ -32,13 +32,8 @@ struct ReplayFlags {
 
 std::string describe(const cmp::Trace& t) {
   const cmp::TraceHeader& h = t.header;
-  // "2 layers of gdn(...)", or for layers of several shapes "4 layers: gdn(...), mamba2(...), ..."
-  const auto& ls = h.model.spec.layers;
-  const bool uniform = std::all_of(ls.begin(), ls.end(), [&](const LayerSpec& l) { return l.name() == ls[0].name(); });
-  std::string layers = fmt::format("{} layers{}", ls.size(), uniform ? " of " : ": ");
-  for (size_t l = 0; l < (uniform ? std::min<size_t>(ls.size(), 1) : ls.size()); ++l) layers += (l ? ", " : "") + ls[l].name();
   return fmt::format("{} ops, model '{}' ({}), {}, recorded by '{}' (states from '{}')", t.ops.size(),
-                     h.model.spec.name, layers, h.pool.name(), h.producer, h.backend);
+                     h.model.spec.name, h.model.spec.layers_text(), h.pool.name(), h.producer, h.backend);
 }
 
 int run_replay(const ReplayFlags& f) {

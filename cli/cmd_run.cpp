@@ -76,8 +76,8 @@ int run_script(const CaseOptions& opt, const std::string& ops, bool keep_going) 
   auto backend = make_backend(opt.backend);
   backend->create_pool(make_model(spec, gen), pool);
   Runner runner(*backend, input_source(spec, gen));
-  fmt::print("ssmcheck run: {} ops on {} ({} layers of {}) through the {}\n", script.size(), spec.name,
-             spec.layers.size(), spec.layers.at(0).name(), backend->name());
+  fmt::print("ssmcheck run: {} ops on {} ({}) through the {}\n", script.size(), spec.name, spec.layers_text(),
+             backend->name());
   fmt::print("  {}, inputs {}\n", pool.name(), gen.name());
   std::map<int, SequenceState> last;
   int failures = 0;

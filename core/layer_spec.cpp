@@ -94,6 +94,15 @@ std::string LayerSpec::name() const {
   return s + ")";
 }
 
+std::string ModelSpec::layers_text() const {
+  const bool uniform =
+      std::all_of(layers.begin(), layers.end(), [&](const LayerSpec& l) { return l.name() == layers[0].name(); });
+  std::string s = std::to_string(layers.size()) + " layers" + (uniform ? " of " : ": ");
+  for (size_t l = 0; l < (uniform ? std::min<size_t>(layers.size(), 1) : layers.size()); ++l)
+    s += (l ? ", " : "") + layers[l].name();
+  return s;
+}
+
 void LayerSpec::validate() const {
   auto bad = [&](const std::string& what) { throw std::invalid_argument(name() + ": " + what); };
   if (kind == LayerKind::gdn) {

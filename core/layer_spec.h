@@ -138,6 +138,8 @@ struct ModelSpec {
   // Where the shapes came from: "preset NAME", "config.json PATH" (fixtures/hf_config.h), or ""
   // (built by hand, or read from a file that did not record it). Traces and dumps keep it.
   std::string source = {};
+  // "2 layers of gdn(...)", or for layers of several shapes "4 layers: gdn(...), mamba2(...), ...".
+  std::string layers_text() const;
 };
 
 // Presets: GDN "qwen3-next-80b" (36 layers), "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c",

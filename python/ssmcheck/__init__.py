@@ -5,8 +5,8 @@
   in ``args`` names it. The class gets the same calls a C plug-in gets (plugin/ssmcheck_plugin.h),
   with numpy arrays (torch tensors are accepted back).
 - ``ssmcheck.TraceWriter`` records a state trace from a Python engine through
-  ``libssmcheck_capture.so`` (ctypes): crash-safe, and every array's shape is checked as it is
-  written.
+  ``libssmcheck_capture.so`` (ctypes): GDN and Mamba-2 layers (``add_layer``,
+  ``add_mamba2_layer``), crash-safe, and every array's shape is checked as it is written.
 
 docs/plugins.md ("Python") and docs/trace-format.md ("Porting checklist") are the guides;
 python/examples/numpy_gdn.py is a complete system under test.
