@@ -52,14 +52,17 @@ def flip_live_h(op_prefix, layer, index):
     return fault
 
 
-def zero_intermediate(f):
-    # a verify that never wrote intermediate 1 of layer 0 (bug class 1)
-    i, g = find_op(f, lambda t, g: t.startswith("verify 4") and "state" in g)
-    d = g["state/seq0/layer0/h_intermediates"]
-    a = d[...]
-    a[1] = 0
-    d[...] = a
-    return i, 0, 0, "h_intermediate[1]"
+def zero_h_intermediate(op_prefix, layer, t):
+    """h intermediate t of seq 0 after the first op starting with op_prefix that recorded a state
+    set to zero: a verify that never wrote it (bug class 1)."""
+    def fault(f):
+        i, g = find_op(f, lambda text, g: text.startswith(op_prefix) and "state" in g)
+        d = g["state/seq0/layer%d/h_intermediates" % layer]
+        a = d[...]
+        a[t] = 0
+        d[...] = a
+        return i, 0, layer, "h_intermediate[%d]" % t
+    return fault
 
 
 def nan_output(f):
@@ -110,22 +113,12 @@ def batched_neighbour(f):
     return i, 0, 1, "h_intermediate[0]"
 
 
-def mamba2_zero_intermediate(f):
-    # a Mamba-2 verify (f16-pool) that never wrote h intermediate 0 of layer 1 (bug class 1)
-    i, g = find_op(f, lambda t, g: t.startswith("verify 3") and "state" in g)
-    d = g["state/seq0/layer1/h_intermediates"]
-    a = d[...]
-    a[0] = 0
-    d[...] = a
-    return i, 0, 1, "h_intermediate[0]"
-
-
 def main(src_dir, dst_dir):
     os.makedirs(dst_dir, exist_ok=True)
     derive(src_dir, dst_dir, "tiny_f32_every_op.h5", "flip_h_after_commit.h5",
            "live h of layer 1 perturbed after commit 2 4", flip_live_h("commit 2 4", 1, (1, 3, 5)))
     derive(src_dir, dst_dir, "tiny_f32_every_op.h5", "zero_h_intermediate.h5",
-           "h intermediate 1 of layer 0 never written by verify 4", zero_intermediate)
+           "h intermediate 1 of layer 0 never written by verify 4", zero_h_intermediate("verify 4", 0, 1))
     derive(src_dir, dst_dir, "tiny_f32_every_op.h5", "nan_output.h5",
            "NaN in a prefill output", nan_output)
     derive(src_dir, dst_dir, "tiny_f32_every_op.h5", "zero_conv_checkpoint.h5",
@@ -140,7 +133,8 @@ def main(src_dir, dst_dir):
            "live FP16 h of the Mamba-2 layer 1 ([nh][hp][ns]) perturbed after commit 3 4",
            flip_live_h("commit 3 4", 1, (1, 2, 5)))
     derive(src_dir, dst_dir, "mamba_odd_b_f16pool_every_op.h5", "mamba2_zero_h_intermediate.h5",
-           "Mamba-2 h intermediate 0 of layer 1 never written by verify 3 (f16-pool)", mamba2_zero_intermediate)
+           "Mamba-2 h intermediate 0 of layer 1 never written by verify 3 (f16-pool)",
+           zero_h_intermediate("verify 3", 1, 0))
 
 
 if __name__ == "__main__":
