@@ -56,6 +56,9 @@ F16Rows parse_f16_rows(const std::string& s);  // "stored" / "carried"; throws s
 GateMath parse_gate_math(const std::string& s);  // "clamped" / "torch"; throws std::invalid_argument
 F16Store parse_f16_store(const std::string& s);  // "saturate" / "inf"; throws std::invalid_argument
 
+// Mamba-2's decay dA = exp(-exp(A_log) dt) never falls below the smallest positive FP32 subnormal,
+// so an infinite state stays infinite in every precision (docs/state-model.md, "Mamba-2").
+constexpr float kMamba2MinDecay = 0x1p-149f;
 constexpr int kMaxHeads = 65536;  // nk, nv, nh (LayerSpec::validate; the file readers use the same bound)
 
 struct LayerRows;

@@ -9,7 +9,7 @@ namespace ssm::ref {
 
 struct Mamba2Gates {
   VecD dt;  // [nh] softplus(dt + dt_bias) (linear above 20), clamped to [dt_min, dt_max]
-  VecD dA;  // [nh] exp(-exp(A_log) dt)
+  VecD dA;  // [nh] exp(-exp(A_log) dt), at least kMamba2MinDecay
 };
 // Gates of one token (mamba2_gates.cpp) from dt[nh] (before dt_bias).
 Mamba2Gates mamba2_gates(const LayerSpec& s, const LayerWeights& w, const float* dt);

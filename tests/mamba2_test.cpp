@@ -80,7 +80,7 @@ std::vector<double> oracle_token(const LayerSpec& s, const LayerWeights& w, Orac
       tally->dt_max += dt > double(s.dt_max);
     }
     if (clamp_dt) dt = std::min(std::max(dt, double(s.dt_min)), double(s.dt_max));
-    const double dA = std::exp(-std::exp(double(w.A_log[size_t(h)])) * dt);
+    const double dA = std::max(std::exp(-std::exp(double(w.A_log[size_t(h)])) * dt), 0x1p-149);  // the contract's floor
     const int g = h / per_group;
     const double* B = &xbc[size_t(di + g * s.ns)];
     const double* Cg = &xbc[size_t(di + (s.ng + g) * s.ns)];
