@@ -55,6 +55,7 @@ fuzz::BackendEntry cuda_entry() {
 #endif
   e.under_test = e.make;
   e.model = reference_factory();
+  e.kinds = {LayerKind::gdn, LayerKind::mamba2};
   return e;
 }
 

@@ -8,12 +8,14 @@
 #include <stdexcept>
 
 #include "cuda/check.h"
-#include "cuda/gdn_conv.h"
+#include "cuda/conv.h"
 #include "cuda/gdn_decode.h"
 #include "cuda/gdn_output_norm.h"
-#include "cuda/to_f16.h"
 #include "cuda/gdn_verify_wy.h"
+#include "cuda/mamba2_output_norm.h"
+#include "cuda/mamba2_rows.h"
 #include "cuda/mutant_bits.h"
+#include "cuda/to_f16.h"
 
 namespace ssm::cuda {
 
@@ -46,9 +48,7 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   model.validate();
   cfg.validate();
   for (const LayerSpec& l : model.spec.layers) {
-    if (l.kind != LayerKind::gdn)
-      throw std::invalid_argument(l.name() + ": ssmcheck's CUDA implementation has GDN kernels only (the Mamba-2 "
-                                  "layer kind runs on the reference and its alternate path)");
+    if (l.kind == LayerKind::mamba2) mamba2_rows_layout(l.nh, l.hp, l.ns, 1, 0);  // throws for an ns beyond the kernel
     if (!l.numerics.is_contract())
       throw std::invalid_argument(l.name() + ": ssmcheck's CUDA kernels implement the contract's numerics only "
                                   "(--gates clamped --f16-store saturate --f16-rows stored)");
@@ -140,6 +140,15 @@ void Engine::wait_async(int slot) {
 
 // ---- staging ----------------------------------------------------------------------------------
 
+namespace {
+// Width of a layer's per-token input kept in LayerRows::*member (0 when the kind has none).
+int64_t input_width(const LayerSpec& s, std::vector<float> LayerRows::*member) {
+  for (const InputField& f : s.inputs())
+    if (f.member == member) return f.width;
+  return 0;
+}
+}  // namespace
+
 void Engine::stage_inputs(const std::vector<int>& pool_slots, const std::vector<StepInputs>& in, int rows) {
   const int B = int(pool_slots.size());
   const size_t R = size_t(rows);
@@ -150,14 +159,15 @@ void Engine::stage_inputs(const std::vector<int>& pool_slots, const std::vector<
   for (const LayerSpec& s : model_.spec.layers) {
     LayerIo o{};
     const size_t n = size_t(B) * R;
-    o.x = off; off += align4(n * size_t(s.conv_dim()));
-    o.a = off; off += align4(n * size_t(s.nv));
-    o.b = off; off += align4(n * size_t(s.nv));
-    o.z = off; off += align4(n * size_t(s.out_dim()));
-    o.out = out_off; out_off += align4(n * size_t(s.out_dim()));
+    for (const InputField& f : s.inputs()) {  // the kind's inputs, in order (core/layer_geometry.cpp)
+      o.in.push_back(off);
+      off += align4(n * size_t(f.width));
+    }
+    o.out = out_off;
+    out_off += align4(n * size_t(s.out_dim()));
     io_off_.push_back(o);
     most_qkv = std::max(most_qkv, n * size_t(s.conv_dim()));
-    most_gb = std::max(most_gb, n * size_t(s.nv) * 2);
+    most_gb = std::max(most_gb, n * size_t(input_width(s, &LayerRows::a)) * 2);  // a gate pair per head
     most_o = std::max(most_o, n * size_t(s.out_dim()));
   }
   reserve(io_, off * 4, "io scratch");
@@ -170,18 +180,25 @@ void Engine::stage_inputs(const std::vector<int>& pool_slots, const std::vector<
   std::memcpy(host_in_, pool_slots.data(), size_t(B) * sizeof(int));
   float* h = reinterpret_cast<float*>(host_in_);
   for (size_t l = 0; l < model_.spec.layers.size(); ++l) {
-    const LayerSpec& s = model_.spec.layers[l];
+    const std::vector<InputField> fields = model_.spec.layers[l].inputs();
     for (int b = 0; b < B; ++b) {
       const LayerRows& r = in[size_t(b) % in.size()].layers[l];
       const size_t row0 = size_t(b) * R;
-      std::memcpy(h + io_off_[l].x + row0 * size_t(s.conv_dim()), r.x.data(), r.x.size() * 4);
-      std::memcpy(h + io_off_[l].a + row0 * size_t(s.nv), r.a.data(), r.a.size() * 4);
-      std::memcpy(h + io_off_[l].b + row0 * size_t(s.nv), r.b.data(), r.b.size() * 4);
-      std::memcpy(h + io_off_[l].z + row0 * size_t(s.out_dim()), r.z.data(), r.z.size() * 4);
+      for (size_t i = 0; i < fields.size(); ++i) {
+        const std::vector<float>& v = r.*(fields[i].member);
+        std::memcpy(h + io_off_[l].in[i] + row0 * size_t(fields[i].width), v.data(), v.size() * 4);
+      }
     }
   }
   SSM_CUDA(cudaMemcpyAsync(io_.get(), host_in_, off * 4, cudaMemcpyHostToDevice, main_));
   batch_ = B;
+}
+
+const float* Engine::staged(int l, std::vector<float> LayerRows::*member) const {
+  const std::vector<InputField> fields = model_.spec.layers[size_t(l)].inputs();
+  for (size_t i = 0; i < fields.size(); ++i)
+    if (fields[i].member == member) return reinterpret_cast<const float*>(io_.get()) + io_off_[size_t(l)].in[i];
+  return nullptr;
 }
 
 std::vector<StepOutputs> Engine::download_outputs(int rows) {
@@ -210,9 +227,8 @@ std::vector<StepOutputs> Engine::download_outputs(int rows) {
 void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f16, char* h, size_t h_pitch) {
   const LayerSpec& s = model_.spec.layers[size_t(l)];
   const LayerPool& lp = pool_.layer(l);
-  const float* io = reinterpret_cast<const float*>(io_.get());
   const int* slots = reinterpret_cast<const int*>(io_.get());
-  const LayerIo& o = io_off_[size_t(l)];
+  const bool mamba2 = s.kind == LayerKind::mamba2;  // the one dispatch point on the layer kind
 
   ConvParams cp{};
   cp.slots = slots;
@@ -220,9 +236,9 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
   cp.conv_inter = reinterpret_cast<float*>(lp.conv_intermediates.get());
   cp.conv_pitch = lp.conv_pitch;
   cp.conv_cap = pool_.config().conv_capacity;
-  cp.x = io + o.x;
-  cp.a = io + o.a;
-  cp.b = io + o.b;
+  cp.x = staged(l, &LayerRows::x);
+  cp.a = staged(l, &LayerRows::a);
+  cp.b = staged(l, &LayerRows::b);
   cp.conv_w = reinterpret_cast<const float*>(lp.conv_w.get());
   cp.conv_bias = s.conv_bias ? reinterpret_cast<const float*>(lp.conv_bias.get()) : nullptr;
   cp.A_log = reinterpret_cast<const float*>(lp.A_log.get());
@@ -232,9 +248,50 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
   cp.B = batch_;
   cp.R = rows;
   cp.n_inter = n_inter;
-  cp.nk = s.nk; cp.nv = s.nv; cp.kd = s.kd; cp.vd = s.vd; cp.d_conv = s.d_conv;
+  cp.conv_dim = s.conv_dim();
+  cp.d_conv = s.d_conv;
+  cp.norm_heads = mamba2 ? 0 : 2 * s.nk;
+  cp.norm_width = mamba2 ? 0 : s.kd;
+  cp.mamba2 = mamba2;
+  cp.gate_heads = mamba2 ? s.nh : s.nv;
+  cp.dt_min = s.dt_min;
+  cp.dt_max = s.dt_max;
   cp.mutants = device_mutant_bits();
-  launch_gdn_conv(cp, main_);
+  launch_conv(cp, main_);
+
+  const int min_ctas = 2 * sm_count_;
+  float* out = reinterpret_cast<float*>(out_.get()) + io_off_[size_t(l)].out;
+  if (mamba2) {
+    Mamba2RowsParams mp{};
+    mp.slots = slots;
+    mp.inter_first = pool_.inter_first_device();
+    mp.h = h;
+    mp.h_pitch = h_pitch;
+    mp.h_inter = lp.h_intermediates.get();
+    mp.xbc = cp.qkv;
+    mp.gates = cp.gb;
+    mp.D = reinterpret_cast<const float*>(lp.D.get());
+    mp.y = reinterpret_cast<float*>(o_.get());
+    mp.B = batch_;
+    mp.R = rows;
+    mp.n_inter = SSM_MUTANT("cuda_verify_no_h_intermediates") ? 0 : n_inter;  // mutant (bug class 1)
+    mp.nh = s.nh; mp.hp = s.hp; mp.ns = s.ns; mp.ng = s.ng;
+    mp.mutants = device_mutant_bits();
+    launch_mamba2_rows(mp, h_f16, min_ctas, main_);  // both verify arms: Mamba-2 has no WY form
+
+    Mamba2NormParams np{};
+    np.y = mp.y;
+    np.z = staged(l, &LayerRows::z);
+    np.norm_w = reinterpret_cast<const float*>(lp.norm_w.get());
+    np.out = out;
+    np.rows = batch_ * rows;
+    np.d_inner = s.d_inner();
+    np.ng = s.ng;
+    np.eps = s.eps;
+    np.norm_before_gate = s.norm_before_gate;
+    launch_mamba2_output_norm(np, main_);
+    return;
+  }
 
   RowsParams rp{};
   rp.slots = slots;
@@ -251,15 +308,14 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
   rp.mutants = device_mutant_bits();
   rp.nk = s.nk; rp.nv = s.nv; rp.kd = s.kd; rp.vd = s.vd;
   rp.qscale = float(1.0 / std::sqrt(double(s.kd)));
-  const int min_ctas = 2 * sm_count_;
   if (arm == VerifyArm::wy && rows <= kWyMaxRows) launch_gdn_verify_wy(rp, h_f16, min_ctas, main_);
   else launch_gdn_rows(rp, h_f16, min_ctas, main_);
 
   NormParams np{};
   np.o = rp.o;
-  np.z = io + o.z;
+  np.z = staged(l, &LayerRows::z);
   np.norm_w = reinterpret_cast<const float*>(lp.norm_w.get());
-  np.out = reinterpret_cast<float*>(out_.get()) + o.out;
+  np.out = out;
   np.rows = batch_ * rows;
   np.nv = s.nv;
   np.vd = s.vd;

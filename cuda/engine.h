@@ -90,9 +90,14 @@ class Engine {
   std::vector<unsigned long long> ticket_;  // per slot: ticket of its pending async copy
   void release_until(unsigned long long ticket);
 
-  // Staged batch: B rows, per-layer offsets (floats) of x, a, b, z in io_ and of out in out_.
+  // Staged batch: B rows, per-layer offsets (floats) of the kind's inputs (LayerSpec::inputs(),
+  // in order) in io_ and of out in out_.
   int batch_ = 0;
-  struct LayerIo { size_t x, a, b, z, out; };
+  struct LayerIo {
+    std::vector<size_t> in;
+    size_t out = 0;
+  };
+  const float* staged(int l, std::vector<float> LayerRows::*member) const;  // null: the kind has no such input
   std::vector<LayerIo> io_off_;
   DeviceBuffer io_, out_, qkv_, gb_, o_, convert_;  // scratch (not pool state)
   int sm_count_ = 0;

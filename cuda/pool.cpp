@@ -94,6 +94,7 @@ DevicePool::DevicePool(const Model& model, const PoolConfig& cfg) : cfg_(cfg) {
     p.A_log = upload(w.A_log, at + "A_log");
     p.dt_bias = upload(w.dt_bias, at + "dt_bias");
     p.norm_w = upload(w.norm_w, at + "norm_w");
+    p.D = upload(w.D, at + "D");
     layers_.push_back(std::move(p));
   }
   if (cfg.h_mode == HMode::f16_pool) {
@@ -179,7 +180,7 @@ std::vector<const DeviceBuffer*> DevicePool::buffers() const {
   for (const LayerPool& p : layers_)
     for (const DeviceBuffer* b : {&p.h, &p.conv, &p.h_checkpoint, &p.conv_checkpoint, &p.h_intermediates,
                                   &p.conv_intermediates, &p.snapshot_h, &p.snapshot_conv, &p.norm_w, &p.conv_w,
-                                  &p.conv_bias, &p.A_log, &p.dt_bias})
+                                  &p.conv_bias, &p.A_log, &p.dt_bias, &p.D})
       v.push_back(b);
   if (stage_.get()) v.push_back(&stage_);
   v.push_back(&inter_first_dev_);

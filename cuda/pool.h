@@ -45,7 +45,7 @@ struct LayerPool {
   DeviceBuffer h_intermediates;     // sum of capacity(s) entries, slot s starts at inter_first[s]
   DeviceBuffer conv_intermediates;  // [max_slots + 1][conv_capacity]
   DeviceBuffer snapshot_h, snapshot_conv;  // [snapshot_slots]
-  DeviceBuffer norm_w, conv_w, conv_bias, A_log, dt_bias;  // weights (not state)
+  DeviceBuffer norm_w, conv_w, conv_bias, A_log, dt_bias, D;  // weights (not state; D: Mamba-2)
 };
 
 class DevicePool {

@@ -24,11 +24,11 @@ struct BackendEntry {
   // The numerics it computes (core/layer_spec.h; a plug-in's SSMP_GATES_TORCH, SSMP_F16_STORE_INF,
   // SSMP_F16_ROWS_CARRIED): the model it is checked on uses them unless --gates etc. say otherwise.
   Numerics numerics;
-  // The layer kinds it runs (campaigns draw models of these only): ssmcheck's reference runs every
-  // kind; its CUDA implementation and the plug-in ABI carry GDN layers only.
+  // The layer kinds it runs (campaigns draw models of these only): ssmcheck's reference and CUDA
+  // implementation run every kind; the plug-in ABI carries GDN layers only.
   std::vector<LayerKind> kinds = {LayerKind::gdn};
-  // "" when it runs every layer of the model; else why not ("layer 1 is mamba2(...); cuda runs gdn
-  // layers only"): replay and the gate skip such a trace on it, with this reason.
+  // "" when it runs every layer of the model; else why not ("layer 1 is mamba2(...); plugin:x.so runs
+  // gdn layers only"): replay and the gate skip such a trace on it, with this reason.
   std::string cannot_run(const ModelSpec& spec) const {
     for (size_t l = 0; l < spec.layers.size(); ++l)
       if (std::find(kinds.begin(), kinds.end(), spec.layers[l].kind) == kinds.end()) {

@@ -2,7 +2,8 @@
 # with "no CUDA device: ..." where there is none (fails instead with SSMCHECK_REQUIRE_GPU=1).
 if(TARGET ssmcheck_cuda)
   ssmcheck_test(cuda_test LABEL gpu
-    SOURCES gdn_transitions_gpu_test.cpp gdn_verify_gpu_test.cpp gdn_batch_gpu_test.cpp cuda_pool_gpu_test.cpp
+    SOURCES transitions_gpu_test.cpp verify_gpu_test.cpp batch_gpu_test.cpp cuda_pool_gpu_test.cpp
+            mamba2_margins_gpu_test.cpp
     LIBS ssmcheck_cuda ssmcheck_fuzz
     TIMEOUT 1200)
 endif()

@@ -117,22 +117,6 @@ struct GpuPair {
   StepInputs inputs(int op, int seq, int rows) const { return make_inputs(spec, c.gen(), op, seq, 0, rows); }
 };
 
-// Rows [begin, begin + count) of an input set.
-inline StepInputs rows_of(const ModelSpec& spec, const StepInputs& in, int begin, int count) {
-  StepInputs out;
-  out.rows = count;
-  for (size_t l = 0; l < in.layers.size(); ++l) {
-    const LayerSpec& s = spec.layers[l];
-    const LayerRows& r = in.layers[l];
-    auto cut = [&](const std::vector<float>& v, size_t w) {
-      return std::vector<float>(v.begin() + long(size_t(begin) * w), v.begin() + long(size_t(begin + count) * w));
-    };
-    out.layers.push_back({cut(r.x, size_t(s.conv_dim())), cut(r.a, size_t(s.nv)), cut(r.b, size_t(s.nv)),
-                          cut(r.z, size_t(s.out_dim()))});
-  }
-  return out;
-}
-
 inline cmp::StateReport bitwise_state(const SequenceState& x, const SequenceState& y, const std::string& what) {
   cmp::Where w;
   w.op = what;

@@ -17,7 +17,7 @@ class PropertyGpu : public GpuTest {
   fuzz::CampaignResult run(fuzz::CampaignOptions o) {
     o.strictness = cmp::Strictness::classes;
     o.backend_label = "cuda";
-    o.kinds = {LayerKind::gdn};  // the CUDA implementation's kinds (BackendEntry::kinds)
+    o.kinds = {LayerKind::gdn, LayerKind::mamba2};  // the CUDA implementation's kinds (BackendEntry::kinds)
     o.pause_async = true;  // as the gate: async copies held until their reader waits
     o.out_dir = std::getenv("SSMCHECK_FAIL_DIR") ? std::getenv("SSMCHECK_FAIL_DIR") : "ssmcheck-fuzz-gpu";
     o.sut_invariant = [](Backend& b) { return static_cast<cuda::CudaBackend&>(b).check_guards(); };
@@ -48,6 +48,18 @@ TEST_F(PropertyGpu, CudaAgreesWithTheReferenceOnQwen3Next) {
   o.cases = int(env_u64("SSMCHECK_CASES_BIG", 30));
   o.max_ops = 24;
   o.preset = "qwen3-next-80b";
+  o.layers = 2;
+  const fuzz::CampaignResult r = run(o);
+  ASSERT_FALSE(r.failed) << r.summary();
+  ASSERT_FALSE(r.gave_up) << r.message;
+}
+
+TEST_F(PropertyGpu, CudaAgreesWithTheReferenceOnNemotronH) {
+  fuzz::CampaignOptions o;
+  o.seed = campaign_seed(8);
+  o.cases = int(env_u64("SSMCHECK_CASES_BIG", 30));
+  o.max_ops = 24;
+  o.preset = "nemotron-h-8b";
   o.layers = 2;
   const fuzz::CampaignResult r = run(o);
   ASSERT_FALSE(r.failed) << r.summary();

@@ -1,6 +1,6 @@
-// Golden and faulty traces of GDN models replayed on the CUDA backend (gpu label; the Mamba-2 and
-// mixed traces are the reference's, replayed by the cpu tests): golden ones must agree under
-// the tolerance classes, faulty ones must be pinpointed at their documented op, layer and tensor.
+// Golden and faulty traces (GDN, Mamba-2 and mixed models) replayed on the CUDA backend (gpu
+// label): golden ones must agree under the tolerance classes, faulty ones must be pinpointed at
+// their documented op, layer and tensor.
 // Skips with the reason where no device is usable (fails instead with SSMCHECK_REQUIRE_GPU=1).
 #include <gtest/gtest.h>
 
@@ -27,14 +27,15 @@ std::vector<std::string> traces(const std::string& dir) {
   return v;
 }
 
-// The traces whose every layer CUDA runs (GDN): the others (Mamba-2, mixed) are the reference's.
-std::vector<cmp::Trace> cuda_traces(const std::string& dir) {
+// Every trace of a directory, and how many of them hold Mamba-2 layers (CUDA runs both kinds).
+std::vector<cmp::Trace> cuda_traces(const std::string& dir, int* with_mamba2) {
   std::vector<cmp::Trace> v;
+  *with_mamba2 = 0;
   for (const std::string& p : traces(dir)) {
-    cmp::Trace t = cmp::read_trace(p);
-    const auto& layers = t.header.model.spec.layers;
-    if (std::all_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.kind == LayerKind::gdn; }))
-      v.push_back(std::move(t));
+    v.push_back(cmp::read_trace(p));
+    const auto& layers = v.back().header.model.spec.layers;
+    if (std::any_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.kind == LayerKind::mamba2; }))
+      ++*with_mamba2;
   }
   return v;
 }
@@ -48,8 +49,10 @@ class TraceGpu : public GpuTest {
 };
 
 TEST_F(TraceGpu, GoldenTracesReplayOnCuda) {
-  const auto files = cuda_traces(dir_);
-  ASSERT_FALSE(files.empty()) << "no GDN golden traces in " << dir_;
+  int mamba2 = 0;
+  const auto files = cuda_traces(dir_, &mamba2);
+  ASSERT_FALSE(files.empty()) << "no golden traces in " << dir_;
+  EXPECT_GE(mamba2, 2) << "the Mamba-2 and mixed golden traces are missing from " << dir_;
   for (const cmp::Trace& t : files) {
     const std::string& p = t.source;
     SCOPED_TRACE(p);
@@ -61,8 +64,10 @@ TEST_F(TraceGpu, GoldenTracesReplayOnCuda) {
 }
 
 TEST_F(TraceGpu, FaultyTracesArePinpointedOnCuda) {
-  const auto files = cuda_traces(dir_ + "/faulty");
-  ASSERT_FALSE(files.empty()) << "no GDN faulty traces in " << dir_ << "/faulty";
+  int mamba2 = 0;
+  const auto files = cuda_traces(dir_ + "/faulty", &mamba2);
+  ASSERT_FALSE(files.empty()) << "no faulty traces in " << dir_ << "/faulty";
+  EXPECT_GE(mamba2, 2) << "the Mamba-2 faulty traces are missing from " << dir_ << "/faulty";
   for (const cmp::Trace& t : files) {
     SCOPED_TRACE(t.source);
     ASSERT_TRUE(t.header.expect.has_value());

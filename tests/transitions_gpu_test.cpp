@@ -1,5 +1,5 @@
 // Every transition of the CUDA backend against the reference under the compare classes, over
-// the small odd presets and the qwen3-next-80b shape, in every h mode; plus the converters
+// the small odd presets (GDN, Mamba-2, mixed), qwen3-next-80b and nemotron-h-8b, in every h mode; plus the converters
 // bit for bit against core/half.h.
 #include <gtest/gtest.h>
 
@@ -36,8 +36,11 @@ TEST_P(TransitionsGpu, MatchesReference) {
 std::vector<Param> params() {
   std::vector<Param> v;
   for (HMode m : {HMode::f32, HMode::f16, HMode::f16_pool}) {
-    for (const char* p : {"tiny", "odd-a", "odd-b", "odd-c", "odd-d"}) v.emplace_back(p, 0, m);
+    for (const char* p : {"tiny", "odd-a", "odd-b", "odd-c", "odd-d", "mamba-tiny", "mamba-odd-a", "mamba-odd-b",
+                          "hybrid-odd"})
+      v.emplace_back(p, 0, m);
     v.emplace_back("qwen3-next-80b", 2, m);
+    v.emplace_back("nemotron-h-8b", 2, m);
   }
   return v;
 }

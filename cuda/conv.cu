@@ -1,17 +1,20 @@
-// Conv update + gates: the pre-kernel of every row-consuming op (decode, verify, prefill).
-// Types: windows, weights, inputs FP32; arithmetic FP32 (fmaf in window order).
+// Conv update + gates: the pre-kernel of every row-consuming op (decode, verify, prefill), both
+// layer kinds. Types: windows, weights, inputs FP32; arithmetic FP32 (fmaf in window order).
 // Shapes: window [conv_dim][d_conv] (column 0 oldest), x [B][R][conv_dim], qkv out [B][R][conv_dim].
-// Launch: grid (2*nk + ceil(nv*vd / CB), B), block CB = roundup(kd, 32) threads.
-//   blockIdx.x < 2*nk: one Q or K head (kd channels, thread = channel), L2-normalised per row
-//   through a deterministic block sum; otherwise CB V channels (silu only). Each thread keeps
-//   its channel's window in registers across the R rows, writes the window after row t to conv
-//   intermediate t for t < n_inter, and the final window back to the live state.
-//   Blocks with blockIdx.x == 0 also compute the gates of every (row, value head).
-// Counterpart: reference/gdn_conv.cpp, reference/gdn_gates.cpp.
+// Launch: grid (norm_heads + ceil((conv_dim - norm_heads*norm_width) / CB), B), block CB threads
+//   (GDN: roundup(kd, 32); Mamba-2: 128).
+//   blockIdx.x < norm_heads: one GDN Q or K head (kd channels, thread = channel), L2-normalised per
+//   row through a deterministic block sum; otherwise CB channels (silu only: GDN's V, every
+//   Mamba-2 channel). Each thread keeps its channel's window in registers across the R rows,
+//   writes the window after row t to conv intermediate t for t < n_inter, and the final window
+//   back to the live state. Blocks with blockIdx.x == 0 also compute the gates of every
+//   (row, head): GDN (g, beta), Mamba-2 (dt, dA).
+// Counterpart: reference/conv.cpp, reference/gdn_gates.cpp, reference/mamba2_gates.cpp.
 #include "cuda/check.h"
 #include "cuda/common.cuh"
-#include "cuda/gdn_conv.h"
+#include "cuda/conv.h"
 #include "cuda/gdn_gates.cuh"
+#include "cuda/mamba2_gates.cuh"
 #include "cuda/mutant_bits.h"
 
 namespace ssm::cuda {
@@ -19,17 +22,17 @@ namespace ssm::cuda {
 namespace {
 constexpr int kMaxDConv = 8;
 
-__global__ void gdn_conv_kernel(ConvParams p) {
+__global__ void conv_kernel(ConvParams p) {
   __shared__ float red[32];
   const int row_b = blockIdx.y;
   const int slot = p.slots[row_b];
-  const int conv_dim = 2 * p.nk * p.kd + p.nv * p.vd;
+  const int conv_dim = p.conv_dim;
   const int D = p.d_conv;
   const int chunk = blockIdx.x;
-  const bool is_qk = chunk < 2 * p.nk;
-  const int c = is_qk ? chunk * p.kd + int(threadIdx.x)
-                      : 2 * p.nk * p.kd + (chunk - 2 * p.nk) * int(blockDim.x) + int(threadIdx.x);
-  const bool valid = is_qk ? int(threadIdx.x) < p.kd : c < conv_dim;
+  const bool is_qk = chunk < p.norm_heads;
+  const int c = is_qk ? chunk * p.norm_width + int(threadIdx.x)
+                      : p.norm_heads * p.norm_width + (chunk - p.norm_heads) * int(blockDim.x) + int(threadIdx.x);
+  const bool valid = is_qk ? int(threadIdx.x) < p.norm_width : c < conv_dim;
 
   float win[kMaxDConv], w[kMaxDConv];
   float bias = 0.0f;
@@ -78,7 +81,7 @@ __global__ void gdn_conv_kernel(ConvParams p) {
       if (j < D) live[j] = win[j];
   }
   if (chunk == 0) {
-    for (int vh = threadIdx.x; vh < p.nv; vh += blockDim.x) {
+    for (int vh = threadIdx.x; vh < p.gate_heads; vh += blockDim.x) {
       const float al = p.A_log[vh];
       float db = p.dt_bias[vh];
       if (SSM_DEVICE_MUTANT(p, kMutDtBiasBf16))  // mutant (bug class 10): FP32 read as BF16
@@ -86,8 +89,9 @@ __global__ void gdn_conv_kernel(ConvParams p) {
       // mutant (bug class 5): the multi-row arms without the softplus threshold
       const float threshold = SSM_DEVICE_MUTANT(p, kMutNoSoftplusThreshold) && p.R > 1 ? INFINITY : 20.0f;
       for (int t = 0; t < p.R; ++t) {
-        const size_t i = (size_t(row_b) * p.R + t) * p.nv + vh;
-        const float2 gb = gdn_gates(p.a[i], p.b[i], al, db, threshold);
+        const size_t i = (size_t(row_b) * p.R + t) * p.gate_heads + vh;
+        const float2 gb = p.mamba2 ? mamba2_gates(p.a[i], al, db, p.dt_min, p.dt_max, threshold)
+                                   : gdn_gates(p.a[i], p.b[i], al, db, threshold);
         p.gb[2 * i] = gb.x;
         p.gb[2 * i + 1] = gb.y;
       }
@@ -96,12 +100,13 @@ __global__ void gdn_conv_kernel(ConvParams p) {
 }
 }  // namespace
 
-void launch_gdn_conv(const ConvParams& p, cudaStream_t stream) {
-  if (p.d_conv < 1 || p.d_conv > kMaxDConv) throw std::invalid_argument("gdn_conv: d_conv out of range");
-  const int cb = (p.kd + 31) / 32 * 32;
-  const int chunks = 2 * p.nk + (p.nv * p.vd + cb - 1) / cb;
-  gdn_conv_kernel<<<dim3(unsigned(chunks), unsigned(p.B)), dim3(unsigned(cb)), 0, stream>>>(p);
-  SSM_CUDA_LAUNCHED("gdn_conv_kernel");
+void launch_conv(const ConvParams& p, cudaStream_t stream) {
+  if (p.d_conv < 1 || p.d_conv > kMaxDConv) throw std::invalid_argument("conv: d_conv out of range");
+  const int cb = p.norm_heads > 0 ? (p.norm_width + 31) / 32 * 32 : 128;
+  const int rest = p.conv_dim - p.norm_heads * p.norm_width;
+  const int chunks = p.norm_heads + (rest + cb - 1) / cb;
+  conv_kernel<<<dim3(unsigned(chunks), unsigned(p.B)), dim3(unsigned(cb)), 0, stream>>>(p);
+  SSM_CUDA_LAUNCHED("conv_kernel");
 }
 
 }  // namespace ssm::cuda

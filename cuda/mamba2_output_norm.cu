@@ -1,0 +1,46 @@
+// Mamba-2 output stage of STATE-MODEL section 3 (Nemotron-H's gated RMS norm), per (row, group of
+// G = nh*hp/ng channels): u = y silu(z) (or y when norm_before_gate),
+// out = u / sqrt(mean(u^2) + eps) * norm_w (* silu(z) when norm_before_gate).
+// Types: FP32. Shapes: y, z, out [rows][nh*hp]; norm_w [nh*hp].
+// Launch: grid (ng, rows), block 256 threads; thread i takes channels i, i+256, ... of the group
+//   in order, and mean(u^2) is a deterministic block sum of those partials, so every row's
+//   output is the same bits whatever launch produced y.
+// Counterpart: reference/mamba2_output_norm.cpp.
+#include "cuda/check.h"
+#include "cuda/common.cuh"
+#include "cuda/mamba2_output_norm.h"
+
+namespace ssm::cuda {
+
+namespace {
+constexpr int kThreads = 256;
+
+__global__ void __launch_bounds__(kThreads) mamba2_output_norm_kernel(Mamba2NormParams p) {
+  __shared__ float red[kThreads / 32];
+  const int G = p.d_inner / p.ng;
+  const size_t base = size_t(blockIdx.y) * p.d_inner + size_t(blockIdx.x) * G;
+  float ss[1] = {0.0f};
+  for (int j = threadIdx.x; j < G; j += kThreads) {
+    const float y = p.y[base + j], z = p.z[base + j];
+    const float u = p.norm_before_gate ? y : __fmul_rn(y, silu_f(z));
+    ss[0] = __fmaf_rn(u, u, ss[0]);
+  }
+  block_sum<1>(ss, red);
+  const float rn = __fdiv_rn(1.0f, sqrtf(__fadd_rn(__fdiv_rn(ss[0], float(G)), p.eps)));
+  for (int j = threadIdx.x; j < G; j += kThreads) {
+    const float y = p.y[base + j], z = p.z[base + j];
+    const float gate = silu_f(z);
+    const float u = p.norm_before_gate ? y : __fmul_rn(y, gate);
+    const float o = __fmul_rn(__fmul_rn(u, rn), p.norm_w[size_t(blockIdx.x) * G + j]);
+    p.out[base + j] = p.norm_before_gate ? __fmul_rn(o, gate) : o;
+  }
+}
+}  // namespace
+
+void launch_mamba2_output_norm(const Mamba2NormParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return;
+  mamba2_output_norm_kernel<<<dim3(unsigned(p.ng), unsigned(p.rows)), dim3(kThreads), 0, stream>>>(p);
+  SSM_CUDA_LAUNCHED("mamba2_output_norm_kernel");
+}
+
+}  // namespace ssm::cuda

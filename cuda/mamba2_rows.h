@@ -1,0 +1,43 @@
+// Launcher of the Mamba-2 row kernel (cuda/mamba2_rows.cu): R rows of the selective state update
+// per sequence on the state in registers. decode is R = 1; verify (either arm: Mamba-2 has no
+// WY form, the rows of H are independent) is R = K with n_inter = K-1; prefill is R = T on FP32
+// state. Every case runs the same kernel instance, so verify equals K decodes bit for bit.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace ssm::cuda {
+
+struct Mamba2RowsParams {
+  const int* slots;        // [B] pool slot of each batch row (the dummy for padding rows)
+  const int* inter_first;  // [max_slots + 2] first h intermediate of each slot (tiered capacities)
+  char* h;                 // live h of slot s at h + s * h_pitch: [nh][hp][ns], ns fastest
+  size_t h_pitch;          // bytes per slot
+  char* h_inter;           // h intermediate t of slot s at h_inter + (inter_first[s] + t) * h_pitch
+  const float* xbc;        // [B][R][conv_dim] conv outputs x | B | C
+  const float* gates;      // [B][R][nh][2] dt, dA
+  const float* D;          // [nh]
+  float* y;                // out [B][R][nh*hp]: H C + D x from the stored state (before the norm)
+  int B, R, n_inter;       // rows t < n_inter store their state as intermediate t
+  int nh, hp, ns, ng;
+  int warps, ptiles;       // layout (mamba2_rows_layout)
+  int mutants;  // device mutant bits (cuda/mutant_bits.h): 0 in shipped builds
+};
+
+// Layout: a warp owns RPW = 16 / (VEC * NC) rows p of one head (at least 1); lane l holds columns
+// n = (c * 32 + l) * VEC + e (c < NC, e < VEC) of each: VEC = 4 when ns % 4 == 0 (16/8-byte
+// vector access), else 1; NC = ceil(ns / (32 * VEC)) <= 2. A CTA has `warps` warps (<= 8) and
+// covers warps * RPW rows; ptiles CTAs cover a head. Warps are halved while the grid has fewer
+// than min_ctas CTAs. Every sum runs over one row's columns inside one warp, so the layout never
+// changes a result bit.
+struct Mamba2RowsLayout {
+  int vec, nc, rpw, warps, ptiles;
+};
+// Throws std::invalid_argument for ns beyond 256 (ns % 4 == 0) or 64 (otherwise).
+Mamba2RowsLayout mamba2_rows_layout(int nh, int hp, int ns, int B, int min_ctas);
+
+// min_ctas: split heads over more CTAs while the grid is smaller (bits do not change).
+void launch_mamba2_rows(Mamba2RowsParams p, bool h_f16, int min_ctas, cudaStream_t stream);
+
+}  // namespace ssm::cuda
