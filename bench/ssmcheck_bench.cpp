@@ -1,10 +1,11 @@
-// ssmcheck_bench: for the qwen3-next-80b shape (36 GDN layers) and batch 1..128, the device
-// time and effective bandwidth of decode (FP32 and FP16 h), verify K = 2..4 (exact and WY arm)
-// and the batched copies, against a device-to-device cudaMemcpy measured in the same run.
+// ssmcheck_bench: for a preset's shape (default qwen3-next-80b, 36 GDN layers; nemotron-h-8b for
+// 24 Mamba-2 layers) and batch 1..128, the device time and effective bandwidth of decode (FP32
+// and FP16 h), verify K = 2..4 (exact arm; the WY arm too where the model has GDN layers) and the
+// batched copies, against a device-to-device cudaMemcpy measured in the same run.
 // Each op is captured once in a CUDA graph (every layer's launches) and replayed; the time is
 // the mean of the timed replays between two events. Bandwidth counts state bytes only: h and
 // conv read once and written once, plus the intermediates a verify writes.
-//   ssmcheck_bench [--layers N] [--max-batch B] [--reps R] [--quick] [--json FILE]
+//   ssmcheck_bench [--preset NAME] [--layers N] [--max-batch B] [--reps R] [--quick] [--json FILE]
 // --json writes the table as JSON (docs/report.md, "Benchmark JSON"), which
 // `ssmcheck report --bench FILE --html OUT` draws against the copy ceiling.
 #include <cuda_runtime_api.h>
@@ -28,8 +29,8 @@ using namespace ssm::cuda;
 namespace {
 
 struct Options {
-  int layers = 36, max_batch = 128, reps = 10;
-  std::string json;
+  int layers = 0, max_batch = 128, reps = 10;  // layers 0: all of the preset's
+  std::string preset = "qwen3-next-80b", json;
 };
 
 nlohmann::json g_rows = nlohmann::json::array();  // --json: every row printed
@@ -100,25 +101,28 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--layers" && i + 1 < argc) o.layers = std::atoi(argv[++i]);
+    if (a == "--preset" && i + 1 < argc) o.preset = argv[++i];
+    else if (a == "--layers" && i + 1 < argc) o.layers = std::atoi(argv[++i]);
     else if (a == "--max-batch" && i + 1 < argc) o.max_batch = std::atoi(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) o.reps = std::atoi(argv[++i]);
     else if (a == "--quick") { o.max_batch = 8; o.reps = 3; }
     else if (a == "--json" && i + 1 < argc) o.json = argv[++i];
     else {
-      std::fprintf(stderr, "usage: ssmcheck_bench [--layers N] [--max-batch B] [--reps R] [--quick] [--json FILE]\n");
+      std::fprintf(stderr, "usage: ssmcheck_bench [--preset NAME] [--layers N] [--max-batch B] [--reps R] [--quick] [--json FILE]\n");
       return 2;
     }
   }
   try {
     cudaDeviceProp prop{};
     SSM_CUDA(cudaGetDeviceProperties(&prop, 0));
-    const ModelSpec spec = make_preset("qwen3-next-80b", o.layers);
+    const ModelSpec spec = make_preset(o.preset, o.layers);
     GenConfig gen;
     gen.seed = 3;
     const Model model = make_model(spec, gen);
     const LayerSpec& ls = spec.layers[0];
     const int L = int(spec.layers.size());
+    bool has_gdn = false;  // the WY arm exists for GDN layers only
+    for (const LayerSpec& s : spec.layers) has_gdn = has_gdn || s.kind == LayerKind::gdn;
     std::vector<int> batches;
     for (int b = 1; b <= o.max_batch; b *= 2) batches.push_back(b);
 
@@ -145,8 +149,8 @@ int main(int argc, char** argv) {
       std::vector<int> slots;
       for (int b = 0; b < o.max_batch; ++b) slots.push_back(e.alloc(0));
       std::vector<StepInputs> distinct;
-      const double h_bytes = double(ls.h_elems()) * (f16 ? 2 : 4);
-      const double conv_bytes = double(ls.conv_elems()) * 4;
+      double layer_bytes = 0;  // h and conv of one sequence, every layer
+      for (const LayerSpec& s : spec.layers) layer_bytes += double(s.h_elems()) * (f16 ? 2 : 4) + double(s.conv_elems()) * 4;
 
       for (int B : batches) {
         const std::vector<int> sl(slots.begin(), slots.begin() + B);
@@ -155,12 +159,13 @@ int main(int argc, char** argv) {
           for (int q = 0; q < 4; ++q) distinct.push_back(make_inputs(spec, gen, K, q, 0, K));
           e.stage_inputs(sl, distinct, K);
           // state bytes: H0 and window read once; K-1 intermediates and the final state written
-          const double bytes = double(B) * L * (h_bytes + conv_bytes) * (1 + K);
+          const double bytes = double(B) * layer_bytes * (1 + K);
           if (K == 1) {
             const double t = time_graph(e.main_stream(), [&] { e.enqueue_rows(1, 0, VerifyArm::exact, f16); }, o.reps);
             row("decode", hname, B, t, bytes, copy_bw);
           } else {
             for (VerifyArm arm : {VerifyArm::exact, VerifyArm::wy}) {
+              if (arm == VerifyArm::wy && !has_gdn) continue;
               const double t = time_graph(e.main_stream(), [&] { e.enqueue_rows(K, K - 1, arm, f16); }, o.reps);
               const std::string name = "verify K=" + std::to_string(K) + (arm == VerifyArm::wy ? " wy" : " ex");
               row(name.c_str(), hname, B, t, bytes, copy_bw);
@@ -172,7 +177,7 @@ int main(int argc, char** argv) {
           for (const CopyDesc& c : e.checkpoint_copies(s)) ck.push_back(c);
           for (const CopyDesc& c : e.restore_copies(s, 1)) rb.push_back(c);
         }
-        const double cbytes = 2.0 * double(B) * L * (h_bytes + conv_bytes);
+        const double cbytes = 2.0 * double(B) * layer_bytes;
         row("checkpoint", hname, B, time_graph(e.main_stream(), [&] { e.enqueue_copies(ck); }, o.reps), cbytes, copy_bw);
         row("rollback n=1", hname, B, time_graph(e.main_stream(), [&] { e.enqueue_copies(rb); }, o.reps), cbytes, copy_bw);
       }
