@@ -117,6 +117,14 @@ struct GpuPair {
   StepInputs inputs(int op, int seq, int rows) const { return make_inputs(spec, c.gen(), op, seq, 0, rows); }
 };
 
+// A GoogleTest parameter name from printable parts: every character that is not a letter or a
+// digit becomes '_' ("odd-a" "f16-pool" -> "odd_a_f16_pool").
+inline std::string gtest_name(std::string s) {
+  for (char& ch : s)
+    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
 inline cmp::StateReport bitwise_state(const SequenceState& x, const SequenceState& y, const std::string& what) {
   cmp::Where w;
   w.op = what;

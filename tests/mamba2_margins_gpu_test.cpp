@@ -61,11 +61,8 @@ std::vector<Param> params() {
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& i) {
-  std::string s = std::get<0>(i.param) + "_" + to_string(std::get<1>(i.param)) + "_decay" +
-                  std::to_string(int(std::get<2>(i.param) * 10));
-  for (char& ch : s)
-    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return gtest_name(std::get<0>(i.param) + "_" + to_string(std::get<1>(i.param)) + "_decay" +
+                  std::to_string(int(std::get<2>(i.param) * 10)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, Mamba2MarginsGpu, ::testing::ValuesIn(params()), param_name);

@@ -46,10 +46,7 @@ std::vector<Param> params() {
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& i) {
-  std::string s = std::get<0>(i.param) + "_" + to_string(std::get<2>(i.param));
-  for (char& ch : s)
-    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return gtest_name(std::get<0>(i.param) + "_" + to_string(std::get<2>(i.param)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, TransitionsGpu, ::testing::ValuesIn(params()), param_name);

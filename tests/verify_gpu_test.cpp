@@ -33,10 +33,7 @@ std::vector<Param> params() {
 }
 
 std::string param_name(const ::testing::TestParamInfo<Param>& i) {
-  std::string s = std::get<0>(i.param) + "_" + to_string(std::get<2>(i.param)) + "_K" + std::to_string(std::get<3>(i.param));
-  for (char& ch : s)
-    if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
+  return gtest_name(std::get<0>(i.param) + "_" + to_string(std::get<2>(i.param)) + "_K" + std::to_string(std::get<3>(i.param)));
 }
 
 GpuCase case_of(const Param& p) {
