@@ -149,6 +149,13 @@ struct TensorReport {
   nlohmann::json json() const;
 };
 
+namespace detail {
+// Test hook: compare_tensor takes a shortcut for bit-identical sides (the same report without
+// per-element work); off, every comparison runs the elementwise loop (tests/compare_test.cpp
+// checks that both give the same report).
+void set_identical_fast_path(bool on);
+}  // namespace detail
+
 // Compare one tensor. NaN/Inf in either side fails first, naming the element, unless both sides
 // hold the same non-finite value there (the same infinity, or NaN and NaN: an FP16 overflow the
 // contract allows, reproduced), which is matched and left out of every metric; a reference that

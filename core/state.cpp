@@ -17,8 +17,9 @@ Tensor broadcast_condition(const Tensor& cond, const std::vector<int64_t>& field
   const int64_t nv = cs[0], vd = cs[1];
   if (field_shape.size() == 3 && field_shape[0] == nv && field_shape[2] == vd) {
     Tensor full = Tensor::zeros(DType::f32, field_shape);
-    const int64_t head = field_shape[1] * vd;
-    for (int64_t i = 0; i < full.size(); ++i) full.f32()[i] = cond.f32()[(i / head) * vd + i % vd];
+    float* out = full.f32();
+    for (int64_t v = 0; v < nv; ++v)  // head v's row of the condition, repeated over its middle axis
+      for (int64_t i = 0; i < field_shape[1]; ++i, out += vd) std::copy_n(cond.f32() + v * vd, vd, out);
     return full;
   }
   return cond;

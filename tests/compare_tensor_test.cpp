@@ -5,7 +5,10 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
+
+#include <fmt/core.h>
 
 #include "compare/compare.h"
 
@@ -414,6 +417,56 @@ TEST(compare_report, text_and_json_name_everything) {
   EXPECT_EQ(j["worst"].size(), 3u);
   EXPECT_EQ(j["smallest_passing"]["max_ulp"], 7);
   EXPECT_EQ(j["histogram"]["<=8"], 3);
+}
+
+}  // namespace
+}  // namespace ssm::cmp
+
+namespace ssm::cmp {
+namespace {
+
+// The shortcut for bit-identical sides gives the very report the elementwise loop gives: every
+// class, both dtypes, with and without a condition, an all-zero reference, matched non-finite
+// elements (printed seeds; each case reproduces from its seed alone).
+TEST(CompareTensor, IdenticalSidesShortcutGivesTheElementwiseReport) {
+  const Tolerances tols = Tolerances::defaults();
+  int cases = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed)
+    for (TolClass cls : {TolClass::exact, TolClass::fp16_state, TolClass::fp32_state, TolClass::output,
+                         TolClass::output_f16})
+      for (bool f16 : {false, true})
+        for (int variant = 0; variant < 3; ++variant) {  // 0 plain, 1 all zero, 2 with matched inf/NaN
+          SCOPED_TRACE(fmt::format("seed {} class {} f16 {} variant {}", seed, to_string(cls), f16, variant));
+          Tensor ref = f16 ? random_f16({3, 5, 7}, seed) : random_f32({3, 5, 7}, seed);
+          if (variant == 1) ref = Tensor::zeros(ref.dtype(), ref.shape());
+          if (variant == 2) {
+            if (f16) {
+              ref.f16()[4] = 0x7c00;  // +inf
+              ref.f16()[9] = 0x7e00;  // NaN
+            } else {
+              ref.f32()[4] = std::numeric_limits<float>::infinity();
+              ref.f32()[9] = std::numeric_limits<float>::quiet_NaN();
+            }
+          }
+          const Tensor got = ref;
+          const Tensor cond = random_f32({3, 5, 7}, seed + 100, 0, 4);
+          for (const Tensor* c : {static_cast<const Tensor*>(nullptr), &cond}) {
+            Where w;
+            w.tensor = "h";
+            detail::set_identical_fast_path(false);
+            const TensorReport slow = compare_tensor(ref, got, cls, tols, w, variant == 1, c);
+            detail::set_identical_fast_path(true);
+            const TensorReport fast = compare_tensor(ref, got, cls, tols, w, variant == 1, c);
+            EXPECT_EQ(fast.json().dump(), slow.json().dump());
+            EXPECT_EQ(fast.text(), slow.text());
+            EXPECT_EQ(fast.histogram, slow.histogram);
+            EXPECT_EQ(fast.error_ratio, slow.error_ratio);
+            EXPECT_EQ(fast.nrmse_allowed, slow.nrmse_allowed);
+            EXPECT_EQ(fast.pass, slow.pass);
+            ++cases;
+          }
+        }
+  EXPECT_EQ(cases, 6 * 5 * 2 * 3 * 2);
 }
 
 }  // namespace
