@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "cli/backend_registry.h"
+#include "cli/device_option.h"
 
 namespace ssm::cli {
 
@@ -65,7 +66,10 @@ void CaseOptions::add_to(CLI::App* cmd, bool with_backend) {
   cmd->add_flag("--extreme-gates", c.gen.extreme_gates,
                 "gate parameters at the softplus threshold, the A_log clamp and both g clamps");
   numerics.add_to(cmd);
-  if (with_backend) cmd->add_option("--backend", backend, backend_choices())->capture_default_str();
+  if (with_backend) {
+    cmd->add_option("--backend", backend, backend_choices())->capture_default_str();
+    add_device_option(cmd);
+  }
 }
 
 CaseConfig CaseOptions::resolve() const {

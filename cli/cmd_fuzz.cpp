@@ -12,6 +12,7 @@
 #include "cli/case_options.h"
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
+#include "cli/device_option.h"
 #include "cli/html_option.h"
 #include "cli/output_path.h"
 #include "cli/shard_option.h"
@@ -239,6 +240,7 @@ void add_fuzz_command(CLI::App& app, int* rc) {
   cmd->add_option("--layers", f->layers, "with --preset or --config: keep the first N layers");
   cmd->add_option("--h-mode", f->h_mode, "fixed h mode (default: drawn)");
   cmd->add_option("--shard", f->shard, shard_help());
+  add_device_option(cmd);
   f->numerics.add_to(cmd);
   cmd->add_option("--out", f->out, "directory for failing cases")->capture_default_str();
   cmd->add_option("--junit", f->verdict.junit, "write JUnit XML (one test case: the campaign; '-': stdout)");

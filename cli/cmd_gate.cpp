@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "cli/commands.h"
+#include "cli/device_option.h"
 #include "cli/output_path.h"
 #include "cli/shard_option.h"
 #include "cli/crash_verdict.h"
@@ -134,6 +135,7 @@ void add_gate_command(CLI::App& app, int* rc) {
   cmd->add_option("--backend", f->backend, "all (every available built-in) or " + backend_choices())->capture_default_str();
   cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--shard", f->shard, std::string(shard_help()) + "; shard 0 also replays the traces");
+  add_device_option(cmd);
   cmd->add_flag("-v,--verbose", f->verbose, "one line per check on stderr");
   cmd->add_flag("--no-coverage", f->no_coverage,
                 "skip the campaigns' coverage check (for quick looks with too few cases to reach every "

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/device_option.h"
 #include "cli/output_path.h"
 #include "cli/backend_registry.h"
 #include "fuzz/mutant_catalogue.h"
@@ -230,6 +231,7 @@ void add_mutants_command(CLI::App& app, int* rc) {
   auto* cmd = app.add_subcommand("mutants", "run the default gate against every catalogue mutant; print the kill table");
   auto f = std::make_shared<MutantsFlags>();
   cmd->add_option("--backend", f->backend, "all, reference (CPU mutants) or cuda (CUDA mutants)")->capture_default_str();
+  add_device_option(cmd);
   cmd->add_option("--cases", f->cases, "cases per gate campaign")->capture_default_str()->check(CLI::Range(1, 10000000));
   cmd->add_option("--seed", f->seed, "gate seed")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--traces", f->traces, "golden traces for the gate")->capture_default_str();

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
+#include "cli/device_option.h"
 #include "cli/html_option.h"
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
@@ -179,6 +180,7 @@ void add_replay_command(CLI::App& app, int* rc) {
   auto f = std::make_shared<ReplayFlags>();
   cmd->add_option("traces", f->traces, "trace files (or unfinished captures TRACE.partial/)")->required();
   cmd->add_option("--backend", f->backend, "all (every available built-in) or " + backend_choices())->capture_default_str();
+  add_device_option(cmd);
   cmd->add_flag("--keep-going", f->keep_going, "go on past the first divergence");
   cmd->add_flag("--bitwise", f->bitwise, "compare every tensor bit for bit");
   cmd->add_flag("--classes", f->classes,

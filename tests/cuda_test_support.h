@@ -19,6 +19,7 @@
 #include "fixtures/generators.h"
 #include "fuzz/campaign.h"
 #include "reference/reference_backend.h"
+#include "tests/support/ctest_gpu.h"
 
 namespace ssm::test {
 

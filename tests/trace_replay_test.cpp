@@ -396,6 +396,21 @@ TEST(Gate, ShardsSplitTheCampaignAndShardZeroReplays) {
   EXPECT_EQ(sh(gate + " --shard 2/2").code, 2);
 }
 
+// --device D: a device beyond those visible, or not a number, is bad input naming the flag before
+// any work starts; a valid one leaves a reference-only gate unchanged (it never touches CUDA).
+TEST(Gate, DeviceFlagIsCheckedAndNarrowsTheVisibleGpus) {
+  const std::string gate = std::string(SSMCHECK_BIN) + " gate --cases 4 --no-coverage --backend reference";
+  const Shell beyond = sh("CUDA_VISIBLE_DEVICES=2,3 " + gate + " --device 2");
+  EXPECT_EQ(beyond.code, 2) << beyond.out;
+  EXPECT_NE(beyond.out.find("--device 2: CUDA_VISIBLE_DEVICES='2,3' leaves 2 GPUs (0..1)"), std::string::npos)
+      << beyond.out;
+  const Shell word = sh(std::string(SSMCHECK_BIN) + " fuzz --device one --cases 1");
+  EXPECT_EQ(word.code, 2) << word.out;
+  EXPECT_NE(word.out.find("--device 'one': expected a GPU index"), std::string::npos) << word.out;
+  const Shell ok = sh("CUDA_VISIBLE_DEVICES=2,3 " + gate + " --device 1");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+}
+
 TEST(Gate, ACampaignThatNeverReachedAnAxisFailsItsCoverageCheck) {
   const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --cases 5 --backend reference");
   EXPECT_EQ(s.code, 1) << s.out;

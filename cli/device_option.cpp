@@ -1,0 +1,30 @@
+// --device D (see device_option.h).
+#include "cli/device_option.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "core/device_select.h"
+
+namespace ssm::cli {
+
+void add_device_option(CLI::App* cmd) {
+  cmd->add_option_function<std::string>(
+         "--device",
+         [](const std::string& v) {
+           size_t used = 0;
+           int d = -1;
+           try {
+             d = std::stoi(v, &used);
+           } catch (const std::exception&) {
+             used = 0;
+           }
+           if (used != v.size() || v.empty()) throw std::invalid_argument("--device '" + v + "': expected a GPU index");
+           select_device(d);  // before any CUDA call: options are parsed before the command runs
+         },
+         "D: run CUDA work on GPU D of those visible (CUDA_VISIBLE_DEVICES narrowed to it; plug-ins and child "
+         "processes follow); default: GPU 0")
+      ->type_name("D");
+}
+
+}  // namespace ssm::cli

@@ -1,0 +1,11 @@
+// --device D (fuzz, gate, check, replay, mutants): the GPU the command's CUDA work runs on
+// (core/device_select.h: CUDA_VISIBLE_DEVICES narrowed to D before the runtime starts, so
+// plug-ins and child processes follow).
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace ssm::cli {
+
+void add_device_option(CLI::App* cmd);
+
+}  // namespace ssm::cli
