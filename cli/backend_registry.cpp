@@ -34,8 +34,12 @@ fuzz::BackendEntry reference_entry() {
   return e;
 }
 
-// "" when the CUDA backend can run here, else why not.
+bool g_cuda_probed = false;  // cuda_probed()
+
+// "" when the CUDA backend can run here, else why not. Starts the CUDA runtime: never before the
+// command line is parsed (--device must narrow CUDA_VISIBLE_DEVICES first).
 std::string cuda_unavailable() {
+  g_cuda_probed = true;
 #ifdef SSMCHECK_HAVE_CUDA
   std::string why;
   return cuda::device_available(&why) ? "" : why;
@@ -94,6 +98,8 @@ std::vector<std::pair<fuzz::BackendEntry, std::string>> builtin_backends() {
   return {{reference_entry(), ""}, {cuda_entry(), cuda_unavailable()}};
 }
 
+bool cuda_probed() { return g_cuda_probed; }
+
 fuzz::BackendEntry find_backend(const std::string& name) {
   if (name.rfind(kPluginPrefix, 0) == 0)
     return plugin_entry(name, name.substr(std::char_traits<char>::length(kPluginPrefix)));
@@ -134,7 +140,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) { return find_bac
 
 std::string backend_choices() {
   std::string s;
-  for (const auto& b : builtin_backends()) s += b.first.name + ", ";
+  for (const fuzz::BackendEntry& b : {reference_entry(), cuda_entry()}) s += b.name + ", ";  // no device probe
   return s + "plugin:PATH.so[,key=value...] or python:NAME (through python/ssmcheck)";
 }
 

@@ -14,6 +14,9 @@ namespace ssm::cli {
 
 // Every built-in backend with, where it cannot run here, why not ("" when it can).
 std::vector<std::pair<fuzz::BackendEntry, std::string>> builtin_backends();
+// Whether anything asked the CUDA runtime whether it can run (builtin_backends, find_backend of
+// "cuda"): from then on CUDA_VISIBLE_DEVICES is read and --device can no longer apply.
+bool cuda_probed();
 
 // A built-in name or plugin:PATH.so[,key=value...] (loaded and checked now). Throws
 // std::invalid_argument for an unknown name, an unavailable backend or a bad plug-in, naming it.

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli/backend_registry.h"
 #include "core/device_select.h"
 
 namespace ssm::cli {
@@ -20,7 +21,11 @@ void add_device_option(CLI::App* cmd) {
              used = 0;
            }
            if (used != v.size() || v.empty()) throw std::invalid_argument("--device '" + v + "': expected a GPU index");
-           select_device(d);  // before any CUDA call: options are parsed before the command runs
+           // before any CUDA call: options are parsed before the command runs, and nothing that
+           // builds the command line may start the runtime (cuda_probed guards it)
+           if (cuda_probed())
+             throw std::logic_error("--device: the CUDA runtime started before the flag was read (a bug of ssmcheck)");
+           select_device(d);
          },
          "D: run CUDA work on GPU D of those visible (CUDA_VISIBLE_DEVICES narrowed to it; plug-ins and child "
          "processes follow); default: GPU 0")

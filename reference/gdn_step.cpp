@@ -36,7 +36,8 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
     delta_rule(H, k, v, gt.g[vh], gt.beta[vh]);
     const MatD stored = store_head(s.numerics.f16_store, h, base, H);
     // the UPDATED state: as stored, or (carried rows) the FP32 state the next row continues from
-    const MatD Hs = carried ? store_head(s.numerics.f16_store, *carried, base, H) : stored;
+    const MatD carried_stored = carried ? store_head(s.numerics.f16_store, *carried, base, H) : MatD();
+    const MatD& Hs = carried ? carried_stored : stored;  // a reference: no copy of the head
     const VecD o = Hs.transpose() * q * qscale;
     const VecD o_normed = output_norm(s, w, o, z + size_t(vh) * size_t(s.vd));
     for (int j = 0; j < s.vd; ++j) out[size_t(vh) * size_t(s.vd) + size_t(j)] = float(o_normed[j]);

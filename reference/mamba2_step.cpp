@@ -24,7 +24,8 @@ void mamba2_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* wi
     MatD H = load_head(carried ? *carried : h, base, s.hp, s.ns);
     mamba2_ssm_update(H, x, B, gt.dt[hh], gt.dA[hh]);
     const MatD stored = store_head(s.numerics.f16_store, h, base, H);
-    const MatD Hs = carried ? store_head(s.numerics.f16_store, *carried, base, H) : stored;
+    const MatD carried_stored = carried ? store_head(s.numerics.f16_store, *carried, base, H) : MatD();
+    const MatD& Hs = carried ? carried_stored : stored;  // a reference: no copy of the head
     const double D = double(w.D[size_t(hh)]);
     y.segment(Eigen::Index(hh) * s.hp, s.hp) = mamba2_ssm_output(Hs, C, x, D);
     if (cond) {

@@ -409,6 +409,15 @@ TEST(Gate, DeviceFlagIsCheckedAndNarrowsTheVisibleGpus) {
   EXPECT_NE(word.out.find("--device 'one': expected a GPU index"), std::string::npos) << word.out;
   const Shell ok = sh("CUDA_VISIBLE_DEVICES=2,3 " + gate + " --device 1");
   EXPECT_EQ(ok.code, 0) << ok.out;
+  // nothing that builds a command line may start the CUDA runtime (it reads CUDA_VISIBLE_DEVICES
+  // once): found on the H200, where --backend's help text had probed the device and --device 1
+  // still ran on GPU 0
+  for (const std::string& cmd : std::vector<std::string>{" check --backend cuda --preset tiny --ops 'alloc; decode'",
+                                " fuzz --backend cuda --cases 1", " gate --backend cuda --cases 1",
+                                " replay --backend cuda " + q(traces_dir() + "/tiny_f32_every_op.h5")}) {
+    const Shell s = sh(std::string(SSMCHECK_BIN) + cmd + " --device 0");
+    EXPECT_EQ(s.out.find("started before"), std::string::npos) << cmd << "\n" << s.out;
+  }
 }
 
 TEST(Gate, ACampaignThatNeverReachedAnAxisFailsItsCoverageCheck) {
