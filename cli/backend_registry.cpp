@@ -1,6 +1,7 @@
 // The backend registry (see backend_registry.h).
 #include "cli/backend_registry.h"
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "fuzz/alt_reference.h"
@@ -42,7 +43,10 @@ std::string cuda_unavailable() {
   g_cuda_probed = true;
 #ifdef SSMCHECK_HAVE_CUDA
   std::string why;
-  return cuda::device_available(&why) ? "" : why;
+  if (cuda::device_available(&why)) return "";
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES"))  // --device narrows it: say what is visible
+    why += std::string(" with CUDA_VISIBLE_DEVICES='") + v + "'";
+  return why;
 #else
   return "this build has no CUDA implementation";
 #endif
