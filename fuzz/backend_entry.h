@@ -25,7 +25,7 @@ struct BackendEntry {
   // SSMP_F16_ROWS_CARRIED): the model it is checked on uses them unless --gates etc. say otherwise.
   Numerics numerics;
   // The layer kinds it runs (campaigns draw models of these only): ssmcheck's reference and CUDA
-  // implementation run every kind; the plug-in ABI carries GDN layers only.
+  // implementation run every kind; a plug-in GDN, and Mamba-2 too when it declares SSMP_MAMBA2.
   std::vector<LayerKind> kinds = {LayerKind::gdn};
   // "" when it runs every layer of the model; else why not ("layer 1 is mamba2(...); plugin:x.so runs
   // gdn layers only"): replay and the gate skip such a trace on it, with this reason.

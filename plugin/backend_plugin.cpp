@@ -1,6 +1,7 @@
 // A Backend exposed through the plug-in C ABI (see backend_plugin.h).
 #include "plugin/backend_plugin.h"
 
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
@@ -47,13 +48,15 @@ StepInputs inputs_of(const ModelSpec& spec, const ssmp_layer_io* io, int rows) {
   StepInputs in;
   in.rows = rows;
   for (size_t l = 0; l < spec.layers.size(); ++l) {
-    const LayerSpec& s = spec.layers[l];
-    const size_t r = size_t(rows);
     LayerRows lr;
-    lr.x.assign(io[l].x, io[l].x + r * size_t(s.conv_dim()));
-    lr.a.assign(io[l].a, io[l].a + r * size_t(s.nv));
-    lr.b.assign(io[l].b, io[l].b + r * size_t(s.nv));
-    lr.z.assign(io[l].z, io[l].z + r * size_t(s.out_dim()));
+    const float* const given[] = {io[l].x, io[l].a, io[l].b, io[l].z};  // as LayerRows keeps them
+    std::vector<float> LayerRows::*const members[] = {&LayerRows::x, &LayerRows::a, &LayerRows::b, &LayerRows::z};
+    for (const InputField& f : spec.layers[l].inputs())  // the kind's inputs (core/layer_geometry.cpp)
+      for (size_t m = 0; m < 4; ++m)
+        if (members[m] == f.member) {
+          if (!given[m]) throw std::invalid_argument("layer " + std::to_string(l) + ": input " + f.name + " is NULL");
+          (lr.*f.member).assign(given[m], given[m] + size_t(rows) * size_t(f.width));
+        }
     in.layers.push_back(std::move(lr));
   }
   return in;
@@ -67,24 +70,45 @@ void write_outputs(const StepOutputs& out, ssmp_layer_io* io) {
 void copy_tensor(void* dst, const Tensor& t) { std::memcpy(dst, t.raw(), t.bytes()); }
 
 Model model_of(const ssmp_config* c) {
-  if (c->struct_size < sizeof(ssmp_config)) throw std::invalid_argument("ssmp_config from an older header");
+  // an older ssmcheck's config ends before `mamba2` (and carries GDN layers only)
+  if (c->struct_size < offsetof(ssmp_config, mamba2)) throw std::invalid_argument("ssmp_config from an older header");
+  const ssmp_mamba2* mamba2 = c->struct_size >= sizeof(ssmp_config) ? c->mamba2 : nullptr;
   Model m;
   m.spec.name = c->model_name ? c->model_name : "";
   for (int l = 0; l < c->n_layers; ++l) {
     const ssmp_layer& L = c->layers[l];
-    if (L.kind != SSMP_LAYER_GDN) throw std::invalid_argument("layer " + std::to_string(l) + ": not a GDN layer");
     LayerSpec s;
-    s.nk = L.nk, s.nv = L.nv, s.kd = L.kd, s.vd = L.vd, s.d_conv = L.d_conv;
+    if (L.kind == SSMP_LAYER_MAMBA2) {
+      if (!mamba2) throw std::invalid_argument("layer " + std::to_string(l) + ": Mamba-2 without ssmp_config.mamba2");
+      const ssmp_mamba2& M = mamba2[l];
+      s.kind = LayerKind::mamba2;
+      s.nh = M.nh, s.hp = M.hp, s.ns = M.ns, s.ng = M.ng;
+      s.norm_before_gate = M.norm_before_gate != 0;
+      s.dt_min = M.dt_min, s.dt_max = M.dt_max;
+    } else if (L.kind == SSMP_LAYER_GDN) {
+      s.nk = L.nk, s.nv = L.nv, s.kd = L.kd, s.vd = L.vd;
+      s.output_gate = L.sigmoid_gate ? OutputGate::sigmoid : OutputGate::silu;
+    } else {
+      throw std::invalid_argument("layer " + std::to_string(l) + ": unknown layer kind " + std::to_string(L.kind));
+    }
+    s.d_conv = L.d_conv;
     s.conv_bias = L.conv_bias != nullptr;
-    s.output_gate = L.sigmoid_gate ? OutputGate::sigmoid : OutputGate::silu;
     s.eps = L.eps;
     s.validate();
     LayerWeights w;
-    w.conv_w.assign(L.conv_w, L.conv_w + s.conv_elems());
-    if (L.conv_bias) w.conv_bias.assign(L.conv_bias, L.conv_bias + s.conv_dim());
-    w.A_log.assign(L.A_log, L.A_log + s.nv);
-    w.dt_bias.assign(L.dt_bias, L.dt_bias + s.nv);
-    w.norm_w.assign(L.norm_w, L.norm_w + s.vd);
+    for (const WeightField& f : s.weights()) {  // the kind's weights (core/layer_geometry.cpp)
+      const float* src = f.member == &LayerWeights::conv_w ? L.conv_w
+                         : f.member == &LayerWeights::conv_bias ? L.conv_bias
+                         : f.member == &LayerWeights::A_log ? L.A_log
+                         : f.member == &LayerWeights::dt_bias ? L.dt_bias
+                         : f.member == &LayerWeights::norm_w ? L.norm_w
+                         : f.member == &LayerWeights::D && mamba2 ? mamba2[l].D
+                                                                   : nullptr;
+      int64_t n = 1;
+      for (int64_t d : f.shape) n *= d;
+      if (!src) throw std::invalid_argument("layer " + std::to_string(l) + ": weight " + f.name + " is NULL");
+      (w.*f.member).assign(src, src + n);
+    }
     m.spec.layers.push_back(s);
     m.weights.push_back(std::move(w));
   }

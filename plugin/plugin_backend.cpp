@@ -99,6 +99,7 @@ std::string PluginLibrary::declared() const {
          ", legality: " + (own_legality() ? "its own (refusals compared)" : "ssmcheck's (sees legal ops only)") +
          ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes") +
          ", conv window: " + (short_conv_window() ? "d_conv-1 columns" : "d_conv columns") +
+         ", layers: " + (mamba2() ? "GDN and Mamba-2" : "GDN") +
          ", h: " + (h_vd_kd() ? "[nv][vd][kd]" : "[nv][kd][vd]") +
          (no_prefill_stage() ? ", no prefill staging blob" : "") +
          ", numerics: " + (numerics().is_contract() ? std::string("the contract's") : numerics().flags().substr(1));
@@ -131,6 +132,7 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
       {SSMP_GATES_TORCH, "SSMP_GATES_TORCH"},
       {SSMP_F16_STORE_INF, "SSMP_F16_STORE_INF"},
       {SSMP_F16_ROWS_CARRIED, "SSMP_F16_ROWS_CARRIED"},
+      {SSMP_MAMBA2, "SSMP_MAMBA2"},
   };
   uint32_t known = 0;
   std::string names;
@@ -258,28 +260,43 @@ void PluginBackend::check_sizes(const char* op, int slot, const StepInputs& in, 
   if (in.layers.size() != spec.layers.size())
     refuse("inputs of " + std::to_string(in.layers.size()) + " layers, the model has " +
            std::to_string(spec.layers.size()));
-  for (size_t l = 0; l < spec.layers.size(); ++l) {
-    const LayerSpec& s = spec.layers[l];
-    const LayerRows& r = in.layers[l];
-    const size_t n = size_t(rows);
-    if (r.x.size() != n * size_t(s.conv_dim()) || r.a.size() != n * size_t(s.nv) || r.b.size() != n * size_t(s.nv) ||
-        r.z.size() != n * size_t(s.out_dim()))
-      refuse("layer " + std::to_string(l) + ": inputs do not fit [rows][conv_dim|nv|nv|nv*vd]");
-  }
+  for (size_t l = 0; l < spec.layers.size(); ++l)
+    for (const InputField& f : spec.layers[l].inputs())  // the kind's inputs (core/layer_geometry.cpp)
+      if ((in.layers[l].*f.member).size() != size_t(rows) * size_t(f.width))
+        refuse("layer " + std::to_string(l) + ": input " + f.name + " holds " +
+               std::to_string((in.layers[l].*f.member).size()) + " values, expected [" + std::to_string(rows) +
+               "][" + std::to_string(f.width) + "]");
 }
+
+namespace {
+// One sequence's inputs at one layer as the ABI carries them: an input the kind lacks is NULL
+// (a Mamba-2 layer's b).
+ssmp_layer_io io_of(const LayerRows& r, float* out) {
+  auto p = [](const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };
+  return {p(r.x), p(r.a), p(r.b), p(r.z), out};
+}
+}  // namespace
 
 void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
   model.validate();
   pool.validate();
   std::vector<ssmp_layer> layers;
+  std::vector<ssmp_mamba2> mamba2(model.spec.layers.size(), ssmp_mamba2{});
+  bool any_mamba2 = false;
   for (size_t l = 0; l < model.spec.layers.size(); ++l) {
     const LayerSpec& s = model.spec.layers[l];
-    if (s.kind != LayerKind::gdn)
-      throw std::invalid_argument(label_ + ": layer " + std::to_string(l) + " is " + to_string(s.kind) +
-                                  "; plug-in ABI " + std::to_string(SSMP_ABI_VERSION) + " carries GDN layers only");
     const LayerWeights& w = model.weights[l];
-    layers.push_back({SSMP_LAYER_GDN, s.nk, s.nv, s.kd, s.vd, s.d_conv, s.output_gate == OutputGate::sigmoid ? 1 : 0,
-                      s.eps, w.conv_w.data(), w.conv_bias.empty() ? nullptr : w.conv_bias.data(), w.A_log.data(),
+    const bool m2 = s.kind == LayerKind::mamba2;
+    if (m2 && !lib_->mamba2())
+      throw std::invalid_argument(label_ + ": layer " + std::to_string(l) + " is " + s.name() +
+                                  "; the plug-in runs GDN layers only (it does not declare SSMP_MAMBA2)");
+    if (m2) {
+      mamba2[l] = {s.nh, s.hp, s.ns, s.ng, s.norm_before_gate ? 1 : 0, s.dt_min, s.dt_max, w.D.data()};
+      any_mamba2 = true;
+    }
+    layers.push_back({m2 ? SSMP_LAYER_MAMBA2 : SSMP_LAYER_GDN, m2 ? 0 : s.nk, m2 ? 0 : s.nv, m2 ? 0 : s.kd,
+                      m2 ? 0 : s.vd, s.d_conv, s.output_gate == OutputGate::sigmoid && !m2 ? 1 : 0, s.eps,
+                      w.conv_w.data(), w.conv_bias.empty() ? nullptr : w.conv_bias.data(), w.A_log.data(),
                       w.dt_bias.data(), w.norm_w.data()});
   }
   std::vector<int> h_capacity;
@@ -294,6 +311,7 @@ void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
   c.h_capacity = h_capacity.data();
   c.conv_capacity = pool.conv_capacity;
   c.snapshot_slots = pool.snapshot_slots;
+  c.mamba2 = any_mamba2 ? mamba2.data() : nullptr;
   has_pool_ = false;
   call("create_pool", -1, pool.name(), [&](ssmp_error* e) { return lib_->table->create_pool(self_, &c, e); });
   model_ = model;
@@ -348,7 +366,7 @@ StepOutputs PluginBackend::prefill(int slot, const StepInputs& in) {
   for (size_t l = 0; l < in.layers.size(); ++l) {
     out.layers.emplace_back(size_t(in.rows) * size_t(model_.spec.layers[l].out_dim()), 0.0f);
     const LayerRows& r = in.layers[l];
-    io.push_back({r.x.data(), r.a.data(), r.b.data(), r.z.data(), out.layers.back().data()});
+    io.push_back(io_of(r, out.layers.back().data()));
   }
   call("prefill", slot, "slot " + std::to_string(slot) + ", " + std::to_string(in.rows) + " rows",
        [&](ssmp_error* e) { return lib_->table->prefill(self_, slot, in.rows, io.data(), e); });
@@ -375,7 +393,7 @@ std::vector<StepOutputs> PluginBackend::batch(OpKind op, const std::vector<int>&
     for (size_t l = 0; l < in[i].layers.size(); ++l) {
       out[i].layers.emplace_back(size_t(rows) * size_t(model_.spec.layers[l].out_dim()), 0.0f);
       const LayerRows& r = in[i].layers[l];
-      io.push_back({r.x.data(), r.a.data(), r.b.data(), r.z.data(), out[i].layers.back().data()});
+      io.push_back(io_of(r, out[i].layers.back().data()));
     }
     args += (i ? "," : "slots ") + slot_text(slots[i]);
   }
@@ -508,10 +526,11 @@ SequenceState PluginBackend::export_state(int slot) {
     const size_t e = dtype_size(t.dtype());
     const char* src = static_cast<const char*>(p);
     char* dst = static_cast<char*>(t.raw());
-    for (int h = 0; h < sp.nv; ++h)  // [nv][vd][kd] -> [nv][kd][vd]
-      for (int i = 0; i < sp.kd; ++i)
-        for (int j = 0; j < sp.vd; ++j)
-          std::memcpy(dst + ((size_t(h) * sp.kd + i) * sp.vd + j) * e, src + ((size_t(h) * sp.vd + j) * sp.kd + i) * e, e);
+    const std::vector<int64_t> d = h_shape(sp);  // [A][B][C] from the plug-in's [A][C][B]
+    for (int64_t h = 0; h < d[0]; ++h)            // (GDN [nv][vd][kd], Mamba-2 [nh][ns][hp])
+      for (int64_t i = 0; i < d[1]; ++i)
+        for (int64_t j = 0; j < d[2]; ++j)
+          std::memcpy(dst + size_t((h * d[1] + i) * d[2] + j) * e, src + size_t((h * d[2] + j) * d[1] + i) * e, e);
     return t;
   };
   auto conv_field = [&](const float* p, const LayerSpec& sp) {

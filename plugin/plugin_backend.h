@@ -34,6 +34,7 @@ struct PluginLibrary {
   bool bitwise() const { return table->flags & SSMP_BITWISE; }
   bool short_conv_window() const { return table->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1; }
   bool h_vd_kd() const { return table->flags & SSMP_H_VD_KD; }
+  bool mamba2() const { return table->flags & SSMP_MAMBA2; }  // runs Mamba-2 layers too
   bool no_prefill_stage() const { return table->flags & SSMP_NO_PREFILL_STAGE; }
   Numerics numerics() const {  // what SSMP_GATES_TORCH, SSMP_F16_STORE_INF and SSMP_F16_ROWS_CARRIED declare
     Numerics n;

@@ -57,6 +57,6 @@ std::unique_ptr<Backend> make(const std::string& options) {
 
 extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) {
   static const ssmp_plugin* table = plugin::expose(
-      {"ssmcheck reference (CPU, as a plug-in)", SSMP_OWN_LEGALITY | SSMP_BITWISE, make});
+      {"ssmcheck reference (CPU, as a plug-in)", SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2, make});
   return table;
 }

@@ -29,7 +29,12 @@
  *   x [rows][conv_dim] (channels Q | K | V), a [rows][nv], b [rows][nv], z [rows][nv*vd],
  *   out [rows][nv*vd]; h [nv][kd][vd] (FP32, or raw IEEE binary16 bits when FP16);
  *   conv [conv_dim][d_conv] FP32, column 0 oldest; h_prefill_stage [stage_elems] FP32 where
- *   stage_elems = max over layers of nv*kd*vd.
+ *   stage_elems = max over layers of the h elements.
+ * A Mamba-2 layer (kind SSMP_LAYER_MAMBA2, only for a plug-in that declares SSMP_MAMBA2; its shape
+ * in ssmp_config.mamba2[l]) has conv_dim = nh*hp + 2*ng*ns and
+ *   x [rows][conv_dim] (xBC before the conv: channels x | B | C), a [rows][nh] (dt before
+ *   dt_bias), b NULL, z [rows][nh*hp], out [rows][nh*hp]; h [nh][hp][ns], ns fastest;
+ *   weights A_log, dt_bias [nh], norm_w [nh*hp], D [nh] (ssmp_mamba2.D); nk, nv, kd, vd are 0.
  */
 #ifndef SSMCHECK_PLUGIN_H
 #define SSMCHECK_PLUGIN_H
@@ -53,7 +58,8 @@ typedef struct {
 } ssmp_error;
 
 typedef enum { SSMP_H_F32 = 0, SSMP_H_F16 = 1, SSMP_H_F16_POOL = 2 } ssmp_h_mode;
-typedef enum { SSMP_LAYER_GDN = 0 } ssmp_layer_kind; /* ABI 1 carries GDN layers only */
+/* Mamba-2 layers reach only a plug-in that declares SSMP_MAMBA2 (ABI 1, ssmp_config.mamba2). */
+typedef enum { SSMP_LAYER_GDN = 0, SSMP_LAYER_MAMBA2 = 1 } ssmp_layer_kind;
 typedef enum { SSMP_ARM_EXACT = 0, SSMP_ARM_WY = 1 } ssmp_verify_arm;
 
 /* What a plug-in declares (ssmp_plugin.flags). */
@@ -89,6 +95,10 @@ enum {
    * row's output reads the unrounded state and only the stores round (vLLM's and fla's kernels),
    * instead of the contract's rows that read the stored FP16 state (--f16-rows carried). */
   SSMP_F16_ROWS_CARRIED = 1u << 7,
+  /* The plug-in runs Mamba-2 layers too (ssmp_config.mamba2, the layouts above); without it
+   * ssmcheck gives it models of GDN layers only, and its campaigns draw no Mamba-2 preset.
+   * SSMP_H_VD_KD then means h [nh][ns][hp] for a Mamba-2 layer (the last two axes swapped). */
+  SSMP_MAMBA2 = 1u << 8,
 };
 
 /* One recurrent layer and its weights (FP32 host arrays, valid during create_pool only). */
@@ -104,6 +114,14 @@ typedef struct {
   const float* norm_w;    /* [vd] */
 } ssmp_layer;
 
+/* The Mamba-2 shape and options of one layer (state-model.md, "Mamba-2"). */
+typedef struct {
+  int nh, hp, ns, ng;     /* heads, head dim, state size, groups (head h reads group h / (nh/ng)) */
+  int norm_before_gate;   /* 0 (Nemotron-H): normalise y*silu(z) per group; 1: normalise y, then *silu(z) */
+  float dt_min, dt_max;   /* dt limits after softplus (0 and +inf: none) */
+  const float* D;         /* [nh] */
+} ssmp_mamba2;
+
 /* The model and the pool (create_pool). */
 typedef struct {
   size_t struct_size; /* sizeof(ssmp_config) of ssmcheck's header */
@@ -115,6 +133,10 @@ typedef struct {
   const int* h_capacity;    /* [max_slots]: h intermediates slot s holds */
   int conv_capacity;        /* conv intermediates of every slot */
   int snapshot_slots;       /* prefix-cache snapshot slots of the pool */
+  /* [n_layers]: entry l describes layer l when its kind is SSMP_LAYER_MAMBA2 (zero otherwise);
+   * NULL when no layer is. Read it only when struct_size covers it (an older ssmcheck's config
+   * ends before it and carries GDN layers only). */
+  const ssmp_mamba2* mamba2;
 } ssmp_config;
 
 /* Inputs and outputs of one sequence (one entry of a batch) at one layer; `rows` tokens. */
@@ -162,7 +184,7 @@ typedef struct {
   uint32_t abi_version; /* SSMP_ABI_VERSION of the plug-in's header */
   uint32_t struct_size; /* sizeof(ssmp_plugin) of the plug-in's header */
   const char* name;     /* e.g. "my-engine 0.3 (GDN kernels)" */
-  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF, SSMP_F16_ROWS_CARRIED) */
+  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF, SSMP_F16_ROWS_CARRIED) */
 
   /* options: the key=value,... text after the path in --backend (possibly ""). NULL: failed. */
   void* (*create)(const char* options, ssmp_error* err);

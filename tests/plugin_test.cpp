@@ -69,6 +69,7 @@ TEST(PluginLoad, TheReferencePluginDeclaresItsOwnLegalityAndBitwise) {
   const plugin::PluginLibrary& lib = plugin::load_plugin(kRef);
   EXPECT_TRUE(lib.own_legality());
   EXPECT_TRUE(lib.bitwise());
+  EXPECT_TRUE(lib.mamba2());
   EXPECT_NE(error_of([] { plugin::PluginBackend b(plugin::PluginSpec::parse(kRef + ",fault=nonsense")); })
                 .find("unknown option 'fault=nonsense'"),
             std::string::npos);
@@ -78,7 +79,7 @@ TEST(PluginLoad, TheReferencePluginDeclaresItsOwnLegalityAndBitwise) {
 // refusal (it makes its own legality decisions), every exported field, in every h mode.
 TEST(PluginCampaign, ReferencePluginAgreesBitwiseOverDrawnConfigurations) {
   fuzz::CampaignOptions o;
-  o.kinds = {LayerKind::gdn};  // what the plug-in ABI and CUDA carry (BackendEntry::kinds)
+  o.kinds = {LayerKind::gdn, LayerKind::mamba2};  // it declares SSMP_MAMBA2 (BackendEntry::kinds)
   o.seed = test::campaign_seed(20261130);
   o.cases = int(test::env_u64("SSMCHECK_CASES", 150));
   o.strictness = cmp::Strictness::bitwise;
@@ -90,15 +91,32 @@ TEST(PluginCampaign, ReferencePluginAgreesBitwiseOverDrawnConfigurations) {
   EXPECT_EQ(r.cases, o.cases);
   // it ran what a campaign runs: all three h modes, refusals compared, accept positions
   const auto missing =
-      r.coverage.missing({"h mode f32", "h mode f16", "h mode f16-pool", "commit n < k", "rollback to an intermediate"});
+      r.coverage.missing({"h mode f32", "h mode f16", "h mode f16-pool", "commit n < k", "rollback to an intermediate",
+                          "Mamba-2 softplus threshold", "layers of several kinds in one model"});
   EXPECT_TRUE(missing.empty()) << "never reached: " << missing.front();
   EXPECT_GE(r.coverage.refusals.size(), 8u) << "few kinds of refusal compared";
+}
+
+// Mamba-2 layers reach only a plug-in that declares SSMP_MAMBA2: the reference plug-in's table
+// without the flag is refused a Mamba-2 model, naming the layer and the flag, and still runs GDN.
+TEST(PluginCampaign, APluginWithoutMamba2IsRefusedMamba2Layers) {
+  static ssmp_plugin gdn_only = *plugin::load_plugin(kRef).table;
+  gdn_only.flags &= ~uint32_t(SSMP_MAMBA2);
+  plugin::register_plugin("test:gdn-only", &gdn_only);
+  GenConfig g;
+  PoolConfig pool;
+  plugin::PluginBackend b(plugin::PluginSpec::parse("test:gdn-only"));
+  const std::string why = error_of([&] { b.create_pool(make_model(make_preset("hybrid-odd"), g), pool); });
+  EXPECT_NE(why.find("layer 1 is mamba2("), std::string::npos) << why;
+  EXPECT_NE(why.find("does not declare SSMP_MAMBA2"), std::string::npos) << why;
+  b.create_pool(make_model(make_preset("odd-a"), g), pool);  // GDN as before
+  EXPECT_EQ(b.alloc(0), 0);
 }
 
 // A plug-in whose commit keeps the live state (n < k) is caught, and the case shrinks to a few ops.
 TEST(PluginCampaign, ABrokenPluginIsCaughtAndShrunk) {
   fuzz::CampaignOptions o;
-  o.kinds = {LayerKind::gdn};  // what the plug-in ABI and CUDA carry (BackendEntry::kinds)
+  o.kinds = {LayerKind::gdn, LayerKind::mamba2};
   o.seed = test::campaign_seed(7);
   o.cases = 300;
   o.strictness = cmp::Strictness::bitwise;
