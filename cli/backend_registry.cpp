@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "cli/device_option.h"
 #include "fuzz/alt_reference.h"
 #include "plugin/pipe_plugin.h"
 #include "plugin/plugin_backend.h"
@@ -130,6 +131,9 @@ std::vector<fuzz::BackendEntry> select_backends(const std::string& which,
   if (which != "all") return {find_backend(which)};
   std::vector<fuzz::BackendEntry> v;
   for (auto& [entry, why] : builtin_backends()) {
+    // a GPU named with --device is asked for: its absence is an error, not a skipped backend
+    if (!why.empty() && entry.name == "cuda" && device_requested() >= 0)
+      throw std::invalid_argument("--device " + std::to_string(device_requested()) + ": backend 'cuda': " + why);
     if (why.empty()) v.push_back(entry);
     else if (skipped) skipped->emplace_back(entry.name, why);
   }

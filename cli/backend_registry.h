@@ -22,8 +22,8 @@ bool cuda_probed();
 // std::invalid_argument for an unknown name, an unavailable backend or a bad plug-in, naming it.
 fuzz::BackendEntry find_backend(const std::string& name);
 
-// "all": every available built-in (unavailable ones with their reason in *skipped); otherwise
-// the one backend find_backend names.
+// "all": every available built-in (unavailable ones with their reason in *skipped, except cuda
+// when --device named a GPU: then its absence throws); otherwise the one backend find_backend names.
 std::vector<fuzz::BackendEntry> select_backends(const std::string& which,
                                                 std::vector<std::pair<std::string, std::string>>* skipped);
 

@@ -9,6 +9,12 @@
 
 namespace ssm::cli {
 
+namespace {
+int g_device = -1;
+}  // namespace
+
+int device_requested() { return g_device; }
+
 void add_device_option(CLI::App* cmd) {
   cmd->add_option_function<std::string>(
          "--device",
@@ -26,6 +32,7 @@ void add_device_option(CLI::App* cmd) {
            if (cuda_probed())
              throw std::logic_error("--device: the CUDA runtime started before the flag was read (a bug of ssmcheck)");
            select_device(d);
+           g_device = d;
          },
          "D: run CUDA work on GPU D of those visible (CUDA_VISIBLE_DEVICES narrowed to it; plug-ins and child "
          "processes follow); default: GPU 0")

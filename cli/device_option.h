@@ -7,5 +7,7 @@
 namespace ssm::cli {
 
 void add_device_option(CLI::App* cmd);
+// The GPU --device named in this process, -1 when none.
+int device_requested();
 
 }  // namespace ssm::cli

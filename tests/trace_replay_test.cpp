@@ -409,6 +409,13 @@ TEST(Gate, DeviceFlagIsCheckedAndNarrowsTheVisibleGpus) {
   EXPECT_NE(word.out.find("--device 'one': expected a GPU index"), std::string::npos) << word.out;
   const Shell ok = sh("CUDA_VISIBLE_DEVICES=2,3 " + gate + " --device 1");
   EXPECT_EQ(ok.code, 0) << ok.out;
+  // `--backend all` skips an unavailable CUDA backend, unless --device asked for a GPU
+  const Shell all = sh(std::string(SSMCHECK_BIN) + " gate --cases 2 --no-coverage --backend all --device 0 " +
+                       "--traces " + q(traces_dir()));
+  if (all.out.find("cuda: skipped") != std::string::npos || all.code != 0) {  // no usable GPU here
+    EXPECT_EQ(all.code, 2) << all.out;
+    EXPECT_NE(all.out.find("--device 0: backend 'cuda': "), std::string::npos) << all.out;
+  }
   // nothing that builds a command line may start the CUDA runtime (it reads CUDA_VISIBLE_DEVICES
   // once): found on the H200, where --backend's help text had probed the device and --device 1
   // still ran on GPU 0
