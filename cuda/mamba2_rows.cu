@@ -100,6 +100,8 @@ __global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
       float acc = 0.0f;
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
+        const int n = (c * 32 + lane) * VEC;
+        if (n >= ns) continue;  // columns past ns: nothing (an infinite u would make 0*inf = NaN in y)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           float v = HStore<HT>::round(__fmaf_rn(u, Bv[c][e], __fmul_rn(dA, H[r][c][e])));
@@ -107,8 +109,7 @@ __global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
           H[r][c][e] = v;
           acc = __fmaf_rn(v, Cv[c][e], acc);
         }
-        const int n = (c * 32 + lane) * VEC;
-        if (inter && n < ns) store_vec<VEC>(inter + size_t(row) * ns + n, H[r][c]);
+        if (inter) store_vec<VEC>(inter + size_t(row) * ns + n, H[r][c]);
       }
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, o));
