@@ -496,6 +496,13 @@ ssmc_status ssmc_end_op(ssmc_trace* t) {
   });
 }
 
+ssmc_status ssmc_drop_op(ssmc_trace* t) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_drop_op: null trace");
+  g_error.clear();
+  t->op.reset();
+  return SSMC_OK;
+}
+
 int ssmc_op_count(const ssmc_trace* t) { return t && t->writer ? t->writer->ops() : 0; }
 
 ssmc_status ssmc_close(ssmc_trace* t) {

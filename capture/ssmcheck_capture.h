@@ -48,10 +48,11 @@ extern "C" {
 #define SSMC_TRACE_VERSION 1 /* the trace format version this header writes */
 /* Additions to the ABI that keep every earlier call as it was (the library's SOVERSION stays 1):
  *   0: GDN layers (ssmc_add_layer) -- the first ABI, which has no ssmc_abi_minor();
- *   1: Mamba-2 layers (ssmc_mamba2_layer_desc, ssmc_add_mamba2_layer) and ssmc_abi_minor().
+ *   1: Mamba-2 layers (ssmc_mamba2_layer_desc, ssmc_add_mamba2_layer) and ssmc_abi_minor();
+ *   2: ssmc_drop_op (an op the engine gave up on is dropped, and the capture goes on).
  * A caller that needs a minor looks ssmc_abi_minor up (dlsym) and compares; a library without the
  * symbol is minor 0. */
-#define SSMC_ABI_MINOR 1
+#define SSMC_ABI_MINOR 2
 
 typedef struct ssmc_trace ssmc_trace;
 
@@ -142,6 +143,10 @@ SSMC_API ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const 
                                        ssmc_dtype dtype, const void* data, ssmc_memory mem);
 /* Validates the op and writes it durably. */
 SSMC_API ssmc_status ssmc_end_op(ssmc_trace* t);
+/* Drops the op begun with ssmc_begin_op, writing nothing of it (the engine gave up on the op, e.g.
+ * an exception in its step); the next ssmc_begin_op and ssmc_close then work as if it had never
+ * begun. SSMC_OK also when no op is begun (a failed call may already have dropped it). Minor 2. */
+SSMC_API ssmc_status ssmc_drop_op(ssmc_trace* t);
 /* Ops written so far. */
 SSMC_API int ssmc_op_count(const ssmc_trace* t);
 

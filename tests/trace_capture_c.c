@@ -152,6 +152,14 @@ static void misuse(const char* path) {
   EXPECT(ssmc_state_tensor(t, 0, 0, "h", 0, SSMC_F32, h, SSMC_HOST) == SSMC_OK);
   EXPECT(ssmc_state_tensor(t, 0, 0, "conv", 0, SSMC_F32, conv, SSMC_HOST) == SSMC_OK);
   EXPECT(ssmc_end_op(t) == SSMC_ERR_INVALID); /* K=2 needs intermediate 0 */
+  /* ABI minor 2: an op the engine gave up on is dropped, and the capture goes on */
+  EXPECT(ssmc_abi_minor() >= 2);
+  EXPECT(ssmc_begin_op(t, "alloc") == SSMC_OK);
+  EXPECT(ssmc_drop_op(t) == SSMC_OK);
+  EXPECT(ssmc_end_op(t) == SSMC_ERR_ORDER); /* nothing begun any more */
+  EXPECT(ssmc_drop_op(t) == SSMC_OK);       /* also when none is begun */
+  EXPECT(ssmc_drop_op(NULL) == SSMC_ERR_ARGUMENT);
+  EXPECT(ssmc_begin_op(t, "alloc") == SSMC_OK);
   EXPECT(ssmc_trace_version() == SSMC_TRACE_VERSION);
   ssmc_abandon(t);
 }

@@ -73,11 +73,14 @@ def _load(path):
         "ssmc_op_outputs": ([P, I, I, fp, I], I), "ssmc_op_refused": ([P, C], I),
         "ssmc_state_begin": ([P, I, I, I], I), "ssmc_state_tensor": ([P, I, I, C, I, I, P, I], I),
         "ssmc_end_op": ([P], I), "ssmc_close": ([P], I), "ssmc_abandon": ([P], None),
+        "ssmc_op_count": ([P], I),
     }
     # ABI minor 1 (Mamba-2 layers): a library built before it lacks them and still records GDN layers
     optional = {
         "ssmc_abi_minor": ([], I),
         "ssmc_add_mamba2_layer": ([P, ctypes.POINTER(_Mamba2LayerDesc), fp, fp, fp, fp, fp, fp], I),
+        # ABI minor 2: without it an op dropped by an exception stays begun (the next op and close fail)
+        "ssmc_drop_op": ([P], I),
     }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)
@@ -187,6 +190,8 @@ class _Op:
         if exc_type is None:
             self.w._check(self.w.lib.ssmc_end_op(self.w.t))
             self.w.ops += 1
+        elif hasattr(self.w.lib, "ssmc_drop_op") and self.w.t:
+            self.w.lib.ssmc_drop_op(self.w.t)  # nothing of it is written; the next op and close work
         return False  # the op is dropped; the exception goes on
 
 

@@ -288,6 +288,33 @@ def misuse(tmp):
           "an abandoned mixed capture keeps its 2 finished ops and replay recovers them (rc %d)" % r.returncode)
 
 
+def dropped_op(tmp):
+    """An exception inside `with w.op(...)` drops that op (ABI minor 2: ssmc_drop_op): the engine
+    goes on, the next ops are written, close() succeeds, and the trace replays with the ops around
+    the dropped one."""
+    path = os.path.join(tmp, "dropped.h5")
+    w = ssmcheck.TraceWriter(path, producer="test", backend="test", h_mode="f32")
+    tiny_mixed(w)
+    with w.op("alloc"):
+        pass
+    try:
+        with w.op("decode") as op:
+            op.inputs(0, 0, **gdn_in(1))
+            raise RuntimeError("the engine's step failed")
+    except RuntimeError:
+        pass
+    with w.op("alloc @1"):
+        pass
+    check(w.lib.ssmc_op_count(w.t) == 2, "the dropped op is not written, the ops around it are (%d ops)" % w.lib.ssmc_op_count(w.t))
+    try:
+        w.close()
+        check(True, "close() succeeds after an op dropped by an exception")
+    except ssmcheck.CaptureError as e:
+        check(False, "close() after an op dropped by an exception raised: %s" % e)
+    r = replay(path)
+    check(r.returncode == 0, "the trace with the dropped op replays (rc %d): %s" % (r.returncode, r.stdout.strip().splitlines()[-1:]))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name, args in RECORDINGS:
@@ -310,6 +337,7 @@ def main():
             check(not diff, "%s: model, pool, inputs, outputs, refusals and states round-trip exactly%s" % (
                 name, "" if not diff else ": " + "; ".join(diff[:5])))
         misuse(tmp)
+        dropped_op(tmp)
     if failures:
         sys.exit("%d trace writer checks failed: %s" % (len(failures), "; ".join(failures)))
     print("all trace writer checks passed")
