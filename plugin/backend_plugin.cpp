@@ -48,15 +48,17 @@ StepInputs inputs_of(const ModelSpec& spec, const ssmp_layer_io* io, int rows) {
   StepInputs in;
   in.rows = rows;
   for (size_t l = 0; l < spec.layers.size(); ++l) {
+    // where the ABI carries each input; the kind's inputs() say which it has and their widths
+    const std::pair<std::vector<float> LayerRows::*, const float*> given[] = {
+        {&LayerRows::x, io[l].x}, {&LayerRows::a, io[l].a}, {&LayerRows::b, io[l].b}, {&LayerRows::z, io[l].z}};
     LayerRows lr;
-    const float* const given[] = {io[l].x, io[l].a, io[l].b, io[l].z};  // as LayerRows keeps them
-    std::vector<float> LayerRows::*const members[] = {&LayerRows::x, &LayerRows::a, &LayerRows::b, &LayerRows::z};
-    for (const InputField& f : spec.layers[l].inputs())  // the kind's inputs (core/layer_geometry.cpp)
-      for (size_t m = 0; m < 4; ++m)
-        if (members[m] == f.member) {
-          if (!given[m]) throw std::invalid_argument("layer " + std::to_string(l) + ": input " + f.name + " is NULL");
-          (lr.*f.member).assign(given[m], given[m] + size_t(rows) * size_t(f.width));
-        }
+    for (const InputField& f : spec.layers[l].inputs()) {
+      const float* src = nullptr;
+      for (const auto& [member, p] : given)
+        if (member == f.member) src = p;
+      if (!src) throw std::invalid_argument("layer " + std::to_string(l) + ": input " + f.name + " is NULL");
+      (lr.*f.member).assign(src, src + size_t(rows) * size_t(f.width));
+    }
     in.layers.push_back(std::move(lr));
   }
   return in;
@@ -95,18 +97,19 @@ Model model_of(const ssmp_config* c) {
     s.conv_bias = L.conv_bias != nullptr;
     s.eps = L.eps;
     s.validate();
+    // where the ABI carries each weight; the kind's weights() say which it has and their shapes
+    const std::pair<std::vector<float> LayerWeights::*, const float*> given[] = {
+        {&LayerWeights::conv_w, L.conv_w}, {&LayerWeights::conv_bias, L.conv_bias},
+        {&LayerWeights::A_log, L.A_log},   {&LayerWeights::dt_bias, L.dt_bias},
+        {&LayerWeights::norm_w, L.norm_w}, {&LayerWeights::D, mamba2 ? mamba2[l].D : nullptr}};
     LayerWeights w;
-    for (const WeightField& f : s.weights()) {  // the kind's weights (core/layer_geometry.cpp)
-      const float* src = f.member == &LayerWeights::conv_w ? L.conv_w
-                         : f.member == &LayerWeights::conv_bias ? L.conv_bias
-                         : f.member == &LayerWeights::A_log ? L.A_log
-                         : f.member == &LayerWeights::dt_bias ? L.dt_bias
-                         : f.member == &LayerWeights::norm_w ? L.norm_w
-                         : f.member == &LayerWeights::D && mamba2 ? mamba2[l].D
-                                                                   : nullptr;
+    for (const WeightField& f : s.weights()) {
+      const float* src = nullptr;
+      for (const auto& [member, p] : given)
+        if (member == f.member) src = p;
+      if (!src) throw std::invalid_argument("layer " + std::to_string(l) + ": weight " + f.name + " is NULL");
       int64_t n = 1;
       for (int64_t d : f.shape) n *= d;
-      if (!src) throw std::invalid_argument("layer " + std::to_string(l) + ": weight " + f.name + " is NULL");
       (w.*f.member).assign(src, src + n);
     }
     m.spec.layers.push_back(s);

@@ -290,14 +290,16 @@ void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
     if (m2 && !lib_->mamba2())
       throw std::invalid_argument(label_ + ": layer " + std::to_string(l) + " is " + s.name() +
                                   "; the plug-in runs GDN layers only (it does not declare SSMP_MAMBA2)");
-    if (m2) {
+    ssmp_layer L{SSMP_LAYER_GDN, s.nk, s.nv, s.kd, s.vd, s.d_conv, s.output_gate == OutputGate::sigmoid ? 1 : 0,
+                 s.eps, w.conv_w.data(), w.conv_bias.empty() ? nullptr : w.conv_bias.data(), w.A_log.data(),
+                 w.dt_bias.data(), w.norm_w.data()};
+    if (m2) {  // GDN's shape fields are 0; the shape travels in ssmp_config.mamba2
+      L.kind = SSMP_LAYER_MAMBA2;
+      L.nk = L.nv = L.kd = L.vd = L.sigmoid_gate = 0;
       mamba2[l] = {s.nh, s.hp, s.ns, s.ng, s.norm_before_gate ? 1 : 0, s.dt_min, s.dt_max, w.D.data()};
       any_mamba2 = true;
     }
-    layers.push_back({m2 ? SSMP_LAYER_MAMBA2 : SSMP_LAYER_GDN, m2 ? 0 : s.nk, m2 ? 0 : s.nv, m2 ? 0 : s.kd,
-                      m2 ? 0 : s.vd, s.d_conv, s.output_gate == OutputGate::sigmoid && !m2 ? 1 : 0, s.eps,
-                      w.conv_w.data(), w.conv_bias.empty() ? nullptr : w.conv_bias.data(), w.A_log.data(),
-                      w.dt_bias.data(), w.norm_w.data()});
+    layers.push_back(L);
   }
   std::vector<int> h_capacity;
   for (int s = 0; s < pool.max_slots; ++s) h_capacity.push_back(pool.capacity(s));

@@ -315,11 +315,6 @@ GenConfig gen_of(uint64_t seed, double decay, bool extreme, double value_scale =
   return g;
 }
 
-// Rows [begin, begin+count) of an input set, every layer kind (its inputs() widths).
-StepInputs rows_of(const ModelSpec& spec, const StepInputs& in, int begin, int count) {
-  return in.slice(spec, begin, count);
-}
-
 bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
@@ -465,7 +460,7 @@ TEST_P(Mamba2Transitions, VerifyThenCommitEqualsDecodes) {
       const SequenceState va = a->backend->export_state(0);
       a->backend->commit(0, n, K);
       for (int t = 0; t < std::max(n, K - 1); ++t) {
-        const StepOutputs d = b->backend->decode({0}, {rows_of(b->spec, rows, t, 1)})[0];
+        const StepOutputs d = b->backend->decode({0}, {rows.slice(b->spec, t, 1)})[0];
         const SequenceState sb = b->backend->export_state(0);
         for (size_t l = 0; l < b->spec.layers.size(); ++l) {
           const int w = b->spec.layers[l].out_dim();
@@ -496,7 +491,7 @@ TEST_P(Mamba2Transitions, RollbackAfterVerifyEqualsDecodes) {
       const StepInputs rows = a->inputs(2, K);
       a->backend->verify({0}, K, VerifyArm::exact, {rows});
       a->backend->rollback(0, n, and_checkpoint);
-      for (int t = 0; t < n; ++t) b->backend->decode({0}, {rows_of(b->spec, rows, t, 1)});
+      for (int t = 0; t < n; ++t) b->backend->decode({0}, {rows.slice(b->spec, t, 1)});
       const SequenceState sa = a->backend->export_state(0), sb = b->backend->export_state(0);
       EXPECT_EQ(state_diff(sa, sb, true), "");
       if (and_checkpoint)
@@ -582,7 +577,7 @@ TEST_P(Mamba2Prefill, PrefillEqualsSingleRowDecodes) {
       const StepInputs rows = a.inputs(2, T);
       const StepOutputs p = a.backend->prefill(0, rows);
       for (int t = 0; t < T; ++t) {
-        const StepOutputs d = b.backend->decode({0}, {rows_of(b.spec, rows, t, 1)})[0];
+        const StepOutputs d = b.backend->decode({0}, {rows.slice(b.spec, t, 1)})[0];
         for (size_t l = 0; l < b.spec.layers.size(); ++l)
           EXPECT_TRUE(bits_equal(d.layers[l], row(p.layers[l], b.spec.layers[l].out_dim(), t)))
               << "row " << t << " layer " << l;
