@@ -219,12 +219,22 @@ std::string draw_preset(const std::vector<LayerKind>& kinds) {
   static const std::pair<int, const char*> presets[] = {
       {3, "tiny"}, {3, "odd-a"}, {3, "odd-b"}, {3, "odd-c"}, {3, "odd-d"}, {1, "odd-deep"},
       {2, "mamba-tiny"}, {2, "mamba-odd-a"}, {2, "mamba-odd-b"}, {2, "hybrid-odd"}};
+  // each preset's layer kinds, built once (not once per drawn case)
+  static const std::vector<std::vector<LayerKind>> preset_kinds = [] {
+    std::vector<std::vector<LayerKind>> v;
+    for (const auto& [w, name] : presets) {
+      v.emplace_back();
+      for (const LayerSpec& l : make_preset(name).layers) v.back().push_back(l.kind);
+    }
+    return v;
+  }();
   std::vector<std::pair<int, const char*>> drawable;
   int total = 0;
-  for (const auto& [w, name] : presets) {
-    const ModelSpec m = make_preset(name);
-    if (std::all_of(m.layers.begin(), m.layers.end(),
-                    [&](const LayerSpec& l) { return std::count(kinds.begin(), kinds.end(), l.kind) > 0; })) {
+  for (size_t i = 0; i < std::size(presets); ++i) {
+    const auto& [w, name] = presets[i];
+    const std::vector<LayerKind>& layer_kinds = preset_kinds[i];
+    if (std::all_of(layer_kinds.begin(), layer_kinds.end(),
+                    [&](LayerKind k) { return std::count(kinds.begin(), kinds.end(), k) > 0; })) {
       drawable.emplace_back(w, name);
       total += w;
     }
