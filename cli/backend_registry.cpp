@@ -33,6 +33,7 @@ fuzz::BackendEntry reference_entry() {
   e.strictness = cmp::Strictness::bitwise;
   e.pause_async = false;  // no async path
   e.kinds = {LayerKind::gdn, LayerKind::mamba2};
+  e.ple = true;
   return e;
 }
 
@@ -65,6 +66,7 @@ fuzz::BackendEntry cuda_entry() {
   e.under_test = e.make;
   e.model = reference_factory();
   e.kinds = {LayerKind::gdn, LayerKind::mamba2};
+  e.ple = true;
   return e;
 }
 

@@ -123,6 +123,7 @@ int run_fuzz(const FuzzFlags& f) {
   const fuzz::BackendEntry be = find_backend(f.backend);
   o.numerics = f.numerics.resolve(be.numerics);
   o.kinds = be.kinds;
+  o.ple = be.ple;
   o.strictness = be.strictness;
   o.pause_async = f.pause_async;
   o.require_coverage = f.require_coverage;

@@ -86,6 +86,33 @@ std::vector<Tensor> without_oldest_column(const std::vector<Tensor>& v) {
   return out;
 }
 
+// The PLE carry (STATE-MODEL section 7): its presence, the live carry, the checkpoint's copy and
+// the last verify's snapshots, every one exact.
+void compare_ple(StateReport& rep, const LayerState& a, const LayerState& b, const Tolerances& tol, const Where& base,
+                 int l, Strictness s) {
+  auto carry = [&](const std::optional<PleCarry>& ra, const std::optional<PleCarry>& rb, const std::string& field,
+                   const std::string& suffix) {
+    if (ra.has_value() != rb.has_value()) {
+      rep.add(flag_failure(base, l, field + suffix,
+                           fmt::format("{}{} present in {}: {}, in {}: {} (the PLE carry is created on its first row "
+                                       "and restored with the state)", field, suffix, base.ref_side,
+                                       ra ? "yes" : "no", base.got_side, rb ? "yes" : "no")));
+      return;
+    }
+    if (!ra) return;
+    compare_field(rep, ra->history, rb->history, "ple_history", "ple_history" + suffix, tol, base, l, s, false);
+    compare_field(rep, ra->conv, rb->conv, "ple_conv", "ple_conv" + suffix, tol, base, l, s, false);
+  };
+  carry(a.ple, b.ple, "ple", "");
+  carry(a.ple_checkpoint, b.ple_checkpoint, "ple", "_checkpoint");
+  if (a.ple_snapshots.size() != b.ple_snapshots.size())
+    rep.add(flag_failure(base, l, "ple_snapshots",
+                         fmt::format("number of valid ple_snapshots differs: {} {}, {} {}", base.ref_side,
+                                     a.ple_snapshots.size(), base.got_side, b.ple_snapshots.size())));
+  for (size_t t = 0; t < a.ple_snapshots.size() && t < b.ple_snapshots.size(); ++t)
+    carry(a.ple_snapshots[t], b.ple_snapshots[t], "ple", fmt::format("_snapshot[{}]", t));
+}
+
 }  // namespace
 
 StateReport compare_state(const SequenceState& ref, const SequenceState& got, const Tolerances& tol,
@@ -145,6 +172,7 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
     intermediates(a.h_intermediates, b.h_intermediates, "h_intermediate", lineage.intermediates,
                   a.condition.h_intermediates, b.condition.h_intermediates);
     intermediates(a.conv_intermediates, b.conv_intermediates, "conv_intermediate", false, {}, {});
+    compare_ple(rep, a, b, tol, base, l, strictness);
   }
   if (!ref.prefill_stage_absent && !got.prefill_stage_absent)
     compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness,
@@ -152,61 +180,80 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
   return rep;
 }
 
+namespace {
+
+// One output tensor of one layer ("output" [rows][heads][head dim] or "ple_output" [rows][C]).
+void compare_output(StateReport& rep, const std::string& tensor, const std::vector<int64_t>& shape,
+                    const std::vector<float>& ref, const std::vector<float>& got,
+                    const std::vector<std::vector<float>>& ref_cond, const std::vector<std::vector<float>>& got_cond,
+                    size_t l, const Tolerances& tol, const Where& base, Strictness strictness, bool fp16_lineage) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= size_t(d);
+  if (ref.size() != n || got.size() != n) {
+    rep.add(flag_failure(base, int(l), tensor,
+                         fmt::format("{} size: {} {}, {} {}, expected {} = {} rows x {}", tensor, base.ref_side,
+                                     ref.size(), base.got_side, got.size(), n, shape[0], n / size_t(shape[0]))));
+    return;
+  }
+  Tensor tr = Tensor::zeros(DType::f32, shape), tg = Tensor::zeros(DType::f32, shape);
+  std::memcpy(tr.f32(), ref.data(), n * 4);
+  std::memcpy(tg.f32(), got.data(), n * 4);
+  // The condition of the computation, from whichever side computed one (ssmcheck's reference
+  // does; in the lockstep it is the model, in `replay` the recomputation of the trace): it
+  // bounds how sensitive the exact value is, whichever side is under test.
+  const std::vector<float>* cv = nullptr;
+  if (l < ref_cond.size() && ref_cond[l].size() == n) cv = &ref_cond[l];
+  else if (l < got_cond.size() && got_cond[l].size() == n) cv = &got_cond[l];
+  std::optional<Tensor> cond;
+  if (cv) {
+    cond = Tensor::zeros(DType::f32, shape);
+    std::memcpy(cond->f32(), cv->data(), n * 4);
+  }
+  Where w = base;
+  w.layer = int(l);
+  w.tensor = tensor;
+  ++rep.tensors;
+  // An all-zero reference output fails (nothing passes vacuously) unless the model certifies it
+  // with an all-zero condition: state and values exactly zero (silu of a large negative input
+  // underflows to 0; a norm over an infinite element scales the finite ones to 0), nothing an
+  // implementation could round; then got must be all zero too. Non-finite reference elements
+  // are judged on their own (compare_tensor: the same non-finite value on both sides).
+  bool certified_zero = cond.has_value();
+  for (size_t i = 0; certified_zero && i < n; ++i)
+    certified_zero = !std::isfinite(ref[i]) || (ref[i] == 0.0f && (*cv)[i] == 0.0f);
+  TensorReport r = compare_tensor(tr, tg, class_of(tensor, DType::f32, strictness, fp16_lineage), tol, w,
+                                  certified_zero, cond ? &*cond : nullptr);
+  rep.add(std::move(r));
+}
+
+}  // namespace
+
 StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const StepOutputs& got,
                             const Tolerances& tol, const Where& base, Strictness strictness,
                             bool fp16_lineage) {
   StateReport rep;
   if (ref.rows != got.rows) {
     rep.add(flag_failure(base, -1, "output",
-                                        fmt::format("output rows differ: {} {}, {} {}", base.ref_side, ref.rows, base.got_side, got.rows)));
+                         fmt::format("output rows differ: {} {}, {} {}", base.ref_side, ref.rows, base.got_side, got.rows)));
     return rep;
   }
-  if (ref.layers.size() != spec.layers.size() || got.layers.size() != spec.layers.size()) {
+  const size_t L = spec.layers.size();
+  if (ref.layers.size() != L || got.layers.size() != L) {
     rep.add(flag_failure(base, -1, "output",
-                                        fmt::format("output layers: {} {}, {} {}, model {}", base.ref_side, ref.layers.size(),
-                                                    base.got_side, got.layers.size(), spec.layers.size())));
+                         fmt::format("output layers: {} {}, {} {}, model {}", base.ref_side, ref.layers.size(),
+                                     base.got_side, got.layers.size(), L)));
     return rep;
   }
-  for (size_t l = 0; l < spec.layers.size(); ++l) {
+  static const std::vector<float> kNone;
+  for (size_t l = 0; l < L; ++l) {
     const LayerSpec& s = spec.layers[l];
-    const size_t n = size_t(ref.rows) * size_t(s.out_dim());
-    if (ref.layers[l].size() != n || got.layers[l].size() != n) {
-      rep.add(flag_failure(base, int(l), "output",
-                                          fmt::format("output size: {} {}, {} {}, expected {} = {} rows x {}", base.ref_side,
-                                                      ref.layers[l].size(), base.got_side, got.layers[l].size(), n, ref.rows,
-                                                      s.out_dim())));
-      continue;
-    }
-    const std::vector<int64_t> shape = {ref.rows, s.out_heads(), s.out_head_dim()};  // [rows][heads][head dim]
-    Tensor tr = Tensor::zeros(DType::f32, shape), tg = Tensor::zeros(DType::f32, shape);
-    std::memcpy(tr.f32(), ref.layers[l].data(), n * 4);
-    std::memcpy(tg.f32(), got.layers[l].data(), n * 4);
-    // The condition of the computation, from whichever side computed one (ssmcheck's reference
-    // does; in the lockstep it is the model, in `replay` the recomputation of the trace): it
-    // bounds how sensitive the exact value is, whichever side is under test.
-    const std::vector<float>* cv = nullptr;
-    if (l < ref.condition.size() && ref.condition[l].size() == n) cv = &ref.condition[l];
-    else if (l < got.condition.size() && got.condition[l].size() == n) cv = &got.condition[l];
-    std::optional<Tensor> cond;
-    if (cv) {
-      cond = Tensor::zeros(DType::f32, shape);
-      std::memcpy(cond->f32(), cv->data(), n * 4);
-    }
-    Where w = base;
-    w.layer = int(l);
-    w.tensor = "output";
-    ++rep.tensors;
-    // An all-zero reference output fails (nothing passes vacuously) unless the model certifies it
-    // with an all-zero condition: state and values exactly zero (silu of a large negative input
-    // underflows to 0; a norm over an infinite element scales the finite ones to 0), nothing an
-    // implementation could round; then got must be all zero too. Non-finite reference elements
-    // are judged on their own (compare_tensor: the same non-finite value on both sides).
-    bool certified_zero = cond.has_value();
-    for (size_t i = 0; certified_zero && i < n; ++i)
-      certified_zero = !std::isfinite(ref.layers[l][i]) || (ref.layers[l][i] == 0.0f && (*cv)[i] == 0.0f);
-    TensorReport r = compare_tensor(tr, tg, class_of("output", DType::f32, strictness, fp16_lineage), tol, w,
-                                    certified_zero, cond ? &*cond : nullptr);
-    rep.add(std::move(r));
+    compare_output(rep, "output", {ref.rows, s.out_heads(), s.out_head_dim()}, ref.layers[l], got.layers[l],
+                   ref.condition, got.condition, l, tol, base, strictness, fp16_lineage);
+    // the PLE output is FP32 whatever h is: no FP16 lineage
+    if (s.ple.hosted())
+      compare_output(rep, "ple_output", {ref.rows, s.ple.channels}, l < ref.ple.size() ? ref.ple[l] : kNone,
+                     l < got.ple.size() ? got.ple[l] : kNone, ref.ple_condition, got.ple_condition, l, tol, base,
+                     strictness, false);
   }
   return rep;
 }

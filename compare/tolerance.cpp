@@ -36,6 +36,9 @@ TolClass parse_tol_class(const std::string& s) {
 TolClass class_of(const std::string& field, DType dtype, Strictness strictness, bool fp16_lineage) {
   if (strictness == Strictness::bitwise) return TolClass::exact;
   if (field.rfind("conv", 0) == 0) return TolClass::exact;
+  // the PLE carry is copied token ids and input rows; its output is FP32 arithmetic on FP32 inputs
+  if (field.rfind("ple_history", 0) == 0 || field.rfind("ple_conv", 0) == 0) return TolClass::exact;
+  if (field == "ple_output") return TolClass::output;
   const bool f16 = dtype == DType::f16 || fp16_lineage;
   if (field == "output") return f16 ? TolClass::output_f16 : TolClass::output;
   if (field == "h_prefill_stage") return fp16_lineage ? TolClass::fp16_state : TolClass::fp32_state;
@@ -196,6 +199,9 @@ int64_t ulp_distance_f32(float a, float b) {
 std::vector<std::string> axis_names(const std::string& tensor, size_t rank) {
   if (tensor.rfind("conv", 0) == 0 && rank == 2) return {"channel", "col"};
   if (tensor == "output" && rank == 3) return {"row", "head", "col"};
+  if (tensor == "ple_output" && rank == 2) return {"row", "channel"};
+  if (tensor.rfind("ple_conv", 0) == 0 && rank == 2) return {"row", "channel"};
+  if (tensor.rfind("ple_history", 0) == 0 && rank == 1) return {"position"};
   if (tensor.rfind("h", 0) == 0 && rank == 3) return {"head", "row", "col"};
   std::vector<std::string> v;
   for (size_t i = 0; i < rank; ++i) v.push_back("i" + std::to_string(i));

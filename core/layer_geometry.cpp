@@ -60,15 +60,27 @@ int LayerSpec::out_head_dim() const {
   unknown_kind(kind);
 }
 
-std::vector<InputField> LayerSpec::inputs() const {
-  switch (kind) {
+namespace {
+// The kind's own inputs (before any PLE inputs).
+std::vector<InputField> kind_inputs(const LayerSpec& s) {
+  switch (s.kind) {
     case LayerKind::gdn:
-      return {{"x", &LayerRows::x, conv_dim()}, {"a", &LayerRows::a, nv}, {"b", &LayerRows::b, nv},
-              {"z", &LayerRows::z, out_dim()}};
+      return {{"x", &LayerRows::x, s.conv_dim()}, {"a", &LayerRows::a, s.nv}, {"b", &LayerRows::b, s.nv},
+              {"z", &LayerRows::z, s.out_dim()}};
     case LayerKind::mamba2:
-      return {{"xBC", &LayerRows::x, conv_dim()}, {"dt", &LayerRows::a, nh}, {"z", &LayerRows::z, out_dim()}};
+      return {{"xBC", &LayerRows::x, s.conv_dim()}, {"dt", &LayerRows::a, s.nh}, {"z", &LayerRows::z, s.out_dim()}};
   }
-  unknown_kind(kind);
+  unknown_kind(s.kind);
+}
+}  // namespace
+
+std::vector<InputField> LayerSpec::inputs() const {
+  std::vector<InputField> f = kind_inputs(*this);
+  if (ple.hosted()) {
+    f.push_back({"ple_tokens", &LayerRows::ple_tokens, 1});
+    f.push_back({"ple_x", &LayerRows::ple_x, ple.channels});
+  }
+  return f;
 }
 
 std::vector<WeightField> LayerSpec::weights() const {
@@ -79,6 +91,7 @@ std::vector<WeightField> LayerSpec::weights() const {
       w.push_back({"A_log", &LayerWeights::A_log, {nv}});
       w.push_back({"dt_bias", &LayerWeights::dt_bias, {nv}});
       w.push_back({"norm_w", &LayerWeights::norm_w, {vd}});
+      if (ple.hosted()) w.push_back({"ple_w", &LayerWeights::ple_w, {ple.channels, ple.k_size}});
       return w;
     case LayerKind::mamba2:
       w.push_back({"A_log", &LayerWeights::A_log, {nh}});

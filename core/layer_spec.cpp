@@ -89,6 +89,10 @@ std::string LayerSpec::name() const {
         ",vd=" + std::to_string(vd) + ",d_conv=" + std::to_string(d_conv);
     if (conv_bias) s += ",bias";
     if (output_gate != OutputGate::silu) s += std::string(",gate=") + to_string(output_gate);
+    if (ple.hosted())
+      s += ",ple=" + std::to_string(ple.channels) + "x" + std::to_string(ple.k_size) + "/" +
+           std::to_string(ple.dilation) + ",ngram=" + std::to_string(ple.ngram_size) + ",eos=" +
+           std::to_string(ple.eos_id);
   }
   s += numerics.name_suffix();
   return s + ")";
@@ -101,6 +105,10 @@ std::string ModelSpec::layers_text() const {
   for (size_t l = 0; l < (uniform ? std::min<size_t>(layers.size(), 1) : layers.size()); ++l)
     s += (l ? ", " : "") + layers[l].name();
   return s;
+}
+
+bool ModelSpec::hosts_ple() const {
+  return std::any_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.ple.hosted(); });
 }
 
 void LayerSpec::validate() const {
@@ -120,6 +128,15 @@ void LayerSpec::validate() const {
     bad("unknown layer kind");
   }
   if (d_conv < 1 || d_conv > 8) bad("d_conv must be in 1..8");
+  if (ple.channels < 0) bad("ple channels must be >= 0");
+  if (ple.hosted()) {
+    if (kind != LayerKind::gdn) bad("only GDN layers host a PLE carry (STATE-MODEL section 7)");
+    if (ple.channels > kMaxPleChannels) bad("ple channels must be <= " + std::to_string(kMaxPleChannels));
+    if (ple.ngram_size < 2 || ple.ngram_size > 16) bad("ple ngram_size must be in 2..16");
+    if (ple.k_size < 1 || ple.k_size > 16) bad("ple k_size must be in 1..16");
+    if (ple.dilation < 1 || ple.dilation > 16) bad("ple dilation must be in 1..16");
+    if (ple.eos_id < 0 || ple.eos_id > kMaxTokenId) bad("ple eos_id must be in 0.." + std::to_string(kMaxTokenId));
+  }
   if (!(eps > 0.0f) || !std::isfinite(eps)) bad("eps must be finite and > 0");
 }
 
@@ -140,6 +157,11 @@ LayerSpec gdn(int nk, int nv, int kd, int vd, int d_conv, bool bias = false,
   s.conv_bias = bias; s.output_gate = gate;
   return s;
 }
+// `s` hosting a PLE carry of C channels.
+LayerSpec with_ple(LayerSpec s, int channels, int ngram_size, int k_size, int dilation, int eos_id) {
+  s.ple = PleSpec{channels, ngram_size, k_size, dilation, eos_id};
+  return s;
+}
 ModelSpec repeat(const std::string& name, int n, const LayerSpec& s) {
   return ModelSpec{name, std::vector<LayerSpec>(size_t(n), s)};
 }
@@ -147,7 +169,7 @@ ModelSpec repeat(const std::string& name, int n, const LayerSpec& s) {
 
 std::vector<std::string> preset_names() {
   return {"qwen3-next-80b", "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c", "odd-d", "odd-deep",
-          "nemotron-h-8b", "mamba-tiny", "mamba-odd-a", "mamba-odd-b", "hybrid-odd"};
+          "nemotron-h-8b", "mamba-tiny", "mamba-odd-a", "mamba-odd-b", "hybrid-odd", "ple-tiny", "ple-odd"};
 }
 
 ModelSpec make_preset(const std::string& name, int layers) {
@@ -186,6 +208,13 @@ ModelSpec make_preset(const std::string& name, int layers) {
   } else if (name == "hybrid-odd") {  // GDN and Mamba-2 layers alternating: nothing assumes one kind per model
     m.name = name;
     m.layers = {gdn(2, 6, 20, 24, 3, true), mamba2(4, 10, 24, 2, 4), gdn(1, 1, 9, 13, 2, true), mamba2(6, 8, 17, 3, 3)};
+  } else if (name == "ple-tiny") {  // the shipped PLE geometry (k_size 4, dilation 3: 9 conv rows) on layer 0
+    m.name = name;
+    m.layers = {with_ple(gdn(1, 2, 8, 12, 4), 8, 3, 4, 3, 2), gdn(1, 2, 8, 12, 4)};
+  } else if (name == "ple-odd") {  // odd channel counts and geometries, a layer hosting none between two that do
+    m.name = name;
+    m.layers = {with_ple(gdn(2, 6, 20, 24, 3, true), 37, 4, 4, 3, 0), gdn(1, 1, 9, 13, 2, true),
+                with_ple(gdn(1, 2, 8, 12, 4), 5, 2, 2, 5, 7)};
   } else {
     std::string known;
     for (const auto& p : preset_names()) known += (known.empty() ? "" : ", ") + p;

@@ -65,6 +65,29 @@ struct LayerRows;
 struct LayerWeights;
 struct LayerSpec;
 
+// The per-layer n-gram embedding (PLE) carry a layer may host (STATE-MODEL section 7,
+// docs/state-model.md "PLE carry"): the last ngram_size-1 token ids (EOS-filled at sequence start)
+// and a dilated depthwise conv over C FP32 channels, whose state is the last (k_size-1)*dilation
+// rows. channels == 0: the layer hosts none.
+struct PleSpec {
+  int channels = 0;    // C
+  int ngram_size = 3;  // the history keeps ngram_size - 1 token ids
+  int k_size = 4;      // conv taps; tap j reads the row (k_size-1-j)*dilation rows back
+  int dilation = 3;
+  int eos_id = 1;      // the token id the history starts filled with
+  bool hosted() const { return channels > 0; }
+  int history_len() const { return ngram_size - 1; }
+  int conv_rows() const { return (k_size - 1) * dilation; }
+  bool operator==(const PleSpec& o) const {
+    return channels == o.channels && ngram_size == o.ngram_size && k_size == o.k_size && dilation == o.dilation &&
+           eos_id == o.eos_id;
+  }
+};
+// Token ids are integers in [0, kMaxTokenId]: every one is exact in FP32, the dtype token ids
+// travel in (inputs, history, files).
+constexpr int kMaxTokenId = (1 << 24) - 1;
+constexpr int kMaxPleChannels = 1 << 20;
+
 // A per-token input of a layer kind: its name in traces and captures, where LayerRows keeps it
 // (core/model.h), and its width per token.
 struct InputField {
@@ -106,6 +129,7 @@ struct LayerSpec {
   OutputGate output_gate = OutputGate::silu;  // GDN
   Numerics numerics;  // the contract's unless the implementation checked declares otherwise
   float eps = 1e-6f;  // rms_norm_eps of the output norm
+  PleSpec ple;        // the PLE carry the layer hosts (GDN layers only); ple.channels == 0: none
 
   int heads_per_key() const { return nv / nk; }   // GDN: value head vh reads key head vh / heads_per_key
   int heads_per_group() const { return nh / ng; }  // Mamba-2: head h reads group h / heads_per_group
@@ -122,10 +146,12 @@ struct LayerSpec {
   int out_dim() const { return out_heads() * out_head_dim(); }
   // Per-token inputs, in order: GDN x[conv_dim] (pre-conv Q|K|V), a[nv], b[nv], z[nv*vd];
   // Mamba-2 xBC[conv_dim] (pre-conv x|B|C, kept in LayerRows::x), dt[nh] (dt before dt_bias, in
-  // LayerRows::a), z[nh*hp].
+  // LayerRows::a), z[nh*hp]; then, on a layer hosting a PLE carry, ple_tokens[1] (the token id,
+  // an integer in FP32) and ple_x[C].
   std::vector<InputField> inputs() const;
   // Weights, in order: GDN conv_w, conv_bias (when the layer has one), A_log[nv], dt_bias[nv],
-  // norm_w[vd]; Mamba-2 conv_w, conv_bias, A_log[nh], dt_bias[nh], D[nh], norm_w[nh*hp].
+  // norm_w[vd]; Mamba-2 conv_w, conv_bias, A_log[nh], dt_bias[nh], D[nh], norm_w[nh*hp]; then,
+  // on a layer hosting a PLE carry, ple_w[C][k_size].
   std::vector<WeightField> weights() const;
   std::vector<ShapeParam> shape_params() const;
   int64_t input_floats_per_row() const;  // sum of the inputs' widths
@@ -143,11 +169,13 @@ struct ModelSpec {
   std::string source = {};
   // "2 layers of gdn(...)", or for layers of several shapes "4 layers: gdn(...), mamba2(...), ...".
   std::string layers_text() const;
+  bool hosts_ple() const;  // some layer hosts a PLE carry
 };
 
 // Presets: GDN "qwen3-next-80b" (36 layers), "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c",
 // "odd-d", "odd-deep"; Mamba-2 "nemotron-h-8b" (24 layers), "mamba-tiny", "mamba-odd-a",
-// "mamba-odd-b"; both kinds "hybrid-odd" (GDN and Mamba-2 layers alternating). layers > 0 keeps only the first `layers` recurrent layers (keeps big shapes cheap).
+// "mamba-odd-b"; both kinds "hybrid-odd" (GDN and Mamba-2 layers alternating); GDN layers hosting
+// PLE carries "ple-tiny", "ple-odd". layers > 0 keeps only the first `layers` recurrent layers (keeps big shapes cheap).
 ModelSpec make_preset(const std::string& name, int layers = 0);
 std::vector<std::string> preset_names();
 

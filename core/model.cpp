@@ -29,9 +29,11 @@ namespace {
 // LayerSpec::weights() and inputs()).
 const std::pair<const char*, std::vector<float> LayerWeights::*> kWeightMembers[] = {
     {"conv_w", &LayerWeights::conv_w}, {"conv_bias", &LayerWeights::conv_bias}, {"A_log", &LayerWeights::A_log},
-    {"dt_bias", &LayerWeights::dt_bias}, {"D", &LayerWeights::D}, {"norm_w", &LayerWeights::norm_w}};
+    {"dt_bias", &LayerWeights::dt_bias}, {"D", &LayerWeights::D}, {"norm_w", &LayerWeights::norm_w},
+    {"ple_w", &LayerWeights::ple_w}};
 const std::pair<const char*, std::vector<float> LayerRows::*> kInputMembers[] = {
-    {"x", &LayerRows::x}, {"a", &LayerRows::a}, {"b", &LayerRows::b}, {"z", &LayerRows::z}};
+    {"x", &LayerRows::x}, {"a", &LayerRows::a}, {"b", &LayerRows::b}, {"z", &LayerRows::z},
+    {"ple_tokens", &LayerRows::ple_tokens}, {"ple_x", &LayerRows::ple_x}};
 
 void check_vec(const std::vector<float>& v, size_t n, const std::string& where) {
   if (v.size() != n)
@@ -157,7 +159,15 @@ void StepInputs::validate(const ModelSpec& spec, int expected_rows) const {
       if (std::none_of(fields.begin(), fields.end(), [m = member](const InputField& f) { return f.member == m; }))
         check_vec(layers[l].*member, 0, at + name + " (this layer has none)");
     for (const InputField& f : fields) check_vec(layers[l].*f.member, r * size_t(f.width), at + f.name);
+    if (s.ple.hosted()) check_token_ids(layers[l].ple_tokens, at + "ple_tokens");
   }
+}
+
+void check_token_ids(const std::vector<float>& ids, const std::string& where) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (!(ids[i] >= 0.0f && ids[i] <= float(kMaxTokenId) && ids[i] == std::floor(ids[i])))
+      throw std::invalid_argument(where + ": row " + std::to_string(i) + " holds " + std::to_string(ids[i]) +
+                                  ", not a token id (an integer in 0.." + std::to_string(kMaxTokenId) + ")");
 }
 
 }  // namespace ssm

@@ -22,6 +22,7 @@ struct LayerWeights {
   std::vector<float> dt_bias;    // [nv], [nh]
   std::vector<float> D;          // Mamba-2 [nh]: the skip y += D x; empty for GDN
   std::vector<float> norm_w;     // [vd] (GDN: per value head), [nh*hp] (Mamba-2: per channel)
+  std::vector<float> ple_w;      // [C][k_size] the PLE conv's taps; empty unless the layer hosts a PLE carry
 };
 
 struct Model {
@@ -55,12 +56,18 @@ struct LayerRows {
   std::vector<float> a;  // [rows][nv] GDN gate input (dt); [rows][nh] Mamba-2 dt before dt_bias ("dt")
   std::vector<float> b;  // [rows][nv] GDN gate input (beta); empty for Mamba-2
   std::vector<float> z;  // [rows][out_dim] output gate
+  // A layer hosting a PLE carry (LayerSpec::ple): empty otherwise.
+  std::vector<float> ple_tokens;  // [rows] token ids, integers in [0, kMaxTokenId] held exactly in FP32
+  std::vector<float> ple_x;       // [rows][C] the PLE rows (the n-gram embedding looked up for the token)
 };
 // Inputs ssmcheck builds for one sequence of one op are bounded (1 GiB of floats): a script or
 // a trace asking for more (`prefill 300000000`) is an error naming the size before anything is
 // allocated, never std::bad_alloc. Throws std::invalid_argument.
 constexpr int64_t kMaxInputFloats = int64_t(1) << 28;
 void check_input_size(const ModelSpec& spec, int rows);
+
+// Throws std::invalid_argument naming `where` and the row of the first value that is not a token id.
+void check_token_ids(const std::vector<float>& ids, const std::string& where);
 
 struct StepInputs {
   int rows = 0;
@@ -77,6 +84,10 @@ struct StepInputs {
 struct StepOutputs {
   int rows = 0;
   std::vector<std::vector<float>> layers;
+  // Per layer [rows][C]: the PLE output x + silu(y) of a layer hosting a PLE carry, empty for the
+  // others. Empty (no entries at all) when the producer recorded none (a trace written before PLE).
+  std::vector<std::vector<float>> ple;
+  std::vector<std::vector<float>> ple_condition;  // optional, as `condition`, for `ple`
   // Optional, per layer [rows][nv*vd]: the output's condition, the first-order bound on how far
   // an FP32 implementation's output element may move per unit roundoff of its inputs (a
   // reference computes it alongside the value; compare/ scales it by the class's `cond`).

@@ -11,6 +11,12 @@ int64_t stage_elems(const ModelSpec& m) {
   return n;
 }
 
+PleCarry fresh_ple_carry(const LayerSpec& s) {
+  PleCarry c{Tensor::zeros(DType::f32, ple_history_shape(s)), Tensor::zeros(DType::f32, ple_conv_shape(s))};
+  std::fill(c.history.f32(), c.history.f32() + c.history.size(), float(s.ple.eos_id));
+  return c;
+}
+
 Tensor broadcast_condition(const Tensor& cond, const std::vector<int64_t>& field_shape) {
   const auto& cs = cond.shape();
   if (cs.size() != 2 || cond.dtype() != DType::f32) return cond;

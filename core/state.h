@@ -24,6 +24,12 @@ struct HCondition {
 // does not match, naming both).
 Tensor broadcast_condition(const Tensor& cond, const std::vector<int64_t>& field_shape);
 
+// The PLE carry of one (sequence, layer) (STATE-MODEL section 7).
+struct PleCarry {
+  Tensor history;  // [ngram_size-1] f32 token ids (integers), oldest first
+  Tensor conv;     // [(k_size-1)*dilation][C] f32, row 0 oldest
+};
+
 struct LayerState {
   Tensor h;                                // [nv, kd, vd], vd fastest; f16 when h_is_f16
   Tensor conv;                             // [conv_dim, d_conv] f32, column 0 oldest
@@ -37,6 +43,12 @@ struct LayerState {
   // SSMP_CONV_WINDOW_D_CONV_MINUS_1): column 0 of every conv field, which no later step reads, is
   // not its state and is not compared (compare_state drops it on both sides).
   bool conv_oldest_column_absent = false;
+  // A layer hosting a PLE carry: the carry, absent until its first row runs (created EOS-filled and
+  // zero, then advanced); the checkpoint's copy (absent when no checkpoint was taken or the carry
+  // was absent when it was); the last verify's per-row snapshots, indexed by KEPT rows: snapshot t
+  // is the carry after t rows, snapshot 0 the carry before the verify (t = 0..K-1).
+  std::optional<PleCarry> ple, ple_checkpoint;
+  std::vector<PleCarry> ple_snapshots;
 };
 
 struct SequenceState {
@@ -53,6 +65,10 @@ struct SequenceState {
 // Shapes of the fields of one layer.
 inline std::vector<int64_t> h_shape(const LayerSpec& s) { return s.h_shape(); }
 inline std::vector<int64_t> conv_shape(const LayerSpec& s) { return {s.conv_dim(), s.d_conv}; }
+inline std::vector<int64_t> ple_history_shape(const LayerSpec& s) { return {s.ple.history_len()}; }
+inline std::vector<int64_t> ple_conv_shape(const LayerSpec& s) { return {s.ple.conv_rows(), s.ple.channels}; }
+// A fresh carry: the history EOS-filled, the conv state zero.
+PleCarry fresh_ple_carry(const LayerSpec& s);
 int64_t stage_elems(const ModelSpec& m);  // FP32 elements of the shared staging blob
 
 }  // namespace ssm

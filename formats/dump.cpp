@@ -41,6 +41,10 @@ namespace {
 constexpr const char* kLayoutConv = "[conv_dim][d_conv], column 0 oldest";
 constexpr const char* kLayoutConvInter = "[t][conv_dim][d_conv], column 0 oldest";
 constexpr const char* kLayoutStage = "[stage_elems]";
+constexpr const char* kLayoutPleHistory = "[ngram_size-1] token ids, oldest first";
+constexpr const char* kLayoutPleConv = "[(k_size-1)*dilation][C], row 0 oldest";
+constexpr const char* kLayoutPleHistorySnapshots = "[t][ngram_size-1] token ids, oldest first";
+constexpr const char* kLayoutPleConvSnapshots = "[t][(k_size-1)*dilation][C], row 0 oldest";
 
 // Bounds (with model_attrs.h's) that keep a malformed file from asking for absurd allocations.
 constexpr int64_t kMaxSeqs = 65536;
@@ -104,6 +108,36 @@ void check_layers(const std::string& file, const std::string& sp, const ModelSpe
   }
 }
 
+// The PLE fields of one layer (STATE-MODEL section 7): none on a layer hosting no carry; on one
+// that does, the carry and the checkpoint's copy (each optional), last_verify_k snapshots, every
+// history of token ids.
+void validate_ple(const LayerState& L, const LayerSpec& ls, int last_verify_k, const std::string& file,
+                  const std::string& lp, bool check_finite) {
+  if (!ls.ple.hosted()) {
+    if (L.ple || L.ple_checkpoint || !L.ple_snapshots.empty())
+      throw FormatError(file, lp + "/ple_history", "a PLE carry on a layer that hosts none (its model attributes have no ple_channels)");
+    return;
+  }
+  auto carry = [&](const PleCarry& c, const std::string& suffix) {
+    check_tensor(file, lp + "/ple_history" + suffix, c.history, ple_history_shape(ls), 0, check_finite);
+    check_tensor(file, lp + "/ple_conv" + suffix, c.conv, ple_conv_shape(ls), 0, check_finite);
+    try {
+      check_token_ids(std::vector<float>(c.history.f32(), c.history.f32() + c.history.size()), "token ids");
+    } catch (const std::invalid_argument& e) {
+      throw FormatError(file, lp + "/ple_history" + suffix, e.what());
+    }
+  };
+  if (L.ple) carry(*L.ple, "");
+  if (L.ple_checkpoint) carry(*L.ple_checkpoint, "_checkpoint");
+  if (L.ple_snapshots.size() != size_t(last_verify_k))
+    throw FormatError(file, lp + "@ple_snapshots",
+                      fmt::format("{} PLE snapshots, last_verify_k {} makes {} (snapshot t: the carry after t rows)",
+                                  L.ple_snapshots.size(), last_verify_k, last_verify_k));
+  if (last_verify_k > 0 && !L.ple)
+    throw FormatError(file, lp + "/ple_history", "missing: a verify ran, so the PLE carry exists");
+  for (size_t t = 0; t < L.ple_snapshots.size(); ++t) carry(L.ple_snapshots[t], fmt::format("_snapshots[{}]", t));
+}
+
 }  // namespace
 
 std::vector<int> all_layers(const ModelSpec& spec) {
@@ -142,6 +176,7 @@ void validate_sequence(const SequenceState& s, const std::string& file, const st
       check_tensor(file, lp + "/conv_intermediates" + tp, L.conv_intermediates[t], conv_shape(ls), 0,
                    check_finite);
     }
+    validate_ple(L, ls, s.last_verify_k, file, lp, check_finite);
   }
   if (s.h_prefill_stage ? !pool16 || s.prefill_stage_absent : pool16 && !stage_optional && !s.prefill_stage_absent)
     throw FormatError(file, sp + "/h_prefill_stage",
@@ -279,6 +314,23 @@ void write_sequence_group(hid_t loc, const std::string& name, int seq, const Seq
       put_stack(lg, "h_intermediates", L.h_intermediates, h_inter.c_str());
       put_stack(lg, "conv_intermediates", L.conv_intermediates, kLayoutConvInter);
     }
+    if (L.ple) {
+      put_tensor(lg, "ple_history", L.ple->history, kLayoutPleHistory);
+      put_tensor(lg, "ple_conv", L.ple->conv, kLayoutPleConv);
+    }
+    if (L.ple_checkpoint) {
+      put_tensor(lg, "ple_history_checkpoint", L.ple_checkpoint->history, kLayoutPleHistory);
+      put_tensor(lg, "ple_conv_checkpoint", L.ple_checkpoint->conv, kLayoutPleConv);
+    }
+    if (!L.ple_snapshots.empty()) {
+      std::vector<Tensor> hist, conv;
+      for (const PleCarry& c : L.ple_snapshots) {
+        hist.push_back(c.history);
+        conv.push_back(c.conv);
+      }
+      put_stack(lg, "ple_history_snapshots", hist, kLayoutPleHistorySnapshots);
+      put_stack(lg, "ple_conv_snapshots", conv, kLayoutPleConvSnapshots);
+    }
   }
   if (state.prefill_stage_absent) h5::write_attr_i64(sg, "prefill_stage_absent", 1);
   if (state.h_prefill_stage) put_tensor(sg, "h_prefill_stage", *state.h_prefill_stage, kLayoutStage);
@@ -408,6 +460,42 @@ class Reader : public CheckedReader {
 
   ReadOptions opt_;
 
+  // The PLE datasets of a layer group (validate_ple checks what they hold against the model).
+  void read_ple(hid_t lg, const std::string& lp, const LayerSpec& ls, int last_verify_k, LayerState& L) {
+    const char* const names[] = {"ple_history", "ple_conv", "ple_history_checkpoint", "ple_conv_checkpoint",
+                                 "ple_history_snapshots", "ple_conv_snapshots"};
+    if (!ls.ple.hosted()) {
+      for (const char* n : names)
+        if (guard(lp + "/" + n, [&] { return h5::link_exists(lg, n); }))
+          throw FormatError(file_, lp + "/" + n, "present, but the layer hosts no PLE carry (no ple_channels)");
+      return;
+    }
+    auto carry = [&](const std::string& suffix) -> std::optional<PleCarry> {
+      const std::string hn = "ple_history" + suffix, cn = "ple_conv" + suffix;
+      PleCarry c;
+      const bool has_h = tensor(lg, lp, hn, ple_history_shape(ls), 0, kLayoutPleHistory, false, &c.history);
+      const bool has_c = tensor(lg, lp, cn, ple_conv_shape(ls), 0, kLayoutPleConv, false, &c.conv);
+      if (has_h != has_c)
+        throw FormatError(file_, lp + "/" + (has_h ? cn : hn), "missing (the carry's history and conv come together)");
+      return has_h ? std::optional<PleCarry>(std::move(c)) : std::nullopt;
+    };
+    L.ple = carry("");
+    L.ple_checkpoint = carry("_checkpoint");
+    if (last_verify_k > 0) {
+      Tensor h, c;
+      tensor(lg, lp, "ple_history_snapshots", with_count(last_verify_k, ple_history_shape(ls)), 0,
+             kLayoutPleHistorySnapshots, true, &h);
+      tensor(lg, lp, "ple_conv_snapshots", with_count(last_verify_k, ple_conv_shape(ls)), 0, kLayoutPleConvSnapshots,
+             true, &c);
+      const std::vector<Tensor> hs = unstack(h), cs = unstack(c);
+      for (size_t t = 0; t < hs.size(); ++t) L.ple_snapshots.push_back(PleCarry{hs[t], cs[t]});
+    } else {
+      for (const char* n : {"ple_history_snapshots", "ple_conv_snapshots"})
+        if (guard(lp + "/" + n, [&] { return h5::link_exists(lg, n); }))
+          throw FormatError(file_, lp + "/" + n, "present but last_verify_k is 0");
+    }
+  }
+
  public:
   // One sequence group `sg` at `sp` (see read_sequence_group).
   DumpSequence read_seq(hid_t sg, const std::string& sp, const ModelSpec& spec, HMode mode,
@@ -449,6 +537,7 @@ class Reader : public CheckedReader {
           if (guard(lp + "/" + member, [&] { return h5::link_exists(lg, member); }))
             throw FormatError(file_, lp + "/" + member, "present but intermediates is 0");
       }
+      read_ple(lg, lp, ls, ds.state.last_verify_k, L);
       ds.state.layers.push_back(std::move(L));
     }
     Tensor st;

@@ -10,6 +10,13 @@
 
 namespace ssm::cmp {
 
+namespace {
+// The PLE geometry's attributes (written only on a layer that hosts a carry).
+const std::pair<const char*, int PleSpec::*> kPleAttrs[] = {
+    {"ple_channels", &PleSpec::channels}, {"ple_ngram_size", &PleSpec::ngram_size}, {"ple_k_size", &PleSpec::k_size},
+    {"ple_dilation", &PleSpec::dilation}, {"ple_eos_id", &PleSpec::eos_id}};
+}  // namespace
+
 void write_pool_attrs(hid_t g, const PoolConfig& pool) {
   h5::write_attr_i64(g, "max_slots", pool.max_slots);
   std::vector<int64_t> caps;
@@ -58,6 +65,9 @@ void write_layer_spec_attrs(hid_t g, const LayerSpec& s) {
   if (n.f16_store != F16Store::saturate) h5::write_attr_str(g, "f16_store", to_string(n.f16_store));
   if (n.f16_rows != F16Rows::stored) h5::write_attr_str(g, "f16_rows", to_string(n.f16_rows));
   h5::write_attr_f32(g, "eps", s.eps);
+  // a layer hosting a PLE carry (absent: it hosts none)
+  if (s.ple.hosted())
+    for (const auto& [name, member] : kPleAttrs) h5::write_attr_i64(g, name, s.ple.*member);
   h5::write_attr_str(g, "name", s.name());
 }
 
@@ -101,6 +111,8 @@ LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::stri
   numeric("gates", parse_gate_math, s.numerics.gates);
   numeric("f16_store", parse_f16_store, s.numerics.f16_store);
   numeric("f16_rows", parse_f16_rows, s.numerics.f16_rows);
+  if (r.has_attr(g, lp, "ple_channels"))  // the carry's geometry comes whole (validate checks the ranges)
+    for (const auto& [name, member] : kPleAttrs) s.ple.*member = int(r.int_attr(g, lp, name, 0, kMaxTokenId));
   const double eps = r.guard(lp + "@eps", [&] { return h5::read_attr_float(g, "eps"); });
   if (!(eps > 0) || !std::isfinite(eps)) throw FormatError(r.file(), lp + "@eps", "must be finite and > 0");
   s.eps = float(eps);

@@ -39,6 +39,7 @@ namespace {
 std::string op_path(int index) { return "/" + trace_op_name(index); }
 std::string layer_name(size_t l) { return "layer" + std::to_string(l); }
 std::string entry_name(size_t i) { return "entry" + std::to_string(i); }
+std::string ple_output_name(size_t l) { return "ple_layer" + std::to_string(l); }
 
 std::string dims_text(const std::vector<int64_t>& d) {
   std::string s = "[";
@@ -185,6 +186,12 @@ void validate_trace_op(const TraceHeader& h, const TraceOp& t, int index, const 
       for (size_t l = 0; l < out.layers.size(); ++l)
         check_rows(file, ep + "/" + layer_name(l), out.layers[l], size_t(rows),
                    size_t(h.model.spec.layers[l].out_dim()), false);
+      // the PLE outputs: one entry per layer, [rows][C] on a layer hosting a carry, empty elsewhere
+      if ((!out.ple.empty() || h.model.spec.hosts_ple()) && out.ple.size() != out.layers.size())
+        throw FormatError(file, ep, fmt::format("{} PLE output layers, the model has {}", out.ple.size(), out.layers.size()));
+      for (size_t l = 0; l < out.ple.size(); ++l)
+        check_rows(file, ep + "/" + ple_output_name(l), out.ple[l], size_t(rows),
+                   size_t(h.model.spec.layers[l].ple.channels), false);
     }
   }
   std::set<int> seen;
@@ -264,8 +271,11 @@ void write_op(hid_t ops_group, int index, const TraceOp& t, const TraceHeader& h
     for (size_t i = 0; i < t.outputs.size(); ++i) {
       if (!t.outputs[i]) continue;
       h5::Handle eg = h5::create_group(outg, entry_name(i));
-      for (size_t l = 0; l < t.outputs[i]->layers.size(); ++l)
+      for (size_t l = 0; l < t.outputs[i]->layers.size(); ++l) {
         write_f32(eg, layer_name(l), t.outputs[i]->layers[l], t.outputs[i]->rows, spec.layers[l].out_dim());
+        if (spec.layers[l].ple.hosted())
+          write_f32(eg, ple_output_name(l), t.outputs[i]->ple[l], t.outputs[i]->rows, spec.layers[l].ple.channels);
+      }
     }
   }
   if (!t.states.empty()) {
@@ -574,13 +584,19 @@ class Reader : public CheckedReader {
         }
         const std::string ep = opp + "/" + entry_name(i);
         h5::Handle eg = group(outg, opp, entry_name(i));
-        only(eg, ep, {"layer*"});
+        only(eg, ep, {"layer*", "ple_layer*"});
         StepOutputs out;
         out.rows = rows;
-        for (int64_t l = 0; l < L; ++l)
-          out.layers.push_back(floats(eg, ep, layer_name(size_t(l)), {rows, spec.layers[size_t(l)].out_dim()}, false));
-        if (guard(ep, [&] { return children(eg); }).size() != size_t(L))
-          throw FormatError(file_, ep, fmt::format("layers beyond the model's {}", L));
+        size_t expected = size_t(L);
+        for (int64_t l = 0; l < L; ++l) {
+          const LayerSpec& s = spec.layers[size_t(l)];
+          out.layers.push_back(floats(eg, ep, layer_name(size_t(l)), {rows, s.out_dim()}, false));
+          out.ple.push_back(s.ple.hosted() ? floats(eg, ep, ple_output_name(size_t(l)), {rows, s.ple.channels}, false)
+                                           : std::vector<float>{});
+          expected += s.ple.hosted() ? 1 : 0;
+        }
+        if (guard(ep, [&] { return children(eg); }).size() != expected)
+          throw FormatError(file_, ep, fmt::format("outputs beyond the model's {} layers and their PLE outputs", L));
         t.outputs.push_back(std::move(out));
       }
     }

@@ -1,9 +1,11 @@
 // The reference driven through a different but equivalent path: the system under test of
 // CPU-only campaigns, so the campaign machinery runs in CI. Batches run row by row in reverse
 // order, FP32 prefill runs as single decodes, commit runs as rollback, async copies run as
-// synchronous ones. Bitwise equal to ReferenceBackend.
+// synchronous ones, and commit rebuilds the PLE history from the pre-verify history and the
+// verify's tokens instead of restoring the snapshot's. Bitwise equal to ReferenceBackend.
 // Mutant builds switch on its SSM_MUTANT sites (fuzz/mutant_catalogue.cpp, docs/mutants.md).
 #pragma once
+#include <map>
 #include <memory>
 
 #include "reference/reference_backend.h"
@@ -29,7 +31,17 @@ class AltReferenceBackend : public Backend {
   SequenceState export_state(int slot) override { return inner_.export_state(slot); }
 
  private:
+  // What a partial accept needs to rebuild a PLE history: per layer, the history before the
+  // slot's last verify and that verify's tokens (empty on layers hosting no carry).
+  struct PleVerify {
+    std::vector<std::vector<float>> history, tokens;
+  };
+  void remember_ple_verify(int slot, const StepInputs& in);
+  // After the inner rollback to n kept rows: the PLE histories rebuilt (`before`: the state
+  // before the commit, for the mutants).
+  void restore_ple(int slot, int n, const SequenceState& before);
   ref::ReferenceBackend inner_;
+  std::map<int, PleVerify> ple_verify_;
 };
 
 std::unique_ptr<Backend> make_alt_backend();

@@ -27,6 +27,9 @@ struct BackendEntry {
   // The layer kinds it runs (campaigns draw models of these only): ssmcheck's reference and CUDA
   // implementation run every kind; a plug-in GDN, and Mamba-2 too when it declares SSMP_MAMBA2.
   std::vector<LayerKind> kinds = {LayerKind::gdn};
+  // It runs layers hosting a PLE carry (STATE-MODEL section 7): ssmcheck's reference and CUDA
+  // implementation do; plug-ins and the Python bridge do not (yet).
+  bool ple = false;
   // "" when it runs every layer of the model; else why not ("layer 1 is mamba2(...); plugin:x.so runs
   // gdn layers only"): replay and the gate skip such a trace on it, with this reason.
   std::string cannot_run(const ModelSpec& spec) const {
@@ -37,6 +40,10 @@ struct BackendEntry {
         return "layer " + std::to_string(l) + " is " + spec.layers[l].name() + "; " + name + " runs " + runs +
                " layers only";
       }
+    if (!ple && spec.hosts_ple())
+      for (size_t l = 0; l < spec.layers.size(); ++l)
+        if (spec.layers[l].ple.hosted())
+          return "layer " + std::to_string(l) + " hosts a PLE carry; " + name + " does not run PLE carries";
     return "";
   }
 };

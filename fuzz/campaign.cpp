@@ -213,18 +213,20 @@ struct IllegalCmd : OpCommand {
   }
 };
 
-// A preset drawn by weight among those whose layers are all of `kinds`.
-std::string draw_preset(const std::vector<LayerKind>& kinds) {
+// A preset drawn by weight among those whose layers are all of `kinds` (and host no PLE carry
+// unless `ple`).
+std::string draw_preset(const std::vector<LayerKind>& kinds, bool ple) {
   // odd-deep (50 layers) crosses every per-launch limit of cuda/ (96 copies per launch)
   static const std::pair<int, const char*> presets[] = {
       {3, "tiny"}, {3, "odd-a"}, {3, "odd-b"}, {3, "odd-c"}, {3, "odd-d"}, {1, "odd-deep"},
-      {2, "mamba-tiny"}, {2, "mamba-odd-a"}, {2, "mamba-odd-b"}, {2, "hybrid-odd"}};
-  // each preset's layer kinds, built once (not once per drawn case)
-  static const std::vector<std::vector<LayerKind>> preset_kinds = [] {
-    std::vector<std::vector<LayerKind>> v;
+      {2, "mamba-tiny"}, {2, "mamba-odd-a"}, {2, "mamba-odd-b"}, {2, "hybrid-odd"}, {2, "ple-tiny"}, {2, "ple-odd"}};
+  // each preset's layer kinds and whether it hosts a PLE carry, built once (not once per drawn case)
+  static const std::vector<std::pair<std::vector<LayerKind>, bool>> preset_kinds = [] {
+    std::vector<std::pair<std::vector<LayerKind>, bool>> v;
     for (const auto& [w, name] : presets) {
-      v.emplace_back();
-      for (const LayerSpec& l : make_preset(name).layers) v.back().push_back(l.kind);
+      const ModelSpec m = make_preset(name);
+      v.emplace_back(std::vector<LayerKind>{}, m.hosts_ple());
+      for (const LayerSpec& l : m.layers) v.back().first.push_back(l.kind);
     }
     return v;
   }();
@@ -232,8 +234,8 @@ std::string draw_preset(const std::vector<LayerKind>& kinds) {
   int total = 0;
   for (size_t i = 0; i < std::size(presets); ++i) {
     const auto& [w, name] = presets[i];
-    const std::vector<LayerKind>& layer_kinds = preset_kinds[i];
-    if (std::all_of(layer_kinds.begin(), layer_kinds.end(),
+    const std::vector<LayerKind>& layer_kinds = preset_kinds[i].first;
+    if ((ple || !preset_kinds[i].second) && std::all_of(layer_kinds.begin(), layer_kinds.end(),
                     [&](LayerKind k) { return std::count(kinds.begin(), kinds.end(), k) > 0; })) {
       drawable.emplace_back(w, name);
       total += w;
@@ -250,7 +252,7 @@ std::string draw_preset(const std::vector<LayerKind>& kinds) {
 
 CaseConfig gen_config(const CampaignOptions& o) {
   CaseConfig c;
-  c.preset = o.preset ? *o.preset : draw_preset(o.kinds);
+  c.preset = o.preset ? *o.preset : draw_preset(o.kinds, o.ple);
   if (o.config_path) c.config_path = *o.config_path;
   c.layers = o.layers;
   c.h_mode = o.h_mode ? *o.h_mode : *rc::gen::element(HMode::f32, HMode::f16, HMode::f16_pool);
@@ -451,7 +453,7 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
   result.seconds = elapsed();
   if (o.require_coverage && !result.failed && !result.gave_up && result.cases > 0 && !o.preset && !o.config_path &&
       !o.h_mode)
-    result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async, o.kinds));
+    result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async, o.kinds, o.ple));
   if (result.failed && !o.out_dir.empty()) {
     // replay the minimal case once more to write both sides' states at the failing op
     std::filesystem::create_directories(o.out_dir);

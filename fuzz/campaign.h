@@ -36,6 +36,7 @@ struct CampaignOptions {
   // The layer kinds the system under test runs (BackendEntry::kinds): drawn presets hold only
   // these, and the coverage check requires the branches of each.
   std::vector<LayerKind> kinds = {LayerKind::gdn, LayerKind::mamba2};
+  bool ple = true;  // it runs layers hosting a PLE carry (BackendEntry::ple): drawn presets include them
   int layers = 0;                     // with a fixed big preset: keep the first N layers
   std::string out_dir;                // where failing cases are written ("" = nowhere)
   std::string backend_label = "reference";  // --backend value that reruns the case

@@ -25,6 +25,8 @@ constexpr const char* kCommitFull = "commit n == k";
 constexpr const char* kRollbackCheckpoint = "rollback to the checkpoint";
 constexpr const char* kRollbackIntermediate = "rollback to an intermediate";
 constexpr const char* kAsyncDeferred = "async reads deferred";
+constexpr const char* kPleHosted = "layers hosting a PLE carry";
+constexpr const char* kPlePartial = "a partial accept restoring a PLE carry";
 std::string mode_axis(HMode m) { return std::string("h mode ") + to_string(m); }
 }  // namespace
 
@@ -43,7 +45,7 @@ std::vector<std::string> Coverage::missing(const std::vector<std::string>& requi
   return v;
 }
 
-std::vector<std::string> Coverage::required(bool paused_async, const std::vector<LayerKind>& kinds) {
+std::vector<std::string> Coverage::required(bool paused_async, const std::vector<LayerKind>& kinds, bool ple) {
   std::vector<std::string> v;
   for (int b = 0; b < ref::kBranches; ++b) {
     const std::optional<LayerKind> k = ref::branch_kind(ref::Branch(b));
@@ -55,6 +57,10 @@ std::vector<std::string> Coverage::required(bool paused_async, const std::vector
                         kRollbackCheckpoint, kRollbackIntermediate})
     v.push_back(a);
   if (paused_async) v.push_back(kAsyncDeferred);
+  if (ple) {
+    v.push_back(kPleHosted);
+    v.push_back(kPlePartial);
+  }
   return v;
 }
 
@@ -96,6 +102,7 @@ Lockstep::Lockstep(const CaseConfig& config, const BackendFactory& model, const 
                   [&](const LayerSpec& l) { return l.kind != spec_.layers[0].kind; }))
     ++coverage_.axes[kMixedKinds];
   if (config.gen.extreme_gates) ++coverage_.axes[kExtremeGates];
+  if (spec_.hosts_ple()) ++coverage_.axes[kPleHosted];
   model_run_ = std::make_unique<Runner>(*model_, input_source(spec_, config.gen));
   sut_run_ = std::make_unique<Runner>(*sut_, input_source(spec_, config.gen));
 }
@@ -190,6 +197,10 @@ Lockstep::Step Lockstep::apply(const Op& op) {
       if (branches[size_t(b)]) coverage_.axes[ref::branch_name(ref::Branch(b))] += branches[size_t(b)];
     if (!m.refused && op.is_batch() && op.seqs.size() >= 200) ++coverage_.axes[kWideBatch];
     if (!m.refused && op.kind == OpKind::commit) ++coverage_.axes[op.a < op.b ? kCommitPartial : kCommitFull];
+    if (!m.refused && spec_.hosts_ple() &&
+        ((op.kind == OpKind::commit && op.a < op.b) ||
+         ((op.kind == OpKind::rollback || op.kind == OpKind::rollback_and_checkpoint_async) && op.a > 0)))
+      ++coverage_.axes[kPlePartial];
     if (!m.refused && (op.kind == OpKind::rollback || op.kind == OpKind::rollback_and_checkpoint_async))
       ++coverage_.axes[op.a == 0 ? kRollbackCheckpoint : kRollbackIntermediate];
     if (m.refused) {

@@ -33,7 +33,8 @@ struct Coverage {
   // What a campaign over drawn configurations must reach: every threshold and clamp of the math of
   // the layer kinds it draws, every configuration axis and every kind of accept; with several
   // kinds also a model that mixes them; paused_async: also a deferred async read.
-  static std::vector<std::string> required(bool paused_async, const std::vector<LayerKind>& kinds);
+  // ple: the system under test runs layers hosting a PLE carry (BackendEntry::ple)
+  static std::vector<std::string> required(bool paused_async, const std::vector<LayerKind>& kinds, bool ple);
 };
 
 class Lockstep {

@@ -11,6 +11,10 @@ const std::vector<MutantInfo>& mutant_catalogue() {
       {"alt_batch_inputs_shifted", 4, "reference", "a batch row reads its neighbour's inputs"},
       {"alt_gate_input_half_stride", 16, "reference",
        "the output gate z is read with half the element size (BF16 stride over FP32 rows)"},
+      {"alt_ple_not_rolled_back", 15, "reference",
+       "commit of a partial accept restores h and conv but leaves the PLE carry as the verify left it"},
+      {"alt_ple_history_truncated", 15, "reference",
+       "commit of a partial accept truncates the post-verify PLE history (EOS in front) instead of rebuilding it"},
       {"contract_capacity_off_by_one", 3, "reference",
        "the shared contract lets a verify write one intermediate beyond the slot's capacity"},
       {"contract_commit_k_unchecked", 13, "reference",
@@ -33,6 +37,10 @@ const std::vector<MutantInfo>& mutant_catalogue() {
       {"cuda_pad_row_writes_claimed", 11, "cuda", "padding rows run on slot 0 instead of the dummy slot"},
       {"cuda_rollback_partial_on_error", 12, "cuda",
        "rollback restores layer 0 before it checks the op, so a refused rollback changes one layer"},
+      {"cuda_ple_not_rolled_back", 15, "cuda",
+       "commit and rollback of a partial accept restore h and conv but not the PLE carry"},
+      {"cuda_ple_history_truncated", 15, "cuda",
+       "a partial accept truncates the post-verify PLE history (EOS in front) instead of rebuilding it"},
       {"cuda_async_reader_no_wait", 14, "cuda",
        "rollback and restore read the checkpoint without waiting on the async checkpoint's event"},
       {"cuda_commit_reads_last_intermediate", 17, "cuda",
@@ -51,7 +59,6 @@ const MutantInfo* find_mutant(const std::string& name) {
 
 const std::vector<UncoveredClass>& uncovered_bug_classes() {
   static const std::vector<UncoveredClass> v = {
-      {15, "the PLE carry is not modelled yet (its own issue); its two mutants come with it"},
   };
   return v;
 }

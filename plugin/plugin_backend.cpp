@@ -287,6 +287,9 @@ void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
     const LayerSpec& s = model.spec.layers[l];
     const LayerWeights& w = model.weights[l];
     const bool m2 = s.kind == LayerKind::mamba2;
+    if (s.ple.hosted())
+      throw std::invalid_argument(label_ + ": layer " + std::to_string(l) + " is " + s.name() +
+                                  "; it hosts a PLE carry, which the plug-in ABI does not carry (yet)");
     if (m2 && !lib_->mamba2())
       throw std::invalid_argument(label_ + ": layer " + std::to_string(l) + " is " + s.name() +
                                   "; the plug-in runs GDN layers only (it does not declare SSMP_MAMBA2)");

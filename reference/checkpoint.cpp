@@ -9,6 +9,7 @@ void ReferenceBackend::copy_live_to_checkpoint(int slot) {
   for (LayerSlot& L : slots_[size_t(slot)].layers) {
     L.h_checkpoint = L.h;
     L.conv_checkpoint = L.conv;
+    L.ple_checkpoint = L.ple;
   }
   contract_.on_checkpoint(slot);
 }

@@ -3,6 +3,7 @@
 // Every layer kind (reference/layer_step.h). Counterpart: cuda/gdn_decode.cu.
 #include "reference/layer_step.h"
 #include "reference/layer_parallel.h"
+#include "reference/ple_math.h"
 #include "reference/reference_backend.h"
 
 namespace ssm::ref {
@@ -19,7 +20,16 @@ void ReferenceBackend::step(int slot, const StepInputs& in, int row, StepOutputs
     if (carried && row == 0) L.carry = widen_to_f32(L.h.value);
     layer_step(ls, model_.weights[l], L.h.value, L.conv.f32(), r, t, out.layers[l].data() + t * size_t(ls.out_dim()),
                out.condition[l].data() + t * size_t(ls.out_dim()), &L.h.cond, carried ? &L.carry : nullptr);
+    ple_step(l, L, r, row, out);
   });
+}
+
+void ReferenceBackend::ple_step(size_t l, LayerSlot& L, const LayerRows& r, int row, StepOutputs& out) const {
+  const LayerSpec& ls = model_.spec.layers[l];
+  if (!ls.ple.hosted()) return;
+  if (!L.ple) L.ple = fresh_ple_carry(ls);  // created on first use
+  const size_t t = size_t(row), C = size_t(ls.ple.channels);
+  ple_row(ls, model_.weights[l], *L.ple, r, t, out.ple[l].data() + t * C, out.ple_condition[l].data() + t * C);
 }
 
 std::vector<StepOutputs> ReferenceBackend::decode(const std::vector<int>& slots,

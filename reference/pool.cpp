@@ -64,8 +64,12 @@ void ReferenceBackend::release(int slot) {
 StepOutputs ReferenceBackend::empty_outputs(const ModelSpec& spec, int rows) {
   StepOutputs o;
   o.rows = rows;
-  for (const LayerSpec& s : spec.layers) o.layers.emplace_back(size_t(rows) * size_t(s.out_dim()), 0.0f);
+  for (const LayerSpec& s : spec.layers) {
+    o.layers.emplace_back(size_t(rows) * size_t(s.out_dim()), 0.0f);
+    o.ple.emplace_back(size_t(rows) * size_t(s.ple.channels), 0.0f);
+  }
   o.condition = o.layers;
+  o.ple_condition = o.ple;
   return o;
 }
 
@@ -99,6 +103,9 @@ SequenceState ReferenceBackend::export_state(int slot) {
       ls.condition.h_intermediates.push_back(hi.cond.rho);
       ls.conv_intermediates.push_back(intermediate(l.conv_intermediates, t, "conv", slot));
     }
+    ls.ple = l.ple;
+    if (m.has_conv_checkpoint) ls.ple_checkpoint = l.ple_checkpoint;
+    if (m.last_verify_k > 0) ls.ple_snapshots = l.ple_snapshots;
     out.layers.push_back(std::move(ls));
   }
   if (contract_.pool().h_mode == HMode::f16_pool) {

@@ -24,6 +24,7 @@ StepOutputs ReferenceBackend::prefill(int slot, const StepInputs& in) {
       const size_t tt = size_t(t);
       layer_step(ls, model_.weights[l], work, L.conv.f32(), r, tt, out.layers[l].data() + tt * size_t(ls.out_dim()),
                  out.condition[l].data() + tt * size_t(ls.out_dim()), &L.h.cond);
+      ple_step(l, L, r, t, out);
     }
     works[l] = std::move(work);
   });

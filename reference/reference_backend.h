@@ -1,6 +1,7 @@
 // The CPU reference Backend: every transition of STATE-MODEL sections 4-6 on host tensors.
 // Method bodies live one transition per file (pool.cpp, decode.cpp, verify.cpp, ...; the kind-specific math behind reference/layer_step.h).
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "core/backend.h"
@@ -28,6 +29,9 @@ class ReferenceBackend : public Backend {
   SequenceState export_state(int slot) override;
 
   const Contract& contract() const { return contract_; }
+  // The alternate path's hook (fuzz/alt_reference.h): replaces the live PLE carry of a claimed
+  // slot's hosting layer, which it rebuilds itself.
+  void set_ple_carry(int slot, size_t layer, const PleCarry& carry);
   const Model& model() const { return model_; }
 
  private:
@@ -46,6 +50,9 @@ class ReferenceBackend : public Backend {
     std::vector<HField> h_intermediates;     // capacity(slot) entries, empty until written
     std::vector<Tensor> conv_intermediates;  // conv_capacity entries
     Tensor carry;  // F16Rows::carried on FP16 h: the FP32 state the rows of the current op carry
+    // A layer hosting a PLE carry (STATE-MODEL section 7): absent until its first row
+    std::optional<PleCarry> ple, ple_checkpoint;
+    std::vector<PleCarry> ple_snapshots;  // the last verify's: snapshot t = the carry after t rows
   };
   struct Slot {
     std::vector<LayerSlot> layers;
@@ -55,12 +62,15 @@ class ReferenceBackend : public Backend {
   struct Snapshot {
     std::vector<HField> h;  // per layer
     std::vector<Tensor> conv;
+    std::vector<std::optional<PleCarry>> ple;
   };
 
   Slot fresh_slot(int slot) const;  // every field zero, h in the mode's initial dtype
   int slot_index(int slot);  // kPadRow -> the dummy slot, created on first use
   // One token of every layer on a slot, in the slot's h dtype; outputs row `row` of out.
   void step(int slot, const StepInputs& in, int row, StepOutputs& out);
+  // Row `row` of a layer's PLE carry, created on first use (a layer hosting none: nothing).
+  void ple_step(size_t layer, LayerSlot& L, const LayerRows& r, int row, StepOutputs& out) const;
   void convert_h_to_f16(int slot);  // to_f16 without the checks
   void restore_live(int slot, int n);  // rollback/commit copies, without the checks
   void copy_live_to_checkpoint(int slot);

@@ -1,5 +1,6 @@
 // Reference rollback(n) and rollback_and_checkpoint_async(n): n == 0 restores the checkpoint
-// (each half only if allocated), n >= 1 restores intermediates[n-1] of the last verify; the
+// (each half only if allocated), n >= 1 restores intermediates[n-1] of the last verify (and PLE
+// snapshot n, STATE-MODEL section 7); the
 // _and_checkpoint variant then copies the rolled-back live state to the checkpoint.
 // Counterpart: cuda/copies.cu.
 #include "reference/reference_backend.h"
@@ -11,12 +12,22 @@ void ReferenceBackend::restore_live(int slot, int n) {
   for (LayerSlot& L : slots_[size_t(slot)].layers) {
     if (n == 0) {
       if (m.has_h_checkpoint) L.h = L.h_checkpoint;
-      if (m.has_conv_checkpoint) L.conv = L.conv_checkpoint;
+      if (m.has_conv_checkpoint) {
+        L.conv = L.conv_checkpoint;
+        L.ple = L.ple_checkpoint;  // absent when the carry was absent at the checkpoint
+      }
     } else {
       L.h = intermediate(L.h_intermediates, n - 1, "h", slot);
       L.conv = intermediate(L.conv_intermediates, n - 1, "conv", slot);
+      // the carry after n kept rows; its history is the pre-verify history plus the first n tokens
+      if (!L.ple_snapshots.empty()) L.ple = intermediate(L.ple_snapshots, n, "ple", slot);
     }
   }
+}
+
+void ReferenceBackend::set_ple_carry(int slot, size_t layer, const PleCarry& carry) {
+  contract_.check_claimed("set_ple_carry", slot);
+  slots_[size_t(slot)].layers.at(layer).ple = carry;
 }
 
 void ReferenceBackend::rollback(int slot, int n, bool and_checkpoint) {

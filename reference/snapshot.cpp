@@ -10,6 +10,7 @@ void ReferenceBackend::snapshot_save(int slot, int snap) {
   for (const LayerSlot& L : slots_[size_t(slot)].layers) {
     s.h.push_back(L.h);
     s.conv.push_back(L.conv);
+    s.ple.push_back(L.ple);
   }
   snapshots_[size_t(snap)] = std::move(s);
   contract_.on_snapshot_save(slot, snap);
@@ -22,6 +23,7 @@ void ReferenceBackend::snapshot_restore(int slot, int snap) {
   for (size_t l = 0; l < layers.size(); ++l) {
     layers[l].h = s.h[l];
     layers[l].conv = s.conv[l];
+    layers[l].ple = s.ple[l];
   }
 }
 

@@ -22,12 +22,21 @@ std::vector<StepOutputs> ReferenceBackend::verify(const std::vector<int>& slots,
     if (contract_.needs_to_f16(slot)) convert_h_to_f16(slot);
     outs.push_back(empty_outputs(model_.spec, k));
     Slot& s = slots_[size_t(slot)];
+    // PLE snapshots are indexed by kept rows: snapshot t is the carry after t rows (0: before)
+    for (size_t l = 0; l < s.layers.size(); ++l) {
+      LayerSlot& L = s.layers[l];
+      L.ple_snapshots.clear();
+      if (!model_.spec.layers[l].ple.hosted()) continue;
+      if (!L.ple) L.ple = fresh_ple_carry(model_.spec.layers[l]);  // created on first use
+      L.ple_snapshots.push_back(*L.ple);
+    }
     for (int t = 0; t < k; ++t) {
       step(slot, in[i], t, outs.back());
       if (t > k - 2) continue;
       for (LayerSlot& L : s.layers) {
         intermediate(L.h_intermediates, t, "h", slot) = L.h;
         intermediate(L.conv_intermediates, t, "conv", slot) = L.conv;
+        if (L.ple) L.ple_snapshots.push_back(*L.ple);
       }
     }
     if (slots[i] != kPadRow) contract_.on_verify(slot, k);

@@ -92,6 +92,7 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   co.backend_label = be.flag;
   co.numerics = be.numerics;
   co.kinds = be.kinds;
+  co.ple = be.ple;
   co.tolerances = o.tolerances;
   co.strictness = be.strictness;
   co.pause_async = be.pause_async;  // async copies held until their reader waits: a reader that skips it is caught

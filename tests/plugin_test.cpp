@@ -80,6 +80,7 @@ TEST(PluginLoad, TheReferencePluginDeclaresItsOwnLegalityAndBitwise) {
 TEST(PluginCampaign, ReferencePluginAgreesBitwiseOverDrawnConfigurations) {
   fuzz::CampaignOptions o;
   o.kinds = {LayerKind::gdn, LayerKind::mamba2};  // it declares SSMP_MAMBA2 (BackendEntry::kinds)
+  o.ple = false;  // the plug-in ABI carries no PLE carry (BackendEntry::ple)
   o.seed = test::campaign_seed(20261130);
   o.cases = int(test::env_u64("SSMCHECK_CASES", 150));
   o.strictness = cmp::Strictness::bitwise;
@@ -117,6 +118,7 @@ TEST(PluginCampaign, APluginWithoutMamba2IsRefusedMamba2Layers) {
 TEST(PluginCampaign, ABrokenPluginIsCaughtAndShrunk) {
   fuzz::CampaignOptions o;
   o.kinds = {LayerKind::gdn, LayerKind::mamba2};
+  o.ple = false;
   o.seed = test::campaign_seed(7);
   o.cases = 300;
   o.strictness = cmp::Strictness::bitwise;
