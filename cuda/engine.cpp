@@ -15,6 +15,7 @@
 #include "cuda/mamba2_output_norm.h"
 #include "cuda/mamba2_rows.h"
 #include "cuda/mutant_bits.h"
+#include "cuda/ple_rows.h"
 #include "cuda/to_f16.h"
 
 namespace ssm::cuda {
@@ -63,6 +64,9 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   slot_ready_.resize(size_t(cfg.max_slots) + 1);
   for (cudaEvent_t& e : slot_ready_) SSM_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   pending_.assign(size_t(cfg.max_slots) + 1, false);
+  ple_live_.assign(size_t(cfg.max_slots) + 1, 0);
+  ple_checkpoint_.assign(size_t(cfg.max_slots) + 1, 0);
+  ple_saved_.assign(size_t(cfg.snapshot_slots), 0);
   ticket_.assign(size_t(cfg.max_slots) + 1, 0);
   int64_t most = 0;
   for (const LayerSpec& l : model.spec.layers) most = std::max(most, l.h_elems());
@@ -165,6 +169,8 @@ void Engine::stage_inputs(const std::vector<int>& pool_slots, const std::vector<
     }
     o.out = out_off;
     out_off += align4(n * size_t(s.out_dim()));
+    o.ple_out = out_off;
+    out_off += align4(n * size_t(s.ple.channels));
     io_off_.push_back(o);
     most_qkv = std::max(most_qkv, n * size_t(s.conv_dim()));
     most_gb = std::max(most_gb, n * size_t(input_width(s, &LayerRows::a)) * 2);  // a gate pair per head
@@ -204,7 +210,7 @@ const float* Engine::staged(int l, std::vector<float> LayerRows::*member) const 
 std::vector<StepOutputs> Engine::download_outputs(int rows) {
   size_t total = 0;
   for (size_t l = 0; l < model_.spec.layers.size(); ++l)
-    total = io_off_[l].out + align4(size_t(batch_) * size_t(rows) * size_t(model_.spec.layers[l].out_dim()));
+    total = io_off_[l].ple_out + align4(size_t(batch_) * size_t(rows) * size_t(model_.spec.layers[l].ple.channels));
   SSM_CUDA(cudaMemcpyAsync(host_out_, out_.get(), total * 4, cudaMemcpyDeviceToHost, main_));
   SSM_CUDA(cudaStreamSynchronize(main_));
   const float* h = reinterpret_cast<const float*>(host_out_);
@@ -217,6 +223,9 @@ std::vector<StepOutputs> Engine::download_outputs(int rows) {
       const size_t n = size_t(rows) * size_t(model_.spec.layers[l].out_dim());
       const float* src = h + io_off_[l].out + size_t(b) * n;
       o.layers.emplace_back(src, src + n);
+      const size_t np = size_t(rows) * size_t(model_.spec.layers[l].ple.channels);
+      const float* ple = h + io_off_[l].ple_out + size_t(b) * np;
+      o.ple.emplace_back(ple, ple + np);
     }
   }
   return outs;
@@ -229,6 +238,7 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
   const LayerPool& lp = pool_.layer(l);
   const int* slots = reinterpret_cast<const int*>(io_.get());
   const bool mamba2 = s.kind == LayerKind::mamba2;  // the one dispatch point on the layer kind
+  if (s.ple.hosted()) ple_launch_rows(l, rows);  // independent of the layer's own math
 
   ConvParams cp{};
   cp.slots = slots;
@@ -324,6 +334,76 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
   launch_gdn_output_norm(np, main_);
 }
 
+void Engine::ple_launch_rows(int l, int rows) {
+  const LayerSpec& s = model_.spec.layers[size_t(l)];
+  const LayerPool& lp = pool_.layer(l);
+  PleRowsParams p{};
+  p.slots = reinterpret_cast<const int*>(io_.get());
+  p.conv = reinterpret_cast<float*>(lp.ple_conv.get());
+  p.snap = reinterpret_cast<float*>(lp.ple_snapshot_conv.get());
+  p.snaps = lp.ple_snaps;
+  p.n_snap = ple_snaps_;
+  p.history = reinterpret_cast<float*>(lp.ple_history.get());
+  p.ids = reinterpret_cast<float*>(lp.ple_ids.get());
+  p.x = staged(l, &LayerRows::ple_x);
+  p.tokens = staged(l, &LayerRows::ple_tokens);
+  p.w = reinterpret_cast<const float*>(lp.ple_w.get());
+  p.out = reinterpret_cast<float*>(out_.get()) + io_off_[size_t(l)].ple_out;
+  p.B = batch_;
+  p.R = rows;
+  p.C = s.ple.channels;
+  p.conv_rows = s.ple.conv_rows();
+  p.K = s.ple.k_size;
+  p.dilation = s.ple.dilation;
+  p.H = s.ple.history_len();
+  launch_ple_rows(p, main_);
+}
+
+std::vector<CopyDesc> Engine::ple_fresh_copies(const std::vector<int>& pool_slots) {
+  std::vector<CopyDesc> v;
+  if (!model_.spec.hosts_ple()) return v;
+  for (int s : pool_slots) {
+    if (ple_live_[size_t(s)]) continue;  // present (or already listed: a slot appears once per batch but the dummy)
+    for (int l = 0; l < pool_.layers(); ++l) {
+      const LayerPool& lp = pool_.layer(l);
+      if (!model_.spec.layers[size_t(l)].ple.hosted()) continue;
+      v.push_back({lp.ple_fresh_history.get(), pool_.ple_history(l, s), lp.ple_history_pitch});
+      v.push_back({nullptr, pool_.ple_conv(l, s), lp.ple_conv_pitch});
+    }
+    ple_live_[size_t(s)] = 1;
+  }
+  return v;
+}
+
+void Engine::ple_restore_copies(int slot, int n, bool to_checkpoint, std::vector<CopyDesc>& v) const {
+  const SlotMeta& m = contract_.slot(slot);
+  for (int l = 0; l < pool_.layers(); ++l) {
+    const LayerSpec& s = model_.spec.layers[size_t(l)];
+    if (!s.ple.hosted()) continue;
+    const LayerPool& lp = pool_.layer(l);
+    char* hist = to_checkpoint ? pool_.ple_history_checkpoint(l, slot) : pool_.ple_history(l, slot);
+    char* conv = to_checkpoint ? pool_.ple_conv_checkpoint(l, slot) : pool_.ple_conv(l, slot);
+    if (n == 0) {
+      if (!to_checkpoint && m.has_conv_checkpoint && ple_checkpoint_[size_t(slot)]) {
+        v.push_back({pool_.ple_history_checkpoint(l, slot), hist, lp.ple_history_pitch});
+        v.push_back({pool_.ple_conv_checkpoint(l, slot), conv, lp.ple_conv_pitch});
+      }
+      continue;
+    }
+    if (!to_checkpoint && SSM_MUTANT("cuda_ple_not_rolled_back")) continue;  // mutant (bug class 15)
+    v.push_back({pool_.ple_snapshot_conv(l, slot, n), conv, lp.ple_conv_pitch});
+    const size_t H = size_t(s.ple.history_len());
+    if (!to_checkpoint && SSM_MUTANT("cuda_ple_history_truncated")) {
+      // mutant (bug class 15): the post-verify history with its last k - n ids dropped, EOS in front
+      const size_t drop = std::min(H, size_t(m.last_verify_k - n));
+      v.push_back({lp.ple_fresh_history.get(), hist, drop * 4});
+      v.push_back({pool_.ple_ids_at(l, slot, m.last_verify_k), hist + drop * 4, (H - drop) * 4});
+      continue;
+    }
+    v.push_back({pool_.ple_ids_at(l, slot, n), hist, H * 4});  // the pre-verify history + the first n tokens
+  }
+}
+
 void Engine::enqueue_rows(int rows, int n_inter, VerifyArm arm, bool h_f16) {
   for (int l = 0; l < pool_.layers(); ++l)
     enqueue_layer(l, rows, n_inter, arm, h_f16, pool_.layer(l).h.get(), pool_.layer(l).h_pitch);
@@ -361,8 +441,11 @@ std::vector<StepOutputs> Engine::run_batch(OpKind op, const std::vector<int>& sl
     if (contract_.slot(s).h_is_f16 != f16)
       throw std::logic_error(std::string(op_name(op)) + ": slot " + std::to_string(s) + " h dtype does not match the " +
                              (f16 ? "FP16" : "FP32") + " kernel");
+  launch_copies(ple_fresh_copies(dev), main_);
   stage_inputs(dev, in, k);
+  ple_snaps_ = op == OpKind::verify ? k : 0;
   enqueue_rows(k, op == OpKind::verify ? k - 1 : 0, op == OpKind::verify ? arm : VerifyArm::exact, f16);
+  ple_snaps_ = 0;
   std::vector<StepOutputs> outs = download_outputs(k);
   if (op == OpKind::verify)
     for (int s : slots)
@@ -384,6 +467,7 @@ StepOutputs Engine::prefill(int slot, const StepInputs& in) {
   wait_async(slot);
   const HMode mode = contract_.pool().h_mode;
   const int T = in.rows;
+  launch_copies(ple_fresh_copies({slot}), main_);
   stage_inputs({slot}, {in}, T);
   if (mode == HMode::f16_pool) {
     // widen into the slot's FP32 stage, run there, narrow back with the converter
@@ -449,6 +533,7 @@ int Engine::alloc(int min_capacity) {
   if (cfg.h_mode == HMode::f16_pool) zero.push_back({nullptr, pool_.stage(slot), pool_.stage_pitch()});
   launch_copies(zero, main_);
   contract_.on_alloc(slot);
+  ple_live_[size_t(slot)] = ple_checkpoint_[size_t(slot)] = 0;  // absent until the first row
   return slot;
 }
 
@@ -466,7 +551,17 @@ std::vector<CopyDesc> Engine::checkpoint_copies(int slot) const {
     v.push_back({pool_.conv(l, slot), pool_.conv_checkpoint(l, slot),
                  SSM_MUTANT("cuda_checkpoint_conv_zero_bytes") ? 0 : pool_.layer(l).conv_pitch});
   }
+  ple_checkpoint_copies(slot, v);
   return v;
+}
+
+void Engine::ple_checkpoint_copies(int slot, std::vector<CopyDesc>& v) const {
+  for (int l = 0; l < pool_.layers(); ++l) {
+    if (!model_.spec.layers[size_t(l)].ple.hosted()) continue;
+    const LayerPool& lp = pool_.layer(l);
+    v.push_back({pool_.ple_history(l, slot), pool_.ple_history_checkpoint(l, slot), lp.ple_history_pitch});
+    v.push_back({pool_.ple_conv(l, slot), pool_.ple_conv_checkpoint(l, slot), lp.ple_conv_pitch});
+  }
 }
 
 std::vector<CopyDesc> Engine::restore_copies(int slot, int n) const {
@@ -484,6 +579,7 @@ std::vector<CopyDesc> Engine::restore_copies(int slot, int n) const {
       v.push_back({pool_.conv_intermediate(l, slot, t), pool_.conv(l, slot), cb});
     }
   }
+  ple_restore_copies(slot, n == 0 ? 0 : t + 1, false, v);
   return v;
 }
 
@@ -497,6 +593,12 @@ void Engine::checkpoint(int slot, bool async) {
     launch_copies(list, main_);
   }
   contract_.on_checkpoint(slot);
+  ple_checkpoint_[size_t(slot)] = ple_live_[size_t(slot)];
+}
+
+void Engine::ple_after_restore(int slot, int n) {
+  if (n >= 1) ple_live_[size_t(slot)] = 1;  // a verify ran: its snapshots hold a carry
+  else if (contract_.slot(slot).has_conv_checkpoint) ple_live_[size_t(slot)] = ple_checkpoint_[size_t(slot)];
 }
 
 void Engine::commit(int slot, int n, int k) {
@@ -504,6 +606,7 @@ void Engine::commit(int slot, int n, int k) {
   if (n == k && !SSM_MUTANT("cuda_commit_reads_last_intermediate")) return;  // mutant (bug class 17)
   wait_async(slot);
   launch_copies(restore_copies(slot, n), main_);
+  ple_after_restore(slot, n);
 }
 
 void Engine::rollback(int slot, int n, bool and_checkpoint) {
@@ -520,6 +623,7 @@ void Engine::rollback(int slot, int n, bool and_checkpoint) {
   if (!and_checkpoint) {
     if (!SSM_MUTANT("cuda_async_reader_no_wait")) wait_async(slot);  // mutant (bug class 14)
     launch_copies(list, main_);
+    ple_after_restore(slot, n);
     return;
   }
   // checkpoint <- the rolled-back state, copied from the same sources in the same launch
@@ -535,7 +639,14 @@ void Engine::rollback(int slot, int n, bool and_checkpoint) {
       list.push_back({pool_.conv_intermediate(l, slot, n - 1), pool_.conv_checkpoint(l, slot), cb});
     }
   }
+  if (n >= 1) {
+    ple_restore_copies(slot, n, true, list);
+  } else if (!m.has_conv_checkpoint) {  // the checkpoint takes the live carry, as it takes live h and conv
+    ple_checkpoint_copies(slot, list);
+  }
   run_async(slot, list);
+  ple_after_restore(slot, n);
+  if (n >= 1 || !m.has_conv_checkpoint) ple_checkpoint_[size_t(slot)] = ple_live_[size_t(slot)];
   contract_.on_checkpoint(slot);
 }
 
@@ -547,9 +658,15 @@ void Engine::snapshot_save(int slot, int snap) {
   for (int l = 0; l < pool_.layers(); ++l) {
     v.push_back({pool_.h(l, slot), pool_.snapshot_h(l, snap), h_bytes(l, d)});
     v.push_back({pool_.conv(l, slot), pool_.snapshot_conv(l, snap), pool_.layer(l).conv_pitch});
+    if (model_.spec.layers[size_t(l)].ple.hosted()) {
+      const LayerPool& lp = pool_.layer(l);
+      v.push_back({pool_.ple_history(l, slot), pool_.snapshot_ple_history(l, snap), lp.ple_history_pitch});
+      v.push_back({pool_.ple_conv(l, slot), pool_.snapshot_ple_conv(l, snap), lp.ple_conv_pitch});
+    }
   }
   launch_copies(v, main_);
   contract_.on_snapshot_save(slot, snap);
+  ple_saved_[size_t(snap)] = ple_live_[size_t(slot)];
 }
 
 void Engine::snapshot_restore(int slot, int snap) {
@@ -560,8 +677,14 @@ void Engine::snapshot_restore(int slot, int snap) {
   for (int l = 0; l < pool_.layers(); ++l) {
     v.push_back({pool_.snapshot_h(l, snap), pool_.h(l, slot), h_bytes(l, d)});
     v.push_back({pool_.snapshot_conv(l, snap), pool_.conv(l, slot), pool_.layer(l).conv_pitch});
+    if (model_.spec.layers[size_t(l)].ple.hosted() && ple_saved_[size_t(snap)]) {
+      const LayerPool& lp = pool_.layer(l);
+      v.push_back({pool_.snapshot_ple_history(l, snap), pool_.ple_history(l, slot), lp.ple_history_pitch});
+      v.push_back({pool_.snapshot_ple_conv(l, snap), pool_.ple_conv(l, slot), lp.ple_conv_pitch});
+    }
   }
   launch_copies(v, main_);
+  ple_live_[size_t(slot)] = ple_saved_[size_t(snap)];
 }
 
 // ---- export and test hooks ----------------------------------------------------------------------
@@ -593,6 +716,16 @@ SequenceState Engine::export_state(int slot) {
     for (int t = 0; t + 1 < m.last_verify_k; ++t) {
       ls.h_intermediates.push_back(fetch(m.intermediate_dtype, h_shape(s), pool_.h_intermediate(l, slot, t)));
       ls.conv_intermediates.push_back(fetch(DType::f32, conv_shape(s), pool_.conv_intermediate(l, slot, t)));
+    }
+    if (s.ple.hosted()) {
+      auto carry = [&](const void* hist, const void* conv) {
+        return PleCarry{fetch(DType::f32, ple_history_shape(s), hist), fetch(DType::f32, ple_conv_shape(s), conv)};
+      };
+      if (ple_live_[size_t(slot)]) ls.ple = carry(pool_.ple_history(l, slot), pool_.ple_conv(l, slot));
+      if (m.has_conv_checkpoint && ple_checkpoint_[size_t(slot)])
+        ls.ple_checkpoint = carry(pool_.ple_history_checkpoint(l, slot), pool_.ple_conv_checkpoint(l, slot));
+      for (int t = 0; t < m.last_verify_k; ++t)
+        ls.ple_snapshots.push_back(carry(pool_.ple_ids_at(l, slot, t), pool_.ple_snapshot_conv(l, slot, t)));
     }
     out.layers.push_back(std::move(ls));
   }

@@ -75,6 +75,20 @@ class Engine {
   void reserve_host(size_t in_bytes, size_t out_bytes);
   size_t h_bytes(int l, DType d) const;
 
+  // The PLE carry (docs/cuda.md "PLE carry"). Its presence is per slot (every op applies to every
+  // layer): live, the checkpoint's copy, each snapshot slot's copy.
+  std::vector<uint8_t> ple_live_, ple_checkpoint_, ple_saved_;
+  int ple_snaps_ = 0;  // verify snapshots the next enqueue_rows writes (K of a verify, else 0)
+  // A fresh carry (EOS history, zero conv) for each of `pool_slots` whose carry is absent: created
+  // on first use. Marks them present.
+  std::vector<CopyDesc> ple_fresh_copies(const std::vector<int>& pool_slots);
+  // Live PLE carry <- the state after n kept rows (n >= 1: conv snapshot n, history rebuilt from the
+  // verify's ids) or the checkpoint's (n == 0), into `dst` (live or checkpoint).
+  void ple_restore_copies(int slot, int n, bool to_checkpoint, std::vector<CopyDesc>& v) const;
+  void ple_launch_rows(int l, int rows);
+  void ple_checkpoint_copies(int slot, std::vector<CopyDesc>& v) const;  // live carry -> checkpoint
+  void ple_after_restore(int slot, int n);  // the live carry's presence after a restore of n rows
+
   Model model_;
   Contract contract_;
   DevicePool pool_;
@@ -96,6 +110,7 @@ class Engine {
   struct LayerIo {
     std::vector<size_t> in;
     size_t out = 0;
+    size_t ple_out = 0;  // a layer hosting a PLE carry: its [B][R][C] outputs
   };
   const float* staged(int l, std::vector<float> LayerRows::*member) const;  // null: the kind has no such input
   std::vector<LayerIo> io_off_;

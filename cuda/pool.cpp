@@ -95,6 +95,23 @@ DevicePool::DevicePool(const Model& model, const PoolConfig& cfg) : cfg_(cfg) {
     p.dt_bias = upload(w.dt_bias, at + "dt_bias");
     p.norm_w = upload(w.norm_w, at + "norm_w");
     p.D = upload(w.D, at + "D");
+    if (ls.ple.hosted()) {
+      const PleSpec& e = ls.ple;
+      p.ple_snaps = cfg.max_capacity() + 1;
+      p.ple_history_pitch = size_t(e.history_len()) * 4;
+      p.ple_conv_pitch = size_t(e.conv_rows()) * size_t(e.channels) * 4;
+      p.ple_ids_pitch = size_t(e.history_len() + p.ple_snaps) * 4;
+      p.ple_history = DeviceBuffer(p.ple_history_pitch * size_t(S), at + "ple_history");
+      p.ple_conv = DeviceBuffer(p.ple_conv_pitch * size_t(S), at + "ple_conv");
+      p.ple_history_checkpoint = DeviceBuffer(p.ple_history_pitch * size_t(S), at + "ple_history_checkpoint");
+      p.ple_conv_checkpoint = DeviceBuffer(p.ple_conv_pitch * size_t(S), at + "ple_conv_checkpoint");
+      p.ple_snapshot_conv = DeviceBuffer(p.ple_conv_pitch * size_t(S) * size_t(p.ple_snaps), at + "ple_snapshot_conv");
+      p.ple_ids = DeviceBuffer(p.ple_ids_pitch * size_t(S), at + "ple_ids");
+      p.snapshot_ple_history = DeviceBuffer(p.ple_history_pitch * size_t(cfg.snapshot_slots), at + "snapshot_ple_history");
+      p.snapshot_ple_conv = DeviceBuffer(p.ple_conv_pitch * size_t(cfg.snapshot_slots), at + "snapshot_ple_conv");
+      p.ple_w = upload(w.ple_w, at + "ple_w");
+      p.ple_fresh_history = upload(std::vector<float>(size_t(e.history_len()), float(e.eos_id)), at + "ple_fresh_history");
+    }
     layers_.push_back(std::move(p));
   }
   if (cfg.h_mode == HMode::f16_pool) {
@@ -136,6 +153,35 @@ char* DevicePool::snapshot_h(int l, int i) const {
 }
 char* DevicePool::snapshot_conv(int l, int i) const {
   return layers_[size_t(l)].snapshot_conv.get() + size_t(i) * layers_[size_t(l)].conv_pitch;
+}
+
+char* DevicePool::ple_history(int l, int s) const {
+  return layers_[size_t(l)].ple_history.get() + size_t(s) * layers_[size_t(l)].ple_history_pitch;
+}
+char* DevicePool::ple_conv(int l, int s) const {
+  return layers_[size_t(l)].ple_conv.get() + size_t(s) * layers_[size_t(l)].ple_conv_pitch;
+}
+char* DevicePool::ple_history_checkpoint(int l, int s) const {
+  return layers_[size_t(l)].ple_history_checkpoint.get() + size_t(s) * layers_[size_t(l)].ple_history_pitch;
+}
+char* DevicePool::ple_conv_checkpoint(int l, int s) const {
+  return layers_[size_t(l)].ple_conv_checkpoint.get() + size_t(s) * layers_[size_t(l)].ple_conv_pitch;
+}
+char* DevicePool::ple_snapshot_conv(int l, int s, int t) const {
+  const LayerPool& p = layers_[size_t(l)];
+  check_intermediate("ple snapshot", s, t, p.ple_snaps);
+  return p.ple_snapshot_conv.get() + (size_t(s) * size_t(p.ple_snaps) + size_t(t)) * p.ple_conv_pitch;
+}
+char* DevicePool::ple_ids_at(int l, int s, int t) const {
+  const LayerPool& p = layers_[size_t(l)];
+  check_intermediate("ple history ids", s, t, p.ple_snaps + 1);  // t = K: the history after the whole verify
+  return p.ple_ids.get() + size_t(s) * p.ple_ids_pitch + size_t(t) * 4;
+}
+char* DevicePool::snapshot_ple_history(int l, int i) const {
+  return layers_[size_t(l)].snapshot_ple_history.get() + size_t(i) * layers_[size_t(l)].ple_history_pitch;
+}
+char* DevicePool::snapshot_ple_conv(int l, int i) const {
+  return layers_[size_t(l)].snapshot_ple_conv.get() + size_t(i) * layers_[size_t(l)].ple_conv_pitch;
 }
 
 const DeviceBuffer& DevicePool::family(int l, PoolFamily f) const {
@@ -180,7 +226,9 @@ std::vector<const DeviceBuffer*> DevicePool::buffers() const {
   for (const LayerPool& p : layers_)
     for (const DeviceBuffer* b : {&p.h, &p.conv, &p.h_checkpoint, &p.conv_checkpoint, &p.h_intermediates,
                                   &p.conv_intermediates, &p.snapshot_h, &p.snapshot_conv, &p.norm_w, &p.conv_w,
-                                  &p.conv_bias, &p.A_log, &p.dt_bias, &p.D})
+                                  &p.conv_bias, &p.A_log, &p.dt_bias, &p.D, &p.ple_history, &p.ple_conv,
+                                  &p.ple_history_checkpoint, &p.ple_conv_checkpoint, &p.ple_snapshot_conv, &p.ple_ids,
+                                  &p.snapshot_ple_history, &p.snapshot_ple_conv, &p.ple_w, &p.ple_fresh_history})
       v.push_back(b);
   if (stage_.get()) v.push_back(&stage_);
   v.push_back(&inter_first_dev_);

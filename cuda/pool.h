@@ -46,6 +46,19 @@ struct LayerPool {
   DeviceBuffer conv_intermediates;  // [max_slots + 1][conv_capacity]
   DeviceBuffer snapshot_h, snapshot_conv;  // [snapshot_slots]
   DeviceBuffer norm_w, conv_w, conv_bias, A_log, dt_bias, D;  // weights (not state; D: Mamba-2)
+  // The PLE carry of a layer hosting one (empty buffers otherwise; docs/cuda.md "PLE carry").
+  size_t ple_history_pitch = 0;  // bytes per slot: H token ids (FP32)
+  size_t ple_conv_pitch = 0;     // bytes per slot: conv_rows * C * 4
+  size_t ple_ids_pitch = 0;      // bytes per slot: (H + ple_snaps) * 4
+  int ple_snaps = 0;             // verify snapshots per slot: the largest K a slot takes (max capacity + 1)
+  DeviceBuffer ple_history, ple_conv, ple_history_checkpoint, ple_conv_checkpoint;  // [max_slots + 1]
+  DeviceBuffer ple_snapshot_conv;  // [max_slots + 1][ple_snaps]: the conv state after t rows of the last verify
+  // [max_slots + 1][H + ple_snaps]: the history before the last verify, then its tokens, so the
+  // history after t kept rows is the H ids from position t (a partial accept rebuilds it from there)
+  DeviceBuffer ple_ids;
+  DeviceBuffer snapshot_ple_history, snapshot_ple_conv;  // [snapshot_slots] (prefix cache)
+  DeviceBuffer ple_w;                // [C][k_size] weights
+  DeviceBuffer ple_fresh_history;    // [H] the EOS id: a fresh carry's history
 };
 
 class DevicePool {
@@ -69,6 +82,16 @@ class DevicePool {
   char* snapshot_h(int l, int i) const;
   char* snapshot_conv(int l, int i) const;
   char* stage(int s) const { return stage_.get() + size_t(s) * stage_pitch_; }
+  // PLE carry addresses (a layer hosting one). ple_snapshot_conv checks t against ple_snaps;
+  // ple_ids_at(l, s, t): the history after t kept rows of the slot's last verify.
+  char* ple_history(int l, int s) const;
+  char* ple_conv(int l, int s) const;
+  char* ple_history_checkpoint(int l, int s) const;
+  char* ple_conv_checkpoint(int l, int s) const;
+  char* ple_snapshot_conv(int l, int s, int t) const;
+  char* ple_ids_at(int l, int s, int t) const;
+  char* snapshot_ple_history(int l, int i) const;
+  char* snapshot_ple_conv(int l, int i) const;
   size_t stage_pitch() const { return stage_pitch_; }
   const DeviceBuffer& stage_buffer() const { return stage_; }
   int inter_first(int s) const { return inter_first_[size_t(s)]; }
