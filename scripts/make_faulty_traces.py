@@ -113,6 +113,47 @@ def batched_neighbour(f):
     return i, 0, 1, "h_intermediate[0]"
 
 
+def ple_after(f, op_text, layer):
+    """The op whose text is op_text (it recorded a state) and seq 0's PLE carry of `layer` there and
+    after the op before it."""
+    ops = ops_of(f)
+    for n, (i, g) in enumerate(ops):
+        text = g.attrs["op"] if isinstance(g.attrs["op"], str) else g.attrs["op"].decode()
+        if text == op_text and "state" in g:
+            prev = ops[n - 1][1]
+            return i, g["state/seq0/layer%d" % layer], prev["state/seq0/layer%d" % layer]
+    raise SystemExit("no op %r in %s" % (op_text, f.filename))
+
+
+def ple_not_rolled_back(op_text, layer):
+    """After a partial accept, the PLE carry as the verify left it (bug class 15)."""
+    def fault(f):
+        i, now, before = ple_after(f, op_text, layer)
+        tensor = "ple_history"
+        if np.array_equal(now["ple_history"][...], before["ple_history"][...]):
+            tensor = "ple_conv"  # the tokens happened to repeat: the conv state still differs
+        for name in ("ple_history", "ple_conv"):
+            now[name][...] = before[name][...]
+        return i, 0, layer, tensor
+    return fault
+
+
+def ple_history_truncated(op_text, layer, k, n):
+    """After a partial accept of n rows of a K = k verify, the post-verify history with its last
+    k - n ids dropped and EOS in front, instead of the rebuild (bug class 15)."""
+    def fault(f):
+        i, now, before = ple_after(f, op_text, layer)
+        post = before["ple_history"][...]
+        eos = float(f["model/layer%d" % layer].attrs["ple_eos_id"])
+        drop = min(len(post), k - n)
+        bad = np.concatenate([np.full(drop, eos, np.float32), post[:len(post) - drop]]).astype(np.float32)
+        if np.array_equal(bad, now["ple_history"][...]):
+            raise SystemExit("%s: the truncated history equals the rebuilt one; pick another op" % f.filename)
+        now["ple_history"][...] = bad
+        return i, 0, layer, "ple_history"
+    return fault
+
+
 def main(src_dir, dst_dir):
     os.makedirs(dst_dir, exist_ok=True)
     derive(src_dir, dst_dir, "tiny_f32_every_op.h5", "flip_h_after_commit.h5",
@@ -135,6 +176,11 @@ def main(src_dir, dst_dir):
     derive(src_dir, dst_dir, "mamba_odd_b_f16pool_every_op.h5", "mamba2_zero_h_intermediate.h5",
            "Mamba-2 h intermediate 0 of layer 1 never written by verify 3 (f16-pool)",
            zero_h_intermediate("verify 3", 1, 0))
+    derive(src_dir, dst_dir, "ple_tiny_f32_every_op.h5", "ple_not_rolled_back.h5",
+           "commit 2 4 left the PLE carry of layer 0 as verify 4 left it", ple_not_rolled_back("commit 2 4", 0))
+    derive(src_dir, dst_dir, "ple_tiny_f32_every_op.h5", "ple_history_truncated.h5",
+           "commit 2 4 truncated the post-verify PLE history of layer 0 instead of rebuilding it",
+           ple_history_truncated("commit 2 4", 0, 4, 2))
 
 
 if __name__ == "__main__":

@@ -67,6 +67,20 @@ rec hybrid_odd_f32_batched "GDN and Mamba-2 layers alternating: batched decode/v
   --outputs --preset hybrid-odd --h-mode f32 --seed 23 --slots 3 --capacity 4,3,2 --extreme-gates \
   --ops "alloc 3 @0; alloc 3 @1; prefill 4 @0; prefill 3 @1; checkpoint @0; decode @1,pad,0; verify 4 @0,1;
          commit 2 4 @0; rollback 2 @1; verify 3 wy @pad,1,0; rollback 0 @0; decode @0,1"
+# The PLE carry (STATE-MODEL section 7): its life through every op (absent at alloc, a checkpoint
+# and a rollback of an absent carry, partial accepts of every kind); two hosting layers of three,
+# batched with padding, in f16-pool mode. States of the hosting layers only, after the ops that move
+# the carry (keeps fixtures/traces under its size budget).
+rec ple_tiny_f32_every_op "PLE carry: every op, h f32, an absent carry checkpointed and restored; states of layer 0" \
+  --outputs --state-layers 0 --states 2,3,6,7,10,11,13,16,17,18,22 \
+  --preset ple-tiny --h-mode f32 --seed 24 --capacity 5 \
+  --ops "alloc; checkpoint; prefill 2; rollback 0; prefill 5; checkpoint; verify 4; commit 2 4; decode;
+         checkpoint_async; verify 3 wy; rollback 1; decode; rollback 0; snapshot_save 0; decode; snapshot_restore 0;
+         verify 5; rollback_and_checkpoint_async 2; decode; release; alloc; prefill 2"
+rec ple_odd_f16pool_batched "PLE carry on two layers of three: batched decode/verify with padding, h f16-pool, tiered capacities; states of layers 0 and 2" \
+  --outputs --state-layers 0,2 --states 6,7,8,11 --preset ple-odd --h-mode f16-pool --seed 25 --slots 3 --capacity 4,3,2 \
+  --ops "alloc 3 @0; alloc 3 @1; prefill 4 @0; prefill 3 @1; checkpoint @0; decode @1,pad,0; verify 4 @0,1;
+         commit 2 4 @0; rollback 3 @1; verify 3 wy @pad,1,0; rollback 0 @0; decode @0,1"
 
 if /usr/bin/python3 -c "import h5py" 2>/dev/null; then
   /usr/bin/python3 "$root/scripts/make_faulty_traces.py" "$out" "$out/faulty"

@@ -68,6 +68,7 @@ std::vector<Param> params() {
     v.emplace_back("qwen3-next-80b", 1, m);
     v.emplace_back("mamba-odd-a", 0, m);
     v.emplace_back("hybrid-odd", 0, m);
+    v.emplace_back("ple-odd", 0, m);
     v.emplace_back("nemotron-h-8b", 1, m);
   }
   return v;

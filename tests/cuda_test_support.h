@@ -132,18 +132,27 @@ inline cmp::StateReport bitwise_state(const SequenceState& x, const SequenceStat
   return cmp::compare_state(x, y, cmp::Tolerances::defaults(), w, cmp::Strictness::bitwise);
 }
 
-// Bitwise equality of two output sets (rows [0, count) of `got` against `ref` rows [first, ..)).
+// Bitwise equality of two output sets (rows [0, count) of `got` against `ref` rows [first, ..)),
+// the PLE outputs included.
 inline std::string outputs_diff(const StepOutputs& ref, int first, const StepOutputs& got) {
-  for (size_t l = 0; l < got.layers.size(); ++l) {
-    const size_t width = ref.layers[l].size() / size_t(ref.rows);
-    for (size_t i = 0; i < got.layers[l].size(); ++i) {
-      const float r = ref.layers[l][size_t(first) * width + i], g = got.layers[l][i];
-      if (std::memcmp(&r, &g, 4) != 0)
-        return "layer " + std::to_string(l) + " element " + std::to_string(i) + ": " + std::to_string(r) + " vs " +
-               std::to_string(g);
+  auto diff = [&](const std::vector<std::vector<float>>& rv, const std::vector<std::vector<float>>& gv,
+                  const char* what) -> std::string {
+    if (rv.size() != gv.size()) return std::string(what) + ": layer counts differ";
+    for (size_t l = 0; l < gv.size(); ++l) {
+      const size_t width = rv[l].size() / size_t(ref.rows);
+      if (gv[l].size() + size_t(first) * width > rv[l].size())
+        return std::string(what) + " layer " + std::to_string(l) + ": sizes differ";
+      for (size_t i = 0; i < gv[l].size(); ++i) {
+        const float r = rv[l][size_t(first) * width + i], g = gv[l][i];
+        if (std::memcmp(&r, &g, 4) != 0)
+          return std::string(what) + " layer " + std::to_string(l) + " element " + std::to_string(i) + ": " +
+                 std::to_string(r) + " vs " + std::to_string(g);
+      }
     }
-  }
-  return "";
+    return "";
+  };
+  const std::string d = diff(ref.layers, got.layers, "output");
+  return d.empty() ? diff(ref.ple, got.ple, "ple_output") : d;
 }
 
 }  // namespace ssm::test

@@ -4,3 +4,4 @@ ssmcheck_test(reference_test LABEL cpu
           pool_test.cpp snapshot_test.cpp contract_errors_test.cpp reference_threads_test.cpp
   LIBS ssmcheck_reference ssmcheck_fixtures OpenMP::OpenMP_CXX)
 ssmcheck_test(mamba2_test LABEL cpu SOURCES mamba2_test.cpp LIBS ssmcheck_reference ssmcheck_fixtures OpenMP::OpenMP_CXX)
+ssmcheck_test(ple_test LABEL cpu SOURCES ple_test.cpp LIBS ssmcheck_reference ssmcheck_fixtures ssmcheck_formats ssmcheck_compare)

@@ -73,7 +73,9 @@ TEST(GoldenTraces, CoverEveryOpModeArmAndBatching) {
   EXPECT_TRUE(wy && exact && batched && padded && refusal && qwen);
   std::uintmax_t bytes = 0;
   for (const auto& e : fs::recursive_directory_iterator(traces_dir())) bytes += e.is_regular_file() ? e.file_size() : 0;
-  EXPECT_LT(bytes, 20u << 20) << "fixtures/traces must stay under ~20 MB";
+  // The clone's budget for traces: 22 MiB since the PLE traces (Dec 2026: 14 golden and 11 faulty
+  // traces, 22.1 MB; they record the hosting layers' states after the ops that move the carry only)
+  EXPECT_LT(bytes, 22u << 20) << "fixtures/traces must stay under 22 MiB";
 }
 
 class FaultyTrace : public ::testing::TestWithParam<std::string> {};

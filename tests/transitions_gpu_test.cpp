@@ -37,7 +37,7 @@ std::vector<Param> params() {
   std::vector<Param> v;
   for (HMode m : {HMode::f32, HMode::f16, HMode::f16_pool}) {
     for (const char* p : {"tiny", "odd-a", "odd-b", "odd-c", "odd-d", "mamba-tiny", "mamba-odd-a", "mamba-odd-b",
-                          "hybrid-odd"})
+                          "hybrid-odd", "ple-tiny", "ple-odd"})
       v.emplace_back(p, 0, m);
     v.emplace_back("qwen3-next-80b", 2, m);
     v.emplace_back("nemotron-h-8b", 2, m);
@@ -50,6 +50,35 @@ std::string param_name(const ::testing::TestParamInfo<Param>& i) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, TransitionsGpu, ::testing::ValuesIn(params()), param_name);
+
+// The PLE carry's life (docs/state-model.md "PLE carry"): a checkpoint and a snapshot of an absent
+// carry, rollback 0 and snapshot_restore making it absent again, partial accepts by commit,
+// rollback and rollback_and_checkpoint_async, a batched verify with padding, release and re-alloc.
+constexpr const char* kPleScript =
+    "alloc; checkpoint; snapshot_save 1; prefill 3; rollback 0; decode; snapshot_restore 1; verify 5; commit 3 5; "
+    "rollback_and_checkpoint_async 2; verify 3; rollback 1; alloc @1; verify 4 @1,pad,0; commit 1 4 @1; "
+    "commit 2 4 @0; rollback 0 @1; checkpoint_async @0; decode @0,1; rollback 0 @0; release @0; alloc @0; "
+    "verify 2 @0; commit 1 2 @0; snapshot_save 0 @1; snapshot_restore 0 @0";
+
+class PleTransitionsGpu : public GpuTestP<Param> {};
+
+TEST_P(PleTransitionsGpu, MatchesReference) {
+  GpuCase c;
+  c.preset = std::get<0>(GetParam());
+  c.layers = std::get<1>(GetParam());
+  c.mode = std::get<2>(GetParam());
+  c.seed = 19;
+  run_pair(c, kPleScript);
+}
+
+std::vector<Param> ple_params() {
+  std::vector<Param> v;
+  for (HMode m : {HMode::f32, HMode::f16, HMode::f16_pool})
+    for (const char* p : {"ple-tiny", "ple-odd"}) v.emplace_back(p, 0, m);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, PleTransitionsGpu, ::testing::ValuesIn(ple_params()), param_name);
 
 class ConvertersGpu : public GpuTest {};
 
