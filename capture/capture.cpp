@@ -34,6 +34,9 @@ struct Failure {
 struct PendingLayer {
   std::optional<Tensor> h, conv, h_checkpoint, conv_checkpoint;
   std::map<int, Tensor> h_inter, conv_inter;
+  // the PLE carry (a hosting layer): live, checkpoint, snapshots, each history with its conv
+  std::optional<Tensor> ple_history, ple_conv, ple_history_checkpoint, ple_conv_checkpoint;
+  std::map<int, Tensor> ple_history_snapshot, ple_conv_snapshot;
 };
 struct PendingSeq {
   int slot = -1, last_verify_k = 0;
@@ -120,9 +123,32 @@ const LayerSpec& layer_of(ssmc_trace* t, int layer) {
   return t->header.model.spec.layers[size_t(layer)];
 }
 
+// A layer hosting a PLE carry (ssmc_set_layer_ple), for the PLE calls.
+const LayerSpec& ple_layer_of(ssmc_trace* t, int layer, const char* call) {
+  const LayerSpec& s = layer_of(t, layer);
+  need(s.ple.hosted(), SSMC_ERR_ARGUMENT,
+       fmt::format("{}: layer {} hosts no PLE carry (declare it with ssmc_set_layer_ple)", call, layer));
+  return s;
+}
+
 PendingOp& current(ssmc_trace* t) {
   need(t->op.has_value(), SSMC_ERR_ORDER, "no op begun (call ssmc_begin_op first)");
   return *t->op;
+}
+
+void check_entry(const PendingOp& p, int entry);
+
+// The outputs of an entry, created with every layer's (and PLE output's) slot empty.
+StepOutputs& outputs_of(ssmc_trace* t, PendingOp& p, int entry) {
+  if (p.op.outputs.empty()) p.op.outputs.resize(p.op.op.seqs.size());
+  auto& o = p.op.outputs[size_t(entry)];
+  if (!o) {
+    o = StepOutputs();
+    o->rows = p.op.op.rows();
+    o->layers.resize(t->header.model.spec.layers.size());
+    o->ple.resize(t->header.model.spec.layers.size());
+  }
+  return *o;
 }
 
 void check_entry(const PendingOp& p, int entry) {
@@ -131,6 +157,31 @@ void check_entry(const PendingOp& p, int entry) {
        "op '" + to_string(o) + "' takes no inputs and makes no outputs");
   need(entry >= 0 && size_t(entry) < o.seqs.size(), SSMC_ERR_ARGUMENT,
        fmt::format("entry {} outside the selector's 0..{}", entry, int(o.seqs.size()) - 1));
+}
+
+// A history and its conv given together, or neither.
+std::optional<PleCarry> ple_pair(const std::optional<Tensor>& h, const std::optional<Tensor>& c, const std::string& where,
+                                 const char* suffix) {
+  need(h.has_value() == c.has_value(), SSMC_ERR_INVALID,
+       fmt::format("{}: ple_history{} and ple_conv{} come together (one was given without the other)", where, suffix,
+                   suffix));
+  return h ? std::optional<PleCarry>(PleCarry{*h, *c}) : std::nullopt;
+}
+
+// The PLE fields of a recorded layer; the trace's validation checks them against the model.
+void assemble_ple(const PendingLayer& pl, int last_verify_k, const std::string& where, LayerState& ls) {
+  ls.ple = ple_pair(pl.ple_history, pl.ple_conv, where, "");
+  ls.ple_checkpoint = ple_pair(pl.ple_history_checkpoint, pl.ple_conv_checkpoint, where, "_checkpoint");
+  if (pl.ple_history_snapshot.empty() && pl.ple_conv_snapshot.empty()) return;  // a layer hosting none, or an error below
+  for (int i = 0; i < last_verify_k; ++i) {
+    need(pl.ple_history_snapshot.count(i) && pl.ple_conv_snapshot.count(i), SSMC_ERR_INVALID,
+         fmt::format("{}: last_verify_k {} needs PLE snapshots 0..{} (history and conv), index {} missing", where,
+                     last_verify_k, last_verify_k - 1, i));
+    ls.ple_snapshots.push_back(PleCarry{pl.ple_history_snapshot.at(i), pl.ple_conv_snapshot.at(i)});
+  }
+  need(pl.ple_history_snapshot.size() <= size_t(last_verify_k) && pl.ple_conv_snapshot.size() <= size_t(last_verify_k),
+       SSMC_ERR_INVALID,
+       fmt::format("{}: PLE snapshots beyond the {} of last_verify_k {}", where, last_verify_k, last_verify_k));
 }
 
 // The op as TraceOp: pending states turned into TraceStates.
@@ -165,6 +216,7 @@ cmp::TraceOp assemble(const ssmc_trace* t, PendingOp& p) {
       need(pl.h_inter.size() <= size_t(n) && pl.conv_inter.size() <= size_t(n), SSMC_ERR_INVALID,
            fmt::format("{}: intermediates beyond the {} that last_verify_k {} makes valid", where, n,
                        kv.second.last_verify_k));
+      assemble_ple(pl, kv.second.last_verify_k, where, ls);
       ts.layers.push_back(lkv.first);
       ts.state.layers.push_back(std::move(ls));
     }
@@ -173,6 +225,57 @@ cmp::TraceOp assemble(const ssmc_trace* t, PendingOp& p) {
     op.states.push_back(std::move(ts));
   }
   return op;
+}
+
+// A PLE field of ssmc_state_tensor (its checks: the layer hosts a carry, the field is known, the
+// dtype fits; history values are checked as token ids by the trace's validation).
+void ple_state_tensor(ssmc_trace* t, PendingLayer& pl, int seq, int layer, const std::string& f, int index,
+                      ssmc_dtype dtype, const void* data, ssmc_memory mem) {
+  const LayerSpec& s = ple_layer_of(t, layer, "ssmc_state_tensor");
+  struct Field {
+    const char* name;
+    bool history, snapshot;
+    std::optional<Tensor> PendingLayer::*one;
+    std::map<int, Tensor> PendingLayer::*many;
+  };
+  static const Field fields[] = {
+      {"ple_history", true, false, &PendingLayer::ple_history, nullptr},
+      {"ple_conv", false, false, &PendingLayer::ple_conv, nullptr},
+      {"ple_history_checkpoint", true, false, &PendingLayer::ple_history_checkpoint, nullptr},
+      {"ple_conv_checkpoint", false, false, &PendingLayer::ple_conv_checkpoint, nullptr},
+      {"ple_history_snapshot", true, true, nullptr, &PendingLayer::ple_history_snapshot},
+      {"ple_conv_snapshot", false, true, nullptr, &PendingLayer::ple_conv_snapshot}};
+  const Field* fd = nullptr;
+  for (const Field& x : fields)
+    if (f == x.name) fd = &x;
+  need(fd != nullptr, SSMC_ERR_ARGUMENT,
+       "ssmc_state_tensor: unknown PLE field '" + f +
+           "' (known: ple_history, ple_conv, ple_history_checkpoint, ple_conv_checkpoint, ple_history_snapshot, "
+           "ple_conv_snapshot)");
+  need(fd->history ? dtype != SSMC_F16 : dtype == SSMC_F32, SSMC_ERR_ARGUMENT,
+       "ssmc_state_tensor: " + f + (fd->history ? " holds token ids (SSMC_I32 or SSMC_F32)" : " is f32"));
+  Tensor x = Tensor::zeros(DType::f32, fd->history ? ple_history_shape(s) : ple_conv_shape(s));
+  if (dtype == SSMC_I32) {
+    std::vector<int32_t> ids(size_t(x.size()));
+    copy_in(ids.data(), data, ids.size() * 4, mem, f.c_str());
+    for (size_t i = 0; i < ids.size(); ++i)
+      need(ids[i] >= 0 && ids[i] <= kMaxTokenId, SSMC_ERR_ARGUMENT,
+           fmt::format("ssmc_state_tensor: {} of seq {} layer {}: element {} holds {}, not a token id (0..{})", f, seq,
+                       layer, i, ids[i], kMaxTokenId));
+    std::copy(ids.begin(), ids.end(), x.f32());
+  } else {
+    copy_in(x.raw(), data, x.bytes(), mem, f.c_str());
+  }
+  if (!fd->snapshot) {
+    std::optional<Tensor>& slot = pl.*(fd->one);
+    need(!slot.has_value(), SSMC_ERR_ORDER, fmt::format("{} of seq {} layer {} given twice", f, seq, layer));
+    slot = std::move(x);
+    return;
+  }
+  need(index >= 0 && index < 65536, SSMC_ERR_ARGUMENT, fmt::format("{}: index {} out of range", f, index));
+  std::map<int, Tensor>& m = pl.*(fd->many);
+  need(!m.count(index), SSMC_ERR_ORDER, fmt::format("{}[{}] of seq {} layer {} given twice", f, index, seq, layer));
+  m.emplace(index, std::move(x));
 }
 
 }  // namespace
@@ -357,7 +460,8 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
     }
     const size_t T = size_t(rows);
     LayerRows& r = in.layers[size_t(layer)];
-    need(r.x.empty(), SSMC_ERR_ORDER, fmt::format("ssmc_op_inputs: entry {} layer {} given twice", entry, layer));
+    need(r.x.empty() && r.z.empty(), SSMC_ERR_ORDER,
+         fmt::format("ssmc_op_inputs: entry {} layer {} given twice", entry, layer));
     // The four pointers by parameter name and the LayerRows member they fill; which of them the
     // layer's kind takes, under which names and widths, is LayerSpec::inputs() (GDN x, a, b, z;
     // Mamba-2 xBC in x, dt in a, z).
@@ -367,7 +471,12 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
       const float* ptr;
     };
     const Given given[] = {{"x", &LayerRows::x, x}, {"a", &LayerRows::a, a}, {"b", &LayerRows::b, b}, {"z", &LayerRows::z, z}};
-    const std::vector<InputField> fields = s.inputs();
+    std::vector<InputField> fields = s.inputs();  // the kind's own; the PLE ones come by ssmc_op_ple_inputs
+    fields.erase(std::remove_if(fields.begin(), fields.end(),
+                                [](const InputField& f) {
+                                  return f.member == &LayerRows::ple_tokens || f.member == &LayerRows::ple_x;
+                                }),
+                 fields.end());
     std::string takes;
     for (const InputField& f : fields)
       for (const Given& g : given)
@@ -381,6 +490,8 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
                        to_string(s.kind), s.name(), takes, g.param));
     }
     LayerRows got;
+    got.ple_tokens = std::move(r.ple_tokens);  // given already by ssmc_op_ple_inputs, or later
+    got.ple_x = std::move(r.ple_x);
     for (const InputField& f : fields) {
       const Given& g = *std::find_if(std::begin(given), std::end(given), [&](const Given& q) { return q.member == f.member; });
       // GDN's errors name the parameter as they always have; Mamba-2's name the field and where
@@ -400,16 +511,77 @@ ssmc_status ssmc_op_outputs(ssmc_trace* t, int entry, int layer, const float* ou
     PendingOp& p = current(t);
     check_entry(p, entry);
     const LayerSpec& s = layer_of(t, layer);
-    if (p.op.outputs.empty()) p.op.outputs.resize(p.op.op.seqs.size());
-    auto& o = p.op.outputs[size_t(entry)];
-    if (!o) {
-      o = StepOutputs();
-      o->rows = p.op.op.rows();
-      o->layers.resize(t->header.model.spec.layers.size());
-    }
-    need(o->layers[size_t(layer)].empty(), SSMC_ERR_ORDER,
+    StepOutputs& o = outputs_of(t, p, entry);
+    need(o.layers[size_t(layer)].empty(), SSMC_ERR_ORDER,
          fmt::format("ssmc_op_outputs: entry {} layer {} given twice", entry, layer));
-    o->layers[size_t(layer)] = floats(out, size_t(o->rows) * size_t(s.out_dim()), mem, "out");
+    o.layers[size_t(layer)] = floats(out, size_t(o.rows) * size_t(s.out_dim()), mem, "out");
+  });
+}
+
+ssmc_status ssmc_op_ple_outputs(ssmc_trace* t, int entry, int layer, const float* out, ssmc_memory mem) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_ple_outputs: null trace");
+  return call(t, true, [&] {
+    PendingOp& p = current(t);
+    check_entry(p, entry);
+    const LayerSpec& s = ple_layer_of(t, layer, "ssmc_op_ple_outputs");
+    StepOutputs& o = outputs_of(t, p, entry);
+    need(o.ple[size_t(layer)].empty(), SSMC_ERR_ORDER,
+         fmt::format("ssmc_op_ple_outputs: entry {} layer {} given twice", entry, layer));
+    const std::string what = fmt::format("ssmc_op_ple_outputs: entry {} layer {} out [rows][{}]", entry, layer,
+                                         s.ple.channels);
+    o.ple[size_t(layer)] = floats(out, size_t(o.rows) * size_t(s.ple.channels), mem, what.c_str());
+  });
+}
+
+ssmc_status ssmc_op_ple_inputs(ssmc_trace* t, int entry, int layer, const int32_t* tokens, const float* x,
+                               ssmc_memory mem) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_ple_inputs: null trace");
+  return call(t, true, [&] {
+    PendingOp& p = current(t);
+    check_entry(p, entry);
+    const LayerSpec& s = ple_layer_of(t, layer, "ssmc_op_ple_inputs");
+    StepInputs& in = p.op.inputs[size_t(entry)];
+    const int rows = p.op.op.rows();
+    if (in.layers.empty()) {
+      in.rows = rows;
+      in.layers.resize(t->header.model.spec.layers.size());
+    }
+    LayerRows& r = in.layers[size_t(layer)];
+    need(r.ple_x.empty(), SSMC_ERR_ORDER, fmt::format("ssmc_op_ple_inputs: entry {} layer {} given twice", entry, layer));
+    const std::string at = fmt::format("ssmc_op_ple_inputs: entry {} layer {}", entry, layer);
+    std::vector<int32_t> ids(static_cast<size_t>(rows));
+    copy_in(ids.data(), tokens, ids.size() * 4, mem, (at + " tokens").c_str());
+    std::vector<float> as_float(ids.begin(), ids.end());
+    for (size_t i = 0; i < ids.size(); ++i)
+      need(ids[i] >= 0 && ids[i] <= kMaxTokenId, SSMC_ERR_ARGUMENT,
+           fmt::format("{} tokens: row {} holds {}, not a token id (0..{})", at, i, ids[i], kMaxTokenId));
+    r.ple_x = floats(x, size_t(rows) * size_t(s.ple.channels), mem, (at + fmt::format(" x [rows][{}]", s.ple.channels)).c_str());
+    r.ple_tokens = std::move(as_float);
+  });
+}
+
+ssmc_status ssmc_set_layer_ple(ssmc_trace* t, int layer, const ssmc_ple_desc* desc, const float* ple_w) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_set_layer_ple: null trace");
+  return call(t, false, [&] {
+    need(!t->writer, SSMC_ERR_ORDER, "ssmc_set_layer_ple after the first ssmc_begin_op (the header is written)");
+    need(desc != nullptr, SSMC_ERR_ARGUMENT, "ssmc_set_layer_ple: desc is null");
+    LayerSpec s = layer_of(t, layer);
+    const std::string at = fmt::format("ssmc_set_layer_ple: layer {}", layer);
+    need(!s.ple.hosted(), SSMC_ERR_ORDER, at + ": already hosts a PLE carry");
+    s.ple = PleSpec{desc->channels, desc->ngram_size, desc->k_size, desc->dilation, desc->eos_id};
+    need(desc->channels > 0, SSMC_ERR_ARGUMENT, at + ": channels must be >= 1");
+    try {
+      s.validate();
+    } catch (const std::exception& e) {
+      throw Failure{SSMC_ERR_ARGUMENT, at + ": " + e.what()};
+    }
+    const size_t n = size_t(s.ple.channels) * size_t(s.ple.k_size);
+    const std::string what = fmt::format("{} weight ple_w [{}][{}]", at, s.ple.channels, s.ple.k_size);
+    std::vector<float> w = floats(ple_w, n, SSMC_HOST, what.c_str());
+    for (size_t i = 0; i < n; ++i)
+      need(std::isfinite(w[i]), SSMC_ERR_ARGUMENT, fmt::format("{}: non-finite value {} at element {}", what, w[i], i));
+    t->header.model.spec.layers[size_t(layer)] = s;
+    t->header.model.weights[size_t(layer)].ple_w = std::move(w);
   });
 }
 
@@ -447,9 +619,12 @@ ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const char* fie
     PendingOp& p = current(t);
     need(field != nullptr, SSMC_ERR_ARGUMENT, "ssmc_state_tensor: field is null");
     need(p.states.count(seq), SSMC_ERR_ORDER, fmt::format("ssmc_state_tensor: sequence {} not begun", seq));
-    need(dtype == SSMC_F32 || dtype == SSMC_F16, SSMC_ERR_ARGUMENT, "ssmc_state_tensor: dtype must be SSMC_F32 or SSMC_F16");
+    need(dtype == SSMC_F32 || dtype == SSMC_F16 || dtype == SSMC_I32, SSMC_ERR_ARGUMENT,
+         "ssmc_state_tensor: dtype must be SSMC_F32, SSMC_F16 or SSMC_I32");
     PendingSeq& ps = p.states[seq];
     const std::string f = field;
+    if (f.rfind("ple_", 0) == 0) return ple_state_tensor(t, ps.layers[layer], seq, layer, f, index, dtype, data, mem);
+    need(dtype != SSMC_I32, SSMC_ERR_ARGUMENT, "ssmc_state_tensor: " + f + " is not a token id field (SSMC_I32)");
     const DType dt = dtype == SSMC_F16 ? DType::f16 : DType::f32;
     if (f == "h_prefill_stage") {
       need(dt == DType::f32, SSMC_ERR_ARGUMENT, "h_prefill_stage is f32");
@@ -464,7 +639,8 @@ ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const char* fie
     const bool is_conv = f == "conv" || f == "conv_checkpoint" || f == "conv_intermediate";
     need(is_h || is_conv, SSMC_ERR_ARGUMENT,
          "ssmc_state_tensor: unknown field '" + f +
-             "' (known: h, conv, h_checkpoint, conv_checkpoint, h_intermediate, conv_intermediate, h_prefill_stage)");
+             "' (known: h, conv, h_checkpoint, conv_checkpoint, h_intermediate, conv_intermediate, h_prefill_stage, "
+             "and on a layer hosting a PLE carry ple_history, ple_conv, their _checkpoint and _snapshot)");
     need(is_h || dt == DType::f32, SSMC_ERR_ARGUMENT, "ssmc_state_tensor: " + f + " is f32");
     Tensor x = Tensor::zeros(dt, is_h ? h_shape(s) : conv_shape(s));
     copy_in(x.raw(), data, x.bytes(), mem, field);

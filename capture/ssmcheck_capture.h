@@ -27,6 +27,10 @@
  *     h [nh][hp][ns], ns fastest (f32, or f16 bits when the state is FP16)
  *   both kinds: conv [conv_dim][d_conv] f32 (column 0 oldest), h_prefill_stage [max over layers
  *   of the layer's h elements] f32.
+ *   A GDN layer hosting a PLE carry (ssmc_set_layer_ple, ABI minor 3), with C channels, H =
+ *   ngram_size - 1, R = (k_size - 1) * dilation: inputs tokens [T] (int32 ids) and x [T][C]
+ *   (ssmc_op_ple_inputs), outputs [T][C] (ssmc_op_ple_outputs), state ple_history [H] (token ids,
+ *   SSMC_I32 or SSMC_F32), ple_conv [R][C] f32, their _checkpoint copies and per-row _snapshot t.
  * Memory: SSMC_HOST pointers are read directly; SSMC_DEVICE pointers are copied with
  * cudaMemcpy when the library was built with CUDA (otherwise SSMC_ERR_DEVICE).
  */
@@ -49,10 +53,12 @@ extern "C" {
 /* Additions to the ABI that keep every earlier call as it was (the library's SOVERSION stays 1):
  *   0: GDN layers (ssmc_add_layer) -- the first ABI, which has no ssmc_abi_minor();
  *   1: Mamba-2 layers (ssmc_mamba2_layer_desc, ssmc_add_mamba2_layer) and ssmc_abi_minor();
- *   2: ssmc_drop_op (an op the engine gave up on is dropped, and the capture goes on).
+ *   2: ssmc_drop_op (an op the engine gave up on is dropped, and the capture goes on);
+ *   3: the PLE carry (ssmc_ple_desc, ssmc_set_layer_ple, ssmc_op_ple_inputs, ssmc_op_ple_outputs,
+ *      the ple_* fields of ssmc_state_tensor, SSMC_I32).
  * A caller that needs a minor looks ssmc_abi_minor up (dlsym) and compares; a library without the
  * symbol is minor 0. */
-#define SSMC_ABI_MINOR 2
+#define SSMC_ABI_MINOR 3
 
 typedef struct ssmc_trace ssmc_trace;
 
@@ -66,7 +72,7 @@ typedef enum {
 } ssmc_status;
 
 typedef enum { SSMC_HOST = 0, SSMC_DEVICE = 1 } ssmc_memory;
-typedef enum { SSMC_F32 = 0, SSMC_F16 = 1 } ssmc_dtype;
+typedef enum { SSMC_F32 = 0, SSMC_F16 = 1, SSMC_I32 = 2 /* token ids (minor 3) */ } ssmc_dtype;
 
 typedef struct {
   int nk, nv, kd, vd, d_conv;
@@ -85,6 +91,15 @@ typedef struct {
   float dt_min, dt_max; /* dt after softplus clamped to [dt_min, dt_max] (time_step_limit) */
   float eps;            /* eps of the gated group RMS norm, e.g. 1e-5 */
 } ssmc_mamba2_layer_desc;
+
+/* The PLE carry a GDN layer hosts (ABI minor 3; docs/state-model.md "PLE carry"). */
+typedef struct {
+  int channels;   /* C */
+  int ngram_size; /* the history keeps ngram_size - 1 token ids */
+  int k_size;     /* conv taps; tap j reads the row (k_size-1-j)*dilation rows back */
+  int dilation;
+  int eos_id;     /* the token id a fresh history is filled with */
+} ssmc_ple_desc;
 
 /* The message of the last failed call on this thread ("" when none). */
 SSMC_API const char* ssmc_last_error(void);
@@ -117,6 +132,11 @@ SSMC_API ssmc_status ssmc_add_mamba2_layer(ssmc_trace* t, const ssmc_mamba2_laye
                                            const float* conv_bias, const float* A_log, const float* dt_bias,
                                            const float* D, const float* norm_w);
 
+/* Layer `layer` (a GDN layer already added) hosts a PLE carry (ABI minor 3): its geometry and
+ * weights ple_w [C][k_size] (host, f32, finite). Before the first ssmc_begin_op; once per layer. A
+ * refused call changes nothing. */
+SSMC_API ssmc_status ssmc_set_layer_ple(ssmc_trace* t, int layer, const ssmc_ple_desc* desc, const float* ple_w);
+
 /* Starts op number ssmc_op_count(): `op` in ssmcheck's printable form, e.g. "prefill 17",
  * "verify 4 @0,2,pad", "commit 2 4 @1" (selector = logical sequences; see docs/trace-format.md). */
 SSMC_API ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op);
@@ -126,8 +146,15 @@ SSMC_API ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op);
  * SSMC_ERR_ARGUMENT), z. Values must be finite (checked by ssmc_end_op). */
 SSMC_API ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, const float* a,
                                     const float* b, const float* z, ssmc_memory mem);
+/* The PLE inputs of one entry and one layer hosting a carry (minor 3): tokens [T] int32 token ids
+ * in 0..2^24-1, x [T][C] f32. Required, as ssmc_op_inputs, on every hosting layer. */
+SSMC_API ssmc_status ssmc_op_ple_inputs(ssmc_trace* t, int entry, int layer, const int32_t* tokens, const float* x,
+                                        ssmc_memory mem);
 /* Outputs of one entry and layer, [T][nv*vd] (GDN) or [T][nh*hp] (Mamba-2) f32 (optional; all layers of an entry, or none). */
 SSMC_API ssmc_status ssmc_op_outputs(ssmc_trace* t, int entry, int layer, const float* out, ssmc_memory mem);
+/* The PLE outputs [T][C] f32 of one entry and one hosting layer (minor 3): required on every
+ * hosting layer of an entry whose outputs are given. */
+SSMC_API ssmc_status ssmc_op_ple_outputs(ssmc_trace* t, int entry, int layer, const float* out, ssmc_memory mem);
 /* The engine refused the op; kind is an ssmcheck error kind name ("commit_zero", "capacity", ...). */
 SSMC_API ssmc_status ssmc_op_refused(ssmc_trace* t, const char* kind);
 /* Starts the recorded state of logical sequence `seq` after this op. slot: the engine's slot (or
@@ -137,7 +164,11 @@ SSMC_API ssmc_status ssmc_state_begin(ssmc_trace* t, int seq, int slot, int last
 /* One tensor of the state of `seq` (begun with ssmc_state_begin) at `layer`. field: "h", "conv",
  * "h_checkpoint", "conv_checkpoint", "h_intermediate", "conv_intermediate" (index = t, 0..K-2),
  * "h_prefill_stage" (layer and index ignored). h fields may be SSMC_F16 (raw IEEE half bits);
- * conv fields and the stage are SSMC_F32. The shapes are the layer's (see Layouts above). A layer is recorded once its "h" is given; it then needs
+ * conv fields and the stage are SSMC_F32. A layer hosting a PLE carry (minor 3) also takes
+ * "ple_history", "ple_conv", "ple_history_checkpoint", "ple_conv_checkpoint", "ple_history_snapshot"
+ * and "ple_conv_snapshot" (index = t, 0..last_verify_k-1: the carry after t rows of the last
+ * verify); history fields SSMC_I32 or SSMC_F32 (token ids), conv fields SSMC_F32; each history
+ * comes with its conv, the live carry only once it exists, and all last_verify_k snapshots. The shapes are the layer's (see Layouts above). A layer is recorded once its "h" is given; it then needs
  * conv and all K-1 intermediates of both kinds. */
 SSMC_API ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const char* field, int index,
                                        ssmc_dtype dtype, const void* data, ssmc_memory mem);

@@ -46,7 +46,32 @@ std::vector<const Tensor*> pick(const SequenceState* s, F f) {
   return v;
 }
 
-void print_state_change(const SequenceState* before, const SequenceState& after) {
+// The PLE carries of the hosting layers (a model hosting none prints nothing): presence, the
+// history of each, how the conv states changed, the checkpoint's and the snapshots.
+void print_ple(const SequenceState* before, const SequenceState& after, const ModelSpec& spec) {
+  std::string hist;
+  size_t hosting = 0, ckpt = 0, snaps = 0;
+  std::vector<const Tensor*> b, a;
+  for (size_t l = 0; l < after.layers.size() && l < spec.layers.size(); ++l) {
+    if (!spec.layers[l].ple.hosted()) continue;
+    ++hosting;
+    const LayerState& L = after.layers[l];
+    const LayerState* B = before && l < before->layers.size() ? &before->layers[l] : nullptr;
+    b.push_back(B && B->ple ? &B->ple->conv : nullptr);
+    a.push_back(L.ple ? &L.ple->conv : nullptr);
+    ckpt += L.ple_checkpoint ? 1 : 0;
+    snaps = std::max(snaps, L.ple_snapshots.size());
+    std::string ids;
+    if (L.ple)
+      for (int64_t i = 0; i < L.ple->history.size(); ++i) ids += (i ? "," : "") + fmt::format("{:g}", L.ple->history.get(i));
+    hist += fmt::format("{}layer {} [{}]", hist.empty() ? "" : ", ", l, L.ple ? ids : "absent");
+  }
+  if (!hosting) return;
+  fmt::print("    ple          history {}; conv: {}; checkpoint: {} of {} layers; {} snapshots\n", hist,
+             field_change(before ? b : std::vector<const Tensor*>{}, a), ckpt, hosting, snaps);
+}
+
+void print_state_change(const SequenceState* before, const SequenceState& after, const ModelSpec& spec) {
   const LayerState& l0 = after.layers.at(0);
   fmt::print("    h            {} ({})\n",
              field_change(pick(before, [](const LayerState& l) { return &l.h; }),
@@ -61,6 +86,7 @@ void print_state_change(const SequenceState* before, const SequenceState& after)
   fmt::print("    intermediates {} valid (last verify K={})\n", l0.h_intermediates.size(), after.last_verify_k);
   fmt::print("    h_is_f16     {}{}\n", l0.h_is_f16 ? "true" : "false",
              after.h_prefill_stage ? fmt::format(", stage rms {:.6g}", rms(*after.h_prefill_stage)) : "");
+  print_ple(before, after, spec);
 }
 
 int run_script(const CaseOptions& opt, const std::string& ops, bool keep_going) {
@@ -109,7 +135,7 @@ int run_script(const CaseOptions& opt, const std::string& ops, bool keep_going) 
       SequenceState st = backend->export_state(runner.slot_of(seq));
       fmt::print("  @{} (slot {}):\n", seq, st.slot);
       auto it = last.find(seq);
-      print_state_change(it == last.end() ? nullptr : &it->second, st);
+      print_state_change(it == last.end() ? nullptr : &it->second, st, spec);
       last[seq] = std::move(st);
     }
   }

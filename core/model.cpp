@@ -159,7 +159,28 @@ void StepInputs::validate(const ModelSpec& spec, int expected_rows) const {
       if (std::none_of(fields.begin(), fields.end(), [m = member](const InputField& f) { return f.member == m; }))
         check_vec(layers[l].*member, 0, at + name + " (this layer has none)");
     for (const InputField& f : fields) check_vec(layers[l].*f.member, r * size_t(f.width), at + f.name);
-    if (s.ple.hosted()) check_token_ids(layers[l].ple_tokens, at + "ple_tokens");
+  }
+  check_ple_tokens(spec, *this);
+}
+
+void check_ple_tokens(const ModelSpec& spec, const StepInputs& in) {
+  const std::vector<float>* first = nullptr;
+  size_t first_layer = 0;
+  for (size_t l = 0; l < in.layers.size() && l < spec.layers.size(); ++l) {
+    if (!spec.layers[l].ple.hosted()) continue;
+    const std::vector<float>& ids = in.layers[l].ple_tokens;
+    check_token_ids(ids, "input layer " + std::to_string(l) + " ple_tokens");
+    if (!first) {
+      first = &ids;
+      first_layer = l;
+      continue;
+    }
+    for (size_t i = 0; i < ids.size() && i < first->size(); ++i)
+      if (ids[i] != (*first)[i])
+        throw std::invalid_argument("input layer " + std::to_string(l) + " ple_tokens: row " + std::to_string(i) +
+                                    " holds " + std::to_string(int64_t(ids[i])) + ", layer " +
+                                    std::to_string(first_layer) + " " + std::to_string(int64_t((*first)[i])) +
+                                    " (a row has one token, the same on every layer hosting a PLE carry)");
   }
 }
 

@@ -68,6 +68,10 @@ void check_input_size(const ModelSpec& spec, int rows);
 
 // Throws std::invalid_argument naming `where` and the row of the first value that is not a token id.
 void check_token_ids(const std::vector<float>& ids, const std::string& where);
+struct StepInputs;
+// The token ids of every layer hosting a PLE carry: token ids, and the same on every such layer
+// (a row has one token). Throws std::invalid_argument naming the layer and row.
+void check_ple_tokens(const ModelSpec& spec, const StepInputs& in);
 
 struct StepInputs {
   int rows = 0;

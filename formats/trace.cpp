@@ -112,6 +112,11 @@ void check_inputs(const TraceHeader& h, const StepInputs& in, int rows, const st
     for (const InputField& f : s.inputs())
       check_rows(file, lp + "/" + f.name, r.*f.member, size_t(rows), size_t(f.width), true);
   }
+  try {
+    check_ple_tokens(h.model.spec, in);
+  } catch (const std::invalid_argument& e) {
+    throw FormatError(file, obj, e.what());
+  }
 }
 
 void check_state(const TraceHeader& h, const TraceState& ts, const std::string& file, const std::string& obj) {

@@ -367,6 +367,18 @@ TEST(PleInputs, TokenIdsMustBeIntegersInRange) {
   StepInputs in = make_inputs(spec, g, 0, 0, 0, 3);
   in.layers[1].ple_x = {1.0f};  // layer 1 hosts none
   EXPECT_THROW(in.validate(spec, 3), std::invalid_argument);
+  // a row has one token: the same on every hosting layer (ple-odd: layers 0 and 2)
+  const ModelSpec odd = make_preset("ple-odd");
+  StepInputs two = make_inputs(odd, g, 0, 0, 0, 4);
+  EXPECT_NO_THROW(two.validate(odd, 4)) << "the generators draw one token per row";
+  two.layers[2].ple_tokens[3] += 1.0f;
+  try {
+    two.validate(odd, 4);
+    ADD_FAILURE() << "different tokens on two hosting layers accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 2 ple_tokens: row 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the same on every layer"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PleModel, OnlyGdnLayersHostACarryAndTheGeometryIsChecked) {

@@ -29,7 +29,7 @@ grep -q 'op 2 .decode.*layer 0.*h' \"$d/b.log\"; echo 'C ABI traces replayed as 
 set_tests_properties(trace_capture_c PROPERTIES LABELS cpu TIMEOUT 120)
 add_dependencies(trace_capture_c ssmcheck)
 
-# The Python trace writer (python/ssmcheck/capture.py) with Mamba-2 layers and mixed models:
+# The Python trace writer (python/ssmcheck/capture.py) with Mamba-2 layers, mixed models and PLE carries:
 # reference traces written again through it replay bit for bit and round-trip exactly (h5py);
 # misuse is refused naming op, entry, layer and field. Skipped (77) without python3-h5py.
 add_test(NAME python_capture COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/python/tests/test_capture.py)

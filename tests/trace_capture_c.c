@@ -511,6 +511,70 @@ static void misuse_mamba2(const char* path) {
   ssmc_abandon(t);
 }
 
+/* The PLE carry (ABI minor 3): a GDN layer declared hosting one, its inputs, outputs and state
+ * fields, and what is refused (naming the call and the field). */
+static void misuse_ple(const char* path) {
+  ssmc_trace* t = start(path);
+  enum { C = 3, K = 2 };
+  float ple_w[C * K];
+  fill(ple_w, C * K, 7, 0.5f);
+  ssmc_ple_desc bad = {0, 3, K, 2, 1};
+  EXPECT_MSG(ssmc_set_layer_ple(t, 0, &bad, ple_w) == SSMC_ERR_ARGUMENT, "channels");
+  ssmc_ple_desc d = {C, 3, K, 2, 1};
+  EXPECT_MSG(ssmc_set_layer_ple(t, 4, &d, ple_w) == SSMC_ERR_ARGUMENT, "layer 4");
+  EXPECT(ssmc_set_layer_ple(t, 0, &d, ple_w) == SSMC_OK);
+  EXPECT_MSG(ssmc_set_layer_ple(t, 0, &d, ple_w) == SSMC_ERR_ORDER, "already hosts");
+  int32_t tokens[2] = {5, 1};
+  float x[2 * C], out[2 * C] = {0};
+  fill(x, 2 * C, 3, 1.0f);
+  EXPECT(ssmc_begin_op(t, "alloc") == SSMC_OK);
+  EXPECT(ssmc_end_op(t) == SSMC_OK);
+  EXPECT_MSG(ssmc_set_layer_ple(t, 0, &d, ple_w) == SSMC_ERR_ORDER, "after the first ssmc_begin_op");
+  /* the layer's own inputs without its PLE inputs: the op is refused at its end, naming the field */
+  EXPECT(ssmc_begin_op(t, "prefill 2") == SSMC_OK);
+  inputs(t, 0, 2, 5);
+  EXPECT_MSG(ssmc_end_op(t) == SSMC_ERR_INVALID, "ple_tokens");
+  /* a token id out of range */
+  EXPECT(ssmc_begin_op(t, "prefill 2") == SSMC_OK);
+  int32_t neg[2] = {3, -1};
+  EXPECT_MSG(ssmc_op_ple_inputs(t, 0, 0, neg, x, SSMC_HOST) == SSMC_ERR_ARGUMENT, "row 1 holds -1");
+  /* the full op, with outputs: the PLE outputs are required with the layer's */
+  EXPECT(ssmc_begin_op(t, "prefill 2") == SSMC_OK);
+  inputs(t, 0, 2, 5);
+  EXPECT(ssmc_op_ple_inputs(t, 0, 0, tokens, x, SSMC_HOST) == SSMC_OK);
+  EXPECT_MSG(ssmc_op_ple_inputs(t, 0, 0, tokens, x, SSMC_HOST) == SSMC_ERR_ORDER, "given twice");
+  EXPECT(ssmc_begin_op(t, "prefill 2") == SSMC_OK);
+  inputs(t, 0, 2, 5);
+  EXPECT(ssmc_op_ple_inputs(t, 0, 0, tokens, x, SSMC_HOST) == SSMC_OK);
+  {
+    float* y = calloc((size_t)(2 * NV * VD), sizeof(float));
+    EXPECT(ssmc_op_outputs(t, 0, 0, y, SSMC_HOST) == SSMC_OK);
+    free(y);
+  }
+  EXPECT_MSG(ssmc_end_op(t) == SSMC_ERR_INVALID, "ple_layer0");
+  /* state: a PLE field with the wrong dtype, a history without its conv, snapshots required */
+  EXPECT(ssmc_begin_op(t, "prefill 2") == SSMC_OK);
+  inputs(t, 0, 2, 5);
+  EXPECT(ssmc_op_ple_inputs(t, 0, 0, tokens, x, SSMC_HOST) == SSMC_OK);
+  EXPECT(ssmc_state_begin(t, 0, 0, 0) == SSMC_OK);
+  {
+    static float h[NV * KD * VD], conv[CD * DC];
+    EXPECT(ssmc_state_tensor(t, 0, 0, "h", 0, SSMC_F32, h, SSMC_HOST) == SSMC_OK);
+    EXPECT(ssmc_state_tensor(t, 0, 0, "conv", 0, SSMC_F32, conv, SSMC_HOST) == SSMC_OK);
+  }
+  int32_t hist[2] = {1, 5};
+  EXPECT(ssmc_state_tensor(t, 0, 0, "ple_history", 0, SSMC_I32, hist, SSMC_HOST) == SSMC_OK);
+  EXPECT_MSG(ssmc_end_op(t) == SSMC_ERR_INVALID, "come together");
+  EXPECT(ssmc_begin_op(t, "decode") == SSMC_OK);
+  EXPECT(ssmc_state_begin(t, 0, 0, 0) == SSMC_OK);
+  EXPECT_MSG(ssmc_state_tensor(t, 0, 0, "ple_conv", 0, SSMC_I32, out, SSMC_HOST) == SSMC_ERR_ARGUMENT, "is f32");
+  EXPECT(ssmc_begin_op(t, "decode") == SSMC_OK);
+  EXPECT(ssmc_state_begin(t, 0, 0, 0) == SSMC_OK);
+  EXPECT_MSG(ssmc_state_tensor(t, 0, 0, "ple_frob", 0, SSMC_F32, out, SSMC_HOST) == SSMC_ERR_ARGUMENT, "unknown PLE field");
+  EXPECT(ssmc_abi_minor() >= 3);
+  ssmc_abandon(t);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: trace_capture_c DIR\n");
@@ -545,6 +609,8 @@ int main(int argc, char** argv) {
   write_mamba2_trace(p, "GMGm", mixed_ops, 0);
   snprintf(p, sizeof p, "%s/misuse_mamba2.h5", argv[1]);
   misuse_mamba2(p);
+  snprintf(p, sizeof p, "%s/misuse_ple.h5", argv[1]);
+  misuse_ple(p);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;
 }

@@ -6,7 +6,8 @@
   with numpy arrays (torch tensors are accepted back).
 - ``ssmcheck.TraceWriter`` records a state trace from a Python engine through
   ``libssmcheck_capture.so`` (ctypes): GDN and Mamba-2 layers (``add_layer``,
-  ``add_mamba2_layer``), crash-safe, and every array's shape is checked as it is written.
+  ``add_mamba2_layer``) and PLE carries (``set_layer_ple``), crash-safe, and every array's shape
+  is checked as it is written.
 
 docs/plugins.md ("Python") and docs/trace-format.md ("Porting checklist") are the guides;
 python/examples/numpy_gdn.py is a complete system under test.

@@ -10,12 +10,28 @@ entry, layer and field, and accepts numpy arrays or torch tensors (copied to the
         w.add_layer(nk=2, nv=4, kd=32, vd=48, d_conv=4, conv_w=..., A_log=..., dt_bias=..., norm_w=...)
         w.add_mamba2_layer(nh=8, hp=16, ns=32, ng=2, d_conv=4, conv_w=..., conv_bias=..., A_log=...,
                            dt_bias=..., D=..., norm_w=..., eps=1e-5)
+        # GDN layer 0 hosts a PLE carry (ABI minor 3): C = 8 channels, ple_w [C][k_size]
+        w.set_layer_ple(0, channels=8, ngram_size=3, k_size=4, dilation=3, eos_id=2, ple_w=ple_w)
         with w.op("prefill 17") as op:
-            op.inputs(entry=0, layer=0, x=x, a=a, b=b, z=z)          # a GDN layer
+            op.inputs(entry=0, layer=0, x=x, a=a, b=b, z=z,          # a GDN layer, hosting the carry:
+                      ple_tokens=ids, ple_x=e)                       #   ids [rows] token ids, e [rows][C]
             op.inputs(entry=0, layer=1, xBC=xBC, dt=dt, z=z1)        # a Mamba-2 layer
-            op.outputs(entry=0, layer=0, out=y)
+            op.outputs(entry=0, layer=0, out=y, ple_out=p)           # p [rows][C], the PLE output
             op.outputs(entry=0, layer=1, out=y1)
-            op.state(seq=0, slot=3, layers=[dict(h=h0, conv=c0), dict(h=h1, conv=c1)])
+            op.state(seq=0, slot=3, layers=[dict(h=h0, conv=c0, ple_history=hist, ple_conv=pc),
+                                             dict(h=h1, conv=c1)])
+
+The PLE carry (docs/state-model.md, "PLE carry"; GDN layers only) is declared by ``set_layer_ple``
+after the layer's ``add_layer`` and before the first op. The hosting layer's inputs then also take
+``ple_tokens`` (token ids [rows], or [rows][1] as traces store them: any integer array, or floats
+holding integers, in 0..2^24-1; handed to the library as int32) and ``ple_x [rows][C]``; its
+outputs ``ple_out [rows][C]``; its states, where the carry exists, ``ple_history [H]`` (token ids,
+H = ngram_size-1), ``ple_conv [R][C]`` (R = (k_size-1)*dilation), ``ple_history_checkpoint``,
+``ple_conv_checkpoint`` and, when last_verify_k = K > 0, ``ple_history_snapshots [K][H]`` and
+``ple_conv_snapshots [K][R][C]`` (arrays, or lists of K). PLE names on a layer hosting none, token
+ids that are not integers in range, and unknown state fields are refused, naming op, entry or
+sequence, layer and field. A library older than ABI minor 3 raises CaptureError as soon as a
+carry is declared.
 
 An exception inside ``with w.op(...)`` drops that op; one inside ``with TraceWriter(...)``
 abandons the capture (PATH.partial/ stays, as after a crash).
@@ -28,7 +44,12 @@ import numpy as np
 
 from .bridge import _numpy, find_ssmcheck
 
-SSMC_HOST, SSMC_F32, SSMC_F16 = 0, 0, 1
+SSMC_HOST, SSMC_F32, SSMC_F16, SSMC_I32 = 0, 0, 1, 2
+MAX_TOKEN_ID = (1 << 24) - 1  # token ids are integers in 0..2^24-1 (exact in FP32)
+# The state fields a layer's dict may hold: the layer's own, then the PLE carry's (a hosting layer).
+STATE_FIELDS = ("h", "conv", "h_checkpoint", "conv_checkpoint", "h_intermediates", "conv_intermediates")
+PLE_STATE_FIELDS = ("ple_history", "ple_conv", "ple_history_checkpoint", "ple_conv_checkpoint",
+                    "ple_history_snapshots", "ple_conv_snapshots")
 
 
 class CaptureError(RuntimeError):
@@ -45,6 +66,11 @@ class _Mamba2LayerDesc(ctypes.Structure):
     _fields_ = [("nh", ctypes.c_int), ("hp", ctypes.c_int), ("ns", ctypes.c_int), ("ng", ctypes.c_int),
                 ("d_conv", ctypes.c_int), ("conv_bias", ctypes.c_int), ("norm_before_gate", ctypes.c_int),
                 ("dt_min", ctypes.c_float), ("dt_max", ctypes.c_float), ("eps", ctypes.c_float)]
+
+
+class _PleDesc(ctypes.Structure):
+    _fields_ = [("channels", ctypes.c_int), ("ngram_size", ctypes.c_int), ("k_size", ctypes.c_int),
+                ("dilation", ctypes.c_int), ("eos_id", ctypes.c_int)]
 
 
 def _find_library(explicit):
@@ -81,6 +107,10 @@ def _load(path):
         "ssmc_add_mamba2_layer": ([P, ctypes.POINTER(_Mamba2LayerDesc), fp, fp, fp, fp, fp, fp], I),
         # ABI minor 2: without it an op dropped by an exception stays begun (the next op and close fail)
         "ssmc_drop_op": ([P], I),
+        # ABI minor 3: the PLE carry (and SSMC_I32 token ids in ssmc_state_tensor)
+        "ssmc_set_layer_ple": ([P, I, ctypes.POINTER(_PleDesc), fp], I),
+        "ssmc_op_ple_inputs": ([P, I, I, ctypes.POINTER(ctypes.c_int32), fp, I], I),
+        "ssmc_op_ple_outputs": ([P, I, I, fp, I], I),
     }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)
@@ -100,6 +130,26 @@ def _shaped(a, shape, what):
     if a.ndim == 1 and a.size == int(np.prod(shape)):
         return a.reshape(shape)
     raise ValueError("%s has shape %s, expected %s" % (what, a.shape, tuple(shape)))
+
+
+def _token_ids(x, shape, what):
+    """x (any integer array, or floats holding integers) as int32 token ids of `shape`: each an
+    integer in 0..MAX_TOKEN_ID; anything else (a fraction, NaN, a negative id, bools) is refused,
+    naming the element."""
+    a = _numpy(x)
+    if a.dtype.kind not in "iuf":
+        raise ValueError("%s: token ids of dtype %s, expected integers (or floats holding integers)" % (what, a.dtype))
+    a = _shaped(a, shape, what)
+    with np.errstate(invalid="ignore"):
+        bad = (a < 0) | (a > MAX_TOKEN_ID)
+        if a.dtype.kind == "f":
+            bad |= ~np.isfinite(a) | (a != np.floor(a))
+    idx = np.flatnonzero(bad)
+    if idx.size:
+        v = a.flat[idx[0]]
+        raise ValueError("%s: %r at %s is not a token id (an integer in 0..%d)" % (
+            what, float(v) if a.dtype.kind == "f" else int(v), np.unravel_index(idx[0], a.shape), MAX_TOKEN_ID))
+    return np.ascontiguousarray(a.astype(np.int32))
 
 
 def _rows_of(op_text):
@@ -122,32 +172,57 @@ class _Op:
             raise ValueError("layer %d: the trace has %d layers" % (layer, len(self.w.layers)))
         return self.w.layers[layer]
 
-    def inputs(self, entry, layer, x=None, a=None, b=None, z=None, xBC=None, dt=None):
+    def inputs(self, entry, layer, x=None, a=None, b=None, z=None, xBC=None, dt=None, ple_tokens=None, ple_x=None):
         """The inputs of one entry and layer, by the layer's names: a GDN layer x, a, b, z; a
-        Mamba-2 layer xBC, dt, z (rows of the op's tokens, see TraceWriter.add_*layer)."""
+        Mamba-2 layer xBC, dt, z (rows of the op's tokens, see TraceWriter.add_*layer); a layer
+        hosting a PLE carry (TraceWriter.set_layer_ple) also ple_tokens [rows] (token ids: any
+        integers, or floats holding integers, in 0..2^24-1; [rows][1] as traces store them is
+        accepted) and ple_x [rows][C]."""
         L, r, where = self._layer(layer), self.rows, self._where(entry, layer)
-        given = dict(x=x, a=a, b=b, z=z, xBC=xBC, dt=dt)
-        names = [n for n, _ in L["inputs"]]
+        given = dict(x=x, a=a, b=b, z=z, xBC=xBC, dt=dt, ple_tokens=ple_tokens, ple_x=ple_x)
+        names = [n for n, _ in L["inputs"]] + (["ple_tokens", "ple_x"] if L["ple"] else [])
         extra = [n for n, v in given.items() if v is not None and n not in names]
         missing = [n for n in names if given[n] is None]
         if extra or missing:
-            raise ValueError("%s: a %s layer takes the inputs %s (%s)" % (
-                where, L["kind"], ", ".join(names),
-                "; ".join(filter(None, ["%s given" % ", ".join(extra) if extra else "",
+            hosts_none = any(n.startswith("ple_") for n in extra) and not L["ple"]
+            raise ValueError("%s: a %s layer%s takes the inputs %s (%s)" % (
+                where, L["kind"], " hosting a PLE carry" if L["ple"] else "", ", ".join(names),
+                "; ".join(filter(None, ["%s given%s" % (", ".join(extra), ": the layer hosts no PLE carry" if hosts_none else "")
+                                        if extra else "",
                                         "%s missing" % ", ".join(missing) if missing else ""]))))
         arrs = {n: self._f32(given[n], (r, width), "%s: %s [rows][%s]" % (where, n, label))
                 for n, (width, label) in L["inputs"]}
         fp = ctypes.POINTER(ctypes.c_float)
+        if L["ple"]:
+            # the trace stores the ids [rows][1]; an engine holds them [rows]: both are taken
+            t = _numpy(ple_tokens)
+            t = t.reshape(r) if t.shape in ((r, 1), ()) and t.size == r else t
+            ids = _token_ids(t, (r,), "%s: ple_tokens [rows]" % where)
+            px = self._f32(ple_x, (r, L["ple"]["channels"]), "%s: ple_x [rows][C]" % where)
 
         # the C ABI's parameters x, a, b, z; a Mamba-2 layer's are xBC, dt, NULL, z
         order = ("xBC", "dt", None, "z") if L["kind"] == "mamba2" else ("x", "a", "b", "z")
         ptrs = [None if n is None else arrs[n].ctypes.data_as(fp) for n in order]
         self.w._check(self.w.lib.ssmc_op_inputs(self.w.t, entry, layer, *ptrs, SSMC_HOST))
+        if L["ple"]:
+            self.w._check(self.w.lib.ssmc_op_ple_inputs(self.w.t, entry, layer, ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+                                                        px.ctypes.data_as(fp), SSMC_HOST))
 
-    def outputs(self, entry, layer, out):
-        L = self._layer(layer)
-        o = self._f32(out, (self.rows, L["out_dim"]), self._where(entry, layer) + ": out [rows][%s]" % L["out_label"])
-        self.w._check(self.w.lib.ssmc_op_outputs(self.w.t, entry, layer, o.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), SSMC_HOST))
+    def outputs(self, entry, layer, out, ple_out=None):
+        """The outputs of one entry and layer: out [rows][out_dim] (GDN nv*vd, Mamba-2 nh*hp); on a
+        layer hosting a PLE carry also ple_out [rows][C] (the PLE output x + silu(y), required
+        there: an entry's outputs are complete or absent)."""
+        L, where = self._layer(layer), self._where(entry, layer)
+        if L["ple"] and ple_out is None:
+            raise ValueError("%s: the layer hosts a PLE carry: its outputs are out and ple_out [rows][C] (ple_out missing)" % where)
+        if not L["ple"] and ple_out is not None:
+            raise ValueError("%s: ple_out given, but the %s layer hosts no PLE carry" % (where, L["kind"]))
+        fp = ctypes.POINTER(ctypes.c_float)
+        o = self._f32(out, (self.rows, L["out_dim"]), where + ": out [rows][%s]" % L["out_label"])
+        p = None if ple_out is None else self._f32(ple_out, (self.rows, L["ple"]["channels"]), where + ": ple_out [rows][C]")
+        self.w._check(self.w.lib.ssmc_op_outputs(self.w.t, entry, layer, o.ctypes.data_as(fp), SSMC_HOST))
+        if p is not None:
+            self.w._check(self.w.lib.ssmc_op_ple_outputs(self.w.t, entry, layer, p.ctypes.data_as(fp), SSMC_HOST))
 
     def refused(self, kind):
         self.w._check(self.w.lib.ssmc_op_refused(self.w.t, kind.encode()))
@@ -156,7 +231,12 @@ class _Op:
         """layers: one dict per layer with h, conv and, where the sequence has them, h_checkpoint,
         conv_checkpoint, h_intermediates, conv_intermediates (lists of K-1 arrays); None for a
         layer whose state is not recorded (at least one layer must be). Each layer's shapes are its
-        kind's: h [nv][kd][vd] (GDN) or [nh][hp][ns] (Mamba-2), conv [conv_dim][d_conv]."""
+        kind's: h [nv][kd][vd] (GDN) or [nh][hp][ns] (Mamba-2), conv [conv_dim][d_conv]. A layer
+        hosting a PLE carry also takes, where the carry exists, ple_history [H] (token ids, H =
+        ngram_size-1), ple_conv [R][C] (R = (k_size-1)*dilation), ple_history_checkpoint,
+        ple_conv_checkpoint and, when last_verify_k = K > 0, ple_history_snapshots [K][H] and
+        ple_conv_snapshots [K][R][C] (arrays, or lists of K): snapshot t is the carry after t rows
+        of the last verify. A field the layer cannot hold is refused, naming it."""
         w = self.w
         w._check(w.lib.ssmc_state_begin(w.t, seq, slot, last_verify_k))
         if len(layers) != len(w.layers):
@@ -165,19 +245,35 @@ class _Op:
             if fields is None:
                 continue
             L = w.layers[l]
-            hshape, cshape = L["h_shape"], (L["conv_dim"], L["d_conv"])
-            for name in ("h", "conv", "h_checkpoint", "conv_checkpoint", "h_intermediates", "conv_intermediates"):
+            at = "op %d '%s' seq %d layer %d" % (w.ops, self.text, seq, l)
+            unknown = [k for k in fields if k not in STATE_FIELDS + PLE_STATE_FIELDS]
+            if unknown:
+                raise ValueError("%s: unknown state field %s (known: %s)" % (at, ", ".join(map(repr, unknown)),
+                                                                           ", ".join(STATE_FIELDS + PLE_STATE_FIELDS)))
+            ple_given = [k for k in PLE_STATE_FIELDS if fields.get(k) is not None]
+            if ple_given and not L["ple"]:
+                raise ValueError("%s %s: the %s layer hosts no PLE carry" % (at, ple_given[0], L["kind"]))
+            shapes = dict(h=L["h_shape"], conv=(L["conv_dim"], L["d_conv"]))
+            if L["ple"]:
+                P = L["ple"]
+                shapes.update(ple_history=(P["ngram_size"] - 1,), ple_conv=((P["k_size"] - 1) * P["dilation"], P["channels"]))
+            for name in STATE_FIELDS + PLE_STATE_FIELDS:
                 if fields.get(name) is None:
                     continue
-                values = fields[name] if name.endswith("intermediates") else [fields[name]]
-                field = name[:-1] if name.endswith("intermediates") else name
+                many = name.endswith(("intermediates", "snapshots"))
+                values = fields[name] if many else [fields[name]]
+                field = name[:-1] if many else name  # the C ABI's field: h_intermediate, ple_conv_snapshot, ...
+                kind = next(k for k in ("ple_history", "ple_conv", "h", "conv") if name.startswith(k))
                 for t, v in enumerate(values):
-                    what = "op %d '%s' seq %d layer %d %s%s" % (w.ops, self.text, seq, l, field, " %d" % t if field != name else "")
-                    a = _numpy(v)
-                    f16 = name.startswith("h") and a.dtype == np.float16
-                    a = a if f16 else a.astype(np.float32)
-                    a = _shaped(a, hshape if name.startswith("h") else cshape, what)
-                    w._check(w.lib.ssmc_state_tensor(w.t, seq, l, field.encode(), t, SSMC_F16 if f16 else SSMC_F32,
+                    what = "%s %s%s" % (at, field, " %d" % t if many else "")
+                    if kind == "ple_history":  # token ids, handed over as int32
+                        a, dtype = _token_ids(v, shapes[kind], what), SSMC_I32
+                    else:
+                        a = _numpy(v)
+                        f16 = kind == "h" and a.dtype == np.float16
+                        a = a if f16 else a.astype(np.float32)
+                        a, dtype = _shaped(a, shapes[kind], what), SSMC_F16 if f16 else SSMC_F32
+                    w._check(w.lib.ssmc_state_tensor(w.t, seq, l, field.encode(), t, dtype,
                                                      np.ascontiguousarray(a).ctypes.data_as(ctypes.c_void_p), SSMC_HOST))
         if prefill_stage is not None:
             s = _numpy(prefill_stage, np.float32)
@@ -198,6 +294,8 @@ class _Op:
 class TraceWriter:
     def __init__(self, path, producer, backend, h_mode="f32", model_name=None, lib=None):
         self.lib = _load(_find_library(lib))
+        # the library's ABI minor (0: a library from before ssmc_abi_minor)
+        self.minor = self.lib.ssmc_abi_minor() if hasattr(self.lib, "ssmc_abi_minor") else 0
         self.t = ctypes.c_void_p()
         self.layers, self.ops = [], 0
         self._check(self.lib.ssmc_open(path.encode(), producer.encode(), backend.encode(),
@@ -218,7 +316,8 @@ class TraceWriter:
     def add_layer(self, nk, nv, kd, vd, d_conv, conv_w, A_log, dt_bias, norm_w, conv_bias=None, eps=1e-6,
                   output_gate="silu"):
         """A GDN layer: conv_w [conv_dim][d_conv] (conv_dim = 2*nk*kd + nv*vd), conv_bias [conv_dim]
-        (optional), A_log [nv], dt_bias [nv], norm_w [vd]. Its inputs: x, a, b, z."""
+        (optional), A_log [nv], dt_bias [nv], norm_w [vd]. Its inputs: x, a, b, z (and ple_tokens,
+        ple_x once set_layer_ple declared it hosting a PLE carry)."""
         conv_dim = 2 * nk * kd + nv * vd
         fp = ctypes.POINTER(ctypes.c_float)
         where = "layer %d" % len(self.layers)
@@ -233,7 +332,7 @@ class TraceWriter:
         desc = _LayerDesc(nk, nv, kd, vd, d_conv, int(conv_bias is not None), int(output_gate == "sigmoid"), eps)
         self._check(self.lib.ssmc_add_layer(self.t, ctypes.byref(desc), *[None if a is None else a.ctypes.data_as(fp) for a in arrs]))
         self.layers.append(dict(kind="gdn", nk=nk, nv=nv, kd=kd, vd=vd, d_conv=d_conv, conv_dim=conv_dim,
-                                h_shape=(nv, kd, vd), out_dim=nv * vd, out_label="nv*vd",
+                                h_shape=(nv, kd, vd), out_dim=nv * vd, out_label="nv*vd", ple=None,
                                 inputs=[("x", (conv_dim, "conv_dim")), ("a", (nv, "nv")), ("b", (nv, "nv")),
                                         ("z", (nv * vd, "nv*vd"))]))
 
@@ -276,8 +375,40 @@ class TraceWriter:
         self._check(self.lib.ssmc_add_mamba2_layer(self.t, ctypes.byref(desc),
                                                    *[None if a is None else a.ctypes.data_as(fp) for a in arrs]))
         self.layers.append(dict(kind="mamba2", nh=nh, hp=hp, ns=ns, ng=ng, d_conv=d_conv, conv_dim=conv_dim,
-                                h_shape=(nh, hp, ns), out_dim=nh * hp, out_label="nh*hp",
+                                h_shape=(nh, hp, ns), out_dim=nh * hp, out_label="nh*hp", ple=None,
                                 inputs=[("xBC", (conv_dim, "conv_dim")), ("dt", (nh, "nh")), ("z", (nh * hp, "nh*hp"))]))
+
+    def set_layer_ple(self, layer, channels, ngram_size, k_size, dilation, eos_id, ple_w):
+        """GDN layer `layer` (already added) hosts a PLE carry (ABI minor 3; docs/state-model.md,
+        "PLE carry"): C = channels, a history of ngram_size-1 token ids filled with eos_id when
+        the carry is created, a conv of k_size taps `dilation` rows apart (its state: the last
+        (k_size-1)*dilation rows), and its weight ple_w [C][k_size] (finite). Before the first op,
+        once per layer. Its inputs then also take ple_tokens and ple_x, its outputs ple_out, its
+        states the ple_* fields (see _Op.inputs, outputs, state)."""
+        where = "layer %s" % (layer,)
+        if self.minor < 3 or not hasattr(self.lib, "ssmc_set_layer_ple"):
+            raise CaptureError("%s: the capture library %s predates the PLE carry (ABI minor %d; ssmc_set_layer_ple "
+                               "needs 3); rebuild libssmcheck_capture" % (where, self.lib._name, self.minor))
+        if not isinstance(layer, (int, np.integer)) or not 0 <= layer < len(self.layers):
+            raise ValueError("%s: the trace has %d layers (add the layer first)" % (where, len(self.layers)))
+        L = self.layers[layer]
+        if L["kind"] != "gdn":
+            raise ValueError("%s is a %s layer: only GDN layers host a PLE carry" % (where, L["kind"]))
+        for name, v in (("channels", channels), ("ngram_size", ngram_size), ("k_size", k_size), ("dilation", dilation)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise ValueError("%s PLE %s is %r: expected an integer >= 1" % (where, name, v))
+        if not isinstance(eos_id, (int, np.integer)) or isinstance(eos_id, bool) or not 0 <= eos_id <= MAX_TOKEN_ID:
+            raise ValueError("%s PLE eos_id is %r: expected a token id (an integer in 0..%d)" % (where, eos_id, MAX_TOKEN_ID))
+        channels, ngram_size, k_size, dilation, eos_id = int(channels), int(ngram_size), int(k_size), int(dilation), int(eos_id)
+        w = _shaped(_numpy(ple_w, np.float32), (channels, k_size), "%s ple_w [C][k_size]" % where)
+        bad = np.flatnonzero(~np.isfinite(w))
+        if bad.size:
+            raise ValueError("%s ple_w [C][k_size]: non-finite value %r at %s" % (where, float(w.flat[bad[0]]),
+                                                                              np.unravel_index(bad[0], w.shape)))
+        desc = _PleDesc(channels, ngram_size, k_size, dilation, eos_id)
+        self._check(self.lib.ssmc_set_layer_ple(self.t, int(layer), ctypes.byref(desc),
+                                                w.ctypes.data_as(ctypes.POINTER(ctypes.c_float))))
+        L["ple"] = dict(channels=channels, ngram_size=ngram_size, k_size=k_size, dilation=dilation, eos_id=eos_id)
 
     def op(self, text):
         """``with w.op("verify 4 @0,1"):`` one op; it is written durably when the block ends."""

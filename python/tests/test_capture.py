@@ -1,19 +1,35 @@
-"""The Python trace writer (ssmcheck.TraceWriter) with Mamba-2 layers and with models mixing GDN
-and Mamba-2 layers (ctest python_capture, cpu label), with Debian's python3-numpy and python3-h5py:
+"""The Python trace writer (ssmcheck.TraceWriter) with Mamba-2 layers, with models mixing GDN
+and Mamba-2 layers, and with PLE carries (ctest python_capture, cpu label), with Debian's
+python3-numpy and python3-h5py:
 
 - traces that `ssmcheck record` writes from the reference are read back with h5py and written
-  again through TraceWriter (add_layer / add_mamba2_layer, inputs by name, outputs, states,
-  refusals). The copies replay on the reference bit for bit (`--bitwise`), and every attribute
-  and dataset of /model, /pool and /ops is identical to the original. The traces: hybrid-odd
-  (GDN and Mamba-2 alternating) in f32 through every transition, batched ops with padding rows and
-  a refusal; mamba-odd-a in f16 (dt limits, to_f16, FP16 h); mamba-odd-b in f16-pool (norm before
-  the gate, a layer without conv bias, the staging blob); hybrid-odd in f16 with states of some
-  layers only (a GDN and a Mamba-2 layer), written with None for the others;
+  again through TraceWriter (add_layer / add_mamba2_layer / set_layer_ple, inputs by name,
+  outputs, states, refusals). The copies replay on the reference bit for bit (`--bitwise`), and
+  every attribute and dataset of /model, /pool and /ops is identical to the original. The traces:
+  hybrid-odd (GDN and Mamba-2 alternating) in f32 through every transition, batched ops with
+  padding rows and a refusal; mamba-odd-a in f16 (dt limits, to_f16, FP16 h); mamba-odd-b in
+  f16-pool (norm before the gate, a layer without conv bias, the staging blob); hybrid-odd in f16
+  with states of some layers only (a GDN and a Mamba-2 layer), written with None for the others;
+  ple-odd in f16-pool (PLE carries on layers 0 and 2 of three, 37 and 5 channels, dilation 3 and
+  5: ple_tokens/ple_x inputs, ple_out outputs, ple_history/ple_conv, their checkpoints and the
+  verify snapshots; batched decode/verify with padding, tiered capacities, partial accepts by
+  commit and rollback), with token ids and histories handed over as the trace stores them (floats,
+  tokens [T][1], snapshots as [K] arrays); ple-tiny in f32 through every op (an absent carry
+  checkpointed and rolled back to, checkpoint_async, rollback_and_checkpoint_async, snapshot
+  save/restore, release and re-alloc), with token ids as int64 [T], histories as int32 and
+  snapshots as lists;
 - misuse is refused naming op, entry, layer and field: Mamba-2 inputs of the wrong shape, GDN's
   input names on a Mamba-2 layer (and the reverse), b on a Mamba-2 layer, a NaN dt, a transposed
   Mamba-2 h, outputs of the wrong width, weights of the wrong shape or non-finite, nh not a
   multiple of ng, bad dt limits or eps (the library's refusal); an abandoned mixed capture keeps
-  its finished ops.
+  its finished ops. PLE: inputs, outputs or states of a carry on a layer hosting none (a GDN and a
+  Mamba-2 layer), a carry declared on a Mamba-2 layer, a hosting layer's PLE inputs or ple_out
+  missing, token ids that are fractions, NaN, negative, beyond 2^24-1 or bools (inputs and
+  histories), ple_x / ple_out / ple_conv / ple_w of the wrong shape, a non-finite ple_w, bad PLE
+  geometry (Python's checks and the library's bounds), a carry declared twice, a history without
+  its conv and missing verify snapshots (the library's refusals at the op's end), an unknown state
+  field, and a library older than ABI minor 3; token ids given as Python ints, int64 and floats
+  are written as the same float32 ids.
 
     SSMCHECK=build/ssmcheck /usr/bin/python3 python/tests/test_capture.py
 Exit 77 (skipped) without h5py.
@@ -56,6 +72,18 @@ RECORDINGS = [
                              "snapshot_restore 1; prefill 2"]),
     ("hybrid_f16_some_layers", ["--preset", "hybrid-odd", "--h-mode", "f16", "--state-layers", "1,2",
                                 "--states", "0,2,3", "--ops", "alloc; prefill 2; decode; verify 2 @0,pad; commit 9 2"]),
+    ("ple_odd_f16pool_batched", ["--preset", "ple-odd", "--h-mode", "f16-pool", "--seed", "25", "--outputs",
+                                 "--slots", "3", "--capacity", "4,3,2", "--ops",
+                                 "alloc 3 @0; alloc 3 @1; prefill 4 @0; prefill 3 @1; checkpoint @0; decode @1,pad,0; "
+                                 "verify 4 @0,1; commit 2 4 @0; rollback 3 @1; verify 3 wy @pad,1,0; rollback 0 @0; "
+                                 "decode @0,1"]),
+    # token ids as engines hold them: int64 [T] inputs, int32 histories, snapshots as lists
+    ("ple_tiny_f32_every_op", ["--preset", "ple-tiny", "--h-mode", "f32", "--seed", "24", "--outputs", "--capacity", "5",
+                               "--ops",
+                               "alloc; checkpoint; prefill 2; rollback 0; prefill 5; checkpoint; verify 4; commit 2 4; "
+                               "decode; checkpoint_async; verify 3 wy; rollback 1; decode; rollback 0; snapshot_save 0; "
+                               "decode; snapshot_restore 0; verify 5; rollback_and_checkpoint_async 2; decode; release; "
+                               "alloc; prefill 2"], dict(int_ids=True)),
 ]
 
 
@@ -82,7 +110,8 @@ def expect_error(kind, needle, f, what):
 
 
 def add_layers(w, model):
-    """Every layer of /model through add_layer (GDN) or add_mamba2_layer."""
+    """Every layer of /model through add_layer (GDN) or add_mamba2_layer, then the PLE carries
+    (set_layer_ple) of the layers hosting one."""
     for l in range(int(model.attrs["layers"])):
         g = model["layer%d" % l]
         A = g.attrs
@@ -96,14 +125,32 @@ def add_layers(w, model):
                                A_log=g["A_log"][()], dt_bias=g["dt_bias"][()], D=g["D"][()], norm_w=g["norm_w"][()],
                                conv_bias=bias, eps=float(A["eps"]), norm_before_gate=bool(A.get("norm_before_gate", 0)),
                                dt_min=float(A.get("dt_min", 0.0)), dt_max=float(A.get("dt_max", math.inf)))
+    for l in range(int(model.attrs["layers"])):
+        g = model["layer%d" % l]
+        if "ple_channels" in g.attrs:
+            A = g.attrs
+            w.set_layer_ple(l, A["ple_channels"], A["ple_ngram_size"], A["ple_k_size"], A["ple_dilation"],
+                            A["ple_eos_id"], ple_w=g["ple_w"][()])
 
 
 def by_index(group, prefix):
     return sorted(((int(k[len(prefix):]), v) for k, v in group.items()), key=lambda kv: kv[0])
 
 
-def rewrite(src, dst):
-    """src (a trace) written again through TraceWriter as dst."""
+def as_engine_ids(name, v, int_ids):
+    """A dataset's value as an engine would hand it over: with int_ids, token ids as int64 [T]
+    (inputs) or int32 (histories), and snapshots as lists."""
+    if not int_ids:
+        return v
+    if name == "ple_tokens":
+        return v.reshape(-1).astype(np.int64)
+    if name.startswith("ple_history"):
+        v = v.astype(np.int32)
+    return list(v) if name.endswith("snapshots") else v
+
+
+def rewrite(src, dst, int_ids=False):
+    """src (a trace) written again through TraceWriter as dst; int_ids: see as_engine_ids."""
     with h5py.File(src, "r") as f:
         model, pool = f["model"], f["pool"].attrs
         with ssmcheck.TraceWriter(dst, producer="test_capture.py", backend="rewritten", h_mode=text(f.attrs["h_mode"]),
@@ -119,14 +166,16 @@ def rewrite(src, dst):
                         op.refused(text(og.attrs["refused"]))
                     for e, eg in by_index(og.get("inputs", {}), "entry"):
                         for l, lg in by_index(eg, "layer"):
-                            op.inputs(entry=e, layer=l, **{k: v[()] for k, v in lg.items()})
+                            op.inputs(entry=e, layer=l, **{k: as_engine_ids(k, v[()], int_ids) for k, v in lg.items()})
                     for e, eg in by_index(og.get("outputs", {}), "entry"):
-                        for l, ds in by_index(eg, "layer"):
-                            op.outputs(entry=e, layer=l, out=ds[()])
+                        for l, ds in by_index({k: v for k, v in eg.items() if k.startswith("layer")}, "layer"):
+                            ple = eg.get("ple_layer%d" % l)
+                            op.outputs(entry=e, layer=l, out=ds[()], ple_out=None if ple is None else ple[()])
                     for _, sg in by_index(og.get("state", {}), "seq"):
                         layers = [None] * L
                         for l, lg in by_index({k: v for k, v in sg.items() if k.startswith("layer")}, "layer"):
-                            layers[l] = {k: (list(v[()]) if k.endswith("intermediates") else v[()]) for k, v in lg.items()}
+                            layers[l] = {k: (list(v[()]) if k.endswith("intermediates") else as_engine_ids(k, v[()], int_ids))
+                                         for k, v in lg.items()}
                         op.state(seq=int(sg.attrs["seq"]), slot=int(sg.attrs["slot"]),
                                  last_verify_k=int(sg.attrs["last_verify_k"]), layers=layers,
                                  prefill_stage=sg["h_prefill_stage"][()] if "h_prefill_stage" in sg else None)
@@ -288,6 +337,228 @@ def misuse(tmp):
           "an abandoned mixed capture keeps its 2 finished ops and replay recovers them (rc %d)" % r.returncode)
 
 
+PLE_C, PLE_H, PLE_R = 3, 2, 2  # tiny_ple's carry: 3 channels, ngram_size 3, k_size 2, dilation 2
+
+
+def tiny_ple(w):
+    """tiny_mixed's GDN layer 0 and Mamba-2 layer 1, then GDN layer 2 (layer 0's shapes, hosting
+    no carry); layer 0 hosts a PLE carry of PLE_C channels (history PLE_H ids, conv PLE_R rows)."""
+    tiny_mixed(w)
+    rng = np.random.default_rng(6)
+    w.add_layer(1, 2, 8, 12, 4, rng.uniform(-0.5, 0.5, (40, 4)), np.full(2, -4.0), np.full(2, -0.5), np.ones(12))
+    w.set_layer_ple(0, channels=PLE_C, ngram_size=3, k_size=2, dilation=2, eos_id=1,
+                    ple_w=rng.uniform(-0.5, 0.5, (PLE_C, 2)))
+
+
+def ple_in(rows, tokens=None):
+    return dict(ple_tokens=np.arange(rows) + 5 if tokens is None else tokens, ple_x=np.zeros((rows, PLE_C)))
+
+
+def misuse_ple(tmp):
+    """The PLE carry's misuse, refused naming op, entry / seq, layer and field."""
+    n = [0]
+
+    def writer():
+        n[0] += 1
+        w = ssmcheck.TraceWriter(os.path.join(tmp, "misuse_ple%d.h5" % n[0]), producer="test", backend="test", h_mode="f32")
+        tiny_ple(w)
+        return w
+
+    def in_op(op_text, body):
+        def run():
+            w = writer()
+            try:
+                with w.op("alloc"):
+                    pass
+                with w.op(op_text) as op:
+                    body(op)
+            finally:
+                w.abandon()
+        return run
+
+    # inputs
+    expect_error(ValueError, "op 1 'decode' entry 0 layer 2: a gdn layer takes the inputs x, a, b, z "
+                             "(ple_tokens, ple_x given: the layer hosts no PLE carry)",
+                 in_op("decode", lambda op: op.inputs(0, 2, **gdn_in(1), **ple_in(1))),
+                 "PLE inputs on a GDN layer hosting none are refused naming op, entry, layer and fields")
+    expect_error(ValueError, "op 1 'decode' entry 0 layer 1: a mamba2 layer takes the inputs xBC, dt, z "
+                             "(ple_tokens, ple_x given: the layer hosts no PLE carry)",
+                 in_op("decode", lambda op: op.inputs(0, 1, **mamba_in(1), **ple_in(1))),
+                 "PLE inputs on a Mamba-2 layer are refused")
+    expect_error(ValueError, "op 1 'decode' entry 0 layer 0: a gdn layer hosting a PLE carry takes the inputs "
+                             "x, a, b, z, ple_tokens, ple_x (ple_tokens, ple_x missing)",
+                 in_op("decode", lambda op: op.inputs(0, 0, **gdn_in(1))), "a hosting layer's PLE inputs are required")
+    expect_error(ValueError, "op 1 'decode' entry 0 layer 0: a gdn layer hosting a PLE carry takes the inputs "
+                             "x, a, b, z, ple_tokens, ple_x (ple_x missing)",
+                 in_op("decode", lambda op: op.inputs(0, 0, ple_tokens=[3], **gdn_in(1))), "ple_x alone missing is named")
+    for tokens, shown, what in (([5, 2.5], "2.5 at (1,)", "a fractional token id"),
+                                (np.array([np.nan, 1.0]), "nan at (0,)", "a NaN token id"),
+                                ([-1, 4], "-1 at (0,)", "a negative token id"),
+                                (np.array([3, 1 << 24], np.int64), "16777216 at (1,)", "a token id beyond 2^24-1")):
+        expect_error(ValueError, "op 1 'prefill 2' entry 0 layer 0: ple_tokens [rows]: %s is not a token id "
+                                 "(an integer in 0..16777215)" % shown,
+                     in_op("prefill 2", lambda op, t=tokens: op.inputs(0, 0, **gdn_in(2), **ple_in(2, t))),
+                     what + " is refused naming op, entry, layer, field and row")
+    expect_error(ValueError, "op 1 'prefill 2' entry 0 layer 0: ple_tokens [rows]: token ids of dtype bool",
+                 in_op("prefill 2", lambda op: op.inputs(0, 0, **gdn_in(2), **ple_in(2, np.array([True, False])))),
+                 "bools as token ids are refused")
+    expect_error(ValueError, "op 1 'prefill 2' entry 0 layer 0: ple_tokens [rows] has shape (3,), expected (2,)",
+                 in_op("prefill 2", lambda op: op.inputs(0, 0, **gdn_in(2), **ple_in(2, [1, 2, 3]))),
+                 "a token per row, no more")
+    expect_error(ValueError, "op 1 'decode' entry 0 layer 0: ple_x [rows][C] has shape (1, 4), expected (1, 3)",
+                 in_op("decode", lambda op: op.inputs(0, 0, **gdn_in(1), ple_tokens=[7], ple_x=np.zeros((1, 4)))),
+                 "a ple_x of the wrong width is refused naming op, entry, layer and field")
+    expect_error(ValueError, "op 1 'prefill 2' entry 0 layer 0: ple_x [rows][C] has shape (3, 2), expected (2, 3)",
+                 in_op("prefill 2", lambda op: op.inputs(0, 0, **gdn_in(2), ple_tokens=[7, 8], ple_x=np.zeros((3, 2)))),
+                 "a transposed ple_x is refused")
+
+    def nan_ple_x(op):
+        op.inputs(0, 0, **gdn_in(1), ple_tokens=[1], ple_x=np.array([[0.0, np.inf, 0.0]]))
+        op.inputs(0, 1, **mamba_in(1))
+        op.inputs(0, 2, **gdn_in(1))
+    expect_error(ssmcheck.CaptureError, "ple_x", in_op("decode", nan_ple_x), "a non-finite ple_x is the library's refusal at the op's end")
+
+    # outputs
+    expect_error(ValueError, "op 1 'decode' entry 0 layer 0: the layer hosts a PLE carry: its outputs are out and "
+                             "ple_out [rows][C] (ple_out missing)",
+                 in_op("decode", lambda op: op.outputs(0, 0, np.zeros((1, 24)))), "a hosting layer's outputs need ple_out")
+    expect_error(ValueError, "op 1 'decode' entry 0 layer 2: ple_out given, but the gdn layer hosts no PLE carry",
+                 in_op("decode", lambda op: op.outputs(0, 2, np.zeros((1, 24)), ple_out=np.zeros((1, 3)))),
+                 "ple_out on a layer hosting none is refused")
+    expect_error(ValueError, "op 1 'decode' entry 0 layer 1: ple_out given, but the mamba2 layer hosts no PLE carry",
+                 in_op("decode", lambda op: op.outputs(0, 1, np.zeros((1, 24)), ple_out=np.zeros((1, 3)))),
+                 "ple_out on a Mamba-2 layer is refused")
+    expect_error(ValueError, "op 1 'verify 2' entry 0 layer 0: ple_out [rows][C] has shape (2, 5), expected (2, 3)",
+                 in_op("verify 2", lambda op: op.outputs(0, 0, np.zeros((2, 24)), ple_out=np.zeros((2, 5)))),
+                 "a ple_out of the wrong width is refused naming op, entry, layer and field")
+
+    # states
+    h0, c0 = np.zeros((2, 8, 12), np.float32), np.zeros((40, 4))
+    carry = dict(ple_history=[1, 1], ple_conv=np.zeros((PLE_R, PLE_C)))
+
+    def state(layers, k=0):
+        return lambda op: op.state(0, 0, layers, last_verify_k=k)
+
+    expect_error(ValueError, "op 1 'checkpoint' seq 0 layer 1 ple_history: the mamba2 layer hosts no PLE carry",
+                 in_op("checkpoint", state([None, dict(h=np.zeros((4, 6, 10), np.float32), conv=np.zeros((64, 4)), **carry), None])),
+                 "a PLE carry in a Mamba-2 layer's state is refused")
+    expect_error(ValueError, "op 1 'checkpoint' seq 0 layer 2 ple_conv_checkpoint: the gdn layer hosts no PLE carry",
+                 in_op("checkpoint", state([None, None, dict(h=h0, conv=c0, ple_conv_checkpoint=np.zeros((PLE_R, PLE_C)))])),
+                 "a PLE field in the state of a GDN layer hosting none is refused")
+    expect_error(ValueError, "op 1 'checkpoint' seq 0 layer 0 ple_history: 1.5 at (1,) is not a token id",
+                 in_op("checkpoint", state([dict(h=h0, conv=c0, ple_history=[1, 1.5], ple_conv=np.zeros((PLE_R, PLE_C))), None, None])),
+                 "a history holding a fraction is refused naming op, seq, layer, field and element")
+    expect_error(ValueError, "op 1 'checkpoint' seq 0 layer 0 ple_history has shape (3,), expected (2,)",
+                 in_op("checkpoint", state([dict(h=h0, conv=c0, ple_history=[1, 1, 1], ple_conv=np.zeros((PLE_R, PLE_C))), None, None])),
+                 "a history of ngram_size ids (not ngram_size-1) is refused")
+    expect_error(ValueError, "op 1 'checkpoint' seq 0 layer 0 ple_conv has shape (3, 2), expected (2, 3)",
+                 in_op("checkpoint", state([dict(h=h0, conv=c0, ple_history=[1, 1], ple_conv=np.zeros((PLE_C, PLE_R))), None, None])),
+                 "a transposed ple_conv is refused")
+    expect_error(ValueError, "op 1 'checkpoint' seq 0 layer 0: unknown state field 'ple_hist'",
+                 in_op("checkpoint", state([dict(h=h0, conv=c0, ple_hist=[1, 1]), None, None])),
+                 "a misspelt state field is refused, not dropped")
+    expect_error(ssmcheck.CaptureError, "ple_history and ple_conv come together",
+                 in_op("checkpoint", state([dict(h=h0, conv=c0, ple_history=[1, 1]), None, None])),
+                 "a history without its conv is the library's refusal")
+    expect_error(ValueError, "op 1 'verify 2' seq 0 layer 0 ple_conv_snapshot 1 has shape (2, 4), expected (2, 3)",
+                 in_op("verify 2", state([dict(h=h0, conv=c0, h_intermediates=[h0], conv_intermediates=[c0], **carry,
+                                               ple_history_snapshots=np.ones((2, PLE_H)),
+                                               ple_conv_snapshots=[np.zeros((PLE_R, PLE_C)), np.zeros((PLE_R, 4))]),
+                                          None, None], k=2)),
+                 "a snapshot of the wrong shape is refused naming its index")
+    expect_error(ssmcheck.CaptureError, "needs PLE snapshots 0..1",
+                 in_op("verify 2", state([dict(h=h0, conv=c0, h_intermediates=[h0], conv_intermediates=[c0], **carry,
+                                               ple_history_snapshots=np.ones((1, PLE_H)),
+                                               ple_conv_snapshots=[np.zeros((PLE_R, PLE_C))]), None, None], k=2)),
+                 "fewer snapshots than last_verify_k is the library's refusal")
+
+    # the carry's declaration
+    def declare(layer=0, minor=None, after_op=False, twice=False, **kw):
+        def run():
+            w = ssmcheck.TraceWriter(os.path.join(tmp, "declare.h5"), producer="test", backend="test", h_mode="f32")
+            try:
+                tiny_mixed(w)
+                if minor is not None:
+                    w.minor = minor  # as a library built before the PLE carry reports itself
+                if after_op:
+                    with w.op("alloc"):
+                        pass
+                args = dict(channels=3, ngram_size=3, k_size=2, dilation=2, eos_id=1, ple_w=np.zeros((3, 2)))
+                args.update(kw)
+                w.set_layer_ple(layer, **args)
+                if twice:
+                    w.set_layer_ple(layer, **args)
+            finally:
+                w.abandon()
+        return run
+
+    expect_error(ValueError, "layer 1 is a mamba2 layer: only GDN layers host a PLE carry", declare(layer=1),
+                 "a PLE carry on a Mamba-2 layer is refused")
+    expect_error(ValueError, "layer 2: the trace has 2 layers", declare(layer=2), "a PLE carry on a layer not added is refused")
+    expect_error(ValueError, "layer 0 ple_w [C][k_size] has shape (2, 3), expected (3, 2)", declare(ple_w=np.zeros((2, 3))),
+                 "a transposed ple_w is refused")
+    bad_w = np.zeros((3, 2))
+    bad_w[1, 0] = np.nan
+    expect_error(ValueError, "layer 0 ple_w [C][k_size]: non-finite value nan at (1, 0)", declare(ple_w=bad_w),
+                 "a non-finite ple_w is refused")
+    expect_error(ValueError, "layer 0 PLE k_size is 0: expected an integer >= 1", declare(k_size=0, ple_w=np.zeros((3, 0))),
+                 "a zero k_size is refused")
+    expect_error(ValueError, "layer 0 PLE eos_id is -1: expected a token id", declare(eos_id=-1), "a negative eos_id is refused")
+    expect_error(ssmcheck.CaptureError, "ple ngram_size must be in 2..16", declare(ngram_size=1),
+                 "an empty history (ngram_size 1) is the library's refusal")
+    expect_error(ssmcheck.CaptureError, "ple dilation must be in 1..16", declare(dilation=17), "the reader's bounds are the writer's")
+    expect_error(ssmcheck.CaptureError, "already hosts a PLE carry", declare(twice=True), "a carry declared twice is refused")
+    expect_error(ssmcheck.CaptureError, "after the first ssmc_begin_op", declare(after_op=True),
+                 "a carry declared after the first op is refused")
+    expect_error(ssmcheck.CaptureError, "predates the PLE carry (ABI minor 2; ssmc_set_layer_ple needs 3)", declare(minor=2),
+                 "a library older than ABI minor 3 is refused as soon as a carry is declared")
+
+
+def ple_token_ids(tmp):
+    """Token ids given as Python ints, int64 [T][1], a float 0-d array and uint8 are written as the
+    same float32 ids [T][1]; the trace replays."""
+    path = os.path.join(tmp, "ple_ids.h5")
+    given = [("prefill 2", [5, 1]), ("decode", np.array([[7]], np.int64)), ("decode", np.float32(3.0)),
+             ("verify 2", np.array([200, 0], np.uint8))]
+    with ssmcheck.TraceWriter(path, producer="test", backend="test", h_mode="f32") as w:
+        tiny_ple(w)
+        with w.op("alloc"):
+            pass
+        for text_, tokens in given:
+            rows = 2 if text_ != "decode" else 1
+            with w.op(text_) as op:
+                op.inputs(0, 0, **gdn_in(rows), **ple_in(rows, tokens))
+                op.inputs(0, 1, **mamba_in(rows))
+                op.inputs(0, 2, **gdn_in(rows))
+    with h5py.File(path, "r") as f:
+        got = [f["ops/%06d/inputs/entry0/layer0/ple_tokens" % (i + 1)] for i in range(len(given))]
+        check(all(g.dtype == np.float32 for g in got) and
+              [g[()].tolist() for g in got] == [[[5.0], [1.0]], [[7.0]], [[3.0]], [[200.0], [0.0]]],
+              "token ids as Python ints, int64 [T][1], a float and uint8 are written as float32 ids [T][1]: %s" %
+              [g[()].ravel().tolist() for g in got])
+        check(all("ple_tokens" not in f["ops/%06d/inputs/entry0/layer%d" % (i + 1, l)] for i in range(len(given)) for l in (1, 2)),
+              "layers hosting no carry get no PLE inputs")
+    r = replay(path)
+    check(r.returncode == 0, "the trace with PLE inputs replays (rc %d): %s" % (r.returncode, r.stdout.strip().splitlines()[-1:]))
+
+
+def ple_members(path):
+    """The kinds of PLE dataset a trace holds (names without layer and entry numbers)."""
+    found = set()
+
+    def visit(name, obj):
+        leaf = name.rsplit("/", 1)[-1]
+        if isinstance(obj, h5py.Dataset) and leaf.startswith("ple_"):
+            found.add("ple_layer" if leaf.startswith("ple_layer") else leaf)
+    with h5py.File(path, "r") as f:
+        f.visititems(visit)
+    return found
+
+
+PLE_KINDS = {"ple_w", "ple_tokens", "ple_x", "ple_layer", "ple_history", "ple_conv", "ple_history_checkpoint",
+             "ple_conv_checkpoint", "ple_history_snapshots", "ple_conv_snapshots"}
+
+
 def dropped_op(tmp):
     """An exception inside `with w.op(...)` drops that op (ABI minor 2: ssmc_drop_op): the engine
     goes on, the next ops are written, close() succeeds, and the trace replays with the ops around
@@ -317,14 +588,18 @@ def dropped_op(tmp):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        for name, args in RECORDINGS:
+        for name, args, *opts in RECORDINGS:
             src, dst = os.path.join(tmp, name + ".h5"), os.path.join(tmp, name + "_rewritten.h5")
             rec = subprocess.run([SSMCHECK, "record", "-o", src] + args, capture_output=True, text=True)
             if rec.returncode != 0:
                 check(False, "%s: ssmcheck record failed (rc %d): %s" % (name, rec.returncode, rec.stderr[-1500:]))
                 continue
+            if name.startswith("ple"):  # the round trip below covers every PLE member, none vacuously
+                missing = PLE_KINDS - ple_members(src)
+                check(not missing, "%s: the recorded trace holds every kind of PLE dataset%s" % (
+                    name, "" if not missing else " (missing: %s)" % ", ".join(sorted(missing))))
             try:
-                rewrite(src, dst)
+                rewrite(src, dst, **(opts[0] if opts else {}))
             except Exception as e:  # noqa: BLE001
                 check(False, "%s: rewriting through TraceWriter raised %s: %s" % (name, type(e).__name__, e))
                 continue
@@ -337,6 +612,8 @@ def main():
             check(not diff, "%s: model, pool, inputs, outputs, refusals and states round-trip exactly%s" % (
                 name, "" if not diff else ": " + "; ".join(diff[:5])))
         misuse(tmp)
+        misuse_ple(tmp)
+        ple_token_ids(tmp)
         dropped_op(tmp)
     if failures:
         sys.exit("%d trace writer checks failed: %s" % (len(failures), "; ".join(failures)))

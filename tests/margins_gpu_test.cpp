@@ -1,6 +1,7 @@
-// Long Mamba-2 sequences on the CUDA kernels against the reference: every compared tensor must
-// pass, and the worst error over tolerance per class is printed. These runs are the measurement
-// behind docs/tolerances.md "Mamba-2" (how much of each FP32 limit the kernels use, at which row).
+// Long sequences on the CUDA kernels against the reference: every compared tensor must pass, and
+// the worst error over tolerance per class is printed. These runs are the measurement behind
+// docs/tolerances.md "Mamba-2" and "PLE output" (how much of each FP32 limit the kernels use, at
+// which row).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,9 +24,9 @@ std::string long_script() {
   return s;
 }
 
-class Mamba2MarginsGpu : public GpuTestP<Param> {};
+class MarginsGpu : public GpuTestP<Param> {};
 
-TEST_P(Mamba2MarginsGpu, LongSequencesStayWithinTheClasses) {
+TEST_P(MarginsGpu, LongSequencesStayWithinTheClasses) {
   GpuCase c;
   c.preset = std::get<0>(GetParam());
   c.layers = c.preset == "nemotron-h-8b" ? 1 : 0;
@@ -57,6 +58,8 @@ std::vector<Param> params() {
   for (const char* p : {"nemotron-h-8b", "mamba-odd-a", "mamba-odd-b"})
     for (HMode m : {HMode::f32, HMode::f16})
       for (double decay : {0.0, 0.5}) v.emplace_back(p, m, decay);
+  // the PLE output (its carried rows are copies: exact); 166 rows cross every conv tap many times
+  for (const char* p : {"ple-tiny", "ple-odd"}) v.emplace_back(p, HMode::f32, 0.5);
   return v;
 }
 
@@ -65,7 +68,7 @@ std::string param_name(const ::testing::TestParamInfo<Param>& i) {
                   std::to_string(int(std::get<2>(i.param) * 10)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Presets, Mamba2MarginsGpu, ::testing::ValuesIn(params()), param_name);
+INSTANTIATE_TEST_SUITE_P(Presets, MarginsGpu, ::testing::ValuesIn(params()), param_name);
 
 }  // namespace
 }  // namespace ssm::test
