@@ -230,13 +230,16 @@ def mamba_in(rows):
     return dict(xBC=np.zeros((rows, 64)), dt=np.zeros((rows, 4)), z=np.zeros((rows, 24)))
 
 
-def misuse(tmp):
+def misuse_helpers(tmp, prefix, build):
+    """writer(): a fresh TraceWriter of the model `build` adds; in_op(op_text, body): a check that
+    runs body(op) inside op_text after an alloc, abandoning the capture afterwards."""
     n = [0]
 
     def writer():
         n[0] += 1
-        w = ssmcheck.TraceWriter(os.path.join(tmp, "misuse%d.h5" % n[0]), producer="test", backend="test", h_mode="f32")
-        tiny_mixed(w)
+        w = ssmcheck.TraceWriter(os.path.join(tmp, "%s%d.h5" % (prefix, n[0])), producer="test", backend="test",
+                                 h_mode="f32")
+        build(w)
         return w
 
     def in_op(op_text, body):
@@ -250,6 +253,11 @@ def misuse(tmp):
             finally:
                 w.abandon()
         return run
+    return writer, in_op
+
+
+def misuse(tmp):
+    writer, in_op = misuse_helpers(tmp, "misuse", tiny_mixed)
 
     expect_error(ValueError, "op 1 'prefill 2' entry 0 layer 1: xBC [rows][conv_dim] has shape (2, 65), expected (2, 64)",
                  in_op("prefill 2", lambda op: (op.inputs(0, 0, **gdn_in(2)),
@@ -356,25 +364,7 @@ def ple_in(rows, tokens=None):
 
 def misuse_ple(tmp):
     """The PLE carry's misuse, refused naming op, entry / seq, layer and field."""
-    n = [0]
-
-    def writer():
-        n[0] += 1
-        w = ssmcheck.TraceWriter(os.path.join(tmp, "misuse_ple%d.h5" % n[0]), producer="test", backend="test", h_mode="f32")
-        tiny_ple(w)
-        return w
-
-    def in_op(op_text, body):
-        def run():
-            w = writer()
-            try:
-                with w.op("alloc"):
-                    pass
-                with w.op(op_text) as op:
-                    body(op)
-            finally:
-                w.abandon()
-        return run
+    writer, in_op = misuse_helpers(tmp, "misuse_ple", tiny_ple)
 
     # inputs
     expect_error(ValueError, "op 1 'decode' entry 0 layer 2: a gdn layer takes the inputs x, a, b, z "
