@@ -20,8 +20,11 @@
 # state is not served from the 50 MB L2 (--cold-mib 0: the same pool every launch).
 # The peer code is not part of ssmcheck: it stays git-ignored under peers/ (peers/vllm/SOURCES.txt).
 #   python3 bench/peers_mamba2.py --json out.json   (needs torch, triton, packaging and a GPU)
-import argparse, json, math, statistics, sys
+import argparse, json, sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peer_timing import Timer, cold_pools, copy_gbps  # noqa: E402
 
 NH, HP, NS, NG = 128, 64, 128, 8
 KERNEL = "vllm selective_state_update @007ad216"
@@ -117,43 +120,9 @@ def main():
         print(f"smoke {op} K={K} B=2 f32: max rel err (y and written states) {e:.2e} "
               f"{'ok' if e < 1e-4 else 'FAIL (> 1e-4): call convention or kernel differs'}")
 
-    def median_ms(fn, reps):
-        ts = []
-        for _ in range(reps):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record(); fn(); e.record(); e.synchronize()
-            ts.append(s.elapsed_time(e))
-        return statistics.median(ts)
-
-    n = (1 << 30) // 4  # copy ceiling: 1 GiB float32, read + written
-    src = torch.ones(n, **f32); dst = torch.empty_like(src)
-    for _ in range(3): dst.copy_(src)
-    copy_gbps = 2 * n * 4 / (median_ms(lambda: dst.copy_(src), max(a.reps, 20)) * 1e-3) / 1e9
-    del src, dst
-    print(f"device {torch.cuda.get_device_name()}, d2d copy {copy_gbps:.0f} GB/s (read + written)")
-    graph_ok = [not a.no_graph]
-
-    def time_us(fns, launches):  # -> (us per fns[i]() call, timing mode)
-        nl = math.ceil(max(launches, len(fns)) / len(fns)) * len(fns)
-        def loop():
-            for j in range(nl):
-                fns[j % len(fns)]()
-        for _ in range(2): loop()  # JIT compile + warm-up outside any capture
-        torch.cuda.synchronize()
-        run, mode = loop, "plain"
-        if graph_ok[0]:
-            try:
-                s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s): loop()
-                torch.cuda.current_stream().wait_stream(s)
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g): loop()
-                run, mode = g.replay, "cuda_graph"
-            except Exception as ex:  # noqa: BLE001
-                torch.cuda.synchronize(); graph_ok[0] = False
-                print(f"note: CUDA graph capture failed ({ex!r}); timing plain launches")
-        run(); torch.cuda.synchronize()
-        return median_ms(run, a.reps) * 1e3 / nl, mode, nl
+    copy = copy_gbps(torch, a.reps)
+    print(f"device {torch.cuda.get_device_name()}, d2d copy {copy:.0f} GB/s (read + written)")
+    timer = Timer(torch, a.reps, not a.no_graph)
 
     sdts = ["f32", "f16"] if a.state_dtype == "both" else [a.state_dtype]
     ks = [int(k) for k in a.ks.split(",")]
@@ -171,7 +140,7 @@ def main():
             for op, K in cases:
                 spec = op == "verify"
                 T, slots = (B * K, B * K) if spec else (B, B)
-                npool = max(1, math.ceil(a.cold_mib * 2**20 / (slots * se)))
+                npool = cold_pools(slots * se, a.cold_mib)
                 pools = [(0.1 * torch.randn(slots, NH, HP, NS, **f32)).to(sdt)
                          for _ in range(npool)]
                 inp = inputs(T, idt); out = torch.empty_like(inp[0])
@@ -181,24 +150,24 @@ def main():
                 reps_in = K if op == "kcalls" else 1
                 fns = [lambda p=p: [call(p, inp, out, sbi, sa) for _ in range(reps_in)]
                        for p in pools]
-                us, mode, nl = time_us(fns, a.launches)
+                us, mode, nl = timer.us(fns, a.launches)
                 rd, wr = (B * se, K * B * se) if op != "kcalls" else (K * B * se, K * B * se)
                 gbps = (rd + wr) / (us * 1e-6) / 1e9
                 rows.append(dict(op=op, K=K, B=B, state_dtype=sd, input_dtype=a.input_dtype,
                                  us_per_call=us, state_bytes_read=rd, state_bytes_written=wr,
                                  state_bytes=rd + wr, state_gbps=gbps,
-                                 frac_copy_bw=gbps / copy_gbps,
+                                 frac_copy_bw=gbps / copy,
                                  io_bytes=(K if op == "kcalls" else 1) * T * tok_io, timing=mode,
                                  launches_per_loop=nl, state_pools_rotated=npool,
                                  launches_per_call=reps_in))
                 print(f"{op:7} {K:>2} {B:>4} {sd:>5} {us:9.2f} {(rd + wr) / 1e6:9.2f} {gbps:7.0f} "
-                      f"{gbps / copy_gbps:7.1%}  {mode}"
+                      f"{gbps / copy:7.1%}  {mode}"
                       + (f" ({K} launches)" if op == "kcalls" else ""))
                 del pools, fns
             torch.cuda.empty_cache()
     if a.json:
         a.json.write_text(json.dumps(dict(
-            copy_gbps=copy_gbps, device=torch.cuda.get_device_name(), kernel=KERNEL,
+            copy_gbps=copy, device=torch.cuda.get_device_name(), kernel=KERNEL,
             shape=dict(nheads=NH, headdim=HP, dstate=NS, ngroups=NG), smoke_max_rel_err=smoke,
             torch=torch.__version__, triton=triton.__version__, cold_mib=a.cold_mib,
             reps=a.reps, rows=rows), indent=1) + "\n")
