@@ -35,6 +35,22 @@ struct Options {
 
 nlohmann::json g_rows = nlohmann::json::array();  // --json: every row printed
 
+// Seconds per launch(): `reps` of them back to back on s, between two events.
+double seconds_per(cudaStream_t s, int reps, const std::function<void()>& launch) {
+  cudaEvent_t a, b;
+  SSM_CUDA(cudaEventCreate(&a));
+  SSM_CUDA(cudaEventCreate(&b));
+  SSM_CUDA(cudaEventRecord(a, s));
+  for (int i = 0; i < reps; ++i) launch();
+  SSM_CUDA(cudaEventRecord(b, s));
+  SSM_CUDA(cudaEventSynchronize(b));
+  float ms = 0;
+  SSM_CUDA(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return double(ms) * 1e-3 / reps;
+}
+
 double time_graph(cudaStream_t s, const std::function<void()>& enqueue, int reps) {
   enqueue();  // warm-up outside the graph (first-use attributes, caches)
   SSM_CUDA(cudaStreamSynchronize(s));
@@ -45,20 +61,10 @@ double time_graph(cudaStream_t s, const std::function<void()>& enqueue, int reps
   SSM_CUDA(cudaStreamEndCapture(s, &g));
   SSM_CUDA(cudaGraphInstantiate(&ge, g, 0));
   for (int i = 0; i < 2; ++i) SSM_CUDA(cudaGraphLaunch(ge, s));
-  cudaEvent_t a, b;
-  SSM_CUDA(cudaEventCreate(&a));
-  SSM_CUDA(cudaEventCreate(&b));
-  SSM_CUDA(cudaEventRecord(a, s));
-  for (int i = 0; i < reps; ++i) SSM_CUDA(cudaGraphLaunch(ge, s));
-  SSM_CUDA(cudaEventRecord(b, s));
-  SSM_CUDA(cudaEventSynchronize(b));
-  float ms = 0;
-  SSM_CUDA(cudaEventElapsedTime(&ms, a, b));
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  const double t = seconds_per(s, reps, [&] { SSM_CUDA(cudaGraphLaunch(ge, s)); });
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
-  return double(ms) * 1e-3 / reps;
+  return t;
 }
 
 double copy_bandwidth(cudaStream_t s, int reps) {
@@ -69,18 +75,7 @@ double copy_bandwidth(cudaStream_t s, int reps) {
   SSM_CUDA(cudaMemsetAsync(x, 1, bytes, s));
   // a plain stream copy (a memcpy node inside a graph ran at ~2.8 TB/s on the H200 here)
   SSM_CUDA(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
-  cudaEvent_t a, b;
-  SSM_CUDA(cudaEventCreate(&a));
-  SSM_CUDA(cudaEventCreate(&b));
-  SSM_CUDA(cudaEventRecord(a, s));
-  for (int i = 0; i < reps; ++i) SSM_CUDA(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
-  SSM_CUDA(cudaEventRecord(b, s));
-  SSM_CUDA(cudaEventSynchronize(b));
-  float ms = 0;
-  SSM_CUDA(cudaEventElapsedTime(&ms, a, b));
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  const double t = double(ms) * 1e-3 / reps;
+  const double t = seconds_per(s, reps, [&] { SSM_CUDA(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s)); });
   cudaFree(x);
   cudaFree(y);
   return 2.0 * double(bytes) / t;  // read + write

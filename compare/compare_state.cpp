@@ -90,9 +90,8 @@ std::vector<Tensor> without_oldest_column(const std::vector<Tensor>& v) {
 // the last verify's snapshots, every one exact.
 void compare_ple(StateReport& rep, const LayerState& a, const LayerState& b, const Tolerances& tol, const Where& base,
                  int l, Strictness s) {
-  auto carry = [&](const std::optional<PleCarry>& ra, const std::optional<PleCarry>& rb, const std::string& field,
-                   const std::string& suffix) {
-    if (ra.has_value() != rb.has_value()) {
+  auto carry = [&](const PleCarry* ra, const PleCarry* rb, const std::string& field, const std::string& suffix) {
+    if (bool(ra) != bool(rb)) {
       rep.add(flag_failure(base, l, field + suffix,
                            fmt::format("{}{} present in {}: {}, in {}: {} (the PLE carry is created on its first row "
                                        "and restored with the state)", field, suffix, base.ref_side,
@@ -103,14 +102,15 @@ void compare_ple(StateReport& rep, const LayerState& a, const LayerState& b, con
     compare_field(rep, ra->history, rb->history, "ple_history", "ple_history" + suffix, tol, base, l, s, false);
     compare_field(rep, ra->conv, rb->conv, "ple_conv", "ple_conv" + suffix, tol, base, l, s, false);
   };
-  carry(a.ple, b.ple, "ple", "");
-  carry(a.ple_checkpoint, b.ple_checkpoint, "ple", "_checkpoint");
+  auto ptr = [](const std::optional<PleCarry>& c) { return c ? &*c : nullptr; };
+  carry(ptr(a.ple), ptr(b.ple), "ple", "");
+  carry(ptr(a.ple_checkpoint), ptr(b.ple_checkpoint), "ple", "_checkpoint");
   if (a.ple_snapshots.size() != b.ple_snapshots.size())
     rep.add(flag_failure(base, l, "ple_snapshots",
                          fmt::format("number of valid ple_snapshots differs: {} {}, {} {}", base.ref_side,
                                      a.ple_snapshots.size(), base.got_side, b.ple_snapshots.size())));
   for (size_t t = 0; t < a.ple_snapshots.size() && t < b.ple_snapshots.size(); ++t)
-    carry(a.ple_snapshots[t], b.ple_snapshots[t], "ple", fmt::format("_snapshot[{}]", t));
+    carry(&a.ple_snapshots[t], &b.ple_snapshots[t], "ple", fmt::format("_snapshot[{}]", t));
 }
 
 }  // namespace

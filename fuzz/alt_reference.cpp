@@ -63,21 +63,20 @@ std::vector<StepOutputs> AltReferenceBackend::verify(const std::vector<int>& slo
 
 void AltReferenceBackend::remember_ple_verify(int slot, const StepInputs& in) {
   const ModelSpec& spec = inner_.model().spec;
-  const SequenceState before = inner_.export_state(slot);
   PleVerify& v = ple_verify_[slot];
   v.history.assign(spec.layers.size(), {});
   v.tokens.assign(spec.layers.size(), {});
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     const LayerSpec& s = spec.layers[l];
     if (!s.ple.hosted()) continue;
-    const std::optional<PleCarry>& c = before.layers[l].ple;
+    const std::optional<PleCarry>& c = inner_.ple_carry(slot, l);
     v.history[l] = c ? std::vector<float>(c->history.f32(), c->history.f32() + c->history.size())
                      : std::vector<float>(size_t(s.ple.history_len()), float(s.ple.eos_id));
     v.tokens[l] = in.layers[l].ple_tokens;
   }
 }
 
-void AltReferenceBackend::restore_ple(int slot, int n, const SequenceState& before) {
+void AltReferenceBackend::restore_ple(int slot, int n, const std::vector<std::optional<PleCarry>>& before) {
   const ModelSpec& spec = inner_.model().spec;
   if (!spec.hosts_ple()) return;
   const PleVerify& v = ple_verify_.at(slot);
@@ -86,7 +85,7 @@ void AltReferenceBackend::restore_ple(int slot, int n, const SequenceState& befo
     const LayerSpec& s = spec.layers[l];
     if (!s.ple.hosted()) continue;
     if (SSM_MUTANT("alt_ple_not_rolled_back")) {  // mutant (bug class 15): the live carry stays
-      inner_.set_ple_carry(slot, l, *before.layers[l].ple);
+      inner_.set_ple_carry(slot, l, *before[l]);
       continue;
     }
     // the history rebuilt from the pre-verify history plus the first n tokens (the reference's
@@ -106,7 +105,7 @@ void AltReferenceBackend::restore_ple(int slot, int n, const SequenceState& befo
       h.assign(drop, float(s.ple.eos_id));
       h.insert(h.end(), post.begin(), post.end() - long(drop));
     }
-    PleCarry c = *inner_.export_state(slot).layers[l].ple;
+    PleCarry c = *inner_.ple_carry(slot, l);
     std::copy(h.end() - long(H), h.end(), c.history.f32());
     inner_.set_ple_carry(slot, l, c);
   }
@@ -118,7 +117,9 @@ void AltReferenceBackend::commit(int slot, int n, int k) {
   if (n == k) return;
   // the same copies as commit once the checks passed; mutant (bug class 2): intermediate n instead
   // of n-1 whenever it exists
-  const SequenceState before = inner_.model().spec.hosts_ple() ? inner_.export_state(slot) : SequenceState{};
+  std::vector<std::optional<PleCarry>> before;  // the live carries, for the mutant that keeps them
+  if (SSM_MUTANT("alt_ple_not_rolled_back"))
+    for (size_t l = 0; l < inner_.model().spec.layers.size(); ++l) before.push_back(inner_.ple_carry(slot, l));
   const int restored = SSM_MUTANT("alt_commit_off_by_one") && n + 1 < k ? n + 1 : n;
   inner_.rollback(slot, restored, false);
   restore_ple(slot, restored, before);

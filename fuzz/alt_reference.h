@@ -37,9 +37,9 @@ class AltReferenceBackend : public Backend {
     std::vector<std::vector<float>> history, tokens;
   };
   void remember_ple_verify(int slot, const StepInputs& in);
-  // After the inner rollback to n kept rows: the PLE histories rebuilt (`before`: the state
-  // before the commit, for the mutants).
-  void restore_ple(int slot, int n, const SequenceState& before);
+  // After the inner rollback to n kept rows: the PLE histories rebuilt (`before`: the live carries
+  // before the commit, kept only for the mutant that does not roll them back).
+  void restore_ple(int slot, int n, const std::vector<std::optional<PleCarry>>& before);
   ref::ReferenceBackend inner_;
   std::map<int, PleVerify> ple_verify_;
 };

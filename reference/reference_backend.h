@@ -29,8 +29,9 @@ class ReferenceBackend : public Backend {
   SequenceState export_state(int slot) override;
 
   const Contract& contract() const { return contract_; }
-  // The alternate path's hook (fuzz/alt_reference.h): replaces the live PLE carry of a claimed
-  // slot's hosting layer, which it rebuilds itself.
+  // The alternate path's hooks (fuzz/alt_reference.h), which rebuilds PLE histories itself: the
+  // live PLE carry of a claimed slot's layer (absent: nullopt), and its replacement.
+  const std::optional<PleCarry>& ple_carry(int slot, size_t layer) const;
   void set_ple_carry(int slot, size_t layer, const PleCarry& carry);
   const Model& model() const { return model_; }
 

@@ -25,6 +25,11 @@ void ReferenceBackend::restore_live(int slot, int n) {
   }
 }
 
+const std::optional<PleCarry>& ReferenceBackend::ple_carry(int slot, size_t layer) const {
+  contract_.check_claimed("ple_carry", slot);
+  return slots_[size_t(slot)].layers.at(layer).ple;
+}
+
 void ReferenceBackend::set_ple_carry(int slot, size_t layer, const PleCarry& carry) {
   contract_.check_claimed("set_ple_carry", slot);
   slots_[size_t(slot)].layers.at(layer).ple = carry;
