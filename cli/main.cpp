@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
+#include "core/keep_freed_memory.h"
 
 #ifndef SSMCHECK_VERSION
 #define SSMCHECK_VERSION "unknown"
@@ -100,6 +101,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "ssmcheck " SSMCHECK_VERSION);
   int rc = ssm::cli::kExitOk;
   ssm::cli::install_crash_handlers();
+  ssm::keep_freed_memory();  // campaigns and replays copy large tensors on every op
   ssm::cli::add_run_command(app, &rc);
   ssm::cli::add_dump_command(app, &rc);
   ssm::cli::add_diff_command(app, &rc);

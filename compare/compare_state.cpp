@@ -2,6 +2,8 @@
 // flags, presence and counts as failures of their own, and per-layer outputs.
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <limits>
 #include <optional>
 #include <fmt/core.h>
@@ -36,20 +38,60 @@ std::optional<Tensor> field_condition(const Tensor& field, const Tensor* ref_con
 const Tensor* opt_ptr(const std::optional<Tensor>& t) { return t ? &*t : nullptr; }
 const Tensor* at_ptr(const std::vector<Tensor>& v, size_t i) { return i < v.size() ? &v[i] : nullptr; }
 
-void compare_field(StateReport& rep, const Tensor& ref, const Tensor& got, const std::string& field,
+// The reports of one state, in the order compare_state finds them. Tensor comparisons are
+// queued and run by finish(), on several threads when the state is large (the fields are
+// independent; each report is computed alone and added in order, so the result does not depend on
+// the thread count). Queued work reads the tensors in place: they must live until finish().
+class Reports {
+ public:
+  explicit Reports(StateReport& rep) : rep_(rep) {}
+  void add(TensorReport r) {
+    items_.push_back(Item{std::move(r), nullptr, false});
+  }
+  void add_comparison(std::function<TensorReport()> f, int64_t elems) {
+    items_.push_back(Item{TensorReport{}, std::move(f), true});
+    elems_ += elems;
+  }
+  void finish() {
+    constexpr int64_t kParallelElems = int64_t(1) << 18;  // below, threads cost more than they save
+    const int n = int(items_.size());
+#pragma omp parallel for schedule(dynamic, 1) if (elems_ >= kParallelElems)
+    for (int i = 0; i < n; ++i)
+      if (items_[size_t(i)].run) items_[size_t(i)].report = items_[size_t(i)].run();
+    for (Item& it : items_) {
+      if (it.tensor) ++rep_.tensors;
+      rep_.add(std::move(it.report));
+    }
+    items_.clear();
+  }
+
+ private:
+  struct Item {
+    TensorReport report;
+    std::function<TensorReport()> run;  // null: report is ready
+    bool tensor;                         // counts as a tensor compared
+  };
+  StateReport& rep_;
+  std::vector<Item> items_;
+  int64_t elems_ = 0;
+};
+
+void compare_field(Reports& rep, const Tensor& ref, const Tensor& got, const std::string& field,
                    const std::string& name, const Tolerances& tol, const Where& base, int layer, Strictness s,
                    bool lineage, const Tensor* ref_cond = nullptr, const Tensor* got_cond = nullptr) {
   Where w = base;
   w.layer = layer;
   w.tensor = name;
-  ++rep.tensors;
-  const std::optional<Tensor> cond = field_condition(ref, ref_cond, got_cond);
-  TensorReport r = compare_tensor(ref, got, class_of(field, ref.dtype(), s, lineage), tol, w, /*allow_zero_ref=*/true,
-                                  cond ? &*cond : nullptr);
-  rep.add(std::move(r));
+  const TolClass cls = class_of(field, ref.dtype(), s, lineage);
+  rep.add_comparison(
+      [&ref, &got, &tol, w, cls, ref_cond, got_cond] {
+        const std::optional<Tensor> cond = field_condition(ref, ref_cond, got_cond);
+        return compare_tensor(ref, got, cls, tol, w, /*allow_zero_ref=*/true, cond ? &*cond : nullptr);
+      },
+      ref.size());
 }
 
-void compare_optional(StateReport& rep, const std::optional<Tensor>& ref, const std::optional<Tensor>& got,
+void compare_optional(Reports& rep, const std::optional<Tensor>& ref, const std::optional<Tensor>& got,
                       const std::string& field, const Tolerances& tol, const Where& base, int layer,
                       Strictness s, bool lineage, const Tensor* ref_cond = nullptr,
                       const Tensor* got_cond = nullptr) {
@@ -88,7 +130,7 @@ std::vector<Tensor> without_oldest_column(const std::vector<Tensor>& v) {
 
 // The PLE carry (STATE-MODEL section 7): its presence, the live carry, the checkpoint's copy and
 // the last verify's snapshots, every one exact.
-void compare_ple(StateReport& rep, const LayerState& a, const LayerState& b, const Tolerances& tol, const Where& base,
+void compare_ple(Reports& rep, const LayerState& a, const LayerState& b, const Tolerances& tol, const Where& base,
                  int l, Strictness s) {
   auto carry = [&](const PleCarry* ra, const PleCarry* rb, const std::string& field, const std::string& suffix) {
     if (bool(ra) != bool(rb)) {
@@ -117,7 +159,9 @@ void compare_ple(StateReport& rep, const LayerState& a, const LayerState& b, con
 
 StateReport compare_state(const SequenceState& ref, const SequenceState& got, const Tolerances& tol,
                           const Where& base_in, Strictness strictness, const FieldLineage& lineage) {
-  StateReport rep;
+  StateReport out;
+  Reports rep(out);
+  std::vector<std::unique_ptr<LayerState>> shortened;  // the queued comparisons read these until finish()
   Where base = base_in;
   if (base.slot < 0) base.slot = ref.slot;
   if (ref.last_verify_k != got.last_verify_k)
@@ -128,23 +172,23 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
     rep.add(flag_failure(base, -1, "layers",
                                         fmt::format("number of layers differs: {} {}, {} {}", base.ref_side, ref.layers.size(),
                                                     base.got_side, got.layers.size())));
-    return rep;
+    rep.finish();
+    return out;
   }
   for (size_t li = 0; li < ref.layers.size(); ++li) {
     const int l = int(li);
     const LayerState* pa = &ref.layers[li];
     const LayerState* pb = &got.layers[li];
-    LayerState short_a, short_b;  // copies only where a side keeps d_conv-1 columns
     if (pa->conv_oldest_column_absent || pb->conv_oldest_column_absent) {
-      short_a = *pa;
-      short_b = *pb;
-      for (LayerState* s : {&short_a, &short_b}) {  // compare the columns both keep
-        s->conv = without_oldest_column(s->conv);
-        s->conv_checkpoint = without_oldest_column(s->conv_checkpoint);
-        s->conv_intermediates = without_oldest_column(s->conv_intermediates);
+      // copies only where a side keeps d_conv-1 columns: compare the columns both keep
+      for (const LayerState** p : {&pa, &pb}) {
+        shortened.push_back(std::make_unique<LayerState>(**p));
+        LayerState& s = *shortened.back();
+        s.conv = without_oldest_column(s.conv);
+        s.conv_checkpoint = without_oldest_column(s.conv_checkpoint);
+        s.conv_intermediates = without_oldest_column(s.conv_intermediates);
+        *p = &s;
       }
-      pa = &short_a;
-      pb = &short_b;
     }
     const LayerState& a = *pa;
     const LayerState& b = *pb;
@@ -177,7 +221,8 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
   if (!ref.prefill_stage_absent && !got.prefill_stage_absent)
     compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness,
                      lineage.stage, opt_ptr(ref.h_prefill_stage_condition), opt_ptr(got.h_prefill_stage_condition));
-  return rep;
+  rep.finish();
+  return out;
 }
 
 namespace {

@@ -3,6 +3,8 @@
 // Every op validates through its Contract first and throws StateError before changing state.
 #pragma once
 #include <memory>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,11 @@ class Backend {
 
   // Full state of a claimed slot, every layer (waits for outstanding async copies).
   virtual SequenceState export_state(int slot) = 0;
+  // A digest of what export_state(slot) would return (core/state_digest.h), computed without
+  // exporting, for backends that can (the reference hashes its state in place); nullopt: the
+  // caller exports and hashes. Equal digests of one slot mean an unchanged export (up to a 64-bit
+  // hash collision); the value is the backend's own, comparable only with its earlier digests.
+  virtual std::optional<uint64_t> state_digest(int /*slot*/) { return std::nullopt; }
 
   // Test hooks of the async path, with defaults for backends that have none.
   // An async copy of the slot is in flight: its next reader must wait for it.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "cuda/check.h"
 #include "cuda/conv.h"
@@ -43,6 +44,7 @@ Engine::~Engine() {
   if (copy_) cudaStreamDestroy(copy_);
   if (host_in_) cudaFreeHost(host_in_);
   if (host_out_) cudaFreeHost(host_out_);
+  if (host_readback_) cudaFreeHost(host_readback_);
 }
 
 void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
@@ -58,6 +60,10 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   for (cudaEvent_t e : slot_ready_) cudaEventDestroy(e);
   slot_ready_.clear();
   pool_ = DevicePool();  // free the old pool first
+  readback_ = DeviceBuffer();  // sized for the new pool at its first read
+  if (host_readback_) SSM_CUDA(cudaFreeHost(host_readback_));
+  host_readback_ = nullptr;
+  readback_capacity_ = 0;
   model_ = model;
   contract_ = Contract(model.spec, cfg);
   pool_ = DevicePool(model, cfg);
@@ -690,21 +696,76 @@ void Engine::snapshot_restore(int slot, int snap) {
 // ---- export and test hooks ----------------------------------------------------------------------
 
 namespace {
-Tensor fetch(DType d, std::vector<int64_t> shape, const void* src) {
-  Tensor t = Tensor::zeros(d, std::move(shape));
-  if (t.bytes()) SSM_CUDA(cudaMemcpy(t.raw(), src, t.bytes(), cudaMemcpyDeviceToHost));
-  return t;
+size_t round_up256(size_t bytes) { return (bytes + 255) / 256 * 256; }  // 16-byte copies, apart
+size_t shape_elems(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= size_t(d);
+  return n;
 }
 }  // namespace
+
+size_t Engine::readback_bytes() const {
+  // the largest export: every field present, FP32, a verify of the largest capacity
+  const PoolConfig& cfg = contract_.pool();
+  const size_t inter = size_t(cfg.max_capacity());
+  size_t state = 0;
+  for (int l = 0; l < pool_.layers(); ++l) {
+    const LayerSpec& s = model_.spec.layers[size_t(l)];
+    state += (2 + inter) * (round_up256(h_bytes(l, DType::f32)) + round_up256(shape_elems(conv_shape(s)) * 4));
+    if (s.ple.hosted())  // live, checkpoint and a snapshot per verify row
+      state += (3 + inter) *
+               (round_up256(shape_elems(ple_history_shape(s)) * 4) + round_up256(shape_elems(ple_conv_shape(s)) * 4));
+  }
+  if (cfg.h_mode == HMode::f16_pool) state += round_up256(size_t(stage_elems(model_.spec)) * 4);
+  // both guard bands of every pool buffer, the scratch and readback_ itself (check_guards)
+  const size_t guards = (pool_.buffers().size() + 7) * 2 * DeviceBuffer::kGuard;
+  return std::max(state, guards);
+}
+
+void Engine::read_back(const std::vector<Readback>& reads) {
+  size_t total = 0;
+  for (const Readback& r : reads) total += round_up256(r.bytes);
+  if (total == 0) return;
+  if (total > readback_capacity_) {
+    if (readback_capacity_)
+      throw std::logic_error("read back of " + std::to_string(total) + " bytes beyond the " +
+                             std::to_string(readback_capacity_) + " sized for this pool");
+    const size_t cap = std::max(total, readback_bytes());
+    readback_ = DeviceBuffer(cap, "readback staging");
+    SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_readback_), cap));
+    readback_capacity_ = cap;
+  }
+  std::vector<CopyDesc> gather;
+  size_t off = 0;
+  for (const Readback& r : reads) {
+    gather.push_back(CopyDesc{r.src, readback_.get() + off, r.bytes});
+    off += round_up256(r.bytes);
+  }
+  launch_copies(gather, main_);
+  SSM_CUDA(cudaMemcpyAsync(host_readback_, readback_.get(), off, cudaMemcpyDeviceToHost, main_));
+  SSM_CUDA(cudaStreamSynchronize(main_));
+  off = 0;
+  for (const Readback& r : reads) {
+    std::memcpy(r.dst, host_readback_ + off, r.bytes);
+    off += round_up256(r.bytes);
+  }
+}
 
 SequenceState Engine::export_state(int slot) {
   contract_.check_claimed("export", slot);
   wait_async(slot);
-  SSM_CUDA(cudaStreamSynchronize(main_));
   const SlotMeta& m = contract_.slot(slot);
   SequenceState out;
   out.slot = slot;
   out.last_verify_k = m.last_verify_k;
+  // every field is allocated here and read back at the end, in one gather (read_back); a
+  // tensor's heap storage stays put when the tensor is moved into the state
+  std::vector<Readback> reads;
+  auto fetch = [&](DType d, std::vector<int64_t> shape, const void* src) {
+    Tensor t = Tensor::zeros(d, std::move(shape));
+    reads.push_back(Readback{src, t.raw(), t.bytes()});
+    return t;
+  };
   for (int l = 0; l < pool_.layers(); ++l) {
     const LayerSpec& s = model_.spec.layers[size_t(l)];
     LayerState ls;
@@ -731,6 +792,7 @@ SequenceState Engine::export_state(int slot) {
   }
   if (contract_.pool().h_mode == HMode::f16_pool)
     out.h_prefill_stage = fetch(DType::f32, {stage_elems(model_.spec)}, pool_.stage(slot));
+  read_back(reads);
   return out;
 }
 
@@ -740,9 +802,25 @@ std::string Engine::check_guards() {
   bool paused = false;
   for (size_t s = 0; s < pending_.size(); ++s) paused = paused || (pause_ && pending_[s]);
   if (!paused) SSM_CUDA(cudaStreamSynchronize(copy_));
+  std::vector<const DeviceBuffer*> all = pool_.buffers();
+  for (const DeviceBuffer* b : {&io_, &out_, &qkv_, &gb_, &o_, &convert_, &readback_}) all.push_back(b);
+  // the buffers allocated now (read_back may allocate readback_ itself: its bands are read next time)
+  std::vector<const DeviceBuffer*> allocated;
+  for (const DeviceBuffer* b : all)
+    if (b->guard_before()) allocated.push_back(b);
+  std::vector<uint8_t> bands(allocated.size() * 2 * DeviceBuffer::kGuard);
+  std::vector<Readback> reads;
+  for (size_t i = 0; i < allocated.size(); ++i) {
+    uint8_t* at = bands.data() + i * 2 * DeviceBuffer::kGuard;
+    reads.push_back(Readback{allocated[i]->guard_before(), at, DeviceBuffer::kGuard});
+    reads.push_back(Readback{allocated[i]->guard_after(), at + DeviceBuffer::kGuard, DeviceBuffer::kGuard});
+  }
+  read_back(reads);
   std::string out;
-  for (const DeviceBuffer* b : pool_.buffers()) out += b->check_guards();
-  for (const DeviceBuffer* b : {&io_, &out_, &qkv_, &gb_, &o_, &convert_}) out += b->check_guards();
+  for (size_t i = 0; i < allocated.size(); ++i) {
+    const uint8_t* at = bands.data() + i * 2 * DeviceBuffer::kGuard;
+    out += allocated[i]->guard_damage(at, at + DeviceBuffer::kGuard);
+  }
   return out;
 }
 

@@ -115,6 +115,22 @@ class Engine {
   const float* staged(int l, std::vector<float> LayerRows::*member) const;  // null: the kind has no such input
   std::vector<LayerIo> io_off_;
   DeviceBuffer io_, out_, qkv_, gb_, o_, convert_;  // scratch (not pool state)
+  // Reading back (export_state, check_guards): the pieces are gathered on the device by one batched
+  // copy into readback_, then brought over in one copy to pinned host_readback_ (instead of one
+  // synchronous cudaMemcpy per field and guard band). Sized once per pool for the largest read
+  // (readback_bytes), allocated at the first read: an allocation never synchronises, so paused
+  // async copies stay paused (a free would wait for them).
+  DeviceBuffer readback_;
+  char* host_readback_ = nullptr;
+  size_t readback_capacity_ = 0;  // bytes both hold once allocated
+  size_t readback_bytes() const;
+  struct Readback {
+    const void* src;  // device
+    void* dst;        // host
+    size_t bytes;
+  };
+  // Runs the reads (on main, after everything enqueued there) and waits for them.
+  void read_back(const std::vector<Readback>& reads);
   int sm_count_ = 0;
   char* host_in_ = nullptr;
   char* host_out_ = nullptr;

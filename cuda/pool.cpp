@@ -43,17 +43,19 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   return *this;
 }
 
-std::string DeviceBuffer::check_guards() const {
-  if (!base_) return "";
-  std::vector<uint8_t> lo(kGuard), hi(kGuard);
-  SSM_CUDA(cudaMemcpy(lo.data(), base_, kGuard, cudaMemcpyDeviceToHost));
-  SSM_CUDA(cudaMemcpy(hi.data(), base_ + kGuard + bytes_, kGuard, cudaMemcpyDeviceToHost));
+std::string DeviceBuffer::guard_damage(const uint8_t* before, const uint8_t* after) const {
   std::string out;
   for (size_t i = 0; i < kGuard; ++i) {
-    if (lo[i] != pattern(i)) { out += name_ + ": guard before byte " + std::to_string(kGuard - i) + " changed; "; break; }
+    if (before[i] != pattern(i)) {
+      out += name_ + ": guard before byte " + std::to_string(kGuard - i) + " changed; ";
+      break;
+    }
   }
   for (size_t i = 0; i < kGuard; ++i) {
-    if (hi[i] != pattern(i)) { out += name_ + ": guard after byte " + std::to_string(i) + " changed; "; break; }
+    if (after[i] != pattern(i)) {
+      out += name_ + ": guard after byte " + std::to_string(i) + " changed; ";
+      break;
+    }
   }
   return out;
 }

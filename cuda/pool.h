@@ -28,8 +28,13 @@ class DeviceBuffer {
   char* get() const { return base_ ? base_ + kGuard : nullptr; }
   size_t bytes() const { return bytes_; }
   const std::string& name() const { return name_; }
-  // "" when both guard bands hold the pattern, else which bytes changed.
-  std::string check_guards() const;
+  // The two guard bands (kGuard bytes each; null when nothing is allocated). Engine::check_guards
+  // gathers every buffer's bands in one copy and judges them with guard_damage.
+  const char* guard_before() const { return base_; }
+  const char* guard_after() const { return base_ ? base_ + kGuard + bytes_ : nullptr; }
+  // "" when `before` and `after` (host copies of the two bands) hold the pattern, else which
+  // bytes changed.
+  std::string guard_damage(const uint8_t* before, const uint8_t* after) const;
   static uint8_t pattern(size_t i) { return uint8_t(0xA5u ^ (i * 29u)); }
 
  private:

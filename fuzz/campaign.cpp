@@ -1,6 +1,8 @@
 // RapidCheck state-machine campaigns (see campaign.h).
 #include "fuzz/campaign.h"
 
+#include "core/keep_freed_memory.h"
+
 #include <fmt/core.h>
 #include <rapidcheck.h>
 #include <rapidcheck/state.h>
@@ -47,6 +49,8 @@ struct Context {
   int shrinks = 0;
   bool failing = false;  // a failure was seen: later runs are shrink candidates
   Coverage coverage;
+  PhaseTimes times;  // every run's, shrinks included
+  std::string model_name, sut_name;
   CaseConfig config;
   std::string script, report;
   int length = 0;
@@ -332,6 +336,7 @@ std::string CampaignResult::summary() const {
                               seconds > 0 ? double(ops) / seconds : 0.0,
                               failed ? "FAILED" : gave_up ? "GAVE UP" : cases == 0 ? "NOTHING RAN" : "passed",
                               stopped_by_duration ? " (stopped by --duration)" : "");
+  if (times.total() > 0) s += "  time: " + times.text(model_name, sut_name) + "\n";
   s += coverage.text();
   if (!coverage_missing.empty()) {
     s += "  COVERAGE CHECK FAILED: never reached:";
@@ -350,6 +355,7 @@ std::string CampaignResult::summary() const {
 
 CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut) {
   load_rapidcheck_quietly();
+  keep_freed_memory();  // every op copies state: keep freed blocks (also for programs other than the CLI)
   if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards)
     throw std::invalid_argument(fmt::format("shard {}/{}: expected 0 <= I < N", o.shard, o.shards));
   CampaignResult result;
@@ -377,7 +383,17 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     Listener listener;
     const auto property = [&] {
       const CaseConfig cfg = gen_config(o);
-      Lockstep lock(cfg, model, sut, o.tolerances, o.strictness, o.sut_invariant, o.pause_async);
+      Lockstep lock(cfg, model, sut, o.tolerances, o.strictness, o.sut_invariant, o.pause_async,
+                    /*skip_unchanged=*/true, o.concurrent_sides);
+      struct KeepTimes {  // a failing run leaves by an exception: its time counts too
+        Lockstep& lock;
+        Context& ctx;
+        ~KeepTimes() {
+          ctx.times.merge(lock.times());
+          ctx.model_name = lock.model_name();
+          ctx.sut_name = lock.sut_name();
+        }
+      } keep_times{lock, ctx};
       const PoolConfig pool = cfg.pool();
       int64_t elems = 0;
       for (const LayerSpec& l : cfg.spec().layers) elems += l.h_elems();
@@ -406,6 +422,11 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     result.ops += ctx.ops;
     result.case_ops.push_back(ctx.ops);
     result.coverage.merge(ctx.coverage);
+    result.times.merge(ctx.times);
+    if (!ctx.model_name.empty()) {
+      result.model_name = ctx.model_name;
+      result.sut_name = ctx.sut_name;
+    }
     rc::detail::FailureResult failure;
     rc::detail::GaveUpResult gave_up;
     rc::detail::Error error;
@@ -473,7 +494,7 @@ ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& scrip
                           const BackendFactory& sut, const cmp::Tolerances& tol, cmp::Strictness strictness,
                           const std::string& dump_prefix, const Invariant& invariant, bool pause_async) {
   ReplayResult r;
-  Lockstep lock(config, model, sut, tol, strictness, invariant, pause_async);
+  Lockstep lock(config, model, sut, tol, strictness, invariant, pause_async, /*skip_unchanged=*/false);
   auto record = [&r](Lockstep::Step& step, const std::string& label) {
     r.op_labels.push_back(label);
     for (cmp::TensorMargin& m : step.margins) {

@@ -46,6 +46,8 @@ struct CampaignOptions {
   // Hold the SUT's async copies until their reader waits (Backend::pause_async_copies): a reader
   // that skips its wait then reads stale bytes every time. The gate's CUDA campaign runs with it.
   bool pause_async = false;
+  // The two sides of each op at once (Lockstep); default: Lockstep::default_concurrent_sides().
+  std::optional<bool> concurrent_sides;
   // With drawn configurations (no fixed preset or h mode): a campaign that never reached one of
   // Coverage::required() fails its coverage check (the gate's campaigns do this).
   bool require_coverage = false;
@@ -65,6 +67,8 @@ struct CampaignResult {
   bool gave_up = false;
   std::string message;       // RapidCheck's description or the gave-up reason
   Coverage coverage;
+  PhaseTimes times;  // where the lockstep runs' time went (shrinking included)
+  std::string model_name, sut_name;  // the two sides, as the backends name themselves
   std::vector<std::string> coverage_missing;  // require_coverage: what the campaign never reached
   // The minimal failing case: configuration flags, op script, and what differed.
   CaseConfig config;

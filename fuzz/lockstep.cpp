@@ -4,7 +4,9 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <thread>
 
+#include "core/state_digest.h"
 #include "formats/dump.h"
 #include "reference/branches.h"
 #include "core/errors.h"
@@ -28,7 +30,48 @@ constexpr const char* kAsyncDeferred = "async reads deferred";
 constexpr const char* kPleHosted = "layers hosting a PLE carry";
 constexpr const char* kPlePartial = "a partial accept restoring a PLE carry";
 std::string mode_axis(HMode m) { return std::string("h mode ") + to_string(m); }
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Adds the wall time of its scope to `into`.
+class PhaseTimer {
+ public:
+  explicit PhaseTimer(double& into) : into_(into) {}
+  ~PhaseTimer() { into_ += seconds_since(start_); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  double& into_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
 }  // namespace
+
+void PhaseTimes::merge(const PhaseTimes& o) {
+  setup += o.setup;
+  model += o.model;
+  sut += o.sut;
+  export_ += o.export_;
+  compare += o.compare;
+  checks += o.checks;
+  unchanged += o.unchanged;
+  compared += o.compared;
+}
+
+std::string PhaseTimes::text(const std::string& model_name, const std::string& sut_name) const {
+  const double all = total();
+  std::string s;
+  const std::pair<std::string, double> parts[] = {{"setup", setup},      {model_name, model},    {sut_name, sut},
+                                                  {"export", export_},   {"compare", compare},   {"checks", checks}};
+  for (const auto& p : parts)
+    s += fmt::format("{}{} {:.0f}% ({:.2f} s)", s.empty() ? "" : ", ", p.first, all > 0 ? 100 * p.second / all : 0.0,
+                     p.second);
+  if (unchanged + compared > 0)
+    s += fmt::format("; sequence states compared {}, unchanged on both sides {}", compared, unchanged);
+  return s;
+}
 
 void Coverage::merge(const Coverage& o) {
   for (const auto& kv : o.axes) axes[kv.first] += kv.second;
@@ -79,7 +122,8 @@ std::string Coverage::text() const {
 }
 
 Lockstep::Lockstep(const CaseConfig& config, const BackendFactory& model, const BackendFactory& sut,
-                   const cmp::Tolerances& tol, cmp::Strictness strictness, Invariant invariant, bool pause_async)
+                   const cmp::Tolerances& tol, cmp::Strictness strictness, Invariant invariant, bool pause_async,
+                   bool skip_unchanged, std::optional<bool> concurrent_sides)
     : config_(config), spec_(config.spec()), tol_(tol), strictness_(strictness), invariant_(std::move(invariant)),
       model_(model()), sut_(sut()), lineage_(config.h_mode, config.snapshots),
       legality_(spec_, config.pool()) {
@@ -88,6 +132,8 @@ Lockstep::Lockstep(const CaseConfig& config, const BackendFactory& model, const 
   model_->create_pool(m, pool);
   sut_->create_pool(m, pool);
   pause_async_ = pause_async && sut_->pause_async_copies(true);
+  skip_unchanged_ = skip_unchanged;
+  concurrent_sides_ = concurrent_sides.value_or(default_concurrent_sides());
   // the configuration axes this case covers (docs/fuzzing.md, "Coverage")
   ++coverage_.axes[mode_axis(pool.h_mode)];
   bool tiered = false, conv_differs = false;
@@ -105,6 +151,7 @@ Lockstep::Lockstep(const CaseConfig& config, const BackendFactory& model, const 
   if (spec_.hosts_ple()) ++coverage_.axes[kPleHosted];
   model_run_ = std::make_unique<Runner>(*model_, input_source(spec_, config.gen));
   sut_run_ = std::make_unique<Runner>(*sut_, input_source(spec_, config.gen));
+  times_.setup += seconds_since(created_);
 }
 
 namespace {
@@ -141,10 +188,22 @@ Lockstep::Step Lockstep::apply(const Op& op) {
   script_.push_back(op);
   const std::string name = to_string(op);
   const fuzz::Verdict verdict = legality_.judge(op);
-  ref::take_branch_counts();  // what the model's computation of this op reaches, nothing else
-  const Outcome m = run_one(*model_run_, op, index);
-  const auto branches = ref::take_branch_counts();
-  const Outcome s = run_one(*sut_run_, op, index);
+  // The two sides run at once: the model on the side worker, the system under test here. The
+  // branch counts are the worker thread's (reference/branches.h counts per thread): what the
+  // model's computation of this op reaches, nothing else.
+  Outcome m, s;
+  std::array<int64_t, ref::kBranches> branches{};
+  both(
+      [&] {
+        PhaseTimer t(times_.model);
+        ref::take_branch_counts();
+        m = run_one(*model_run_, op, index);
+        branches = ref::take_branch_counts();
+      },
+      [&] {
+        PhaseTimer t(times_.sut);
+        s = run_one(*sut_run_, op, index);
+      });
   Step step;
   auto fail = [&](const std::string& what) {
     step.pass = false;
@@ -173,6 +232,7 @@ Lockstep::Step Lockstep::apply(const Op& op) {
   base.op_index = index;
   base.op = name;
   if (!m.refused && !s.refused && !m.crashed && !s.crashed) {
+    PhaseTimer t(times_.compare);
     for (size_t i = 0; i < m.result.outputs.size() && i < s.result.outputs.size(); ++i) {
       if (m.result.seqs[i] == kPadRow) continue;  // padding outputs are nobody's
       cmp::Where w = base;
@@ -186,6 +246,7 @@ Lockstep::Step Lockstep::apply(const Op& op) {
   compare_live(base, false, report, fail);
   if (!report.pass()) fail(report.text());
   if (invariant_) {
+    PhaseTimer t(times_.checks);
     const std::string broken = invariant_(*sut_);
     if (!broken.empty()) fail(fmt::format("op {} '{}': {}: {}\n", index, name, sut_->name(), broken));
   }
@@ -215,6 +276,42 @@ Lockstep::Step Lockstep::apply(const Op& op) {
   return step;
 }
 
+bool Lockstep::default_concurrent_sides() { return std::thread::hardware_concurrency() >= 4; }
+
+void Lockstep::both(const std::function<void()>& model_side, const std::function<void()>& sut_side) {
+  if (!concurrent_sides_) {
+    model_side();
+    sut_side();
+    return;
+  }
+  side_.start(model_side);
+  std::exception_ptr sut_error;
+  try {
+    sut_side();
+  } catch (...) {
+    sut_error = std::current_exception();
+  }
+  side_.wait();  // always: the model's job may use what the caller's frame holds
+  if (sut_error) std::rethrow_exception(sut_error);
+}
+
+bool Lockstep::Compared::same(const Compared& o) const {
+  const cmp::FieldLineage& a = lineage;
+  const cmp::FieldLineage& b = o.lineage;
+  return model == o.model && sut == o.sut && slot == o.slot && a.h == b.h && a.h_checkpoint == b.h_checkpoint &&
+         a.intermediates == b.intermediates && a.stage == b.stage && a.has_checkpoint == b.has_checkpoint;
+}
+
+namespace {
+// A side's digest of a slot: the backend's own when it computes one in place, else the digest of
+// its export (kept in `exported` for the comparison).
+uint64_t digest(Backend& b, int slot, std::optional<SequenceState>& exported) {
+  if (const std::optional<uint64_t> d = b.state_digest(slot)) return *d;
+  exported = b.export_state(slot);
+  return state_digest(*exported);
+}
+}  // namespace
+
 void Lockstep::compare_live(const cmp::Where& base, bool final, cmp::StateReport& report,
                             const std::function<void(const std::string&)>& fail) {
   const std::vector<int> live = model_run_->live_seqs(), sut_live = sut_run_->live_seqs();
@@ -237,8 +334,29 @@ void Lockstep::compare_live(const cmp::Where& base, bool final, cmp::StateReport
     w.seq = seq;
     w.slot = ms;
     try {
-      report.merge(cmp::compare_state(model_->export_state(ms), sut_->export_state(ss), tol_, w, strictness_,
-                                      lineage_.of(seq)));
+      std::optional<SequenceState> a, b;  // exported when a side cannot digest in place, or when compared
+      Compared now;
+      now.lineage = lineage_.of(seq);
+      now.slot = ms;
+      {
+        PhaseTimer t(times_.export_);
+        both([&] { now.model = digest(*model_, ms, a); }, [&] { now.sut = digest(*sut_, ss, b); });
+      }
+      const auto it = compared_.find(seq);
+      if (skip_unchanged_ && it != compared_.end() && it->second.same(now)) {
+        ++times_.unchanged;
+        continue;
+      }
+      {
+        PhaseTimer t(times_.export_);
+        both([&] { if (!a) a = model_->export_state(ms); }, [&] { if (!b) b = sut_->export_state(ss); });
+      }
+      PhaseTimer t(times_.compare);
+      ++times_.compared;
+      cmp::StateReport r = cmp::compare_state(*a, *b, tol_, w, strictness_, now.lineage);
+      if (r.pass()) compared_[seq] = now;
+      else compared_.erase(seq);
+      report.merge(std::move(r));
     } catch (const std::exception& e) {
       fail(fmt::format("op {} '{}': exporting sequence @{} failed: {}\n", base.op_index, base.op, seq, e.what()));
     }

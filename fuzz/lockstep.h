@@ -2,8 +2,10 @@
 // every op compares what each side refused, the outputs, and the full state of every live
 // sequence under the compare/ classes. Writes both sides' states as HDF5 dumps on request.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "core/runner.h"
 #include "fixtures/case_config.h"
 #include "fuzz/legality.h"
+#include "fuzz/side_worker.h"
 
 namespace ssm::fuzz {
 
@@ -37,11 +40,40 @@ struct Coverage {
   static std::vector<std::string> required(bool paused_async, const std::vector<LayerKind>& kinds, bool ple);
 };
 
+// Where a lockstep's wall time went, in seconds (the campaign summary's "time:" line; a guide to
+// what to speed up, never part of a verdict).
+struct PhaseTimes {
+  double setup = 0;    // constructing both backends and their pools
+  double model = 0;    // the model backend's ops
+  double sut = 0;      // the system under test's ops
+  double export_ = 0;  // exporting both sides' states
+  double compare = 0;  // comparing outputs and states
+  double checks = 0;   // the invariant (CUDA: guard bands)
+  int64_t unchanged = 0;  // sequence comparisons skipped: unchanged on both sides (skip_unchanged)
+  int64_t compared = 0;   // sequence comparisons made
+  void merge(const PhaseTimes& o);
+  double total() const { return setup + model + sut + export_ + compare + checks; }
+  // "setup 12% (1.0 s), reference 30% (2.5 s), ..." with the two sides named
+  std::string text(const std::string& model_name, const std::string& sut_name) const;
+};
+
 class Lockstep {
  public:
+  // skip_unchanged: a sequence whose state is unchanged on both sides since its last passing
+  // comparison (same digests, core/state_digest.h, and the same FP16 lineage) is not exported or
+  // compared again: that comparison would give the same report, so the verdict is the same. Off
+  // where every op's every tensor is wanted (check_script: the HTML report's divergence map).
+  // concurrent_sides: the model's side of each op and export runs on a second thread while the
+  // system under test's runs on this one (default_concurrent_sides when not given). The sides
+  // share nothing, so the results are the same either way.
   Lockstep(const CaseConfig& config, const BackendFactory& model, const BackendFactory& sut,
            const cmp::Tolerances& tol, cmp::Strictness strictness, Invariant invariant = nullptr,
-           bool pause_async = false);
+           bool pause_async = false, bool skip_unchanged = true, std::optional<bool> concurrent_sides = std::nullopt);
+  // On machines with at least 4 hardware threads: with 2 (CI), the reference and its alternate
+  // path already fill both, and running them at once measured no faster (Dec 1: 1,351 ops/s
+  // either way on the small presets, 44 -> 35 ops/s on qwen3-next-80b); on the H200 machine's
+  // 16, CUDA campaigns went from 751 to 900 ops/s on the small presets.
+  static bool default_concurrent_sides();
 
   struct Step {
     bool pass = true;
@@ -60,10 +92,13 @@ class Lockstep {
   std::string model_name() const { return model_->name(); }
   std::string sut_name() const { return sut_->name(); }
   const Coverage& coverage() const { return coverage_; }
+  const PhaseTimes& times() const { return times_; }
   // Writes PREFIX.model.h5 and PREFIX.sut.h5 (every live sequence) and returns their paths.
   std::vector<std::string> dump(const std::string& prefix);
 
  private:
+  // first member: the setup time counts from here, through both backends' construction
+  std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   CaseConfig config_;
   ModelSpec spec_;
   cmp::Tolerances tol_;
@@ -73,9 +108,24 @@ class Lockstep {
   std::unique_ptr<Runner> model_run_, sut_run_;
   std::vector<Op> script_;
   Coverage coverage_;
+  PhaseTimes times_;
   cmp::LineageTracker lineage_;  // which FP32 fields descend from FP16 storage
   LegalityModel legality_;       // what the contract allows, stated independently of core/contract
   bool pause_async_ = false;     // the SUT holds async copies until their reader waits
+  bool skip_unchanged_ = true;
+  bool concurrent_sides_ = false;
+  // per sequence: what its last passing comparison compared (digests of both sides, lineage, slot)
+  struct Compared {
+    uint64_t model = 0, sut = 0;
+    cmp::FieldLineage lineage;
+    int slot = -1;
+    bool same(const Compared& o) const;
+  };
+  std::map<int, Compared> compared_;
+  SideWorker side_;  // runs the model's side of each op and export beside the system under test's
+  // Runs model_side on the side worker and sut_side here, at once; waits for both, then rethrows
+  // what either threw (the model's first).
+  void both(const std::function<void()>& model_side, const std::function<void()>& sut_side);
   void compare_live(const cmp::Where& base, bool final, cmp::StateReport& report,
                     const std::function<void(const std::string&)>& fail);
 };

@@ -3,6 +3,7 @@
 #include "reference/reference_backend.h"
 
 #include "reference/layer_step.h"
+#include "core/state_digest.h"
 
 #include <stdexcept>
 #include <string>
@@ -113,6 +114,44 @@ SequenceState ReferenceBackend::export_state(int slot) {
     out.h_prefill_stage_condition = s.stage_cond;
   }
   return out;
+}
+
+// Hashes what export_state copies, in the order state_digest(SequenceState) adds it (the
+// property test in tests/state_digest_test.cpp checks that the two agree op by op).
+std::optional<uint64_t> ReferenceBackend::state_digest(int slot) {
+  contract_.check_claimed("export", slot);
+  const SlotMeta& m = contract_.slot(slot);
+  const Slot& s = slots_[size_t(slot)];
+  StateHasher h;
+  h.add(int64_t(m.last_verify_k));
+  h.add(int64_t(s.layers.size()));
+  for (const LayerSlot& l : s.layers) {
+    const int inter = std::max(m.last_verify_k - 1, 0);
+    h.add(l.h.value);
+    h.add(l.conv);
+    h.add_optional(m.has_h_checkpoint ? &l.h_checkpoint.value : nullptr);
+    h.add_optional(m.has_conv_checkpoint ? &l.conv_checkpoint : nullptr);
+    h.add(int64_t(inter));
+    for (int t = 0; t < inter; ++t) h.add(intermediate(l.h_intermediates, t, "h", slot).value);
+    h.add(int64_t(inter));
+    for (int t = 0; t < inter; ++t) h.add(intermediate(l.conv_intermediates, t, "conv", slot));
+    h.add(int64_t(m.h_is_f16));
+    h.add_optional(&l.h.cond.rho);
+    h.add_optional(m.has_h_checkpoint ? &l.h_checkpoint.cond.rho : nullptr);
+    h.add(int64_t(inter));
+    for (int t = 0; t < inter; ++t) h.add(intermediate(l.h_intermediates, t, "h", slot).cond.rho);
+    h.add(int64_t(false));  // conv_oldest_column_absent
+    h.add(l.ple);
+    h.add_optional(m.has_conv_checkpoint && l.ple_checkpoint ? &*l.ple_checkpoint : nullptr);
+    const size_t snaps = m.last_verify_k > 0 ? l.ple_snapshots.size() : 0;
+    h.add(int64_t(snaps));
+    for (size_t t = 0; t < snaps; ++t) h.add(l.ple_snapshots[t]);
+  }
+  const bool stage = contract_.pool().h_mode == HMode::f16_pool;
+  h.add_optional(stage ? &s.stage : nullptr);
+  h.add_optional(stage ? &s.stage_cond : nullptr);
+  h.add(int64_t(false));  // prefill_stage_absent
+  return h.digest();
 }
 
 }  // namespace ssm::ref

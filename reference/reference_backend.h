@@ -27,6 +27,7 @@ class ReferenceBackend : public Backend {
   void snapshot_save(int slot, int snap) override;
   void snapshot_restore(int slot, int snap) override;
   SequenceState export_state(int slot) override;
+  std::optional<uint64_t> state_digest(int slot) override;  // export_state's digest, hashed in place
 
   const Contract& contract() const { return contract_; }
   // The alternate path's hooks (fuzz/alt_reference.h), which rebuilds PLE histories itself: the

@@ -2,7 +2,7 @@
 # Installs the Debian packages ssmcheck builds and tests with; skips what is present.
 set -euo pipefail
 pkgs=(cmake g++ make libeigen3-dev libhdf5-dev hdf5-tools libgtest-dev libgmock-dev
-      librapidcheck-dev libcli11-dev nlohmann-json3-dev libfmt-dev python3-h5py python3-numpy ccache
+      librapidcheck-dev libcli11-dev libxxhash-dev nlohmann-json3-dev libfmt-dev python3-h5py python3-numpy ccache
       clang libclang-rt-dev   # clang + libFuzzer: scripts/fuzz.sh
       chromium-headless-shell fonts-dejavu-core)  # the HTML report's browser test
 missing=()

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "cuda/check.h"
+#include "cuda/engine.h"
 #include "cuda/occupy.h"
 #include "cuda/pool.h"
 #include "cuda_test_support.h"
@@ -173,6 +174,45 @@ TEST_F(PoolGpu, AsyncCheckpointObservedAfterItsEvent) {
     ASSERT_TRUE(l.conv.bit_equal(*l.conv_checkpoint));
   }
   EXPECT_EQ(p.a->check_guards(), "");
+}
+
+// check_guards reads every band in one gathered copy (Engine::read_back): a byte changed in any
+// band of a pool buffer or of the scratch is named with its buffer and side, and once restored
+// the bands read intact again.
+TEST_F(PoolGpu, DamagedGuardBandsAreNamed) {
+  GpuCase c;
+  c.preset = "ple-odd";
+  c.slots = 2;
+  c.capacity = 3;
+  c.seed = 44;
+  std::printf("gpu case: %s\n", c.name().c_str());
+  GpuPair p(c);
+  const int s = p.a->alloc(3);
+  p.a->verify({s}, 3, VerifyArm::wy, {p.inputs(0, 0, 3)});
+  (void)p.a->export_state(s);  // the readback staging exists now, and is checked too
+  ASSERT_EQ(p.a->check_guards(), "");
+  const cuda::Engine& e = p.a->engine();
+  struct Hit {
+    const cuda::DeviceBuffer* buf;
+    bool after;
+    size_t byte;
+  };
+  const Hit hits[] = {{&e.pool().family(1, PoolFamily::h), true, 7},
+                      {&e.pool().family(0, PoolFamily::h_checkpoint), false, cuda::DeviceBuffer::kGuard - 1},
+                      {&e.pool().family(2, PoolFamily::conv_intermediates), true, 0}};
+  for (const Hit& h : hits) {
+    char* at = const_cast<char*>(h.after ? h.buf->guard_after() : h.buf->guard_before()) + h.byte;
+    uint8_t was = 0;
+    SSM_CUDA(cudaMemcpy(&was, at, 1, cudaMemcpyDeviceToHost));
+    SSM_CUDA(cudaMemset(at, was ^ 0x5A, 1));
+    const std::string expect = h.buf->name() + (h.after ? ": guard after byte " + std::to_string(h.byte)
+                                                        : ": guard before byte " + std::to_string(cuda::DeviceBuffer::kGuard - h.byte)) +
+                               " changed";
+    EXPECT_NE(p.a->check_guards().find(expect), std::string::npos) << "expected '" << expect << "' in '"
+                                                                   << p.a->check_guards() << "'";
+    SSM_CUDA(cudaMemset(at, was, 1));
+    EXPECT_EQ(p.a->check_guards(), "");
+  }
 }
 
 // Failing ops raise the reference's error kind and change nothing (run_pair compares every

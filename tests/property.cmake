@@ -5,6 +5,11 @@ ssmcheck_test(property_test LABEL cpu TIMEOUT 900
   SOURCES property_test.cpp
   LIBS ssmcheck_fuzz)
 
+# state digests and the lockstep's skipping of unchanged sequences
+ssmcheck_test(state_digest_test LABEL cpu
+  SOURCES state_digest_test.cpp
+  LIBS ssmcheck_fuzz)
+
 ssmcheck_test(property_mutant_test LABEL cpu TIMEOUT 900
   SOURCES property_mutant_test.cpp
   LIBS ssmcheck_core_mutant_objs ssmcheck_alt_mutant_objs ssmcheck_fuzz)

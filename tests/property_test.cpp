@@ -56,6 +56,27 @@ TEST(PropertyCpu, SameSeedGivesTheSameCampaign) {
   EXPECT_NE(a.coverage.ops, c.coverage.ops);
 }
 
+// The model's side of each op on a second thread (Lockstep's concurrent sides) or on the caller's:
+// the same cases, ops, coverage and verdict.
+TEST(PropertyCpu, ConcurrentSidesGiveTheSameCampaign) {
+  fuzz::CampaignOptions o;
+  o.seed = campaign_seed(12);
+  o.cases = 40;
+  o.max_ops = 30;
+  o.strictness = cmp::Strictness::bitwise;
+  o.concurrent_sides = true;
+  const fuzz::CampaignResult a = fuzz::run_campaign(o, reference(), alternate());
+  o.concurrent_sides = false;
+  const fuzz::CampaignResult b = fuzz::run_campaign(o, reference(), alternate());
+  std::printf("concurrent: %ssequential: %s", a.summary().c_str(), b.summary().c_str());
+  ASSERT_FALSE(a.failed);
+  EXPECT_EQ(a.ops, b.ops);
+  EXPECT_EQ(a.case_ops, b.case_ops);
+  EXPECT_EQ(a.coverage.ops, b.coverage.ops);
+  EXPECT_EQ(a.coverage.axes, b.coverage.axes);  // the branch counts come from the model's thread
+  EXPECT_EQ(a.coverage.refusals, b.coverage.refusals);
+}
+
 // Shrinking removes ops; a failing row must keep its inputs when an unrelated op goes away, so
 // inputs are keyed by (sequence, its own input-consuming step), not by op index.
 TEST(PropertyCpu, InputsSurviveTheRemovalOfUnrelatedOps) {

@@ -1,0 +1,210 @@
+// State digests (core/state_digest.h) and the lockstep's skipping of unchanged sequences: the
+// reference's in-place digest is the digest of its export after every op of a campaign, a change
+// of any part compare_state reads changes the digest, and a campaign that skips unchanged
+// sequences reaches the same ops and coverage as one that compares every sequence after every op.
+// (That failures are found at the same cases: the mutant table, docs/mutants.md.)
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compare/compare.h"
+#include "core/state_digest.h"
+#include "fuzz/alt_reference.h"
+#include "fuzz/campaign.h"
+#include "reference/reference_backend.h"
+#include "tests/support/campaign_env.h"
+#include "tests/support/ref_harness.h"
+
+namespace ssm::test {
+namespace {
+
+// The reference, whose state_digest also checks itself: against the digest of its export, and
+// against the previous export of the slot (an unchanged digest must mean an unchanged export).
+class SelfCheckingDigests : public Backend {
+ public:
+  explicit SelfCheckingDigests(std::shared_ptr<std::vector<std::string>> problems) : problems_(std::move(problems)) {}
+  std::string name() const override { return "reference-checked"; }
+  void create_pool(const Model& m, const PoolConfig& p) override { inner_.create_pool(m, p); }
+  int alloc(int c) override { return inner_.alloc(c); }
+  void release(int s) override {
+    last_.erase(s);
+    inner_.release(s);
+  }
+  StepOutputs prefill(int s, const StepInputs& in) override { return inner_.prefill(s, in); }
+  std::vector<StepOutputs> decode(const std::vector<int>& s, const std::vector<StepInputs>& in) override {
+    return inner_.decode(s, in);
+  }
+  std::vector<StepOutputs> verify(const std::vector<int>& s, int k, VerifyArm a,
+                                  const std::vector<StepInputs>& in) override {
+    return inner_.verify(s, k, a, in);
+  }
+  void checkpoint(int s, bool async) override { inner_.checkpoint(s, async); }
+  void commit(int s, int n, int k) override { inner_.commit(s, n, k); }
+  void rollback(int s, int n, bool c) override { inner_.rollback(s, n, c); }
+  void to_f16(int s) override { inner_.to_f16(s); }
+  void snapshot_save(int s, int i) override { inner_.snapshot_save(s, i); }
+  void snapshot_restore(int s, int i) override { inner_.snapshot_restore(s, i); }
+  SequenceState export_state(int s) override { return inner_.export_state(s); }
+
+  std::optional<uint64_t> state_digest(int s) override {
+    ++calls;
+    const uint64_t in_place = *inner_.state_digest(s);
+    SequenceState now = inner_.export_state(s);
+    if (in_place != ssm::state_digest(now))
+      problems_->push_back("slot " + std::to_string(s) + ": the in-place digest is not the digest of the export");
+    const auto it = last_.find(s);
+    if (it != last_.end() && it->second.first == in_place) {
+      cmp::Where w;
+      const cmp::StateReport r =
+          cmp::compare_state(it->second.second, now, cmp::Tolerances::defaults(), w, cmp::Strictness::bitwise);
+      if (!r.pass()) problems_->push_back("slot " + std::to_string(s) + ": the export changed, the digest did not");
+    }
+    last_[s] = {in_place, std::move(now)};
+    return in_place;
+  }
+  int64_t calls = 0;
+
+ private:
+  ref::ReferenceBackend inner_;
+  std::shared_ptr<std::vector<std::string>> problems_;
+  std::map<int, std::pair<uint64_t, SequenceState>> last_;
+};
+
+fuzz::BackendFactory reference() {
+  return [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
+}
+fuzz::BackendFactory alternate() {
+  return [] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); };
+}
+
+TEST(StateDigest, ReferenceDigestIsTheDigestOfItsExportAfterEveryOp) {
+  auto problems = std::make_shared<std::vector<std::string>>();
+  fuzz::CampaignOptions o;
+  o.seed = campaign_seed(20261201);
+  o.cases = 150;
+  o.max_ops = 40;
+  o.strictness = cmp::Strictness::bitwise;
+  const fuzz::CampaignResult r = fuzz::run_campaign(
+      o, reference(), [problems] { return std::unique_ptr<Backend>(new SelfCheckingDigests(problems)); });
+  std::printf("%s", r.summary().c_str());
+  ASSERT_FALSE(r.failed) << r.summary();
+  EXPECT_EQ(r.cases, o.cases);
+  for (const std::string& p : *problems) ADD_FAILURE() << p;
+  // the draw covered the states that have the most parts (a campaign draws every preset, PLE ones
+  // included, and every h mode), and the skipping engaged
+  EXPECT_GT(r.coverage.axes.count("layers hosting a PLE carry"), 0u);
+  EXPECT_GT(r.coverage.axes.count("h mode f16-pool"), 0u);
+  EXPECT_GT(r.times.unchanged, 0);
+  EXPECT_GT(r.times.compared, 0);
+}
+
+// Every part of a state compare_state reads, changed alone, changes the digest.
+TEST(StateDigest, EveryPartCompareReadsChangesTheDigest) {
+  RefCase c("ple-odd", HMode::f16_pool, 5);
+  ref::ReferenceBackend& b = *c.backend;
+  const int s = b.alloc(4);
+  b.prefill(s, c.inputs(0, 3));
+  b.checkpoint(s, false);
+  b.verify({s}, 3, VerifyArm::exact, {c.inputs(1, 3)});
+  const SequenceState base = b.export_state(s);
+  ASSERT_EQ(*b.state_digest(s), state_digest(base));
+  ASSERT_TRUE(base.layers[0].h_checkpoint && base.layers[0].ple && base.layers[0].ple_checkpoint);
+  ASSERT_EQ(base.layers[0].h_intermediates.size(), 2u);
+  ASSERT_EQ(base.layers[0].ple_snapshots.size(), 3u);
+  ASSERT_TRUE(base.h_prefill_stage && base.h_prefill_stage_condition);
+
+  using Change = std::function<void(SequenceState&)>;
+  auto flip = [](Tensor& t) {  // the lowest bit of the last element
+    if (t.dtype() == DType::f32) {
+      uint32_t x;
+      std::memcpy(&x, t.f32() + t.size() - 1, 4);
+      x ^= 1;
+      std::memcpy(t.f32() + t.size() - 1, &x, 4);
+    } else {
+      t.f16()[t.size() - 1] ^= 1;
+    }
+  };
+  const std::vector<std::pair<std::string, Change>> changes = {
+      {"last_verify_k", [](SequenceState& x) { x.last_verify_k = 2; }},
+      {"h bit", [&](SequenceState& x) { flip(x.layers[2].h); }},
+      {"h shape", [](SequenceState& x) {
+         Tensor& h = x.layers[0].h;
+         Tensor t = Tensor::zeros(h.dtype(), {h.size()});
+         std::memcpy(t.raw(), h.raw(), h.bytes());
+         h = t;
+       }},
+      {"conv bit", [&](SequenceState& x) { flip(x.layers[1].conv); }},
+      {"h_checkpoint absent", [](SequenceState& x) { x.layers[0].h_checkpoint.reset(); }},
+      {"conv_checkpoint bit", [&](SequenceState& x) { flip(*x.layers[0].conv_checkpoint); }},
+      {"h_intermediate bit", [&](SequenceState& x) { flip(x.layers[0].h_intermediates[1]); }},
+      {"conv_intermediate dropped", [](SequenceState& x) { x.layers[0].conv_intermediates.pop_back(); }},
+      {"h_is_f16", [](SequenceState& x) { x.layers[0].h_is_f16 = !x.layers[0].h_is_f16; }},
+      {"h condition bit", [&](SequenceState& x) { flip(*x.layers[0].condition.h); }},
+      {"h_intermediate condition bit", [&](SequenceState& x) { flip(x.layers[0].condition.h_intermediates[0]); }},
+      {"conv_oldest_column_absent", [](SequenceState& x) { x.layers[0].conv_oldest_column_absent = true; }},
+      {"ple history bit", [&](SequenceState& x) { flip(x.layers[0].ple->history); }},
+      {"ple_checkpoint absent", [](SequenceState& x) { x.layers[2].ple_checkpoint.reset(); }},
+      {"ple snapshot conv bit", [&](SequenceState& x) { flip(x.layers[2].ple_snapshots[2].conv); }},
+      {"ple snapshot dropped", [](SequenceState& x) { x.layers[0].ple_snapshots.pop_back(); }},
+      {"stage bit", [&](SequenceState& x) { flip(*x.h_prefill_stage); }},
+      {"stage condition absent", [](SequenceState& x) { x.h_prefill_stage_condition.reset(); }},
+      {"prefill_stage_absent", [](SequenceState& x) { x.prefill_stage_absent = true; }},
+  };
+  for (const auto& [what, change] : changes) {
+    SequenceState x = base;
+    change(x);
+    EXPECT_NE(state_digest(x), state_digest(base)) << what;
+  }
+  // the slot index is not part of the state (the lockstep keys its cache by sequence)
+  SequenceState moved = base;
+  moved.slot += 1;
+  EXPECT_EQ(state_digest(moved), state_digest(base));
+}
+
+// The same campaign with every sequence compared after every op (through a SUT that offers no
+// digest, so the lockstep exports and hashes it, and a model whose digests are never equal
+// twice) and with unchanged sequences skipped: the same ops, coverage and verdict.
+class NeverSameDigest : public ref::ReferenceBackend {
+ public:
+  std::optional<uint64_t> state_digest(int) override { return ++n_; }
+
+ private:
+  uint64_t n_ = 0;
+};
+
+class NoDigest : public fuzz::alt::AltReferenceBackend {
+ public:
+  std::optional<uint64_t> state_digest(int) override { return std::nullopt; }
+};
+
+TEST(StateDigest, SkippingUnchangedSequencesKeepsTheCampaign) {
+  fuzz::CampaignOptions o;
+  o.seed = campaign_seed(11);
+  o.cases = 60;
+  o.max_ops = 40;
+  o.strictness = cmp::Strictness::bitwise;
+  const fuzz::CampaignResult skip = fuzz::run_campaign(o, reference(), [] {
+    return std::unique_ptr<Backend>(new NoDigest());
+  });
+  const fuzz::CampaignResult all = fuzz::run_campaign(
+      o, [] { return std::unique_ptr<Backend>(new NeverSameDigest()); }, alternate());
+  std::printf("skipping: %severy sequence: %s", skip.summary().c_str(), all.summary().c_str());
+  ASSERT_FALSE(skip.failed);
+  ASSERT_FALSE(all.failed);
+  EXPECT_GT(skip.times.unchanged, 0);
+  EXPECT_EQ(all.times.unchanged, 0);
+  EXPECT_EQ(skip.ops, all.ops);
+  EXPECT_EQ(skip.case_ops, all.case_ops);
+  EXPECT_EQ(skip.coverage.ops, all.coverage.ops);
+  EXPECT_EQ(skip.coverage.axes, all.coverage.axes);
+  EXPECT_EQ(skip.coverage.refusals, all.coverage.refusals);
+}
+
+}  // namespace
+}  // namespace ssm::test
