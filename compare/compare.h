@@ -202,9 +202,12 @@ struct StateReport {
 // valid intermediates) are failures with tensor named after the flag and an explaining text.
 // lineage: which FP32 fields descend from FP16-stored state (compare/lineage.h: the lockstep
 // and replay track it op by op); FP16 fields are judged as FP16 by their dtype anyway.
+// cache: reports of fields that passed before, reused when a field is unchanged on both sides
+// (compare/field_cache.h; the same report, so the same verdict); null compares every field.
+class FieldCache;
 StateReport compare_state(const SequenceState& ref, const SequenceState& got, const Tolerances& tol,
                           const Where& base, Strictness strictness = Strictness::classes,
-                          const FieldLineage& lineage = FieldLineage{});
+                          const FieldLineage& lineage = FieldLineage{}, FieldCache* cache = nullptr);
 // The lineage a dump implies when its history is unknown (`diff`): in f16 and f16-pool modes every
 // FP32 h-like field may descend from FP16 storage, so it is judged as such; in f32 mode none does.
 FieldLineage assumed_lineage(HMode mode);

@@ -9,6 +9,8 @@
 #include <fmt/core.h>
 
 #include "compare/compare.h"
+#include "compare/field_cache.h"
+#include "core/state_digest.h"
 
 namespace ssm::cmp {
 
@@ -28,11 +30,9 @@ TensorReport flag_failure(const Where& base, int layer, const std::string& what,
 }
 
 // The condition of a field, from whichever side computed one (the reference does: the model in
-// the lockstep, the recomputation in `replay`).
-std::optional<Tensor> field_condition(const Tensor& field, const Tensor* ref_cond, const Tensor* got_cond) {
-  const Tensor* c = ref_cond && ref_cond->size() > 0 ? ref_cond : got_cond && got_cond->size() > 0 ? got_cond : nullptr;
-  if (!c) return std::nullopt;
-  return broadcast_condition(*c, field.shape());
+// the lockstep, the recomputation in `replay`), before it is broadcast to the field's shape.
+const Tensor* condition_source(const Tensor* ref_cond, const Tensor* got_cond) {
+  return ref_cond && ref_cond->size() > 0 ? ref_cond : got_cond && got_cond->size() > 0 ? got_cond : nullptr;
 }
 
 const Tensor* opt_ptr(const std::optional<Tensor>& t) { return t ? &*t : nullptr; }
@@ -44,7 +44,8 @@ const Tensor* at_ptr(const std::vector<Tensor>& v, size_t i) { return i < v.size
 // the thread count). Queued work reads the tensors in place: they must live until finish().
 class Reports {
  public:
-  explicit Reports(StateReport& rep) : rep_(rep) {}
+  Reports(StateReport& rep, FieldCache* cache) : rep_(rep), cache_(cache) {}
+  FieldCache* cache() const { return cache_; }
   void add(TensorReport r) {
     items_.push_back(Item{std::move(r), nullptr, false});
   }
@@ -72,6 +73,7 @@ class Reports {
     bool tensor;                         // counts as a tensor compared
   };
   StateReport& rep_;
+  FieldCache* cache_;
   std::vector<Item> items_;
   int64_t elems_ = 0;
 };
@@ -83,10 +85,19 @@ void compare_field(Reports& rep, const Tensor& ref, const Tensor& got, const std
   w.layer = layer;
   w.tensor = name;
   const TolClass cls = class_of(field, ref.dtype(), s, lineage);
+  FieldCache* cache = rep.cache();
   rep.add_comparison(
-      [&ref, &got, &tol, w, cls, ref_cond, got_cond] {
-        const std::optional<Tensor> cond = field_condition(ref, ref_cond, got_cond);
-        return compare_tensor(ref, got, cls, tol, w, /*allow_zero_ref=*/true, cond ? &*cond : nullptr);
+      [&ref, &got, &tol, w, cls, ref_cond, got_cond, cache] {
+        const Tensor* c = condition_source(ref_cond, got_cond);
+        FieldCache::Key key;
+        if (cache) {
+          key = FieldCache::Key{tensor_digest(ref), tensor_digest(got), c ? tensor_digest(*c) : 0, cls, true};
+          if (std::optional<TensorReport> r = cache->find(w.layer, w.tensor, key, w)) return std::move(*r);
+        }
+        const std::optional<Tensor> cond = c ? std::optional<Tensor>(broadcast_condition(*c, ref.shape())) : std::nullopt;
+        TensorReport r = compare_tensor(ref, got, cls, tol, w, /*allow_zero_ref=*/true, cond ? &*cond : nullptr);
+        if (cache) cache->keep(w.layer, w.tensor, key, r);
+        return r;
       },
       ref.size());
 }
@@ -158,9 +169,10 @@ void compare_ple(Reports& rep, const LayerState& a, const LayerState& b, const T
 }  // namespace
 
 StateReport compare_state(const SequenceState& ref, const SequenceState& got, const Tolerances& tol,
-                          const Where& base_in, Strictness strictness, const FieldLineage& lineage) {
+                          const Where& base_in, Strictness strictness, const FieldLineage& lineage,
+                          FieldCache* cache) {
   StateReport out;
-  Reports rep(out);
+  Reports rep(out, cache);
   std::vector<std::unique_ptr<LayerState>> shortened;  // the queued comparisons read these until finish()
   Where base = base_in;
   if (base.slot < 0) base.slot = ref.slot;

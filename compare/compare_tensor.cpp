@@ -68,11 +68,14 @@ size_t bin_of(TolClass c, double abs_err, double ulp) {
       if (ulp <= edges[b]) return b;
     return 9;
   }
+  // decades by comparison, not log10 (this runs once per element): [1e-9, 1e-8) is bin 2
+  static constexpr double kDecades[] = {1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1};
   if (abs_err == 0) return 0;
   if (abs_err < 1e-9) return 1;
   if (abs_err >= 1) return 11;
-  const int dec = int(std::floor(std::log10(abs_err)));  // -9 .. -1
-  return size_t(std::clamp(dec + 11, 2, 10));
+  size_t b = 2;
+  while (b - 2 < 8 && abs_err >= kDecades[b - 2]) ++b;
+  return b;
 }
 
 // A measure over its limit: 1 at the limit; a zero limit leaves nothing but 0 (or inf).

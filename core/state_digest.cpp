@@ -52,6 +52,12 @@ void StateHasher::add_optional(const PleCarry* c) {
 
 uint64_t StateHasher::digest() const { return XXH3_64bits_digest(&s_->x); }
 
+uint64_t tensor_digest(const Tensor& t) {
+  StateHasher h;
+  h.add(t);
+  return h.digest();
+}
+
 uint64_t state_digest(const SequenceState& s) {
   StateHasher h;
   h.add(int64_t(s.last_verify_k));

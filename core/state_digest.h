@@ -40,5 +40,7 @@ class StateHasher {
 
 // The digest of an exported state (every field of SequenceState but the slot index).
 uint64_t state_digest(const SequenceState& s);
+// The digest of one tensor (dtype, shape and bits).
+uint64_t tensor_digest(const Tensor& t);
 
 }  // namespace ssm

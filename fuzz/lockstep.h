@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compare/compare.h"
+#include "compare/field_cache.h"
 #include "core/runner.h"
 #include "fixtures/case_config.h"
 #include "fuzz/legality.h"
@@ -51,6 +52,7 @@ struct PhaseTimes {
   double checks = 0;   // the invariant (CUDA: guard bands)
   int64_t unchanged = 0;  // sequence comparisons skipped: unchanged on both sides (skip_unchanged)
   int64_t compared = 0;   // sequence comparisons made
+  int64_t fields_unchanged = 0;  // fields of those whose report was reused (compare/field_cache.h)
   void merge(const PhaseTimes& o);
   double total() const { return setup + model + sut + export_ + compare + checks; }
   // "setup 12% (1.0 s), reference 30% (2.5 s), ..." with the two sides named
@@ -61,7 +63,9 @@ class Lockstep {
  public:
   // skip_unchanged: a sequence whose state is unchanged on both sides since its last passing
   // comparison (same digests, core/state_digest.h, and the same FP16 lineage) is not exported or
-  // compared again: that comparison would give the same report, so the verdict is the same. Off
+  // compared again, and in a sequence that is, a field unchanged on both sides since it last passed
+  // gets its report again (compare/field_cache.h): those comparisons would give the same reports,
+  // so the verdict is the same. Off
   // where every op's every tensor is wanted (check_script: the HTML report's divergence map).
   // concurrent_sides: the model's side of each op and export runs on a second thread while the
   // system under test's runs on this one (default_concurrent_sides when not given). The sides
@@ -122,6 +126,7 @@ class Lockstep {
     bool same(const Compared& o) const;
   };
   std::map<int, Compared> compared_;
+  std::map<int, cmp::FieldCache> field_cache_;  // per sequence (skip_unchanged)
   SideWorker side_;  // runs the model's side of each op and export beside the system under test's
   // Runs model_side on the side worker and sut_side here, at once; waits for both, then rethrows
   // what either threw (the model's first).

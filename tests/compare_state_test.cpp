@@ -3,7 +3,10 @@
 // outputs) fails with the field, layer and class named.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "compare/compare.h"
+#include "compare/field_cache.h"
 #include "core/runner.h"
 #include "fixtures/generators.h"
 #include "reference/reference_backend.h"
@@ -313,6 +316,43 @@ TEST(compare_state, report_json_and_merge) {
   EXPECT_EQ(j["pass"], false);
   EXPECT_EQ(j["failures"][0]["tensor"], "h");
   EXPECT_EQ(j["failures"][0]["class"], "fp32-state");
+}
+
+// A FieldCache gives a field's earlier passing report again only while the field's reference
+// bits, compared bits, condition and class are all unchanged: the reports then equal a fresh
+// comparison's, and a change anywhere is compared afresh (and found).
+TEST(FieldCacheTest, ReusesOnlyUnchangedPassingFields) {
+  const ScriptRun a = run_script("odd-a", HMode::f32, 21, kOps);
+  SequenceState b = a.state;
+  // a rounding-sized difference in one element of layer 1's h: still passing, not bitwise
+  float& e = b.layers[1].h.f32()[17];
+  e = std::nextafter(e, 2.0f * e);
+  FieldCache cache;
+  const StateReport fresh = compare_state(a.state, b, Tolerances::defaults(), base());
+  const StateReport first = compare_state(a.state, b, Tolerances::defaults(), base(), Strictness::classes, {}, &cache);
+  ASSERT_TRUE(first.pass()) << first.text();
+  EXPECT_EQ(cache.reused(), 0);
+  Where later = base();
+  later.op_index = 9;
+  const StateReport again = compare_state(a.state, b, Tolerances::defaults(), later, Strictness::classes, {}, &cache);
+  EXPECT_EQ(cache.reused(), again.tensors);  // every field came from the cache
+  ASSERT_EQ(again.margins.size(), fresh.margins.size());
+  for (size_t i = 0; i < fresh.margins.size(); ++i) {
+    EXPECT_EQ(again.margins[i].where.tensor, fresh.margins[i].where.tensor);
+    EXPECT_EQ(again.margins[i].where.op_index, 9);  // the reused report says where it is now
+    EXPECT_EQ(again.margins[i].error_ratio, fresh.margins[i].error_ratio) << fresh.margins[i].where.tensor;
+  }
+  // a field changed beyond its tolerance on one side is compared again, and fails
+  SequenceState c = b;
+  c.layers[0].conv.f32()[3] += 1.0f;
+  const int64_t before = cache.reused();
+  const StateReport changed = compare_state(a.state, c, Tolerances::defaults(), later, Strictness::classes, {}, &cache);
+  EXPECT_FALSE(changed.pass());
+  EXPECT_TRUE(has_failure(changed, "conv", 0)) << changed.text();
+  EXPECT_EQ(cache.reused() - before, changed.tensors - 1);  // all but the changed field
+  // the same bits under another class (bitwise) are compared again, not reused: h of layer 1 fails
+  const StateReport strict = compare_state(a.state, b, Tolerances::defaults(), later, Strictness::bitwise, {}, &cache);
+  EXPECT_TRUE(has_failure(strict, "h", 1)) << strict.text();
 }
 
 }  // namespace
