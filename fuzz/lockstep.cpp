@@ -152,8 +152,9 @@ Lockstep::Lockstep(const CaseConfig& config, const BackendFactory& model, const 
     ++coverage_.axes[kMixedKinds];
   if (config.gen.extreme_gates) ++coverage_.axes[kExtremeGates];
   if (spec_.hosts_ple()) ++coverage_.axes[kPleHosted];
-  model_run_ = std::make_unique<Runner>(*model_, input_source(spec_, config.gen));
-  sut_run_ = std::make_unique<Runner>(*sut_, input_source(spec_, config.gen));
+  inputs_ = std::make_unique<SharedInputs>(input_source(spec_, config.gen));
+  model_run_ = std::make_unique<Runner>(*model_, inputs_->source());
+  sut_run_ = std::make_unique<Runner>(*sut_, inputs_->source());
   times_.setup += seconds_since(created_);
 }
 
@@ -207,6 +208,7 @@ Lockstep::Step Lockstep::apply(const Op& op) {
         PhaseTimer t(times_.sut);
         s = run_one(*sut_run_, op, index);
       });
+  inputs_->forget();
   Step step;
   auto fail = [&](const std::string& what) {
     step.pass = false;

@@ -15,6 +15,7 @@
 #include "core/runner.h"
 #include "fixtures/case_config.h"
 #include "fuzz/legality.h"
+#include "fuzz/shared_inputs.h"
 #include "fuzz/side_worker.h"
 
 namespace ssm::fuzz {
@@ -109,6 +110,7 @@ class Lockstep {
   cmp::Strictness strictness_;
   Invariant invariant_;
   std::unique_ptr<Backend> model_, sut_;
+  std::unique_ptr<SharedInputs> inputs_;  // generated once for both Runners
   std::unique_ptr<Runner> model_run_, sut_run_;
   std::vector<Op> script_;
   Coverage coverage_;

@@ -59,22 +59,4 @@ uint16_t convert_to_half(float f) {
   return h;
 }
 
-namespace {
-// The regions a kernel store of FP16 state reaches, whichever way it handles them.
-void count_store_branches(float f) {
-  if (f != f) count_branch(Branch::f16_store_nan);
-  else if (std::fabs(f) > 65504.0f) count_branch(Branch::f16_store_clamp);
-}
-}  // namespace
-
-uint16_t store_half_inf(float f) {
-  count_store_branches(f);
-  return float_to_half_rne(f);
-}
-
-uint16_t store_half(float f) {
-  count_store_branches(f);
-  return store_half_clamped(f);
-}
-
 }  // namespace ssm::ref

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/half.h"
 #include "core/layer_spec.h"
 
 namespace ssm::ref {
@@ -35,10 +36,23 @@ void add_branch_counts(const std::array<int64_t, kBranches>& counts);  // onto t
 
 // The FP32 -> FP16 converter (round to nearest even, no saturation), counting overflow to inf.
 uint16_t convert_to_half(float f);
+
+// The regions a kernel store of FP16 state reaches, whichever way it handles them. Inline, with
+// the stores below: they run once per element of every head the reference stores.
+inline void count_store_branches(float f) {
+  if (f != f) count_branch(Branch::f16_store_nan);
+  else if (f > 65504.0f || f < -65504.0f) count_branch(Branch::f16_store_clamp);
+}
 // A kernel's store of FP16 state (clamped, NaN -> -65504), counting both branches.
-uint16_t store_half(float f);
+inline uint16_t store_half(float f) {
+  count_store_branches(f);
+  return store_half_clamped(f);
+}
 // The same store with torch's conversion (F16Store::inf): round to nearest even, overflow to inf;
 // counts the same branches.
-uint16_t store_half_inf(float f);
+inline uint16_t store_half_inf(float f) {
+  count_store_branches(f);
+  return float_to_half_rne(f);
+}
 
 }  // namespace ssm::ref

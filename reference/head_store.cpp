@@ -1,32 +1,112 @@
 // reference/head_store.h
 #include "reference/head_store.h"
 
+#include <atomic>
+#include <cmath>
+
 #include "core/half.h"
 #include "reference/branches.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SSM_F16C_PATH 1
+#endif
+
 namespace ssm::ref {
+
+// MatD is row-major, so a head's element (i, j) sits at i * cols + j both in the matrix and in
+// the tensor: the loops run over the flat block, with the dtype decided once per head (these two
+// functions run for every head of every row of every op; the FP16 ones were a third of a
+// campaign's time on the odd presets).
+//
+// FP16 on x86: the F16C instructions convert in one step what core/half.h does with branches, and
+// give the same values. Narrowing (IEEE round to nearest even, subnormal halves, the immediate
+// rounding mode rather than MXCSR's) equals float_to_half_rne for every float within +-65504,
+// where a kernel store of either kind (F16Store) is a plain conversion: all 2,399,125,506 of them
+// checked once (Dec 1 2026); everything else (NaN, beyond the range: the counted branches) takes
+// the portable store_half / store_half_inf. Widening equals half_to_float for every half but the
+// 1022 signalling NaNs, which F16C quiets; as doubles (what a head is) those agree too, since
+// float -> double quiets them anyway. tests/head_store_test.cpp compares both paths on every half,
+// on the rounding boundaries between neighbouring halves and on a million random floats.
+
+namespace {
+
+#ifdef SSM_F16C_PATH
+bool have_f16c() {
+  static const bool yes = __builtin_cpu_supports("f16c");
+  return yes;
+}
+
+__attribute__((target("f16c"))) void widen_f16c(const uint16_t* in, double* out, int64_t n) {
+  for (int64_t e = 0; e < n; ++e) out[e] = _cvtsh_ss(in[e]);
+}
+
+__attribute__((target("f16c"))) void store_f16c(F16Store store, const double* in, uint16_t* to, double* out,
+                                                 int64_t n) {
+  for (int64_t e = 0; e < n; ++e) {
+    const float f = float(in[e]);
+    if (std::fabs(f) <= 65504.0f) to[e] = _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+    else to[e] = store == F16Store::saturate ? store_half(f) : store_half_inf(f);  // NaN, beyond the range
+    out[e] = _cvtsh_ss(to[e]);
+  }
+}
+#else
+bool have_f16c() { return false; }
+void widen_f16c(const uint16_t*, double*, int64_t) {}
+void store_f16c(F16Store, const double*, uint16_t*, double*, int64_t) {}
+#endif
+
+std::atomic<bool> g_f16c_enabled{true};
+
+bool use_f16c() { return g_f16c_enabled.load(std::memory_order_relaxed) && have_f16c(); }
+
+}  // namespace
+
+namespace detail {
+bool set_f16c_path(bool on) {
+  g_f16c_enabled = on;
+  return have_f16c();
+}
+}  // namespace detail
 
 MatD load_head(const Tensor& h, int64_t base, int rows, int cols) {
   MatD H(rows, cols);
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) H(i, j) = h.get(base + int64_t(i) * cols + j);
+  double* out = H.data();
+  const int64_t n = int64_t(rows) * cols;
+  if (h.dtype() == DType::f32) {
+    const float* in = h.f32() + base;
+    for (int64_t e = 0; e < n; ++e) out[e] = in[e];
+  } else if (use_f16c()) {
+    widen_f16c(h.f16() + base, out, n);
+  } else {
+    const uint16_t* in = h.f16() + base;
+    for (int64_t e = 0; e < n; ++e) out[e] = half_to_float(in[e]);
+  }
   return H;
 }
 
 MatD store_head(F16Store store, Tensor& h, int64_t base, const MatD& H) {
   MatD stored(H.rows(), H.cols());
-  for (Eigen::Index i = 0; i < H.rows(); ++i)
-    for (Eigen::Index j = 0; j < H.cols(); ++j) {
-      const size_t e = size_t(base + int64_t(i) * H.cols() + j);
-      const float f = float(H(i, j));
-      if (h.dtype() == DType::f32) {
-        h.f32()[e] = f;
-        stored(i, j) = f;
-      } else {
-        h.f16()[e] = store == F16Store::saturate ? store_half(f) : store_half_inf(f);
-        stored(i, j) = half_to_float(h.f16()[e]);
-      }
+  const double* in = H.data();
+  double* out = stored.data();
+  const int64_t n = H.size();
+  if (h.dtype() == DType::f32) {
+    float* to = h.f32() + base;
+    for (int64_t e = 0; e < n; ++e) {
+      const float f = float(in[e]);
+      to[e] = f;
+      out[e] = f;
     }
+  } else if (use_f16c()) {
+    store_f16c(store, in, h.f16() + base, out, n);
+  } else {
+    uint16_t* to = h.f16() + base;
+    for (int64_t e = 0; e < n; ++e) {
+      const float f = float(in[e]);
+      to[e] = store == F16Store::saturate ? store_half(f) : store_half_inf(f);
+      out[e] = half_to_float(to[e]);
+    }
+  }
   return stored;
 }
 

@@ -13,4 +13,11 @@ MatD load_head(const Tensor& h, int64_t base, int rows, int cols);  // FP16 wide
 // Returns the stored values widened back, which is what an output reads.
 MatD store_head(F16Store store, Tensor& h, int64_t base, const MatD& H);
 
+namespace detail {
+// Test hook: on x86 CPUs with F16C the FP16 loads and stores above use its conversions (the same
+// bits, head_store.cpp); off, they take core/half.h's portable ones. Returns whether this CPU has
+// F16C (tests/head_store_test.cpp compares the two paths where it does).
+bool set_f16c_path(bool on);
+}  // namespace detail
+
 }  // namespace ssm::ref
