@@ -2,6 +2,7 @@
 // vacuity checks first, then elementwise limits, normalised RMS error, worst elements,
 // histogram and the smallest passing tolerance. Text/JSON forms: compare/report.cpp.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <fmt/core.h>
@@ -61,20 +62,19 @@ std::vector<std::string> bin_labels(TolClass c) {
           "[1e-4,1e-3)", "[1e-3,1e-2)", "[1e-2,1e-1)", "[1e-1,1)", ">=1"};
 }
 
+// The bin is the number of bin edges the value passes, counted without branches (this runs once
+// per element, on values that jump between bins): ULP bins close on the right, (e0, e1], absolute
+// error decades on the left, [1e-9, 1e-8) being bin 2.
 size_t bin_of(TolClass c, double abs_err, double ulp) {
+  size_t b = 0;
   if (ulp_bins(c)) {
-    const double edges[] = {0, 1, 2, 4, 8, 16, 64, 256, 4096};
-    for (size_t b = 0; b < 9; ++b)
-      if (ulp <= edges[b]) return b;
-    return 9;
+    static constexpr double kEdges[] = {0, 1, 2, 4, 8, 16, 64, 256, 4096};
+    for (double e : kEdges) b += ulp > e;
+    return b;
   }
-  // decades by comparison, not log10 (this runs once per element): [1e-9, 1e-8) is bin 2
-  static constexpr double kDecades[] = {1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1};
-  if (abs_err == 0) return 0;
-  if (abs_err < 1e-9) return 1;
-  if (abs_err >= 1) return 11;
-  size_t b = 2;
-  while (b - 2 < 8 && abs_err >= kDecades[b - 2]) ++b;
+  static constexpr double kDecades[] = {1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1};
+  b = abs_err > 0;
+  for (double e : kDecades) b += abs_err >= e;
   return b;
 }
 
@@ -82,6 +82,126 @@ size_t bin_of(TolClass c, double abs_err, double ulp) {
 double over(double value, double limit) {
   if (limit > 0) return value / limit;
   return value > 0 ? kInf : 0.0;
+}
+
+// Element access by storage, so that the elementwise loop below is compiled once per dtype
+// instead of deciding the dtype at every element (the values and bits are Tensor::get's and
+// bits_of's).
+struct F32Elems {
+  const float* p;
+  float value(int64_t i) const { return p[i]; }
+  uint32_t bits(int64_t i) const {
+    uint32_t x;
+    std::memcpy(&x, p + i, 4);
+    return x;
+  }
+  int64_t ulp(const F32Elems& o, int64_t i) const { return ulp_distance_f32(p[i], o.p[i]); }
+};
+struct F16Elems {
+  const uint16_t* p;
+  float value(int64_t i) const { return half_to_float(p[i]); }
+  uint32_t bits(int64_t i) const { return p[i]; }
+  int64_t ulp(const F16Elems& o, int64_t i) const { return ulp_distance_f16(p[i], o.p[i]); }
+};
+
+// What the elementwise loop gathers, handed to the report after it (the loop keeps the scalars in
+// locals, which the compiler holds in registers; in the report they were stored at every element).
+struct Scan {
+  double sum_d2 = 0, sum_c2 = 0;
+  double need_atol = 0, need_rtol = 0, need_ulp = 0;
+  double max_abs = 0, max_rel = 0, max_ulp = 0, max_ulp_scaled = 0, max_cond_ratio = 0, error_ratio = 0;
+  int64_t mismatched = 0;
+  std::array<int64_t, 12> histogram{};               // bin_of's bins (at most 12)
+  std::vector<std::pair<double, int64_t>> worst;    // (score, index), kept sorted descending
+};
+
+// The elementwise limits (see compare_tensor): every element not in `matched`, in index order.
+template <class Elems>
+Scan scan_elements(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched, TolClass cls,
+                   const Tolerance& t, const float* cond, double ref_rms, bool ref_zero) {
+  // the scalars in locals (not in s, which the caller's frame holds): registers across the loop
+  double sum_d2 = 0, sum_c2 = 0, need_atol = 0, need_rtol = 0, need_ulp = 0;
+  double max_abs = 0, max_rel = 0, max_ulp = 0, max_ulp_scaled = 0, max_cond_ratio = 0, error_ratio = 0;
+  int64_t mismatched = 0;
+  Scan s;
+  const bool scaled = cls == TolClass::fp16_state;
+  const double ucond = t.cond * kUnitRoundoffF32;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!matched.empty() && matched[size_t(i)]) continue;
+    const double rv = ref.value(i), gv = got.value(i);
+    const double d = gv - rv, ad = std::fabs(d), ar = std::fabs(rv);
+    const double ulp = double(ref.ulp(got, i));
+    const double rel = ad == 0 ? 0 : (ar == 0 ? kInf : ad / ar);
+    // fp16-state counts FP16 ULPs at scale on the values, so FP32 tensors that descend from
+    // FP16-stored state (a widened prefill, the f16-pool stage) are measured the same way
+    const double sulp = scaled ? ad / half_ulp_at(std::max(ar, ref_rms)) : 0.0;
+    max_ulp_scaled = std::max(max_ulp_scaled, sulp);
+    const bool bits_differ = ref.bits(i) != got.bits(i);
+    sum_d2 += d * d;
+    max_abs = std::max(max_abs, ad);
+    max_rel = std::max(max_rel, rel);
+    max_ulp = std::max(max_ulp, ulp);
+    ++s.histogram[bin_of(cls, ad, cls == TolClass::fp16_state ? sulp : ulp)];
+
+    // fp32-state: rtol applies at max(|ref|, rms(ref)). FP32 rounding of a head's large
+    // elements reaches its small ones through H^T k, so a per-element rtol would judge small
+    // elements by a scale they do not have (docs/tolerances.md); nrmse stays the global guard.
+    const double rscale = cls == TolClass::fp32_state ? std::max(ar, ref_rms) : ar;
+    // the element's condition: the error FP32 arithmetic cannot avoid on it (Tolerance::cond)
+    const double ci = cond ? std::fabs(double(cond[i])) : 0.0;
+    sum_c2 += ci * ci;
+    if (cond) max_cond_ratio = std::max(max_cond_ratio, ad == 0 ? 0.0 : ci > 0 ? ad / (kUnitRoundoffF32 * ci) : kInf);
+    const double cslack = ucond * ci;
+    const double bound = t.atol + t.rtol * rscale + cslack;
+    bool bad = false;
+    double score = 0;
+    switch (cls) {
+      case TolClass::exact:
+        bad = bits_differ;
+        score = bits_differ ? std::max(ad, 1e-300) : 0;  // -0 vs +0 still ranks
+        break;
+      case TolClass::fp16_state:
+        bad = sulp > t.max_ulp && ad > bound;
+        score = sulp;
+        if (ad > bound) need_ulp = std::max(need_ulp, sulp);
+        break;
+      case TolClass::fp32_state:
+      case TolClass::output:
+      case TolClass::output_f16:
+        bad = ad > bound;
+        score = bound > 0 ? ad / bound : ad;
+        need_atol = std::max(need_atol, ad - t.rtol * rscale - cslack);
+        if (ad > t.atol + cslack) need_rtol = std::max(need_rtol, rscale > 0 ? (ad - t.atol - cslack) / rscale : kInf);
+        break;
+    }
+    // An all-zero reference (allowed) is only matched by zeros: an untouched field stays zero.
+    if (ref_zero) bad = cls == TolClass::exact ? bits_differ : gv != 0.0;
+    if (bad) ++mismatched;
+    error_ratio = std::max(error_ratio, ref_zero || cls == TolClass::exact ? (bad ? kInf : 0.0)
+                                            : cls == TolClass::fp16_state
+                                                ? std::min(over(sulp, t.max_ulp), over(ad, bound))
+                                                : over(ad, bound));
+    if (score > 0 && (s.worst.size() < size_t(kWorstElements) || score > s.worst.back().first)) {
+      s.worst.emplace_back(score, i);
+      std::sort(s.worst.begin(), s.worst.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first > b.first : a.second < b.second;
+      });
+      if (s.worst.size() > size_t(kWorstElements)) s.worst.pop_back();
+    }
+  }
+  s.sum_d2 = sum_d2;
+  s.sum_c2 = sum_c2;
+  s.need_atol = need_atol;
+  s.need_rtol = need_rtol;
+  s.need_ulp = need_ulp;
+  s.max_abs = max_abs;
+  s.max_rel = max_rel;
+  s.max_ulp = max_ulp;
+  s.max_ulp_scaled = max_ulp_scaled;
+  s.max_cond_ratio = max_cond_ratio;
+  s.error_ratio = error_ratio;
+  s.mismatched = mismatched;
+  return s;
 }
 
 }  // namespace
@@ -176,7 +296,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   for (int64_t i = 0; i < ref.size(); ++i) {
     if (is_matched(i)) continue;
     const double v = ref.get(i);
-    ref_zero = ref_zero && v == 0.0;
+    ref_zero &= v == 0.0;
     ref_sq += v * v;
     ++finite_n;
   }
@@ -195,12 +315,13 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   const Tolerance& t = r.tol;
   const bool f16 = ref.dtype() == DType::f16;
   const bool scaled = cls == TolClass::fp16_state;
-  double sum_d2 = 0, sum_r2 = 0, sum_c2 = 0;
+  // the elementwise loop's sum of ref^2 would be ref_sq: the same squares in the same order
+  const double sum_r2 = ref_sq;
+  double sum_d2 = 0, sum_c2 = 0;
   double need_atol = 0, need_rtol = 0, need_ulp = 0;
   const double ucond = t.cond * kUnitRoundoffF32;
   std::vector<std::pair<double, int64_t>> worst;  // (score, index), kept sorted descending
   if (identical) {  // the elementwise loop's sums, added directly (see above)
-    sum_r2 = ref_sq;
     if (cond)
       for (int64_t i = 0; i < ref.size(); ++i)
         if (!is_matched(i)) {
@@ -208,71 +329,26 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
           sum_c2 += ci * ci;
         }
     r.histogram[0] += finite_n;
-  }
-  for (int64_t i = 0; i < (identical ? 0 : ref.size()); ++i) {
-    if (is_matched(i)) continue;
-    const double rv = ref.get(i), gv = got.get(i);
-    const double d = gv - rv, ad = std::fabs(d), ar = std::fabs(rv);
-    const double ulp = f16 ? double(ulp_distance_f16(ref.f16()[size_t(i)], got.f16()[size_t(i)]))
-                           : double(ulp_distance_f32(ref.f32()[size_t(i)], got.f32()[size_t(i)]));
-    const double rel = ad == 0 ? 0 : (ar == 0 ? kInf : ad / ar);
-    // fp16-state counts FP16 ULPs at scale on the values, so FP32 tensors that descend from
-    // FP16-stored state (a widened prefill, the f16-pool stage) are measured the same way
-    const double sulp = scaled ? ad / half_ulp_at(std::max(ar, ref_rms)) : 0.0;
-    r.max_ulp_scaled = std::max(r.max_ulp_scaled, sulp);
-    const bool bits_differ = bits_of(ref, i) != bits_of(got, i);
-    sum_d2 += d * d;
-    sum_r2 += rv * rv;
-    r.max_abs = std::max(r.max_abs, ad);
-    r.max_rel = std::max(r.max_rel, rel);
-    r.max_ulp = std::max(r.max_ulp, ulp);
-    ++r.histogram[bin_of(cls, ad, cls == TolClass::fp16_state ? sulp : ulp)];
-
-    // fp32-state: rtol applies at max(|ref|, rms(ref)). FP32 rounding of a head's large
-    // elements reaches its small ones through H^T k, so a per-element rtol would judge small
-    // elements by a scale they do not have (docs/tolerances.md); nrmse stays the global guard.
-    const double rscale = cls == TolClass::fp32_state ? std::max(ar, ref_rms) : ar;
-    // the element's condition: the error FP32 arithmetic cannot avoid on it (Tolerance::cond)
-    const double ci = cond ? std::fabs(double(cond->f32()[size_t(i)])) : 0.0;
-    sum_c2 += ci * ci;
-    if (cond) r.max_cond_ratio = std::max(r.max_cond_ratio, ad == 0 ? 0.0 : ci > 0 ? ad / (kUnitRoundoffF32 * ci) : kInf);
-    const double cslack = ucond * ci;
-    const double bound = t.atol + t.rtol * rscale + cslack;
-    bool bad = false;
-    double score = 0;
-    switch (cls) {
-      case TolClass::exact:
-        bad = bits_differ;
-        score = bits_differ ? std::max(ad, 1e-300) : 0;  // -0 vs +0 still ranks
-        break;
-      case TolClass::fp16_state:
-        bad = sulp > t.max_ulp && ad > bound;
-        score = sulp;
-        if (ad > bound) need_ulp = std::max(need_ulp, sulp);
-        break;
-      case TolClass::fp32_state:
-      case TolClass::output:
-      case TolClass::output_f16:
-        bad = ad > bound;
-        score = bound > 0 ? ad / bound : ad;
-        need_atol = std::max(need_atol, ad - t.rtol * rscale - cslack);
-        if (ad > t.atol + cslack) need_rtol = std::max(need_rtol, rscale > 0 ? (ad - t.atol - cslack) / rscale : kInf);
-        break;
-    }
-    // An all-zero reference (allowed) is only matched by zeros: an untouched field stays zero.
-    if (ref_zero) bad = cls == TolClass::exact ? bits_differ : gv != 0.0;
-    if (bad) ++r.mismatched;
-    r.error_ratio = std::max(r.error_ratio, ref_zero || cls == TolClass::exact ? (bad ? kInf : 0.0)
-                                            : cls == TolClass::fp16_state
-                                                ? std::min(over(sulp, t.max_ulp), over(ad, bound))
-                                                : over(ad, bound));
-    if (score > 0 && (worst.size() < size_t(kWorstElements) || score > worst.back().first)) {
-      worst.emplace_back(score, i);
-      std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) {
-        return a.first != b.first ? a.first > b.first : a.second < b.second;
-      });
-      if (worst.size() > size_t(kWorstElements)) worst.pop_back();
-    }
+  } else {
+    const float* c = cond ? cond->f32() : nullptr;
+    Scan sc = f16 ? scan_elements(F16Elems{ref.f16()}, F16Elems{got.f16()}, ref.size(), matched_nf, cls, t, c, ref_rms,
+                                  ref_zero)
+                  : scan_elements(F32Elems{ref.f32()}, F32Elems{got.f32()}, ref.size(), matched_nf, cls, t, c, ref_rms,
+                                  ref_zero);
+    sum_d2 = sc.sum_d2;
+    sum_c2 = sc.sum_c2;
+    need_atol = sc.need_atol;
+    need_rtol = sc.need_rtol;
+    need_ulp = sc.need_ulp;
+    r.max_abs = sc.max_abs;
+    r.max_rel = sc.max_rel;
+    r.max_ulp = sc.max_ulp;
+    r.max_ulp_scaled = sc.max_ulp_scaled;
+    r.max_cond_ratio = sc.max_cond_ratio;
+    r.error_ratio = sc.error_ratio;
+    r.mismatched = sc.mismatched;
+    for (size_t b = 0; b < r.histogram.size(); ++b) r.histogram[b] += sc.histogram[b];
+    worst = std::move(sc.worst);
   }
   for (const auto& [score, i] : worst) {
     Element e;
