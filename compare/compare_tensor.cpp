@@ -104,26 +104,24 @@ struct F16Elems {
   int64_t ulp(const F16Elems& o, int64_t i) const { return ulp_distance_f16(p[i], o.p[i]); }
 };
 
-// What the elementwise loop gathers, handed to the report after it (the loop keeps the scalars in
-// locals, which the compiler holds in registers; in the report they were stored at every element).
-struct Scan {
+// The sums of the elementwise loop that the report does not hold (compare_tensor uses them after).
+struct Sums {
   double sum_d2 = 0, sum_c2 = 0;
   double need_atol = 0, need_rtol = 0, need_ulp = 0;
-  double max_abs = 0, max_rel = 0, max_ulp = 0, max_ulp_scaled = 0, max_cond_ratio = 0, error_ratio = 0;
-  int64_t mismatched = 0;
-  std::array<int64_t, 12> histogram{};               // bin_of's bins (at most 12)
-  std::vector<std::pair<double, int64_t>> worst;    // (score, index), kept sorted descending
 };
 
-// The elementwise limits (see compare_tensor): every element not in `matched`, in index order.
+// The elementwise limits (see compare_tensor) over every element not in `matched`, in index order:
+// the report's maxima, mismatch count, error ratio and histogram, and the worst elements.
 template <class Elems>
-Scan scan_elements(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched, TolClass cls,
-                   const Tolerance& t, const float* cond, double ref_rms, bool ref_zero) {
-  // the scalars in locals (not in s, which the caller's frame holds): registers across the loop
+Sums scan_elements(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched, TolClass cls,
+                   const Tolerance& t, const float* cond, double ref_rms, bool ref_zero, TensorReport& r,
+                   std::vector<std::pair<double, int64_t>>& worst) {
+  // in locals, which the compiler keeps in registers (in the report they were stored at every
+  // element), handed to the report after the loop
   double sum_d2 = 0, sum_c2 = 0, need_atol = 0, need_rtol = 0, need_ulp = 0;
   double max_abs = 0, max_rel = 0, max_ulp = 0, max_ulp_scaled = 0, max_cond_ratio = 0, error_ratio = 0;
   int64_t mismatched = 0;
-  Scan s;
+  std::array<int64_t, 12> histogram{};  // bin_of's bins (at most 12)
   const bool scaled = cls == TolClass::fp16_state;
   const double ucond = t.cond * kUnitRoundoffF32;
   for (int64_t i = 0; i < n; ++i) {
@@ -141,7 +139,7 @@ Scan scan_elements(const Elems ref, const Elems got, int64_t n, const std::vecto
     max_abs = std::max(max_abs, ad);
     max_rel = std::max(max_rel, rel);
     max_ulp = std::max(max_ulp, ulp);
-    ++s.histogram[bin_of(cls, ad, cls == TolClass::fp16_state ? sulp : ulp)];
+    ++histogram[bin_of(cls, ad, cls == TolClass::fp16_state ? sulp : ulp)];
 
     // fp32-state: rtol applies at max(|ref|, rms(ref)). FP32 rounding of a head's large
     // elements reaches its small ones through H^T k, so a per-element rtol would judge small
@@ -181,27 +179,23 @@ Scan scan_elements(const Elems ref, const Elems got, int64_t n, const std::vecto
                                             : cls == TolClass::fp16_state
                                                 ? std::min(over(sulp, t.max_ulp), over(ad, bound))
                                                 : over(ad, bound));
-    if (score > 0 && (s.worst.size() < size_t(kWorstElements) || score > s.worst.back().first)) {
-      s.worst.emplace_back(score, i);
-      std::sort(s.worst.begin(), s.worst.end(), [](const auto& a, const auto& b) {
+    if (score > 0 && (worst.size() < size_t(kWorstElements) || score > worst.back().first)) {
+      worst.emplace_back(score, i);
+      std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) {
         return a.first != b.first ? a.first > b.first : a.second < b.second;
       });
-      if (s.worst.size() > size_t(kWorstElements)) s.worst.pop_back();
+      if (worst.size() > size_t(kWorstElements)) worst.pop_back();
     }
   }
-  s.sum_d2 = sum_d2;
-  s.sum_c2 = sum_c2;
-  s.need_atol = need_atol;
-  s.need_rtol = need_rtol;
-  s.need_ulp = need_ulp;
-  s.max_abs = max_abs;
-  s.max_rel = max_rel;
-  s.max_ulp = max_ulp;
-  s.max_ulp_scaled = max_ulp_scaled;
-  s.max_cond_ratio = max_cond_ratio;
-  s.error_ratio = error_ratio;
-  s.mismatched = mismatched;
-  return s;
+  r.max_abs = max_abs;
+  r.max_rel = max_rel;
+  r.max_ulp = max_ulp;
+  r.max_ulp_scaled = max_ulp_scaled;
+  r.max_cond_ratio = max_cond_ratio;
+  r.error_ratio = error_ratio;
+  r.mismatched = mismatched;
+  for (size_t b = 0; b < r.histogram.size(); ++b) r.histogram[b] += histogram[b];
+  return Sums{sum_d2, sum_c2, need_atol, need_rtol, need_ulp};
 }
 
 }  // namespace
@@ -331,24 +325,15 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     r.histogram[0] += finite_n;
   } else {
     const float* c = cond ? cond->f32() : nullptr;
-    Scan sc = f16 ? scan_elements(F16Elems{ref.f16()}, F16Elems{got.f16()}, ref.size(), matched_nf, cls, t, c, ref_rms,
-                                  ref_zero)
-                  : scan_elements(F32Elems{ref.f32()}, F32Elems{got.f32()}, ref.size(), matched_nf, cls, t, c, ref_rms,
-                                  ref_zero);
-    sum_d2 = sc.sum_d2;
-    sum_c2 = sc.sum_c2;
-    need_atol = sc.need_atol;
-    need_rtol = sc.need_rtol;
-    need_ulp = sc.need_ulp;
-    r.max_abs = sc.max_abs;
-    r.max_rel = sc.max_rel;
-    r.max_ulp = sc.max_ulp;
-    r.max_ulp_scaled = sc.max_ulp_scaled;
-    r.max_cond_ratio = sc.max_cond_ratio;
-    r.error_ratio = sc.error_ratio;
-    r.mismatched = sc.mismatched;
-    for (size_t b = 0; b < r.histogram.size(); ++b) r.histogram[b] += sc.histogram[b];
-    worst = std::move(sc.worst);
+    const Sums sums = f16 ? scan_elements(F16Elems{ref.f16()}, F16Elems{got.f16()}, ref.size(), matched_nf, cls, t, c,
+                                          ref_rms, ref_zero, r, worst)
+                          : scan_elements(F32Elems{ref.f32()}, F32Elems{got.f32()}, ref.size(), matched_nf, cls, t, c,
+                                          ref_rms, ref_zero, r, worst);
+    sum_d2 = sums.sum_d2;
+    sum_c2 = sums.sum_c2;
+    need_atol = sums.need_atol;
+    need_rtol = sums.need_rtol;
+    need_ulp = sums.need_ulp;
   }
   for (const auto& [score, i] : worst) {
     Element e;
