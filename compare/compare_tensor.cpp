@@ -96,13 +96,46 @@ struct F32Elems {
     return x;
   }
   int64_t ulp(const F32Elems& o, int64_t i) const { return ulp_distance_f32(p[i], o.p[i]); }
+  bool non_finite(int64_t i) const { return (bits(i) & 0x7f800000u) == 0x7f800000u; }
 };
 struct F16Elems {
   const uint16_t* p;
   float value(int64_t i) const { return half_to_float(p[i]); }
   uint32_t bits(int64_t i) const { return p[i]; }
   int64_t ulp(const F16Elems& o, int64_t i) const { return ulp_distance_f16(p[i], o.p[i]); }
+  bool non_finite(int64_t i) const { return !half_is_finite(p[i]); }
 };
+
+// Whether any element is inf or NaN (one pass without branches: most tensors have none, and then
+// the non-finite bookkeeping is skipped).
+template <class Elems>
+bool any_non_finite(const Elems t, int64_t n) {
+  bool any = false;
+  for (int64_t i = 0; i < n; ++i) any |= t.non_finite(i);
+  return any;
+}
+
+// The sum of squares of the reference's elements not in `matched`, in index order, their count,
+// and whether every one is zero.
+struct RefSquares {
+  double sum = 0;
+  int64_t n = 0;
+  bool zero = true;
+};
+template <class Elems>
+RefSquares ref_squares(const Elems ref, int64_t n, const std::vector<bool>& matched) {
+  double sum = 0;
+  int64_t count = 0;
+  bool zero = true;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!matched.empty() && matched[size_t(i)]) continue;
+    const double v = ref.value(i);
+    zero &= v == 0.0;
+    sum += v * v;
+    ++count;
+  }
+  return RefSquares{sum, count, zero};
+}
 
 // The sums of the elementwise loop that the report does not hold (compare_tensor uses them after).
 struct Sums {
@@ -247,8 +280,11 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   // count per element; every maximum, count and worst list stays 0) is added directly.
   const bool identical = g_identical_fast_path && ref.bytes() == got.bytes() &&
                          std::memcmp(ref.raw(), got.raw(), ref.bytes()) == 0;
+  const bool f16 = ref.dtype() == DType::f16;
+  const bool non_finite = f16 ? any_non_finite(F16Elems{ref.f16()}, ref.size()) || any_non_finite(F16Elems{got.f16()}, got.size())
+                              : any_non_finite(F32Elems{ref.f32()}, ref.size()) || any_non_finite(F32Elems{got.f32()}, got.size());
   std::vector<bool> matched_nf;
-  for (int64_t i = 0; i < ref.size(); ++i)
+  for (int64_t i = 0; i < (non_finite ? ref.size() : 0); ++i)
     if (!finite_at(ref, i) && (identical || same_non_finite(ref, got, i))) {
       if (matched_nf.empty()) matched_nf.assign(size_t(ref.size()), false);
       matched_nf[size_t(i)] = true;
@@ -256,7 +292,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     }
   auto is_matched = [&](int64_t i) { return !matched_nf.empty() && matched_nf[size_t(i)]; };
   for (const Tensor* side : {&ref, &got}) {
-    if (identical) break;
+    if (identical || !non_finite) break;
     const bool is_ref = side == &ref;
     int64_t count = 0, first = -1;
     for (int64_t i = 0; i < side->size(); ++i)
@@ -284,16 +320,11 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     }
   }
 
-  bool ref_zero = true;
-  double ref_sq = 0;
-  int64_t finite_n = 0;
-  for (int64_t i = 0; i < ref.size(); ++i) {
-    if (is_matched(i)) continue;
-    const double v = ref.get(i);
-    ref_zero &= v == 0.0;
-    ref_sq += v * v;
-    ++finite_n;
-  }
+  const RefSquares sq = f16 ? ref_squares(F16Elems{ref.f16()}, ref.size(), matched_nf)
+                            : ref_squares(F32Elems{ref.f32()}, ref.size(), matched_nf);
+  const bool ref_zero = sq.zero;
+  const double ref_sq = sq.sum;
+  const int64_t finite_n = sq.n;
   const double ref_rms = finite_n ? std::sqrt(ref_sq / double(finite_n)) : 0.0;
   // Every element non-finite and the same on both sides (a step on overflowed state gives NaN
   // everywhere): positions and values were compared, and they agree.
@@ -307,7 +338,6 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   r.zero_ref = ref_zero;
 
   const Tolerance& t = r.tol;
-  const bool f16 = ref.dtype() == DType::f16;
   const bool scaled = cls == TolClass::fp16_state;
   // the elementwise loop's sum of ref^2 would be ref_sq: the same squares in the same order
   const double sum_r2 = ref_sq;
