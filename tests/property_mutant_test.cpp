@@ -13,7 +13,7 @@
 #include "fuzz/campaign.h"
 #include "fuzz/mutant_catalogue.h"
 #include "reference/reference_backend.h"
-#include "tests/support/campaign_env.h"
+#include "tests/support/cpu_campaign.h"
 
 namespace ssm::test {
 
@@ -54,13 +54,8 @@ TEST_P(PropertyMutant, IsCaughtAndShrunk) {
 TEST(PropertyMutantCatalogue, WithoutASelectionThisBuildIsTheShippedCode) {
   // with no mutant selected every site is off: the gate's campaign passes
   mutant::select("");
-  fuzz::CampaignOptions o;
-  o.seed = campaign_seed(1);
-  o.cases = 30;
-  o.max_ops = 30;
-  o.strictness = cmp::Strictness::bitwise;
-  const fuzz::CampaignResult r = fuzz::run_campaign(
-      o, [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); }, fuzz::alt::make_alt_backend);
+  const fuzz::CampaignOptions o = bitwise_campaign(1, 30, 30);
+  const fuzz::CampaignResult r = fuzz::run_campaign(o, reference(), fuzz::alt::make_alt_backend);
   EXPECT_FALSE(r.failed) << r.summary();
   EXPECT_EQ(r.cases, 30);
 }

@@ -7,18 +7,10 @@
 #include "fuzz/campaign.h"
 #include "fixtures/case_config.h"
 #include "reference/reference_backend.h"
-#include "tests/support/campaign_env.h"
+#include "tests/support/cpu_campaign.h"
 
 namespace ssm::test {
 
-namespace {
-fuzz::BackendFactory reference() {
-  return [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
-}
-fuzz::BackendFactory alternate() {
-  return [] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); };
-}
-}  // namespace
 
 TEST(PropertyCpu, ReferenceAgreesWithItsAlternatePathBitwise) {
   fuzz::CampaignOptions o;
@@ -41,11 +33,7 @@ TEST(PropertyCpu, ReferenceAgreesWithItsAlternatePathBitwise) {
 }
 
 TEST(PropertyCpu, SameSeedGivesTheSameCampaign) {
-  fuzz::CampaignOptions o;
-  o.seed = campaign_seed(7);
-  o.cases = 8;
-  o.max_ops = 20;
-  o.strictness = cmp::Strictness::bitwise;
+  fuzz::CampaignOptions o = bitwise_campaign(7, 8, 20);
   const fuzz::CampaignResult a = fuzz::run_campaign(o, reference(), alternate());
   const fuzz::CampaignResult b = fuzz::run_campaign(o, reference(), alternate());
   EXPECT_EQ(a.ops, b.ops);
@@ -59,11 +47,7 @@ TEST(PropertyCpu, SameSeedGivesTheSameCampaign) {
 // The model's side of each op on a second thread (Lockstep's concurrent sides) or on the caller's:
 // the same cases, ops, coverage and verdict.
 TEST(PropertyCpu, ConcurrentSidesGiveTheSameCampaign) {
-  fuzz::CampaignOptions o;
-  o.seed = campaign_seed(12);
-  o.cases = 40;
-  o.max_ops = 30;
-  o.strictness = cmp::Strictness::bitwise;
+  fuzz::CampaignOptions o = bitwise_campaign(12, 40, 30);
   o.concurrent_sides = true;
   const fuzz::CampaignResult a = fuzz::run_campaign(o, reference(), alternate());
   o.concurrent_sides = false;
@@ -103,14 +87,7 @@ TEST(PropertyCpu, InputsSurviveTheRemovalOfUnrelatedOps) {
 }
 
 // A short bitwise campaign of the reference against its alternate path (the seed printed).
-static fuzz::CampaignOptions short_campaign(uint64_t base, int cases) {
-  fuzz::CampaignOptions o;
-  o.seed = campaign_seed(base);
-  o.max_ops = 20;
-  o.strictness = cmp::Strictness::bitwise;
-  o.cases = cases;
-  return o;
-}
+static fuzz::CampaignOptions short_campaign(uint64_t base, int cases) { return bitwise_campaign(base, cases, 20); }
 
 // The gate's verdict must not depend on the machine: case i is the same whether 4 or 9 cases
 // run, and a duration (checked between cases) only decides how many of those same cases run.

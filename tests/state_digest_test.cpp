@@ -18,7 +18,7 @@
 #include "fuzz/alt_reference.h"
 #include "fuzz/campaign.h"
 #include "reference/reference_backend.h"
-#include "tests/support/campaign_env.h"
+#include "tests/support/cpu_campaign.h"
 #include "tests/support/ref_harness.h"
 
 namespace ssm::test {
@@ -76,20 +76,9 @@ class SelfCheckingDigests : public Backend {
   std::map<int, std::pair<uint64_t, SequenceState>> last_;
 };
 
-fuzz::BackendFactory reference() {
-  return [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
-}
-fuzz::BackendFactory alternate() {
-  return [] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); };
-}
-
 TEST(StateDigest, ReferenceDigestIsTheDigestOfItsExportAfterEveryOp) {
   auto problems = std::make_shared<std::vector<std::string>>();
-  fuzz::CampaignOptions o;
-  o.seed = campaign_seed(20261201);
-  o.cases = 150;
-  o.max_ops = 40;
-  o.strictness = cmp::Strictness::bitwise;
+  const fuzz::CampaignOptions o = bitwise_campaign(20261201, 150, 40);
   const fuzz::CampaignResult r = fuzz::run_campaign(
       o, reference(), [problems] { return std::unique_ptr<Backend>(new SelfCheckingDigests(problems)); });
   std::printf("%s", r.summary().c_str());
@@ -184,11 +173,7 @@ class NoDigest : public fuzz::alt::AltReferenceBackend {
 };
 
 TEST(StateDigest, SkippingUnchangedSequencesKeepsTheCampaign) {
-  fuzz::CampaignOptions o;
-  o.seed = campaign_seed(11);
-  o.cases = 60;
-  o.max_ops = 40;
-  o.strictness = cmp::Strictness::bitwise;
+  const fuzz::CampaignOptions o = bitwise_campaign(11, 60, 40);
   const fuzz::CampaignResult skip = fuzz::run_campaign(o, reference(), [] {
     return std::unique_ptr<Backend>(new NoDigest());
   });
