@@ -1,5 +1,6 @@
 // `ssmcheck mutants`: runs the default gate against every mutant of the catalogue
-// (fuzz/mutant_catalogue.cpp) and prints the kill table. Each mutant runs in a child process of
+// (fuzz/mutant_catalogue.cpp) and prints the kill table; a race mutant (MutantInfo::race_ops) is
+// judged by compute-sanitizer racecheck on its script instead. Each mutant runs in a child process of
 // the mutant build (`ssmcheck-mutants`, next to this binary: the same CLI with the mutant sites
 // compiled in) with SSMCHECK_MUTANT=<name>, so the shipped binary carries no mutant and a
 // mutant that crashes still yields a row of the table.
@@ -12,6 +13,7 @@
 
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -94,7 +96,78 @@ int run_child(const std::vector<std::string>& argv, const std::string& mutant, c
   }
 }
 
+// compute-sanitizer from CUDA's bin/ or PATH; empty when there is none.
+fs::path compute_sanitizer() {
+  std::vector<fs::path> dirs = {"/usr/local/cuda/bin"};
+  if (const char* path = std::getenv("PATH")) {
+    std::string p = path;
+    for (size_t a = 0, b; a <= p.size(); a = b + 1) {
+      b = p.find(':', a);
+      if (b == std::string::npos) b = p.size();
+      if (b > a) dirs.emplace_back(p.substr(a, b - a));
+    }
+  }
+  for (const fs::path& d : dirs)
+    if (std::error_code ec; fs::exists(d / "compute-sanitizer", ec)) return d / "compute-sanitizer";
+  return {};
+}
+
+// The race errors racecheck reported in a log ("RACECHECK SUMMARY: N hazards displayed (E errors,
+// W warnings)"); -1 when the log has no summary.
+int64_t race_errors(const std::string& log) {
+  std::ifstream in(log);
+  std::string line;
+  int64_t errors = -1;
+  while (std::getline(in, line)) {
+    const size_t s = line.find("RACECHECK SUMMARY:");
+    const size_t o = line.find('(', s);
+    if (s != std::string::npos && o != std::string::npos) errors = std::strtoll(line.c_str() + o + 1, nullptr, 10);
+  }
+  return errors;
+}
+
+// A race mutant (MutantInfo::race_ops): racecheck on its script must report race errors with the
+// mutant and none without it.
+Row run_race_mutant(const fuzz::MutantInfo& m, const MutantsFlags& f, const fs::path& binary, const fs::path& dir) {
+  Row row;
+  row.m = m;
+  const fs::path cs = compute_sanitizer();
+  if (cs.empty()) {
+    row.verdict = "skipped";
+    row.note = "a race, judged by compute-sanitizer racecheck, which is not installed (/usr/local/cuda/bin, PATH)";
+    return row;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  int64_t errors[2] = {0, 0};  // with the mutant, without
+  for (int i = 0; i < 2; ++i) {
+    const std::string log = (dir / (m.name + (i ? ".racecheck-shipped.log" : ".racecheck.log"))).string();
+    const int status = run_child({cs.string(), "--tool", "racecheck", "--racecheck-report", "hazard", binary.string(),
+                                  "check", "--preset", m.race_preset, "--backend", "cuda", "--ops", m.race_ops},
+                                 i ? "" : m.name, log, f.timeout);
+    errors[i] = status == -1 ? -1 : race_errors(log);
+    if (errors[i] < 0) {
+      row.verdict = "error";
+      row.note = status == -1 ? fmt::format("racecheck ran past --timeout {} s (log: {})", f.timeout, log)
+                              : fmt::format("racecheck printed no summary (log: {})", log);
+      return row;
+    }
+  }
+  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (errors[1] > 0) {
+    row.verdict = "error";
+    row.note = fmt::format("the shipped code races on the same script: {} racecheck errors", errors[1]);
+    return row;
+  }
+  row.verdict = errors[0] > 0 ? "killed" : "SURVIVED";
+  row.check = errors[0] > 0 ? fmt::format("racecheck: {} race errors on '{}' ({}; the shipped code: 0)", errors[0],
+                                          m.race_ops, m.race_preset)
+                            : std::string();
+  if (errors[0] == 0) row.note = "racecheck reported no race on '" + m.race_ops + "'";
+  return row;
+}
+
 Row run_mutant(const fuzz::MutantInfo& m, const MutantsFlags& f, const fs::path& binary, const fs::path& dir) {
+  if (!m.race_ops.empty()) return run_race_mutant(m, f, binary, dir);
   Row row;
   row.m = m;
   const std::string json = (dir / (m.name + ".json")).string(), log = (dir / (m.name + ".log")).string();

@@ -46,7 +46,8 @@ const std::vector<MutantInfo>& mutant_catalogue() {
       {"cuda_commit_reads_last_intermediate", 17, "cuda",
        "commit n == k restores intermediate K-1, which the verify did not write"},
       {"cuda_rows_missing_barrier", 18, "cuda",
-       "the row kernel reads the H^T k partials without the barrier after they are written"},
+       "the row kernel reads the H^T k partials without the barrier after they are written", "odd-d",
+       "alloc; decode @0,pad,pad,pad,pad,pad,pad,pad,pad"},
   };
   return v;
 }

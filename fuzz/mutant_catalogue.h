@@ -15,6 +15,12 @@ struct MutantInfo {
   std::string backend;  // gate backend that runs it: "reference" (the alternate path or the shared
                         // contract, CPU) or "cuda"
   std::string what;     // the bug, in one line
+  // A data race: whether a campaign's comparison sees it depends on the GPU's timing (the same
+  // gate found cuda_rows_missing_barrier at case 992 in one H200 run and not in 1000 cases in
+  // the next), so its kill is compute-sanitizer racecheck reporting the race on this script
+  // (`check --preset race_preset --backend cuda --ops race_ops`), with the shipped code clean on
+  // the same script. Empty for every other mutant.
+  std::string race_preset = {}, race_ops = {};
 };
 
 const std::vector<MutantInfo>& mutant_catalogue();
