@@ -106,6 +106,14 @@ struct F16Elems {
   bool non_finite(int64_t i) const { return !half_is_finite(p[i]); }
 };
 
+// f(ref elements, got elements) with the accessors of their dtype (compare_tensor has checked
+// that both sides have the same one).
+template <class F>
+auto with_elems(const Tensor& ref, const Tensor& got, F&& f) {
+  return ref.dtype() == DType::f16 ? f(F16Elems{ref.f16()}, F16Elems{got.f16()})
+                                   : f(F32Elems{ref.f32()}, F32Elems{got.f32()});
+}
+
 // Whether any element is inf or NaN (one pass without branches: most tensors have none, and then
 // the non-finite bookkeeping is skipped).
 template <class Elems>
@@ -281,8 +289,9 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   const bool identical = g_identical_fast_path && ref.bytes() == got.bytes() &&
                          std::memcmp(ref.raw(), got.raw(), ref.bytes()) == 0;
   const bool f16 = ref.dtype() == DType::f16;
-  const bool non_finite = f16 ? any_non_finite(F16Elems{ref.f16()}, ref.size()) || any_non_finite(F16Elems{got.f16()}, got.size())
-                              : any_non_finite(F32Elems{ref.f32()}, ref.size()) || any_non_finite(F32Elems{got.f32()}, got.size());
+  const int64_t n = ref.size();
+  const bool non_finite =
+      with_elems(ref, got, [n](auto a, auto b) { return any_non_finite(a, n) || any_non_finite(b, n); });
   std::vector<bool> matched_nf;
   for (int64_t i = 0; i < (non_finite ? ref.size() : 0); ++i)
     if (!finite_at(ref, i) && (identical || same_non_finite(ref, got, i))) {
@@ -320,8 +329,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     }
   }
 
-  const RefSquares sq = f16 ? ref_squares(F16Elems{ref.f16()}, ref.size(), matched_nf)
-                            : ref_squares(F32Elems{ref.f32()}, ref.size(), matched_nf);
+  const RefSquares sq = with_elems(ref, got, [&](auto a, auto) { return ref_squares(a, n, matched_nf); });
   const bool ref_zero = sq.zero;
   const double ref_sq = sq.sum;
   const int64_t finite_n = sq.n;
@@ -355,10 +363,9 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     r.histogram[0] += finite_n;
   } else {
     const float* c = cond ? cond->f32() : nullptr;
-    const Sums sums = f16 ? scan_elements(F16Elems{ref.f16()}, F16Elems{got.f16()}, ref.size(), matched_nf, cls, t, c,
-                                          ref_rms, ref_zero, r, worst)
-                          : scan_elements(F32Elems{ref.f32()}, F32Elems{got.f32()}, ref.size(), matched_nf, cls, t, c,
-                                          ref_rms, ref_zero, r, worst);
+    const Sums sums = with_elems(ref, got, [&](auto a, auto b) {
+      return scan_elements(a, b, n, matched_nf, cls, t, c, ref_rms, ref_zero, r, worst);
+    });
     sum_d2 = sums.sum_d2;
     sum_c2 = sums.sum_c2;
     need_atol = sums.need_atol;

@@ -19,14 +19,12 @@ namespace ssm::cmp {
 
 class FieldCache {
  public:
-  // What a field's comparison depends on besides the tolerances.
+  // What a field's comparison depends on besides the tolerances (compare_state compares every
+  // field with allow_zero_ref, so that is no part of it).
   struct Key {
     uint64_t ref = 0, got = 0, cond = 0;  // tensor_digest of each (cond: 0 when none)
     TolClass cls = TolClass::exact;
-    bool allow_zero_ref = false;
-    bool operator==(const Key& o) const {
-      return ref == o.ref && got == o.got && cond == o.cond && cls == o.cls && allow_zero_ref == o.allow_zero_ref;
-    }
+    bool operator==(const Key& o) const { return ref == o.ref && got == o.got && cond == o.cond && cls == o.cls; }
   };
   // The report kept for (layer, tensor) when its key matches, with `where` as given.
   std::optional<TensorReport> find(int layer, const std::string& tensor, const Key& key, const Where& where);

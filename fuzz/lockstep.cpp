@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "compare/field_cache.h"
 #include "core/state_digest.h"
 #include "formats/dump.h"
 #include "reference/branches.h"

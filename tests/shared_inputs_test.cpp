@@ -23,14 +23,7 @@ struct CountingSource {
   }
 };
 
-InputKey key(int op, int step, int seq, int row) {
-  InputKey k;
-  k.op_index = op;
-  k.step = step;
-  k.seq = seq;
-  k.batch_row = row;
-  return k;
-}
+InputKey key(int op, int step, int seq, int row) { return InputKey{op, step, seq, row}; }
 
 TEST(SharedInputs, EachKeyIsGeneratedOnceForBothSides) {
   CountingSource counting;
