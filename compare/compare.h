@@ -154,6 +154,10 @@ namespace detail {
 // per-element work); off, every comparison runs the elementwise loop (tests/compare_test.cpp
 // checks that both give the same report).
 void set_identical_fast_path(bool on);
+// Test hook: a tensor of at least two chunks of this many elements (default 32768; <= 0: never)
+// has its elementwise loop split into chunks run on several threads and merged; the report is the
+// one pass's, bit for bit (tests/compare_test.cpp checks it with tiny chunks).
+void set_scan_chunk(int64_t elements);
 }  // namespace detail
 
 // Compare one tensor. NaN/Inf in either side fails first, naming the element, unless both sides

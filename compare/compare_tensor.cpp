@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fmt/core.h>
 #include <limits>
+#include <omp.h>
+#include <utility>
 
 #include "compare/compare.h"
 
@@ -145,27 +147,76 @@ RefSquares ref_squares(const Elems ref, int64_t n, const std::vector<bool>& matc
   return RefSquares{sum, count, zero};
 }
 
-// The sums of the elementwise loop that the report does not hold (compare_tensor uses them after).
-struct Sums {
-  double sum_d2 = 0, sum_c2 = 0;
+// One element's entry in a worst list kept sorted under (score desc, index asc) and at most
+// kWorstElements long. Fed in index order, the list is the top kWorstElements of that order.
+void keep_worst(std::vector<std::pair<double, int64_t>>& worst, double score, int64_t i) {
+  if (score > 0 && (worst.size() < size_t(kWorstElements) || score > worst.back().first)) {
+    worst.emplace_back(score, i);
+    std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    if (worst.size() > size_t(kWorstElements)) worst.pop_back();
+  }
+}
+
+// What the elementwise loop finds over a range of elements: maxima, the mismatch count, the
+// histogram and the range's worst elements, and (when the loop sums) the sums of d^2 and c^2.
+// The parts of consecutive ranges merge (merge_part, in range order) into exactly what one pass
+// over their union finds: every maximum starts at 0 and takes std::max(so far, value), which is
+// order-free on the values the loop produces; counts add; the worst lists merge as a top-K under
+// the same total order. The two sums are not order-free, so a split loop leaves them to sum_squares.
+struct ScanPart {
+  double max_abs = 0, max_rel = 0, max_ulp = 0, max_ulp_scaled = 0, max_cond_ratio = 0, error_ratio = 0;
   double need_atol = 0, need_rtol = 0, need_ulp = 0;
+  int64_t mismatched = 0;
+  std::array<int64_t, 12> histogram{};  // bin_of's bins (at most 12)
+  std::vector<std::pair<double, int64_t>> worst;  // (score, index), sorted descending
+  double sum_d2 = 0, sum_c2 = 0;
 };
 
-// The elementwise limits (see compare_tensor) over every element not in `matched`, in index order:
-// the report's maxima, mismatch count, error ratio and histogram, and the worst elements.
-template <class Elems>
-Sums scan_elements(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched, TolClass cls,
-                   const Tolerance& t, const float* cond, double ref_rms, bool ref_zero, TensorReport& r,
-                   std::vector<std::pair<double, int64_t>>& worst) {
+void merge_part(ScanPart& acc, const ScanPart& p) {
+  acc.max_abs = std::max(acc.max_abs, p.max_abs);
+  acc.max_rel = std::max(acc.max_rel, p.max_rel);
+  acc.max_ulp = std::max(acc.max_ulp, p.max_ulp);
+  acc.max_ulp_scaled = std::max(acc.max_ulp_scaled, p.max_ulp_scaled);
+  acc.max_cond_ratio = std::max(acc.max_cond_ratio, p.max_cond_ratio);
+  acc.error_ratio = std::max(acc.error_ratio, p.error_ratio);
+  acc.need_atol = std::max(acc.need_atol, p.need_atol);
+  acc.need_rtol = std::max(acc.need_rtol, p.need_rtol);
+  acc.need_ulp = std::max(acc.need_ulp, p.need_ulp);
+  acc.mismatched += p.mismatched;
+  for (size_t b = 0; b < acc.histogram.size(); ++b) acc.histogram[b] += p.histogram[b];
+  for (const auto& [score, i] : p.worst) keep_worst(acc.worst, score, i);
+}
+
+// The inputs of the elementwise limits that every element shares.
+struct ScanSetup {
+  TolClass cls;
+  const Tolerance& t;
+  const float* cond;  // null: no condition
+  double ref_rms;
+  bool ref_zero;
+};
+
+// The elementwise limits (see compare_tensor) over the elements [begin, end) not in `matched`,
+// in index order. kSums: also the sums of d^2 and c^2 (in index order).
+template <bool kSums, class Elems>
+ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end, const std::vector<bool>& matched,
+                    const ScanSetup& u) {
   // in locals, which the compiler keeps in registers (in the report they were stored at every
-  // element), handed to the report after the loop
+  // element), handed to the part after the loop
   double sum_d2 = 0, sum_c2 = 0, need_atol = 0, need_rtol = 0, need_ulp = 0;
   double max_abs = 0, max_rel = 0, max_ulp = 0, max_ulp_scaled = 0, max_cond_ratio = 0, error_ratio = 0;
   int64_t mismatched = 0;
-  std::array<int64_t, 12> histogram{};  // bin_of's bins (at most 12)
+  ScanPart part;
+  const TolClass cls = u.cls;
+  const Tolerance& t = u.t;
+  const float* cond = u.cond;
+  const double ref_rms = u.ref_rms;
+  const bool ref_zero = u.ref_zero;
   const bool scaled = cls == TolClass::fp16_state;
   const double ucond = t.cond * kUnitRoundoffF32;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = begin; i < end; ++i) {
     if (!matched.empty() && matched[size_t(i)]) continue;
     const double rv = ref.value(i), gv = got.value(i);
     const double d = gv - rv, ad = std::fabs(d), ar = std::fabs(rv);
@@ -176,11 +227,11 @@ Sums scan_elements(const Elems ref, const Elems got, int64_t n, const std::vecto
     const double sulp = scaled ? ad / half_ulp_at(std::max(ar, ref_rms)) : 0.0;
     max_ulp_scaled = std::max(max_ulp_scaled, sulp);
     const bool bits_differ = ref.bits(i) != got.bits(i);
-    sum_d2 += d * d;
+    if constexpr (kSums) sum_d2 += d * d;
     max_abs = std::max(max_abs, ad);
     max_rel = std::max(max_rel, rel);
     max_ulp = std::max(max_ulp, ulp);
-    ++histogram[bin_of(cls, ad, cls == TolClass::fp16_state ? sulp : ulp)];
+    ++part.histogram[bin_of(cls, ad, cls == TolClass::fp16_state ? sulp : ulp)];
 
     // fp32-state: rtol applies at max(|ref|, rms(ref)). FP32 rounding of a head's large
     // elements reaches its small ones through H^T k, so a per-element rtol would judge small
@@ -188,7 +239,7 @@ Sums scan_elements(const Elems ref, const Elems got, int64_t n, const std::vecto
     const double rscale = cls == TolClass::fp32_state ? std::max(ar, ref_rms) : ar;
     // the element's condition: the error FP32 arithmetic cannot avoid on it (Tolerance::cond)
     const double ci = cond ? std::fabs(double(cond[i])) : 0.0;
-    sum_c2 += ci * ci;
+    if constexpr (kSums) sum_c2 += ci * ci;
     if (cond) max_cond_ratio = std::max(max_cond_ratio, ad == 0 ? 0.0 : ci > 0 ? ad / (kUnitRoundoffF32 * ci) : kInf);
     const double cslack = ucond * ci;
     const double bound = t.atol + t.rtol * rscale + cslack;
@@ -220,28 +271,85 @@ Sums scan_elements(const Elems ref, const Elems got, int64_t n, const std::vecto
                                             : cls == TolClass::fp16_state
                                                 ? std::min(over(sulp, t.max_ulp), over(ad, bound))
                                                 : over(ad, bound));
-    if (score > 0 && (worst.size() < size_t(kWorstElements) || score > worst.back().first)) {
-      worst.emplace_back(score, i);
-      std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) {
-        return a.first != b.first ? a.first > b.first : a.second < b.second;
-      });
-      if (worst.size() > size_t(kWorstElements)) worst.pop_back();
-    }
+    keep_worst(part.worst, score, i);
   }
-  r.max_abs = max_abs;
-  r.max_rel = max_rel;
-  r.max_ulp = max_ulp;
-  r.max_ulp_scaled = max_ulp_scaled;
-  r.max_cond_ratio = max_cond_ratio;
-  r.error_ratio = error_ratio;
-  r.mismatched = mismatched;
-  for (size_t b = 0; b < r.histogram.size(); ++b) r.histogram[b] += histogram[b];
-  return Sums{sum_d2, sum_c2, need_atol, need_rtol, need_ulp};
+  part.max_abs = max_abs;
+  part.max_rel = max_rel;
+  part.max_ulp = max_ulp;
+  part.max_ulp_scaled = max_ulp_scaled;
+  part.max_cond_ratio = max_cond_ratio;
+  part.error_ratio = error_ratio;
+  part.need_atol = need_atol;
+  part.need_rtol = need_rtol;
+  part.need_ulp = need_ulp;
+  part.mismatched = mismatched;
+  part.sum_d2 = sum_d2;
+  part.sum_c2 = sum_c2;
+  return part;
+}
+
+// The loop's two sums alone, over every element not in `matched`, in index order: the same terms
+// (d = got - ref and |cond| in double, squared) added in the same order as scan_range<true> adds them.
+template <class Elems>
+std::pair<double, double> sum_squares(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched,
+                                      const float* cond) {
+  double sum_d2 = 0, sum_c2 = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!matched.empty() && matched[size_t(i)]) continue;
+    const double d = double(got.value(i)) - double(ref.value(i));
+    sum_d2 += d * d;
+    const double ci = cond ? std::fabs(double(cond[i])) : 0.0;
+    sum_c2 += ci * ci;
+  }
+  return {sum_d2, sum_c2};
+}
+
+// The threads that run_tasks can use: the current team's inside a parallel region (compare_state's
+// fields), else a new region's.
+int task_threads() { return omp_in_parallel() ? omp_get_num_threads() : omp_get_max_threads(); }
+
+// Runs f(0) .. f(n - 1) as OpenMP tasks: inside a parallel region the team's idle threads take
+// them; outside one, a region of its own runs them.
+template <class F>
+void run_tasks(int64_t n, const F& f) {
+  if (omp_in_parallel()) {
+#pragma omp taskloop grainsize(1)
+    for (int64_t c = 0; c < n; ++c) f(c);
+  } else {
+#pragma omp parallel
+#pragma omp single
+#pragma omp taskloop grainsize(1)
+    for (int64_t c = 0; c < n; ++c) f(c);
+  }
+}
+
+// The whole elementwise loop over n elements: one pass for small tensors; for large ones, chunks
+// of g_scan_chunk elements (32768) on several threads, merged in chunk order, beside one sequential pass for
+// the two sums. Either way the part is the one a single pass in index order gives, bit for bit.
+int64_t g_scan_chunk = int64_t(1) << 15;  // detail::set_scan_chunk (tests)
+template <class Elems>
+ScanPart scan_elements(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched,
+                       const ScanSetup& u) {
+  const int64_t chunk = g_scan_chunk;
+  const int64_t chunks = chunk > 0 ? (n + chunk - 1) / chunk : 1;
+  if (chunks < 2 || task_threads() < 2) return scan_range<true>(ref, got, 0, n, matched, u);
+  std::vector<ScanPart> parts(static_cast<size_t>(chunks));
+  std::pair<double, double> sums;
+  run_tasks(chunks + 1, [&](int64_t c) {
+    if (c == chunks) sums = sum_squares(ref, got, n, matched, u.cond);
+    else parts[size_t(c)] = scan_range<false>(ref, got, c * chunk, std::min(n, (c + 1) * chunk), matched, u);
+  });
+  ScanPart all = std::move(parts[0]);
+  for (size_t c = 1; c < parts.size(); ++c) merge_part(all, parts[c]);
+  all.sum_d2 = sums.first;
+  all.sum_c2 = sums.second;
+  return all;
 }
 
 }  // namespace
 
 void detail::set_identical_fast_path(bool on) { g_identical_fast_path = on; }
+void detail::set_scan_chunk(int64_t elements) { g_scan_chunk = elements; }
 
 TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tols,
                             const Where& where, bool allow_zero_ref, const Tensor* condition) {
@@ -362,15 +470,22 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
         }
     r.histogram[0] += finite_n;
   } else {
-    const float* c = cond ? cond->f32() : nullptr;
-    const Sums sums = with_elems(ref, got, [&](auto a, auto b) {
-      return scan_elements(a, b, n, matched_nf, cls, t, c, ref_rms, ref_zero, r, worst);
-    });
-    sum_d2 = sums.sum_d2;
-    sum_c2 = sums.sum_c2;
-    need_atol = sums.need_atol;
-    need_rtol = sums.need_rtol;
-    need_ulp = sums.need_ulp;
+    const ScanSetup setup{cls, t, cond ? cond->f32() : nullptr, ref_rms, ref_zero};
+    ScanPart part = with_elems(ref, got, [&](auto a, auto b) { return scan_elements(a, b, n, matched_nf, setup); });
+    r.max_abs = part.max_abs;
+    r.max_rel = part.max_rel;
+    r.max_ulp = part.max_ulp;
+    r.max_ulp_scaled = part.max_ulp_scaled;
+    r.max_cond_ratio = part.max_cond_ratio;
+    r.error_ratio = part.error_ratio;
+    r.mismatched = part.mismatched;
+    for (size_t b = 0; b < r.histogram.size(); ++b) r.histogram[b] += part.histogram[b];
+    sum_d2 = part.sum_d2;
+    sum_c2 = part.sum_c2;
+    need_atol = part.need_atol;
+    need_rtol = part.need_rtol;
+    need_ulp = part.need_ulp;
+    worst = std::move(part.worst);
   }
   for (const auto& [score, i] : worst) {
     Element e;

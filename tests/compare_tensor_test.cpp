@@ -2,6 +2,7 @@
 // single NaN/Inf, one wrong element in a 1M-element tensor, all-zero references, elementwise
 // bounds, the normalised error, overrides, and the report forms.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -467,6 +468,90 @@ TEST(CompareTensor, IdenticalSidesShortcutGivesTheElementwiseReport) {
           }
         }
   EXPECT_EQ(cases, 6 * 5 * 2 * 3 * 2);
+}
+
+}  // namespace
+}  // namespace ssm::cmp
+
+namespace ssm::cmp {
+namespace {
+
+void put(Tensor& t, int64_t i, float v) {
+  if (t.dtype() == DType::f16) t.f16()[size_t(i)] = float_to_half_rne(v);
+  else t.f32()[size_t(i)] = v;
+}
+
+// Restores the default chunking and thread count whatever the test does.
+struct ChunkingScope {
+  int threads = omp_get_max_threads();
+  ~ChunkingScope() {
+    detail::set_scan_chunk(int64_t(1) << 15);
+    omp_set_num_threads(threads);
+  }
+};
+
+// The elementwise loop split into chunks on several threads gives the one pass's report, bit for
+// bit: every class, both dtypes, with and without a condition, all-zero references, matched
+// non-finite elements, and ties in the worst list (many elements with the same score, which the
+// list must break by index across chunk borders). Chunk sizes 1, 7 and 64 on 4 threads against one
+// pass (chunking off); each case reproduces from its printed seed alone.
+TEST(CompareTensor, ChunkedScanGivesTheOnePassReport) {
+  ChunkingScope restore;
+  omp_set_num_threads(4);
+  const Tolerances tols = Tolerances::defaults();
+  int cases = 0, failing = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed)
+    for (TolClass cls : {TolClass::exact, TolClass::fp16_state, TolClass::fp32_state, TolClass::output,
+                         TolClass::output_f16})
+      for (bool f16 : {false, true})
+        for (int variant = 0; variant < 4; ++variant) {  // 0 scattered errors, 1 ties, 2 zero ref, 3 inf/NaN
+          SCOPED_TRACE(fmt::format("seed {} class {} f16 {} variant {}", seed, to_string(cls), f16, variant));
+          const std::vector<int64_t> shape{3, 5, 37};
+          Tensor ref = f16 ? random_f16(shape, seed) : random_f32(shape, seed);
+          std::mt19937_64 rng(seed * 1000 + uint64_t(variant));
+          if (variant == 1)
+            for (int64_t i = 0; i < ref.size(); ++i) put(ref, i, 0.5f);
+          if (variant == 2) ref = Tensor::zeros(ref.dtype(), ref.shape());
+          Tensor got = ref;
+          for (int64_t i = 0; i < got.size(); ++i) {
+            const uint64_t r = rng() % 10;
+            if (variant == 1 && r < 4) put(got, i, 0.5f + 1.0f / 64);  // the same error, the same score
+            else if (r == 0) put(got, i, ref.get(i) * 1.5f + 1e-3f);
+            else if (r == 1) put(got, i, ref.get(i) * (1.0f + 1e-6f));
+          }
+          if (variant == 3) {
+            const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+            for (int64_t i : {4, 100, 300}) {
+              put(ref, i, inf);
+              put(got, i, inf);
+            }
+            put(ref, 200, nan);
+            put(got, 200, nan);
+          }
+          const Tensor cond = random_f32(shape, seed + 100, 0, 4);
+          for (const Tensor* c : {static_cast<const Tensor*>(nullptr), &cond}) {
+            Where w;
+            w.tensor = "h";
+            detail::set_scan_chunk(0);
+            const TensorReport one = compare_tensor(ref, got, cls, tols, w, /*allow_zero_ref=*/true, c);
+            failing += !one.pass;
+            for (int64_t chunk : {1, 7, 64}) {
+              SCOPED_TRACE(fmt::format("chunk {}", chunk));
+              detail::set_scan_chunk(chunk);
+              const TensorReport split = compare_tensor(ref, got, cls, tols, w, /*allow_zero_ref=*/true, c);
+              EXPECT_EQ(split.json().dump(), one.json().dump());
+              EXPECT_EQ(split.text(), one.text());
+              uint64_t a, b;
+              std::memcpy(&a, &split.nrmse, 8);
+              std::memcpy(&b, &one.nrmse, 8);
+              EXPECT_EQ(a, b);
+              EXPECT_EQ(split.error_ratio, one.error_ratio);
+              ++cases;
+            }
+          }
+        }
+  EXPECT_EQ(cases, 5 * 5 * 2 * 4 * 2 * 3);
+  EXPECT_GT(failing, 100);  // the reports compared carry worst lists, histograms and failures
 }
 
 }  // namespace
