@@ -2,7 +2,8 @@
 // layer kinds. Types: windows, weights, inputs FP32; arithmetic FP32 (fmaf in window order).
 // Shapes: window [conv_dim][d_conv] (column 0 oldest), x [B][R][conv_dim], qkv out [B][R][conv_dim].
 // Launch: grid (norm_heads + ceil((conv_dim - norm_heads*norm_width) / CB), B), block CB threads
-//   (GDN: roundup(kd, 32); Mamba-2: 128).
+//   (GDN: roundup(kd, 32); Mamba-2: 128). d_conv = 4 (the real models' width) moves each
+//   window and weight row as one 16-byte access; other widths element by element.
 //   blockIdx.x < norm_heads: one GDN Q or K head (kd channels, thread = channel), L2-normalised per
 //   row through a deterministic block sum; otherwise CB channels (silu only: GDN's V, every
 //   Mamba-2 channel). Each thread keeps its channel's window in registers across the R rows,
@@ -12,6 +13,7 @@
 // Counterpart: reference/conv.cpp, reference/gdn_gates.cpp, reference/mamba2_gates.cpp.
 #include "cuda/check.h"
 #include "cuda/common.cuh"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/conv.h"
 #include "cuda/gdn_gates.cuh"
 #include "cuda/mamba2_gates.cuh"
@@ -22,27 +24,51 @@ namespace ssm::cuda {
 namespace {
 constexpr int kMaxDConv = 8;
 
+// Window and weights of one channel: DC values (DC = 4: one 16-byte access; the pool's windows
+// are [conv_dim][4] floats, so every channel's window is 16-byte aligned) or, for DC = 0, the
+// runtime d_conv <= kMaxDConv values one by one.
+template <int DC>
+__device__ __forceinline__ void load_window(const float* src, int D, float* v) {
+  if constexpr (DC == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(src);
+    v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMaxDConv; ++j) v[j] = j < D ? src[j] : 0.0f;
+  }
+}
+template <int DC>
+__device__ __forceinline__ void store_window(float* dst, int D, const float* v) {
+  if constexpr (DC == 4) {
+    *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMaxDConv; ++j)
+      if (j < D) dst[j] = v[j];
+  }
+}
+
+template <int DC>
 __global__ void conv_kernel(ConvParams p) {
+  constexpr int NW = DC > 0 ? DC : kMaxDConv;  // window registers
   __shared__ float red[32];
+  allow_dependents();  // the row kernel may launch and prefetch H; it waits for this kernel's end
   const int row_b = blockIdx.y;
   const int slot = p.slots[row_b];
   const int conv_dim = p.conv_dim;
-  const int D = p.d_conv;
+  const int D = DC > 0 ? DC : p.d_conv;
   const int chunk = blockIdx.x;
   const bool is_qk = chunk < p.norm_heads;
   const int c = is_qk ? chunk * p.norm_width + int(threadIdx.x)
                       : p.norm_heads * p.norm_width + (chunk - p.norm_heads) * int(blockDim.x) + int(threadIdx.x);
   const bool valid = is_qk ? int(threadIdx.x) < p.norm_width : c < conv_dim;
 
-  float win[kMaxDConv], w[kMaxDConv];
+  float win[NW], w[NW];
   float bias = 0.0f;
   float* live = p.conv + size_t(slot) * (p.conv_pitch / 4) + size_t(c) * D;
   if (valid) {
-#pragma unroll
-    for (int j = 0; j < kMaxDConv; ++j) {
-      win[j] = j < D ? live[j] : 0.0f;
-      w[j] = j < D ? p.conv_w[size_t(c) * D + j] : 0.0f;
-    }
+    load_window<DC>(live, D, win);
+    load_window<DC>(p.conv_w + size_t(c) * D, D, w);
     if (p.conv_bias) bias = p.conv_bias[c];
   }
   for (int t = 0; t < p.R; ++t) {
@@ -51,22 +77,18 @@ __global__ void conv_kernel(ConvParams p) {
     if (valid) {
       const float xin = p.x[row * conv_dim + c];
 #pragma unroll
-      for (int j = 0; j < kMaxDConv - 1; ++j)
+      for (int j = 0; j < NW - 1; ++j)
         if (j + 1 < D) win[j] = win[j + 1];
 #pragma unroll
-      for (int j = 0; j < kMaxDConv; ++j)
+      for (int j = 0; j < NW; ++j)
         if (j == D - 1) win[j] = xin;
       float acc = bias;
 #pragma unroll
-      for (int j = 0; j < kMaxDConv; ++j)
+      for (int j = 0; j < NW; ++j)
         if (j < D) acc = __fmaf_rn(w[j], win[j], acc);
       y = silu_f(acc);
-      if (t < p.n_inter) {
-        float* inter = p.conv_inter + (size_t(slot) * p.conv_cap + t) * (p.conv_pitch / 4) + size_t(c) * D;
-#pragma unroll
-        for (int j = 0; j < kMaxDConv; ++j)
-          if (j < D) inter[j] = win[j];
-      }
+      if (t < p.n_inter)
+        store_window<DC>(p.conv_inter + (size_t(slot) * p.conv_cap + t) * (p.conv_pitch / 4) + size_t(c) * D, D, win);
     }
     if (is_qk) {  // uniform per block: every thread reaches the barriers
       float ss[1] = {__fmul_rn(y, y)};
@@ -75,11 +97,7 @@ __global__ void conv_kernel(ConvParams p) {
     }
     if (valid) p.qkv[row * conv_dim + c] = y;
   }
-  if (valid) {
-#pragma unroll
-    for (int j = 0; j < kMaxDConv; ++j)
-      if (j < D) live[j] = win[j];
-  }
+  if (valid) store_window<DC>(live, D, win);
   if (chunk == 0) {
     for (int vh = threadIdx.x; vh < p.gate_heads; vh += blockDim.x) {
       const float al = p.A_log[vh];
@@ -105,7 +123,9 @@ void launch_conv(const ConvParams& p, cudaStream_t stream) {
   const int cb = p.norm_heads > 0 ? (p.norm_width + 31) / 32 * 32 : 128;
   const int rest = p.conv_dim - p.norm_heads * p.norm_width;
   const int chunks = p.norm_heads + (rest + cb - 1) / cb;
-  conv_kernel<<<dim3(unsigned(chunks), unsigned(p.B)), dim3(unsigned(cb)), 0, stream>>>(p);
+  const dim3 grid(unsigned(chunks), unsigned(p.B));
+  if (p.d_conv == 4) conv_kernel<4><<<grid, dim3(unsigned(cb)), 0, stream>>>(p);
+  else conv_kernel<0><<<grid, dim3(unsigned(cb)), 0, stream>>>(p);
   SSM_CUDA_LAUNCHED("conv_kernel");
 }
 

@@ -7,7 +7,7 @@
 
 namespace ssm::cuda {
 
-// min_ctas: split head columns over more CTAs while the grid is smaller (bits do not change).
+// min_ctas: split head columns over more work items while there are fewer (bits do not change).
 void launch_gdn_rows(RowsParams p, bool h_f16, int min_ctas, cudaStream_t stream);
 
 }  // namespace ssm::cuda

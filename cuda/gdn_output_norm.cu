@@ -3,9 +3,11 @@
 // Types: FP32. Shapes: o, z, out [rows][nv][vd]; norm_w [vd].
 // Launch: grid (nv, rows), block roundup(vd, 32) threads, thread = column; mean(o^2) is a
 //   deterministic block sum, so every row's output is the same bits whatever launch produced o.
+// Launched as a programmatic dependent of the row kernel (cuda/dependent_launch.cuh).
 // Counterpart: reference/gdn_output_norm.cpp.
 #include "cuda/check.h"
 #include "cuda/common.cuh"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/gdn_output_norm.h"
 
 namespace ssm::cuda {
@@ -13,6 +15,7 @@ namespace ssm::cuda {
 namespace {
 __global__ void gdn_output_norm_kernel(NormParams p) {
   __shared__ float red[32];
+  wait_for_previous();  // o from the row kernel (launched as its programmatic dependent)
   const int vh = blockIdx.x, j = threadIdx.x;
   const size_t base = size_t(blockIdx.y) * p.nv * p.vd + size_t(vh) * p.vd;
   const float o = j < p.vd ? p.o[base + j] : 0.0f;
@@ -29,8 +32,8 @@ __global__ void gdn_output_norm_kernel(NormParams p) {
 void launch_gdn_output_norm(const NormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   const int threads = (p.vd + 31) / 32 * 32;
-  gdn_output_norm_kernel<<<dim3(unsigned(p.nv), unsigned(p.rows)), dim3(unsigned(threads)), 0, stream>>>(p);
-  SSM_CUDA_LAUNCHED("gdn_output_norm_kernel");
+  launch_dependent("gdn_output_norm_kernel", &gdn_output_norm_kernel, dim3(unsigned(p.nv), unsigned(p.rows)),
+                   dim3(unsigned(threads)), 0, stream, p);
 }
 
 }  // namespace ssm::cuda

@@ -21,7 +21,8 @@ struct RowsParams {
   int B, R, n_inter;       // rows t < n_inter store their state as intermediate t
   int nk, nv, kd, vd;
   float qscale;            // 1/sqrt(kd)
-  // Layout (rows_layout): CTA (tile, vh, b) owns columns [tile*tj, tile*tj + tj) of head vh;
+  // Layout (rows_layout): work item (tile, vh, b) (one CTA of the WY kernel, one of a persistent
+  // CTA's items in the row kernel) owns columns [tile*tj, tile*tj + tj) of head vh;
   // thread (tx = tid % tx_n, ty = tid / tx_n) holds H[ty*RPT + r][tile*tj + tx*VEC + e].
   int tx_n, ty_n, tj, ntiles;
   int mutants;  // device mutant bits (cuda/mutant_bits.h): 0 in shipped builds
@@ -29,8 +30,8 @@ struct RowsParams {
 
 // VEC = 4 (16/8-byte vector access) when vd % 4 == 0, else 1; RPT = 32 / VEC rows per thread,
 // so each thread keeps 32 state values in registers. The column tile is as wide as
-// max_threads allows, then halved (down to 8 threads across) while the grid has fewer than
-// min_ctas CTAs. The reductions run over rows only (in-thread over RPT, then over ty in order),
+// max_threads allows, then halved (down to 8 threads across) while there are fewer than
+// min_ctas work items. The reductions run over rows only (in-thread over RPT, then over ty in order),
 // so the column tiling never changes a result bit.
 struct RowsLayout {
   int vec, rpt, tx_n, ty_n, tj, ntiles, threads;
