@@ -28,6 +28,7 @@ void CudaBackend::to_f16(int slot) { e_->to_f16(slot); }
 void CudaBackend::snapshot_save(int slot, int snap) { e_->snapshot_save(slot, snap); }
 void CudaBackend::snapshot_restore(int slot, int snap) { e_->snapshot_restore(slot, snap); }
 SequenceState CudaBackend::export_state(int slot) { return e_->export_state(slot); }
+std::optional<uint64_t> CudaBackend::state_digest(int slot) { return e_->state_digest(slot); }
 const Contract& CudaBackend::contract() const { return e_->contract(); }
 
 std::string CudaBackend::check_guards() { return e_->check_guards(); }

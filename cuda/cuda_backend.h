@@ -35,6 +35,7 @@ class CudaBackend : public Backend {
   void snapshot_save(int slot, int snap) override;
   void snapshot_restore(int slot, int snap) override;
   SequenceState export_state(int slot) override;
+  std::optional<uint64_t> state_digest(int slot) override;  // on the device (Engine::state_digest)
 
   const Contract& contract() const;
 

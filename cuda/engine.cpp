@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/state_digest.h"
 #include "cuda/check.h"
 #include "cuda/conv.h"
 #include "cuda/gdn_decode.h"
@@ -17,6 +18,7 @@
 #include "cuda/mamba2_rows.h"
 #include "cuda/mutant_bits.h"
 #include "cuda/ple_rows.h"
+#include "cuda/region_digest.h"
 #include "cuda/to_f16.h"
 
 namespace ssm::cuda {
@@ -45,6 +47,7 @@ Engine::~Engine() {
   if (host_in_) cudaFreeHost(host_in_);
   if (host_out_) cudaFreeHost(host_out_);
   if (host_readback_) cudaFreeHost(host_readback_);
+  if (host_digests_) cudaFreeHost(host_digests_);
 }
 
 void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
@@ -77,6 +80,10 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   int64_t most = 0;
   for (const LayerSpec& l : model.spec.layers) most = std::max(most, l.h_elems());
   convert_ = DeviceBuffer(size_t(most) * 4, "convert scratch");
+  digests_capacity_ = export_fields_most();
+  digests_ = DeviceBuffer(digests_capacity_ * sizeof(unsigned long long), "state digests");
+  if (host_digests_) SSM_CUDA(cudaFreeHost(host_digests_));
+  SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_digests_), digests_capacity_ * sizeof(unsigned long long)));
 }
 
 size_t Engine::h_bytes(int l, DType d) const {
@@ -751,6 +758,47 @@ void Engine::read_back(const std::vector<Readback>& reads) {
   }
 }
 
+std::vector<Engine::ExportField> Engine::export_fields(int slot) const {
+  const SlotMeta& m = contract_.slot(slot);
+  std::vector<ExportField> v;
+  auto add = [&](ExportField::Kind k, int l, DType d, std::vector<int64_t> shape, const void* src) {
+    v.push_back(ExportField{k, l, d, std::move(shape), src});
+  };
+  for (int l = 0; l < pool_.layers(); ++l) {
+    const LayerSpec& s = model_.spec.layers[size_t(l)];
+    add(ExportField::h, l, m.h_dtype(), h_shape(s), pool_.h(l, slot));
+    add(ExportField::conv, l, DType::f32, conv_shape(s), pool_.conv(l, slot));
+    if (m.has_h_checkpoint) add(ExportField::h_checkpoint, l, m.h_checkpoint_dtype, h_shape(s), pool_.h_checkpoint(l, slot));
+    if (m.has_conv_checkpoint) add(ExportField::conv_checkpoint, l, DType::f32, conv_shape(s), pool_.conv_checkpoint(l, slot));
+    for (int t = 0; t + 1 < m.last_verify_k; ++t) {
+      add(ExportField::h_intermediate, l, m.intermediate_dtype, h_shape(s), pool_.h_intermediate(l, slot, t));
+      add(ExportField::conv_intermediate, l, DType::f32, conv_shape(s), pool_.conv_intermediate(l, slot, t));
+    }
+    if (s.ple.hosted()) {
+      auto carry = [&](ExportField::Kind hist_kind, const void* hist, const void* conv) {
+        add(hist_kind, l, DType::f32, ple_history_shape(s), hist);
+        add(ExportField::Kind(int(hist_kind) + 1), l, DType::f32, ple_conv_shape(s), conv);
+      };
+      if (ple_live_[size_t(slot)]) carry(ExportField::ple_history, pool_.ple_history(l, slot), pool_.ple_conv(l, slot));
+      if (m.has_conv_checkpoint && ple_checkpoint_[size_t(slot)])
+        carry(ExportField::ple_checkpoint_history, pool_.ple_history_checkpoint(l, slot), pool_.ple_conv_checkpoint(l, slot));
+      for (int t = 0; t < m.last_verify_k; ++t)
+        carry(ExportField::ple_snapshot_history, pool_.ple_ids_at(l, slot, t), pool_.ple_snapshot_conv(l, slot, t));
+    }
+  }
+  if (contract_.pool().h_mode == HMode::f16_pool)
+    add(ExportField::stage, -1, DType::f32, {stage_elems(model_.spec)}, pool_.stage(slot));
+  return v;
+}
+
+size_t Engine::export_fields_most() const {
+  const size_t cap = size_t(contract_.pool().max_capacity());
+  size_t n = 1;  // the f16-pool stage
+  for (const LayerSpec& s : model_.spec.layers)
+    n += 4 + 2 * cap + (s.ple.hosted() ? 4 + 2 * (cap + 1) : 0);  // intermediates K-1 <= cap, snapshots K
+  return n;
+}
+
 SequenceState Engine::export_state(int slot) {
   contract_.check_claimed("export", slot);
   wait_async(slot);
@@ -758,42 +806,67 @@ SequenceState Engine::export_state(int slot) {
   SequenceState out;
   out.slot = slot;
   out.last_verify_k = m.last_verify_k;
+  out.layers.resize(size_t(pool_.layers()));
+  for (LayerState& ls : out.layers) ls.h_is_f16 = m.h_is_f16;
   // every field is allocated here and read back at the end, in one gather (read_back); a
   // tensor's heap storage stays put when the tensor is moved into the state
   std::vector<Readback> reads;
-  auto fetch = [&](DType d, std::vector<int64_t> shape, const void* src) {
-    Tensor t = Tensor::zeros(d, std::move(shape));
-    reads.push_back(Readback{src, t.raw(), t.bytes()});
-    return t;
-  };
-  for (int l = 0; l < pool_.layers(); ++l) {
-    const LayerSpec& s = model_.spec.layers[size_t(l)];
-    LayerState ls;
-    ls.h = fetch(m.h_dtype(), h_shape(s), pool_.h(l, slot));
-    ls.conv = fetch(DType::f32, conv_shape(s), pool_.conv(l, slot));
-    ls.h_is_f16 = m.h_is_f16;
-    if (m.has_h_checkpoint) ls.h_checkpoint = fetch(m.h_checkpoint_dtype, h_shape(s), pool_.h_checkpoint(l, slot));
-    if (m.has_conv_checkpoint) ls.conv_checkpoint = fetch(DType::f32, conv_shape(s), pool_.conv_checkpoint(l, slot));
-    for (int t = 0; t + 1 < m.last_verify_k; ++t) {
-      ls.h_intermediates.push_back(fetch(m.intermediate_dtype, h_shape(s), pool_.h_intermediate(l, slot, t)));
-      ls.conv_intermediates.push_back(fetch(DType::f32, conv_shape(s), pool_.conv_intermediate(l, slot, t)));
+  for (const ExportField& f : export_fields(slot)) {
+    Tensor t = Tensor::zeros(f.dtype, f.shape);
+    reads.push_back(Readback{f.src, t.raw(), t.bytes()});
+    if (f.kind == ExportField::stage) {
+      out.h_prefill_stage = std::move(t);
+      continue;
     }
-    if (s.ple.hosted()) {
-      auto carry = [&](const void* hist, const void* conv) {
-        return PleCarry{fetch(DType::f32, ple_history_shape(s), hist), fetch(DType::f32, ple_conv_shape(s), conv)};
-      };
-      if (ple_live_[size_t(slot)]) ls.ple = carry(pool_.ple_history(l, slot), pool_.ple_conv(l, slot));
-      if (m.has_conv_checkpoint && ple_checkpoint_[size_t(slot)])
-        ls.ple_checkpoint = carry(pool_.ple_history_checkpoint(l, slot), pool_.ple_conv_checkpoint(l, slot));
-      for (int t = 0; t < m.last_verify_k; ++t)
-        ls.ple_snapshots.push_back(carry(pool_.ple_ids_at(l, slot, t), pool_.ple_snapshot_conv(l, slot, t)));
+    LayerState& ls = out.layers[size_t(f.layer)];
+    switch (f.kind) {
+      case ExportField::h: ls.h = std::move(t); break;
+      case ExportField::conv: ls.conv = std::move(t); break;
+      case ExportField::h_checkpoint: ls.h_checkpoint = std::move(t); break;
+      case ExportField::conv_checkpoint: ls.conv_checkpoint = std::move(t); break;
+      case ExportField::h_intermediate: ls.h_intermediates.push_back(std::move(t)); break;
+      case ExportField::conv_intermediate: ls.conv_intermediates.push_back(std::move(t)); break;
+      case ExportField::ple_history: ls.ple = PleCarry{std::move(t), Tensor()}; break;
+      case ExportField::ple_conv: ls.ple->conv = std::move(t); break;
+      case ExportField::ple_checkpoint_history: ls.ple_checkpoint = PleCarry{std::move(t), Tensor()}; break;
+      case ExportField::ple_checkpoint_conv: ls.ple_checkpoint->conv = std::move(t); break;
+      case ExportField::ple_snapshot_history: ls.ple_snapshots.push_back(PleCarry{std::move(t), Tensor()}); break;
+      case ExportField::ple_snapshot_conv: ls.ple_snapshots.back().conv = std::move(t); break;
+      case ExportField::stage: break;
     }
-    out.layers.push_back(std::move(ls));
   }
-  if (contract_.pool().h_mode == HMode::f16_pool)
-    out.h_prefill_stage = fetch(DType::f32, {stage_elems(model_.spec)}, pool_.stage(slot));
   read_back(reads);
   return out;
+}
+
+uint64_t Engine::state_digest(int slot) {
+  contract_.check_claimed("digest", slot);
+  wait_async(slot);  // as export_state: what it would return
+  const SlotMeta& m = contract_.slot(slot);
+  const std::vector<ExportField> fields = export_fields(slot);
+  if (fields.size() > digests_capacity_)
+    throw std::logic_error("state digest of " + std::to_string(fields.size()) + " fields beyond the " +
+                           std::to_string(digests_capacity_) + " sized for this pool");
+  std::vector<DigestRegion> regions;
+  for (const ExportField& f : fields) regions.push_back(DigestRegion{f.src, shape_elems(f.shape) * dtype_size(f.dtype)});
+  launch_region_digests(regions, reinterpret_cast<unsigned long long*>(digests_.get()), main_);
+  SSM_CUDA(cudaMemcpyAsync(host_digests_, digests_.get(), fields.size() * sizeof(unsigned long long),
+                           cudaMemcpyDeviceToHost, main_));
+  SSM_CUDA(cudaStreamSynchronize(main_));
+  // what export_state would build: its scalars, then each field's place, dtype, shape and bytes
+  StateHasher h;
+  h.add(int64_t(m.last_verify_k));
+  h.add(int64_t(m.h_is_f16));
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const ExportField& f = fields[i];
+    h.add(int64_t(f.kind));
+    h.add(int64_t(f.layer));
+    h.add(int64_t(f.dtype));
+    h.add(int64_t(f.shape.size()));
+    for (int64_t d : f.shape) h.add(d);
+    h.add(int64_t(host_digests_[i]));
+  }
+  return h.digest();
 }
 
 std::string Engine::check_guards() {
@@ -803,7 +876,7 @@ std::string Engine::check_guards() {
   for (size_t s = 0; s < pending_.size(); ++s) paused = paused || (pause_ && pending_[s]);
   if (!paused) SSM_CUDA(cudaStreamSynchronize(copy_));
   std::vector<const DeviceBuffer*> all = pool_.buffers();
-  for (const DeviceBuffer* b : {&io_, &out_, &qkv_, &gb_, &o_, &convert_, &readback_}) all.push_back(b);
+  for (const DeviceBuffer* b : {&io_, &out_, &qkv_, &gb_, &o_, &convert_, &readback_, &digests_}) all.push_back(b);
   // the buffers allocated now (read_back may allocate readback_ itself: its bands are read next time)
   std::vector<const DeviceBuffer*> allocated;
   for (const DeviceBuffer* b : all)

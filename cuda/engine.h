@@ -39,6 +39,10 @@ class Engine {
   void snapshot_save(int slot, int snap);
   void snapshot_restore(int slot, int snap);
   SequenceState export_state(int slot);
+  // A digest of what export_state(slot) would return, computed on the device (cuda/region_digest.h)
+  // and combined on the host with the export's scalars, field places, dtypes and shapes: only 8
+  // bytes per field come back. Comparable with earlier digests of this engine's same slot only.
+  uint64_t state_digest(int slot);
 
   // Building blocks without checks or host syncs (the benchmark captures them in graphs).
   // Copies inputs of B rows (pool slots, the dummy for padding) to the device on the main stream;
@@ -131,6 +135,24 @@ class Engine {
   };
   // Runs the reads (on main, after everything enqueued there) and waits for them.
   void read_back(const std::vector<Readback>& reads);
+  // The fields export_state reads, in the order it builds them (export_state and state_digest).
+  struct ExportField {
+    enum Kind {
+      h, conv, h_checkpoint, conv_checkpoint, h_intermediate, conv_intermediate,
+      ple_history, ple_conv, ple_checkpoint_history, ple_checkpoint_conv, ple_snapshot_history, ple_snapshot_conv,
+      stage
+    };  // each PLE history kind is followed by its conv kind
+    Kind kind;
+    int layer;  // -1: the f16-pool stage
+    DType dtype;
+    std::vector<int64_t> shape;
+    const void* src;  // device
+  };
+  std::vector<ExportField> export_fields(int slot) const;
+  size_t export_fields_most() const;  // the most fields an export of this pool can have
+  DeviceBuffer digests_;  // state_digest's per-field digests (device), and their pinned copy
+  unsigned long long* host_digests_ = nullptr;
+  size_t digests_capacity_ = 0;
   int sm_count_ = 0;
   char* host_in_ = nullptr;
   char* host_out_ = nullptr;

@@ -3,28 +3,35 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
+#include <memory>
 
 #include "tests/cuda_test_support.h"
 #include "fuzz/campaign.h"
 #include "reference/reference_backend.h"
 #include "tests/support/campaign_env.h"
+#include "tests/support/digest_checking.h"
 
 namespace ssm::test {
 
 namespace {
 class PropertyGpu : public GpuTest {
  protected:
-  fuzz::CampaignResult run(fuzz::CampaignOptions o) {
+  // sut: the CUDA backend by default; cuda_of: the CudaBackend inside what sut made (its guard bands
+  // are checked after every op)
+  fuzz::CampaignResult run(fuzz::CampaignOptions o, fuzz::BackendFactory sut = nullptr,
+                           std::function<cuda::CudaBackend&(Backend&)> cuda_of = nullptr) {
+    if (!sut) sut = [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); };
+    if (!cuda_of) cuda_of = [](Backend& b) -> cuda::CudaBackend& { return static_cast<cuda::CudaBackend&>(b); };
     o.strictness = cmp::Strictness::classes;
     o.backend_label = "cuda";
     o.kinds = {LayerKind::gdn, LayerKind::mamba2};  // the CUDA implementation's kinds (BackendEntry::kinds)
     o.pause_async = true;  // as the gate: async copies held until their reader waits
     o.out_dir = std::getenv("SSMCHECK_FAIL_DIR") ? std::getenv("SSMCHECK_FAIL_DIR") : "ssmcheck-fuzz-gpu";
-    o.sut_invariant = [](Backend& b) { return static_cast<cuda::CudaBackend&>(b).check_guards(); };
+    o.sut_invariant = [cuda_of](Backend& b) { return cuda_of(b).check_guards(); };
     o.progress = [](const std::string& line) { std::printf("  %s\n", line.c_str()); };
     const fuzz::CampaignResult r = fuzz::run_campaign(
-        o, [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); },
-        [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); });
+        o, [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); }, sut);
     std::printf("%s", r.summary().c_str());
     return r;
   }
@@ -78,6 +85,35 @@ TEST_F(PropertyGpu, SaturatedFp16StateInTheWyArmMatchesTheContract) {
       cmp::Strictness::classes);
   EXPECT_TRUE(r.pass) << r.report;
   EXPECT_EQ(r.ops, 5);
+}
+
+}  // namespace ssm::test
+
+namespace ssm::test {
+
+// CudaBackend::state_digest (computed on the device, cuda/region_digest.h) changes exactly when
+// the slot's export changes: the CUDA side of a campaign wrapped so that after every digest the
+// slot is exported too and both are checked (tests/support/digest_checking.h), on the odd presets
+// (every layer kind, h mode, PLE carries, checkpoints, intermediates, held async copies).
+TEST_F(PropertyGpu, CudaDigestChangesExactlyWhenItsExportChanges) {
+  auto log = std::make_shared<DigestCheckLog>();
+  fuzz::CampaignOptions o;
+  o.seed = campaign_seed(20261202);
+  o.cases = int(env_u64("SSMCHECK_CASES", 120));
+  o.max_ops = 60;
+  const fuzz::CampaignResult r = run(
+      o, [log] { return std::unique_ptr<Backend>(new DigestChecking(std::make_unique<cuda::CudaBackend>(), log)); },
+      [](Backend& b) -> cuda::CudaBackend& {
+        return static_cast<cuda::CudaBackend&>(static_cast<DigestChecking&>(b).inner());
+      });
+  ASSERT_FALSE(r.failed) << r.summary();
+  for (const std::string& p : log->problems) ADD_FAILURE() << p;
+  std::printf("%lld digests: %lld retaken over the same export, %lld over another\n", (long long)log->digests,
+              (long long)log->unchanged, (long long)log->changed);
+  EXPECT_GT(log->unchanged, 0);
+  EXPECT_GT(log->changed, 0);
+  EXPECT_GT(r.coverage.axes.count("layers hosting a PLE carry"), 0u);
+  EXPECT_GT(r.coverage.axes.count("h mode f16-pool"), 0u);
 }
 
 }  // namespace ssm::test

@@ -19,78 +19,36 @@
 #include "fuzz/campaign.h"
 #include "reference/reference_backend.h"
 #include "tests/support/cpu_campaign.h"
+#include "tests/support/digest_checking.h"
 #include "tests/support/ref_harness.h"
 
 namespace ssm::test {
 namespace {
 
-// The reference, whose state_digest also checks itself: against the digest of its export, and
-// against the previous export of the slot (an unchanged digest must mean an unchanged export).
-class SelfCheckingDigests : public Backend {
- public:
-  explicit SelfCheckingDigests(std::shared_ptr<std::vector<std::string>> problems) : problems_(std::move(problems)) {}
-  std::string name() const override { return "reference-checked"; }
-  void create_pool(const Model& m, const PoolConfig& p) override { inner_.create_pool(m, p); }
-  int alloc(int c) override { return inner_.alloc(c); }
-  void release(int s) override {
-    last_.erase(s);
-    inner_.release(s);
-  }
-  StepOutputs prefill(int s, const StepInputs& in) override { return inner_.prefill(s, in); }
-  std::vector<StepOutputs> decode(const std::vector<int>& s, const std::vector<StepInputs>& in) override {
-    return inner_.decode(s, in);
-  }
-  std::vector<StepOutputs> verify(const std::vector<int>& s, int k, VerifyArm a,
-                                  const std::vector<StepInputs>& in) override {
-    return inner_.verify(s, k, a, in);
-  }
-  void checkpoint(int s, bool async) override { inner_.checkpoint(s, async); }
-  void commit(int s, int n, int k) override { inner_.commit(s, n, k); }
-  void rollback(int s, int n, bool c) override { inner_.rollback(s, n, c); }
-  void to_f16(int s) override { inner_.to_f16(s); }
-  void snapshot_save(int s, int i) override { inner_.snapshot_save(s, i); }
-  void snapshot_restore(int s, int i) override { inner_.snapshot_restore(s, i); }
-  SequenceState export_state(int s) override { return inner_.export_state(s); }
-
-  std::optional<uint64_t> state_digest(int s) override {
-    ++calls;
-    const uint64_t in_place = *inner_.state_digest(s);
-    SequenceState now = inner_.export_state(s);
-    if (in_place != ssm::state_digest(now))
-      problems_->push_back("slot " + std::to_string(s) + ": the in-place digest is not the digest of the export");
-    const auto it = last_.find(s);
-    if (it != last_.end() && it->second.first == in_place) {
-      cmp::Where w;
-      const cmp::StateReport r =
-          cmp::compare_state(it->second.second, now, cmp::Tolerances::defaults(), w, cmp::Strictness::bitwise);
-      if (!r.pass()) problems_->push_back("slot " + std::to_string(s) + ": the export changed, the digest did not");
-    }
-    last_[s] = {in_place, std::move(now)};
-    return in_place;
-  }
-  int64_t calls = 0;
-
- private:
-  ref::ReferenceBackend inner_;
-  std::shared_ptr<std::vector<std::string>> problems_;
-  std::map<int, std::pair<uint64_t, SequenceState>> last_;
-};
-
 TEST(StateDigest, ReferenceDigestIsTheDigestOfItsExportAfterEveryOp) {
-  auto problems = std::make_shared<std::vector<std::string>>();
+  auto log = std::make_shared<DigestCheckLog>();
+  // the reference's digest is exactly the digest of its export (hashed in place)
+  auto in_place = [](int s, uint64_t d, const SequenceState& now, std::vector<std::string>& p) {
+    if (d != ssm::state_digest(now))
+      p.push_back("slot " + std::to_string(s) + ": the in-place digest is not the digest of the export");
+  };
   const fuzz::CampaignOptions o = bitwise_campaign(20261201, 150, 40);
-  const fuzz::CampaignResult r = fuzz::run_campaign(
-      o, reference(), [problems] { return std::unique_ptr<Backend>(new SelfCheckingDigests(problems)); });
+  const fuzz::CampaignResult r = fuzz::run_campaign(o, reference(), [&] {
+    return std::unique_ptr<Backend>(new DigestChecking(std::make_unique<ref::ReferenceBackend>(), log, in_place));
+  });
   std::printf("%s", r.summary().c_str());
   ASSERT_FALSE(r.failed) << r.summary();
   EXPECT_EQ(r.cases, o.cases);
-  for (const std::string& p : *problems) ADD_FAILURE() << p;
+  for (const std::string& p : log->problems) ADD_FAILURE() << p;
   // the draw covered the states that have the most parts (a campaign draws every preset, PLE ones
-  // included, and every h mode), and the skipping engaged
+  // included, and every h mode), the skipping engaged, and digests were retaken both over changed
+  // and over unchanged exports
   EXPECT_GT(r.coverage.axes.count("layers hosting a PLE carry"), 0u);
   EXPECT_GT(r.coverage.axes.count("h mode f16-pool"), 0u);
   EXPECT_GT(r.times.unchanged, 0);
   EXPECT_GT(r.times.compared, 0);
+  EXPECT_GT(log->changed, 0);
+  EXPECT_GT(log->unchanged, 0);
 }
 
 // Every part of a state compare_state reads, changed alone, changes the digest.
