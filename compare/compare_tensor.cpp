@@ -159,15 +159,26 @@ void keep_worst(std::vector<std::pair<double, int64_t>>& worst, double score, in
   }
 }
 
+// The maxima of the elementwise loop. Each starts at 0 and only ever takes std::max(so far,
+// value), which is order-free on the values the loop produces, so maxima of parts merge exactly.
+struct Maxima {
+  double abs = 0, rel = 0, ulp = 0, ulp_scaled = 0, cond_ratio = 0, error_ratio = 0;
+  double need_atol = 0, need_rtol = 0, need_ulp = 0;  // the smallest passing tolerance's
+  void merge(const Maxima& o) {
+    for (auto f : {&Maxima::abs, &Maxima::rel, &Maxima::ulp, &Maxima::ulp_scaled, &Maxima::cond_ratio,
+                   &Maxima::error_ratio, &Maxima::need_atol, &Maxima::need_rtol, &Maxima::need_ulp})
+      this->*f = std::max(this->*f, o.*f);
+  }
+};
+
 // What the elementwise loop finds over a range of elements: maxima, the mismatch count, the
 // histogram and the range's worst elements, and (when the loop sums) the sums of d^2 and c^2.
 // The parts of consecutive ranges merge (merge_part, in range order) into exactly what one pass
-// over their union finds: every maximum starts at 0 and takes std::max(so far, value), which is
-// order-free on the values the loop produces; counts add; the worst lists merge as a top-K under
-// the same total order. The two sums are not order-free, so a split loop leaves them to sum_squares.
+// over their union finds: maxima are order-free, counts add, and the worst lists merge as a top-K
+// under the same total order. The two sums are not order-free, so a split loop leaves them to
+// sum_squares.
 struct ScanPart {
-  double max_abs = 0, max_rel = 0, max_ulp = 0, max_ulp_scaled = 0, max_cond_ratio = 0, error_ratio = 0;
-  double need_atol = 0, need_rtol = 0, need_ulp = 0;
+  Maxima max;
   int64_t mismatched = 0;
   std::array<int64_t, 12> histogram{};  // bin_of's bins (at most 12)
   std::vector<std::pair<double, int64_t>> worst;  // (score, index), sorted descending
@@ -175,19 +186,18 @@ struct ScanPart {
 };
 
 void merge_part(ScanPart& acc, const ScanPart& p) {
-  acc.max_abs = std::max(acc.max_abs, p.max_abs);
-  acc.max_rel = std::max(acc.max_rel, p.max_rel);
-  acc.max_ulp = std::max(acc.max_ulp, p.max_ulp);
-  acc.max_ulp_scaled = std::max(acc.max_ulp_scaled, p.max_ulp_scaled);
-  acc.max_cond_ratio = std::max(acc.max_cond_ratio, p.max_cond_ratio);
-  acc.error_ratio = std::max(acc.error_ratio, p.error_ratio);
-  acc.need_atol = std::max(acc.need_atol, p.need_atol);
-  acc.need_rtol = std::max(acc.need_rtol, p.need_rtol);
-  acc.need_ulp = std::max(acc.need_ulp, p.need_ulp);
+  acc.max.merge(p.max);
   acc.mismatched += p.mismatched;
   for (size_t b = 0; b < acc.histogram.size(); ++b) acc.histogram[b] += p.histogram[b];
   for (const auto& [score, i] : p.worst) keep_worst(acc.worst, score, i);
 }
+
+// The per-element terms of the loop's two sums: d = got - ref and |cond| (0 without one), in double.
+template <class Elems>
+double diff_at(const Elems ref, const Elems got, int64_t i) {
+  return double(got.value(i)) - double(ref.value(i));
+}
+double cond_at(const float* cond, int64_t i) { return cond ? std::fabs(double(cond[i])) : 0.0; }
 
 // The inputs of the elementwise limits that every element shares.
 struct ScanSetup {
@@ -205,10 +215,11 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
                     const ScanSetup& u) {
   // in locals, which the compiler keeps in registers (in the report they were stored at every
   // element), handed to the part after the loop
-  double sum_d2 = 0, sum_c2 = 0, need_atol = 0, need_rtol = 0, need_ulp = 0;
-  double max_abs = 0, max_rel = 0, max_ulp = 0, max_ulp_scaled = 0, max_cond_ratio = 0, error_ratio = 0;
+  Maxima mx;
+  double sum_d2 = 0, sum_c2 = 0;
   int64_t mismatched = 0;
-  ScanPart part;
+  std::array<int64_t, 12> histogram{};
+  std::vector<std::pair<double, int64_t>> worst;
   const TolClass cls = u.cls;
   const Tolerance& t = u.t;
   const float* cond = u.cond;
@@ -219,28 +230,28 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
   for (int64_t i = begin; i < end; ++i) {
     if (!matched.empty() && matched[size_t(i)]) continue;
     const double rv = ref.value(i), gv = got.value(i);
-    const double d = gv - rv, ad = std::fabs(d), ar = std::fabs(rv);
+    const double d = diff_at(ref, got, i), ad = std::fabs(d), ar = std::fabs(rv);
     const double ulp = double(ref.ulp(got, i));
     const double rel = ad == 0 ? 0 : (ar == 0 ? kInf : ad / ar);
     // fp16-state counts FP16 ULPs at scale on the values, so FP32 tensors that descend from
     // FP16-stored state (a widened prefill, the f16-pool stage) are measured the same way
     const double sulp = scaled ? ad / half_ulp_at(std::max(ar, ref_rms)) : 0.0;
-    max_ulp_scaled = std::max(max_ulp_scaled, sulp);
+    mx.ulp_scaled = std::max(mx.ulp_scaled, sulp);
     const bool bits_differ = ref.bits(i) != got.bits(i);
     if constexpr (kSums) sum_d2 += d * d;
-    max_abs = std::max(max_abs, ad);
-    max_rel = std::max(max_rel, rel);
-    max_ulp = std::max(max_ulp, ulp);
-    ++part.histogram[bin_of(cls, ad, cls == TolClass::fp16_state ? sulp : ulp)];
+    mx.abs = std::max(mx.abs, ad);
+    mx.rel = std::max(mx.rel, rel);
+    mx.ulp = std::max(mx.ulp, ulp);
+    ++histogram[bin_of(cls, ad, cls == TolClass::fp16_state ? sulp : ulp)];
 
     // fp32-state: rtol applies at max(|ref|, rms(ref)). FP32 rounding of a head's large
     // elements reaches its small ones through H^T k, so a per-element rtol would judge small
     // elements by a scale they do not have (docs/tolerances.md); nrmse stays the global guard.
     const double rscale = cls == TolClass::fp32_state ? std::max(ar, ref_rms) : ar;
     // the element's condition: the error FP32 arithmetic cannot avoid on it (Tolerance::cond)
-    const double ci = cond ? std::fabs(double(cond[i])) : 0.0;
+    const double ci = cond_at(cond, i);
     if constexpr (kSums) sum_c2 += ci * ci;
-    if (cond) max_cond_ratio = std::max(max_cond_ratio, ad == 0 ? 0.0 : ci > 0 ? ad / (kUnitRoundoffF32 * ci) : kInf);
+    if (cond) mx.cond_ratio = std::max(mx.cond_ratio, ad == 0 ? 0.0 : ci > 0 ? ad / (kUnitRoundoffF32 * ci) : kInf);
     const double cslack = ucond * ci;
     const double bound = t.atol + t.rtol * rscale + cslack;
     bool bad = false;
@@ -253,39 +264,27 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
       case TolClass::fp16_state:
         bad = sulp > t.max_ulp && ad > bound;
         score = sulp;
-        if (ad > bound) need_ulp = std::max(need_ulp, sulp);
+        if (ad > bound) mx.need_ulp = std::max(mx.need_ulp, sulp);
         break;
       case TolClass::fp32_state:
       case TolClass::output:
       case TolClass::output_f16:
         bad = ad > bound;
         score = bound > 0 ? ad / bound : ad;
-        need_atol = std::max(need_atol, ad - t.rtol * rscale - cslack);
-        if (ad > t.atol + cslack) need_rtol = std::max(need_rtol, rscale > 0 ? (ad - t.atol - cslack) / rscale : kInf);
+        mx.need_atol = std::max(mx.need_atol, ad - t.rtol * rscale - cslack);
+        if (ad > t.atol + cslack) mx.need_rtol = std::max(mx.need_rtol, rscale > 0 ? (ad - t.atol - cslack) / rscale : kInf);
         break;
     }
     // An all-zero reference (allowed) is only matched by zeros: an untouched field stays zero.
     if (ref_zero) bad = cls == TolClass::exact ? bits_differ : gv != 0.0;
     if (bad) ++mismatched;
-    error_ratio = std::max(error_ratio, ref_zero || cls == TolClass::exact ? (bad ? kInf : 0.0)
+    mx.error_ratio = std::max(mx.error_ratio, ref_zero || cls == TolClass::exact ? (bad ? kInf : 0.0)
                                             : cls == TolClass::fp16_state
                                                 ? std::min(over(sulp, t.max_ulp), over(ad, bound))
                                                 : over(ad, bound));
-    keep_worst(part.worst, score, i);
+    keep_worst(worst, score, i);
   }
-  part.max_abs = max_abs;
-  part.max_rel = max_rel;
-  part.max_ulp = max_ulp;
-  part.max_ulp_scaled = max_ulp_scaled;
-  part.max_cond_ratio = max_cond_ratio;
-  part.error_ratio = error_ratio;
-  part.need_atol = need_atol;
-  part.need_rtol = need_rtol;
-  part.need_ulp = need_ulp;
-  part.mismatched = mismatched;
-  part.sum_d2 = sum_d2;
-  part.sum_c2 = sum_c2;
-  return part;
+  return ScanPart{mx, mismatched, histogram, std::move(worst), sum_d2, sum_c2};
 }
 
 // The loop's two sums alone, over every element not in `matched`, in index order: the same terms
@@ -296,9 +295,8 @@ std::pair<double, double> sum_squares(const Elems ref, const Elems got, int64_t 
   double sum_d2 = 0, sum_c2 = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (!matched.empty() && matched[size_t(i)]) continue;
-    const double d = double(got.value(i)) - double(ref.value(i));
+    const double d = diff_at(ref, got, i), ci = cond_at(cond, i);
     sum_d2 += d * d;
-    const double ci = cond ? std::fabs(double(cond[i])) : 0.0;
     sum_c2 += ci * ci;
   }
   return {sum_d2, sum_c2};
@@ -461,30 +459,26 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   double need_atol = 0, need_rtol = 0, need_ulp = 0;
   const double ucond = t.cond * kUnitRoundoffF32;
   std::vector<std::pair<double, int64_t>> worst;  // (score, index), kept sorted descending
-  if (identical) {  // the elementwise loop's sums, added directly (see above)
+  if (identical) {  // the elementwise loop's sums (d is 0 throughout), added directly (see above)
     if (cond)
-      for (int64_t i = 0; i < ref.size(); ++i)
-        if (!is_matched(i)) {
-          const double ci = std::fabs(double(cond->f32()[size_t(i)]));
-          sum_c2 += ci * ci;
-        }
+      sum_c2 = with_elems(ref, got, [&](auto a, auto b) { return sum_squares(a, b, n, matched_nf, cond->f32()); }).second;
     r.histogram[0] += finite_n;
   } else {
     const ScanSetup setup{cls, t, cond ? cond->f32() : nullptr, ref_rms, ref_zero};
     ScanPart part = with_elems(ref, got, [&](auto a, auto b) { return scan_elements(a, b, n, matched_nf, setup); });
-    r.max_abs = part.max_abs;
-    r.max_rel = part.max_rel;
-    r.max_ulp = part.max_ulp;
-    r.max_ulp_scaled = part.max_ulp_scaled;
-    r.max_cond_ratio = part.max_cond_ratio;
-    r.error_ratio = part.error_ratio;
+    r.max_abs = part.max.abs;
+    r.max_rel = part.max.rel;
+    r.max_ulp = part.max.ulp;
+    r.max_ulp_scaled = part.max.ulp_scaled;
+    r.max_cond_ratio = part.max.cond_ratio;
+    r.error_ratio = part.max.error_ratio;
     r.mismatched = part.mismatched;
     for (size_t b = 0; b < r.histogram.size(); ++b) r.histogram[b] += part.histogram[b];
     sum_d2 = part.sum_d2;
     sum_c2 = part.sum_c2;
-    need_atol = part.need_atol;
-    need_rtol = part.need_rtol;
-    need_ulp = part.need_ulp;
+    need_atol = part.max.need_atol;
+    need_rtol = part.max.need_rtol;
+    need_ulp = part.max.need_ulp;
     worst = std::move(part.worst);
   }
   for (const auto& [score, i] : worst) {
