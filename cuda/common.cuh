@@ -117,3 +117,17 @@ __device__ __forceinline__ void sum_partials(const float* part, int n, int strid
   }
 }
 }  // namespace ssm::cuda
+
+namespace ssm::cuda {
+// The rows of a head's state that thread row ty holds in the delta-rule kernels (gdn_decode.cu,
+// gdn_verify_wy.cu): rows i = ty*RPT + r < kd, VEC consecutive columns each.
+// Stores those rows to h + i*vd (values already rounded to HT: HStore::round).
+template <int RPT, int VEC, typename HT>
+__device__ __forceinline__ void store_rows(const float (&H)[RPT][VEC], HT* h, int vd, int ty, int kd) {
+#pragma unroll
+  for (int r = 0; r < RPT; ++r) {
+    const int i = ty * RPT + r;
+    if (i < kd) store_vec<VEC>(h + size_t(i) * vd, H[r]);
+  }
+}
+}  // namespace ssm::cuda

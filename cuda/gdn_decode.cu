@@ -57,7 +57,7 @@ namespace {
 // tile's H, each [RPT][threads] vectors of VEC elements, so a thread copies and reads back only
 // its own.
 struct RowsSmem {
-  int part, part2, in, in_n, in_stride, hbuf, floats;
+  int part, part2, in, in_stride, hbuf, floats;
 };
 __host__ __device__ inline RowsSmem rows_smem(int ty_n, int tj, int kd, int threads, int rpt, int h_vec_bytes,
                                               int stages) {
@@ -65,8 +65,7 @@ __host__ __device__ inline RowsSmem rows_smem(int ty_n, int tj, int kd, int thre
   m.part = 0;
   m.part2 = ty_n * tj;
   m.in = 2 * ty_n * tj;
-  m.in_n = 2 * kd + tj + 2;
-  m.in_stride = (m.in_n + 3) / 4 * 4;
+  m.in_stride = (2 * kd + tj + 2 + 3) / 4 * 4;  // q, k, v, g and beta (copy_row_inputs), 16-byte rows
   m.hbuf = (m.in + stages * m.in_stride + 3) / 4 * 4;  // 16-byte aligned
   m.floats = m.hbuf + (stages * rpt * threads * h_vec_bytes + 3) / 4;
   return m;
@@ -269,18 +268,13 @@ __global__ void __launch_bounds__(256, 2) gdn_rows_kernel(RowsParams p) {
         for (int e = 0; e < VEC; ++e) o[e] = __fmul_rn(o[e], p.qscale);
         store_vec<VEC>(p.o + row * size_t(p.nv) * vd + size_t(w.vh) * vd + w.jt + jl, o);
       }
-      // part2 is next written after the next step's first two barriers, and this step's input
-      // buffer (and H stage) is next refilled after the next step's first barrier: no fourth
-      // barrier needed
+      // No fourth barrier: part2 is next written after the next step's first two barriers, and
+      // this step's input buffer is refilled by the copies issued at the start of the next step,
+      // after every thread passed the barrier above, which all reads of it precede. H stage
+      // k % stages is refilled for item k + stages, long after item k read it into registers.
     }
 
-    if (w.owner) {
-#pragma unroll
-      for (int r = 0; r < RPT; ++r) {
-        const int i = ty * RPT + r;
-        if (i < kd) store_vec<VEC>(hlive + size_t(i) * vd, H[r]);
-      }
-    }
+    if (w.owner) store_rows<RPT, VEC>(H, hlive, vd, ty, kd);
   }
   __pipeline_wait_prior(0);  // no copy outlives the CTA (the last commit is empty)
 }

@@ -235,13 +235,7 @@ __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
     }
     __syncthreads();
   }
-  if (owner) {
-#pragma unroll
-    for (int r = 0; r < RPT; ++r) {
-      const int i = ty * RPT + r;
-      if (i < kd) store_vec<VEC>(hlive + size_t(i) * vd, H[r]);
-    }
-  }
+  if (owner) store_rows<RPT, VEC>(H, hlive, vd, ty, kd);
 
   if (owner && ty == 0) {
     for (int t = 0; t < K; ++t) {
