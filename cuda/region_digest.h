@@ -18,8 +18,8 @@ struct DigestRegion {
 // 2^64 of mix(unit value, unit index) over its units (16-byte words as two 64-bit halves when
 // the region is 16-byte aligned in address and size, else 2-byte units when 2-byte aligned, else
 // bytes), mix being the splitmix64 finaliser. Integer sums do not depend on the order the
-// threads add them in, so a region's digest is the same on every run; a change of any unit
-// changes it but with probability about 2^-64. The unit depends on the address, so a digest is
+// threads add them in, so a region's digest is the same on every run; a change of the region's
+// bytes leaves it unchanged with probability about 2^-64. The unit depends on the address, so a digest is
 // only comparable with earlier digests of the same region (a pool slot's regions never move).
 void launch_region_digests(const std::vector<DigestRegion>& regions, unsigned long long* out, cudaStream_t stream);
 
