@@ -63,10 +63,7 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   for (cudaEvent_t e : slot_ready_) cudaEventDestroy(e);
   slot_ready_.clear();
   pool_ = DevicePool();  // free the old pool first
-  readback_ = DeviceBuffer();  // sized for the new pool at its first read
-  if (host_readback_) SSM_CUDA(cudaFreeHost(host_readback_));
-  host_readback_ = nullptr;
-  readback_capacity_ = 0;
+  readback_ = DeviceBuffer();  // sized for the new pool at its first read (its pinned copy is kept)
   model_ = model;
   contract_ = Contract(model.spec, cfg);
   pool_ = DevicePool(model, cfg);
@@ -80,10 +77,16 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   int64_t most = 0;
   for (const LayerSpec& l : model.spec.layers) most = std::max(most, l.h_elems());
   convert_ = DeviceBuffer(size_t(most) * 4, "convert scratch");
-  digests_capacity_ = export_fields_most();
-  digests_ = DeviceBuffer(digests_capacity_ * sizeof(unsigned long long), "state digests");
-  if (host_digests_) SSM_CUDA(cudaFreeHost(host_digests_));
-  SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_digests_), digests_capacity_ * sizeof(unsigned long long)));
+  grow_host_readback(readback_bytes());
+  const size_t most_fields = export_fields_most();
+  digests_ = DeviceBuffer(most_fields * sizeof(unsigned long long), "state digests");
+  if (most_fields > host_digests_count_) {  // the pinned copy only grows: campaigns create many pools
+    if (host_digests_) SSM_CUDA(cudaFreeHost(host_digests_));
+    host_digests_ = nullptr;
+    host_digests_count_ = 0;
+    SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_digests_), most_fields * sizeof(unsigned long long)));
+    host_digests_count_ = most_fields;
+  }
 }
 
 size_t Engine::h_bytes(int l, DType d) const {
@@ -729,18 +732,29 @@ size_t Engine::readback_bytes() const {
   return std::max(state, guards);
 }
 
+// The pinned host side of readback_ only grows, and is kept across create_pool (campaigns create
+// a pool per case, and a pinned allocation costs more than the case's reads). A free would wait
+// for paused async copies, so create_pool (after synchronize) sizes it for the pool's largest read.
+void Engine::grow_host_readback(size_t bytes) {
+  if (bytes <= host_readback_bytes_) return;
+  if (host_readback_) SSM_CUDA(cudaFreeHost(host_readback_));
+  host_readback_ = nullptr;
+  host_readback_bytes_ = 0;
+  SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_readback_), bytes));
+  host_readback_bytes_ = bytes;
+}
+
 void Engine::read_back(const std::vector<Readback>& reads) {
   size_t total = 0;
   for (const Readback& r : reads) total += round_up256(r.bytes);
   if (total == 0) return;
-  if (total > readback_capacity_) {
-    if (readback_capacity_)
+  if (total > readback_.bytes()) {
+    if (readback_.bytes())
       throw std::logic_error("read back of " + std::to_string(total) + " bytes beyond the " +
-                             std::to_string(readback_capacity_) + " sized for this pool");
+                             std::to_string(readback_.bytes()) + " sized for this pool");
     const size_t cap = std::max(total, readback_bytes());
     readback_ = DeviceBuffer(cap, "readback staging");
-    SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_readback_), cap));
-    readback_capacity_ = cap;
+    if (cap > host_readback_bytes_) grow_host_readback(cap);  // create_pool sized it: not reached
   }
   std::vector<CopyDesc> gather;
   size_t off = 0;
@@ -844,9 +858,10 @@ uint64_t Engine::state_digest(int slot) {
   wait_async(slot);  // as export_state: what it would return
   const SlotMeta& m = contract_.slot(slot);
   const std::vector<ExportField> fields = export_fields(slot);
-  if (fields.size() > digests_capacity_)
+  const size_t capacity = digests_.bytes() / sizeof(unsigned long long);
+  if (fields.size() > capacity)
     throw std::logic_error("state digest of " + std::to_string(fields.size()) + " fields beyond the " +
-                           std::to_string(digests_capacity_) + " sized for this pool");
+                           std::to_string(capacity) + " sized for this pool");
   std::vector<DigestRegion> regions;
   for (const ExportField& f : fields) regions.push_back(DigestRegion{f.src, shape_elems(f.shape) * dtype_size(f.dtype)});
   launch_region_digests(regions, reinterpret_cast<unsigned long long*>(digests_.get()), main_);

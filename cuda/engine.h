@@ -122,11 +122,13 @@ class Engine {
   // Reading back (export_state, check_guards): the pieces are gathered on the device by one batched
   // copy into readback_, then brought over in one copy to pinned host_readback_ (instead of one
   // synchronous cudaMemcpy per field and guard band). Sized once per pool for the largest read
-  // (readback_bytes), allocated at the first read: an allocation never synchronises, so paused
-  // async copies stay paused (a free would wait for them).
+  // (readback_bytes). The device buffer is allocated at the first read (an allocation never
+  // synchronises, so paused async copies stay paused; a free would wait for them); the pinned
+  // host buffer is sized by create_pool and kept across pools while it is large enough.
   DeviceBuffer readback_;
   char* host_readback_ = nullptr;
-  size_t readback_capacity_ = 0;  // bytes both hold once allocated
+  size_t host_readback_bytes_ = 0;  // kept across create_pool, >= readback_bytes() of the pool
+  void grow_host_readback(size_t bytes);
   size_t readback_bytes() const;
   struct Readback {
     const void* src;  // device
@@ -150,9 +152,9 @@ class Engine {
   };
   std::vector<ExportField> export_fields(int slot) const;
   size_t export_fields_most() const;  // the most fields an export of this pool can have
-  DeviceBuffer digests_;  // state_digest's per-field digests (device), and their pinned copy
-  unsigned long long* host_digests_ = nullptr;
-  size_t digests_capacity_ = 0;
+  DeviceBuffer digests_;  // state_digest's per-field digests (device, export_fields_most of them)
+  unsigned long long* host_digests_ = nullptr;  // their pinned copy, kept across create_pool
+  size_t host_digests_count_ = 0;               // ... and its capacity (>= the device buffer's)
   int sm_count_ = 0;
   char* host_in_ = nullptr;
   char* host_out_ = nullptr;
