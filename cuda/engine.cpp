@@ -728,7 +728,7 @@ size_t Engine::readback_bytes() const {
   }
   if (cfg.h_mode == HMode::f16_pool) state += round_up256(size_t(stage_elems(model_.spec)) * 4);
   // both guard bands of every pool buffer, the scratch and readback_ itself (check_guards)
-  const size_t guards = (pool_.buffers().size() + 7) * 2 * DeviceBuffer::kGuard;
+  const size_t guards = (pool_.buffers().size() + scratch_buffers().size()) * 2 * DeviceBuffer::kGuard;
   return std::max(state, guards);
 }
 
@@ -884,6 +884,10 @@ uint64_t Engine::state_digest(int slot) {
   return h.digest();
 }
 
+std::vector<const DeviceBuffer*> Engine::scratch_buffers() const {
+  return {&io_, &out_, &qkv_, &gb_, &o_, &convert_, &readback_, &digests_};
+}
+
 std::string Engine::check_guards() {
   // paused copies stay paused (their guards are checked once they ran); everything else is done
   SSM_CUDA(cudaStreamSynchronize(main_));
@@ -891,7 +895,7 @@ std::string Engine::check_guards() {
   for (size_t s = 0; s < pending_.size(); ++s) paused = paused || (pause_ && pending_[s]);
   if (!paused) SSM_CUDA(cudaStreamSynchronize(copy_));
   std::vector<const DeviceBuffer*> all = pool_.buffers();
-  for (const DeviceBuffer* b : {&io_, &out_, &qkv_, &gb_, &o_, &convert_, &readback_, &digests_}) all.push_back(b);
+  for (const DeviceBuffer* b : scratch_buffers()) all.push_back(b);
   // the buffers allocated now (read_back may allocate readback_ itself: its bands are read next time)
   std::vector<const DeviceBuffer*> allocated;
   for (const DeviceBuffer* b : all)

@@ -119,6 +119,9 @@ class Engine {
   const float* staged(int l, std::vector<float> LayerRows::*member) const;  // null: the kind has no such input
   std::vector<LayerIo> io_off_;
   DeviceBuffer io_, out_, qkv_, gb_, o_, convert_;  // scratch (not pool state)
+  // every buffer besides the pool's, readback_ and digests_ included: check_guards reads their
+  // bands, readback_bytes makes room for them
+  std::vector<const DeviceBuffer*> scratch_buffers() const;
   // Reading back (export_state, check_guards): the pieces are gathered on the device by one batched
   // copy into readback_, then brought over in one copy to pinned host_readback_ (instead of one
   // synchronous cudaMemcpy per field and guard band). Sized once per pool for the largest read
