@@ -1,15 +1,17 @@
 // Conv update + gates: the pre-kernel of every row-consuming op (decode, verify, prefill), both
 // layer kinds. Types: windows, weights, inputs FP32; arithmetic FP32 (fmaf in window order).
 // Shapes: window [conv_dim][d_conv] (column 0 oldest), x [B][R][conv_dim], qkv out [B][R][conv_dim].
-// Launch: grid (norm_heads + ceil((conv_dim - norm_heads*norm_width) / CB), B), block CB threads
+// Launch: grid (norm_heads + ceil((conv_dim - norm_heads*norm_width) / CB) + 1, B), block CB threads
 //   (GDN: roundup(kd, 32); Mamba-2: 128). d_conv = 4 (the real models' width) moves each
 //   window and weight row as one 16-byte access; other widths element by element.
 //   blockIdx.x < norm_heads: one GDN Q or K head (kd channels, thread = channel), L2-normalised per
 //   row through a deterministic block sum; otherwise CB channels (silu only: GDN's V, every
 //   Mamba-2 channel). Each thread keeps its channel's window in registers across the R rows,
 //   writes the window after row t to conv intermediate t for t < n_inter, and the final window
-//   back to the live state. Blocks with blockIdx.x == 0 also compute the gates of every
-//   (row, head): GDN (g, beta), Mamba-2 (dt, dA).
+//   back to the live state. The last block of each batch row computes the gates of every
+//   (row, head): GDN (g, beta), Mamba-2 (dt, dA). Launched as a programmatic dependent of the
+//   kernel before it (cuda/dependent_launch.cuh): the weights are read before waiting for it;
+//   the windows, the inputs and every write come after.
 // Counterpart: reference/conv.cpp, reference/gdn_gates.cpp, reference/mamba2_gates.cpp.
 #include "cuda/check.h"
 #include "cuda/common.cuh"
@@ -48,16 +50,39 @@ __device__ __forceinline__ void store_window(float* dst, int D, const float* v) 
   }
 }
 
+// The gates of every (row, head) of batch row row_b: GDN (g, beta), Mamba-2 (dt, dA).
+__device__ __forceinline__ void gates(const ConvParams& p, int row_b) {
+  for (int vh = threadIdx.x; vh < p.gate_heads; vh += blockDim.x) {
+    const float al = p.A_log[vh];
+    float db = p.dt_bias[vh];
+    if (SSM_DEVICE_MUTANT(p, kMutDtBiasBf16))  // mutant (bug class 10): FP32 read as BF16
+      db = __uint_as_float(__float_as_uint(db) & 0xffff0000u);
+    // mutant (bug class 5): the multi-row arms without the softplus threshold
+    const float threshold = SSM_DEVICE_MUTANT(p, kMutNoSoftplusThreshold) && p.R > 1 ? INFINITY : 20.0f;
+    for (int t = 0; t < p.R; ++t) {
+      const size_t i = (size_t(row_b) * p.R + t) * p.gate_heads + vh;
+      const float2 gb = p.mamba2 ? mamba2_gates(p.a[i], al, db, p.dt_min, p.dt_max, threshold)
+                                 : gdn_gates(p.a[i], p.b[i], al, db, threshold);
+      p.gb[2 * i] = gb.x;
+      p.gb[2 * i + 1] = gb.y;
+    }
+  }
+}
+
 template <int DC>
 __global__ void conv_kernel(ConvParams p) {
   constexpr int NW = DC > 0 ? DC : kMaxDConv;  // window registers
   __shared__ float red[32];
   allow_dependents();  // the row kernel may launch and prefetch H; it waits for this kernel's end
   const int row_b = blockIdx.y;
-  const int slot = p.slots[row_b];
+  const int chunk = blockIdx.x;
+  if (chunk == int(gridDim.x) - 1) {  // the gates block: beside the channels, not after a chunk's
+    wait_for_previous();  // the kernels before may still read gb (the scratch is shared by the layers)
+    gates(p, row_b);
+    return;
+  }
   const int conv_dim = p.conv_dim;
   const int D = DC > 0 ? DC : p.d_conv;
-  const int chunk = blockIdx.x;
   const bool is_qk = chunk < p.norm_heads;
   const int c = is_qk ? chunk * p.norm_width + int(threadIdx.x)
                       : p.norm_heads * p.norm_width + (chunk - p.norm_heads) * int(blockDim.x) + int(threadIdx.x);
@@ -65,12 +90,15 @@ __global__ void conv_kernel(ConvParams p) {
 
   float win[NW], w[NW];
   float bias = 0.0f;
-  float* live = p.conv + size_t(slot) * (p.conv_pitch / 4) + size_t(c) * D;
-  if (valid) {
-    load_window<DC>(live, D, win);
+  if (valid) {  // the weights first: nothing on the stream writes them
     load_window<DC>(p.conv_w + size_t(c) * D, D, w);
     if (p.conv_bias) bias = p.conv_bias[c];
   }
+  // then the windows and x, and the writes to the scratch, which the kernels before may still read
+  wait_for_previous();
+  const int slot = p.slots[row_b];
+  float* live = p.conv + size_t(slot) * (p.conv_pitch / 4) + size_t(c) * D;
+  if (valid) load_window<DC>(live, D, win);
   for (int t = 0; t < p.R; ++t) {
     const size_t row = size_t(row_b) * p.R + t;
     float y = 0.0f;
@@ -98,23 +126,6 @@ __global__ void conv_kernel(ConvParams p) {
     if (valid) p.qkv[row * conv_dim + c] = y;
   }
   if (valid) store_window<DC>(live, D, win);
-  if (chunk == 0) {
-    for (int vh = threadIdx.x; vh < p.gate_heads; vh += blockDim.x) {
-      const float al = p.A_log[vh];
-      float db = p.dt_bias[vh];
-      if (SSM_DEVICE_MUTANT(p, kMutDtBiasBf16))  // mutant (bug class 10): FP32 read as BF16
-        db = __uint_as_float(__float_as_uint(db) & 0xffff0000u);
-      // mutant (bug class 5): the multi-row arms without the softplus threshold
-      const float threshold = SSM_DEVICE_MUTANT(p, kMutNoSoftplusThreshold) && p.R > 1 ? INFINITY : 20.0f;
-      for (int t = 0; t < p.R; ++t) {
-        const size_t i = (size_t(row_b) * p.R + t) * p.gate_heads + vh;
-        const float2 gb = p.mamba2 ? mamba2_gates(p.a[i], al, db, p.dt_min, p.dt_max, threshold)
-                                   : gdn_gates(p.a[i], p.b[i], al, db, threshold);
-        p.gb[2 * i] = gb.x;
-        p.gb[2 * i + 1] = gb.y;
-      }
-    }
-  }
 }
 }  // namespace
 
@@ -123,10 +134,9 @@ void launch_conv(const ConvParams& p, cudaStream_t stream) {
   const int cb = p.norm_heads > 0 ? (p.norm_width + 31) / 32 * 32 : 128;
   const int rest = p.conv_dim - p.norm_heads * p.norm_width;
   const int chunks = p.norm_heads + (rest + cb - 1) / cb;
-  const dim3 grid(unsigned(chunks), unsigned(p.B));
-  if (p.d_conv == 4) conv_kernel<4><<<grid, dim3(unsigned(cb)), 0, stream>>>(p);
-  else conv_kernel<0><<<grid, dim3(unsigned(cb)), 0, stream>>>(p);
-  SSM_CUDA_LAUNCHED("conv_kernel");
+  const dim3 grid(unsigned(chunks + 1), unsigned(p.B));  // + the gates block
+  if (p.d_conv == 4) launch_dependent("conv_kernel", &conv_kernel<4>, grid, dim3(unsigned(cb)), 0, stream, p);
+  else launch_dependent("conv_kernel", &conv_kernel<0>, grid, dim3(unsigned(cb)), 0, stream, p);
 }
 
 }  // namespace ssm::cuda

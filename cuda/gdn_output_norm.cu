@@ -15,17 +15,19 @@ namespace ssm::cuda {
 namespace {
 __global__ void gdn_output_norm_kernel(NormParams p) {
   __shared__ float red[32];
-  wait_for_previous();  // o from the row kernel (launched as its programmatic dependent)
   const int vh = blockIdx.x, j = threadIdx.x;
   const size_t base = size_t(blockIdx.y) * p.nv * p.vd + size_t(vh) * p.vd;
+  // the gate input and the weight first: no kernel writes them (z is staged before the op's kernels)
+  const float z = j < p.vd ? p.z[base + j] : 0.0f;
+  const float w = j < p.vd ? p.norm_w[j] : 0.0f;
+  wait_for_previous();  // o from the row kernel (launched as its programmatic dependent)
   const float o = j < p.vd ? p.o[base + j] : 0.0f;
   float ss[1] = {__fmul_rn(o, o)};
   block_sum<1>(ss, red);
   if (j >= p.vd) return;
   const float rn = __fdiv_rn(1.0f, sqrtf(__fadd_rn(__fdiv_rn(ss[0], float(p.vd)), p.eps)));
-  const float z = p.z[base + j];
   const float gate = p.sigmoid_gate ? sigmoid_f(z) : __fmul_rn(z, sigmoid_f(z));
-  p.out[base + j] = __fmul_rn(__fmul_rn(__fmul_rn(o, rn), p.norm_w[j]), gate);
+  p.out[base + j] = __fmul_rn(__fmul_rn(__fmul_rn(o, rn), w), gate);
 }
 }  // namespace
 
