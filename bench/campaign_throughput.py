@@ -2,13 +2,14 @@
 """Campaign throughput: ops per second of a fixed set of `ssmcheck fuzz` campaigns (a benchmark,
 never a test; docs/fuzzing.md "Speed").
 
-    bench/campaign_throughput.py [--backend reference|cuda] [--reps 3] BIN [BASELINE_BIN]
+    bench/campaign_throughput.py [--backend reference|cuda] [--reps 3] [--jobs N] BIN [BASELINE_BIN]
 
 Runs each campaign --reps times with BIN (and, alternating, BASELINE_BIN), prints one markdown row
 per campaign with the median ops/s and, from BIN's last run, the summary's `time:` split. With a
 baseline it also checks that both binaries printed the same summary (cases, ops, accept
 positions, refusals, coverage, verdict; times left out): a speed-up must not change a campaign.
-Exit status 1 when they differ or a campaign fails.
+Exit status 1 when they differ or a campaign fails. --jobs N runs BIN's campaigns in N processes
+(`fuzz --jobs`), the baseline's in one: `--jobs 8 BIN BIN` measures the processes against one.
 """
 import argparse
 import re
@@ -29,10 +30,10 @@ CAMPAIGNS = [
 OPS_RATE = re.compile(r" in [0-9.]+ s \(([0-9]+) ops/s\)")
 
 
-def run(binary, backend, args):
+def run(binary, backend, args, jobs=1):
     """One campaign: (ops/s, the summary without its timing, the time: line)."""
     with tempfile.TemporaryDirectory() as out:
-        p = subprocess.run([binary, "fuzz", "--backend", backend, "--out", out] + args,
+        p = subprocess.run([binary, "fuzz", "--backend", backend, "--out", out, "--jobs", str(jobs)] + args,
                            capture_output=True, text=True)
     text = p.stdout + p.stderr
     if p.returncode != 0:
@@ -52,8 +53,11 @@ def main():
     ap.add_argument("baseline", nargs="?")
     ap.add_argument("--backend", default="reference")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=1)
     a = ap.parse_args()
-    binaries = [a.binary] + ([a.baseline] if a.baseline else [])
+    binaries = ["bin"] + (["baseline"] if a.baseline else [])
+    path = {"bin": a.binary, "baseline": a.baseline}
+    jobs = {"bin": a.jobs, "baseline": 1}
     header = "| campaign (" + a.backend + ") |" + (" baseline ops/s |" if a.baseline else "") + " ops/s | time |"
     print(header)
     print("|---|" + ("---|" if a.baseline else "") + "---|---|")
@@ -63,17 +67,17 @@ def main():
         summaries, timing = {}, ""
         for _ in range(a.reps):
             for b in reversed(binaries):  # alternate, the baseline first
-                rate, summary, t = run(b, a.backend, args)
+                rate, summary, t = run(path[b], a.backend, args, jobs[b])
                 rates[b].append(rate)
                 summaries[b] = summary
-                if b == a.binary:
+                if b == "bin":
                     timing = t
         cells = [f"{statistics.median(rates[b]):.0f}" for b in reversed(binaries)]
         print(f"| {name} | " + " | ".join(cells) + f" | {timing.removeprefix('time: ')} |")
-        if a.baseline and summaries[a.baseline] != summaries[a.binary]:
+        if a.baseline and summaries["baseline"] != summaries["bin"]:
             same = False
-            print(f"  DIFFERENT SUMMARIES for {name}:\n--- baseline\n{summaries[a.baseline]}\n--- {a.binary}\n"
-                  f"{summaries[a.binary]}", file=sys.stderr)
+            print(f"  DIFFERENT SUMMARIES for {name}:\n--- baseline\n{summaries['baseline']}\n--- {a.binary}\n"
+                  f"{summaries['bin']}", file=sys.stderr)
     if a.baseline:
         print("summaries identical" if same else "summaries DIFFER", file=sys.stderr)
     return 0 if same else 1

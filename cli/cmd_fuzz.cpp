@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
+#include <memory>
 #include <tuple>
 #include <optional>
 
@@ -13,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
 #include "cli/device_option.h"
+#include "cli/fuzz_jobs.h"
 #include "cli/html_option.h"
 #include "cli/output_path.h"
 #include "cli/shard_option.h"
@@ -56,6 +59,8 @@ struct FuzzFlags {
   bool no_shrink = false;
   bool pause_async = false;
   bool require_coverage = false;
+  int jobs = 1;              // processes on this machine (cli/fuzz_jobs.h)
+  std::string case_records;  // hidden: where a process of --jobs writes its records
   ToleranceOptions tol;
   HtmlOption html;
 };
@@ -133,17 +138,26 @@ int run_fuzz(const FuzzFlags& f) {
     fmt::print(stderr, tty ? "\r\033[Kssmcheck fuzz: {}" : "ssmcheck fuzz: {}\n", line);
     std::fflush(stderr);
   };
-  fmt::print("ssmcheck fuzz: seed {}, {}{} cases{} of up to {} ops, {} vs {}{}\n", f.seed,
+  if (f.jobs > 1 && f.duration > 0)
+    throw std::invalid_argument("--jobs runs a campaign of fixed cases; --duration (exploratory) runs in one process");
+  fmt::print("ssmcheck fuzz: seed {}, {}{} cases{} of up to {} ops, {} vs {}{}{}\n", f.seed,
              f.duration > 0 ? "at most " : "", f.cases,
              o.shards > 1 ? fmt::format(" (shard {}/{}: those with i % {} == {})", o.shard, o.shards, o.shards, o.shard) : "",
              f.max_ops, be.model_name, be.under_test()->name(),
              f.duration > 0 ? fmt::format(", for {} s (exploratory: the cases that run depend on the machine)",
                                           f.duration)
-                            : "");
+                            : "",
+             f.jobs > 1 ? fmt::format(", in {} processes", f.jobs) : "");
   const std::string suite = "campaign." + be.name, name = fmt::format("seed {}", f.seed);
   std::optional<CrashVerdict> crash;
   arm_one_case(crash, f.verdict, "ssmcheck fuzz", f.seed, suite, name);
-  const fuzz::CampaignResult r = fuzz::run_campaign(o, be.model, be.under_test);
+  if (!f.case_records.empty()) {
+    auto out = std::make_shared<std::ofstream>(f.case_records);
+    if (!*out) throw std::invalid_argument("--case-records " + f.case_records + ": cannot be written");
+    o.on_case = [out](const fuzz::CaseRecord& r) { *out << fuzz::to_json_line(r) << '\n' << std::flush; };
+  }
+  const fuzz::CampaignResult r = f.jobs > 1 ? run_campaign_in_processes(o, f.jobs, own_command_line(), be)
+                                            : fuzz::run_campaign(o, be.model, be.under_test);
   if (tty) fmt::print(stderr, "\n");
   fmt::print("{}", r.summary());
   if (f.verdict.any()) {  // one test case: the campaign
@@ -247,6 +261,12 @@ void add_fuzz_command(CLI::App& app, int* rc) {
   cmd->add_option("--junit", f->verdict.junit, "write JUnit XML (one test case: the campaign; '-': stdout)");
   cmd->add_option("--json", f->verdict.json, "write the verdict as JSON (docs: README, 'Verdicts'; '-': stdout)");
   cmd->add_flag("--no-shrink", f->no_shrink, "report the first failure as found");
+  cmd->add_option("--jobs", f->jobs,
+                  "run the cases in N processes on this machine; the result is the one-process campaign's")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("--case-records", f->case_records, "(internal: --jobs) write a JSON line per case to FILE")
+      ->group("");
   cmd->add_flag("--pause-async", f->pause_async,
                 "hold the backend's async copies until their reader waits (exposes readers that skip the wait)");
   cmd->add_flag("--require-coverage", f->require_coverage,

@@ -4,10 +4,7 @@
 // the mutant build (`ssmcheck-mutants`, next to this binary: the same CLI with the mutant sites
 // compiled in) with SSMCHECK_MUTANT=<name>, so the shipped binary carries no mutant and a
 // mutant that crashes still yields a row of the table.
-#include <fcntl.h>
 #include <fmt/core.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,15 +15,13 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
+#include "cli/child_process.h"
 #include "cli/commands.h"
 #include "cli/device_option.h"
 #include "cli/output_path.h"
 #include "cli/backend_registry.h"
 #include "fuzz/mutant_catalogue.h"
-
-extern char** environ;
 
 #ifndef SSMCHECK_FIXTURES_DIR
 #define SSMCHECK_FIXTURES_DIR "fixtures"
@@ -54,46 +49,13 @@ struct Row {
   std::string note;
 };
 
-fs::path self_dir() {
-  std::error_code ec;
-  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::current_path() : p.parent_path();
-}
+fs::path self_dir() { return self_executable().parent_path(); }
 
 // Runs argv with SSMCHECK_MUTANT=mutant, stdout and stderr to log; returns the wait status, or -1
 // when it ran past timeout_s (then it is killed).
 int run_child(const std::vector<std::string>& argv, const std::string& mutant, const std::string& log,
               double timeout_s) {
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "SSMCHECK_MUTANT=", 16) != 0) env_s.emplace_back(*e);
-  env_s.push_back("SSMCHECK_MUTANT=" + mutant);
-  std::vector<char*> env, args;
-  for (auto& s : env_s) env.push_back(s.data());
-  env.push_back(nullptr);
-  std::vector<std::string> argv_s = argv;
-  for (auto& s : argv_s) args.push_back(s.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid = 0;
-  const int err = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), env.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (err != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(err));
-  const auto start = std::chrono::steady_clock::now();
-  int status = 0;
-  for (;;) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
-    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  return wait_child(start_child(argv, environment_with("SSMCHECK_MUTANT", mutant), log), timeout_s);
 }
 
 // compute-sanitizer from CUDA's bin/ or PATH; empty when there is none.

@@ -353,6 +353,12 @@ std::string CampaignResult::summary() const {
   return s;
 }
 
+void check_campaign_coverage(const CampaignOptions& o, CampaignResult& result) {
+  if (o.require_coverage && !result.failed && !result.gave_up && result.cases > 0 && !o.preset && !o.config_path &&
+      !o.h_mode)
+    result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async, o.kinds, o.ple));
+}
+
 CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut) {
   load_rapidcheck_quietly();
   keep_freed_memory();  // every op copies state: keep freed blocks (also for programs other than the CLI)
@@ -430,6 +436,19 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     rc::detail::FailureResult failure;
     rc::detail::GaveUpResult gave_up;
     rc::detail::Error error;
+    if (o.on_case) {
+      CaseRecord rec;
+      rec.index = c;
+      rec.status = r.match(failure) ? CaseRecord::Status::fail
+                   : r.match(gave_up) || r.match(error) ? CaseRecord::Status::gave_up
+                                                        : CaseRecord::Status::pass;
+      rec.ops = ctx.ops;
+      rec.coverage = ctx.coverage;
+      rec.times = ctx.times;
+      rec.model_name = ctx.model_name;
+      rec.sut_name = ctx.sut_name;
+      o.on_case(rec);
+    }
     if (r.match(failure)) {
       result.failed = true;
       result.failed_case = c;
@@ -472,9 +491,7 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     if (result.failed || result.gave_up) break;
   }
   result.seconds = elapsed();
-  if (o.require_coverage && !result.failed && !result.gave_up && result.cases > 0 && !o.preset && !o.config_path &&
-      !o.h_mode)
-    result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async, o.kinds, o.ple));
+  check_campaign_coverage(o, result);
   if (result.failed && !o.out_dir.empty()) {
     // replay the minimal case once more to write both sides' states at the failing op
     std::filesystem::create_directories(o.out_dir);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "fuzz/case_record.h"
 #include "fuzz/lockstep.h"
 
 namespace ssm::fuzz {
@@ -52,6 +53,9 @@ struct CampaignOptions {
   // Coverage::required() fails its coverage check (the gate's campaigns do this).
   bool require_coverage = false;
   std::function<void(const std::string&)> progress;  // one-line progress updates
+  // Called after each case with what it contributed (`fuzz --case-records`: the processes of
+  // `fuzz --jobs` write these, fuzz/campaign_merge.h merges them).
+  std::function<void(const CaseRecord&)> on_case;
 };
 
 struct CampaignResult {
@@ -85,6 +89,10 @@ struct CampaignResult {
 
 CampaignResult run_campaign(const CampaignOptions& options, const BackendFactory& model,
                             const BackendFactory& sut);
+
+// The end of a campaign that ran: with require_coverage and drawn configurations, what the
+// passing campaign never reached (run_campaign and the merge of `fuzz --jobs` both end so).
+void check_campaign_coverage(const CampaignOptions& options, CampaignResult& result);
 
 // Replays one op script in lockstep; stops at the first divergence.
 struct ReplayResult {

@@ -13,6 +13,7 @@
 #include "fuzz/campaign.h"
 #include "fuzz/mutant_catalogue.h"
 #include "reference/reference_backend.h"
+#include "tests/support/campaign_jobs.h"
 #include "tests/support/cpu_campaign.h"
 
 namespace ssm::test {
@@ -87,6 +88,26 @@ TEST(PropertyMutantContract, SharedContractSlipIsNamedByTheLegalityModel) {
   ASSERT_TRUE(r.failed);
   EXPECT_NE(r.report.find("independent legality model"), std::string::npos) << r.report;
   EXPECT_NE(r.report.find("verify"), std::string::npos) << r.script;
+}
+
+// fuzz --jobs N with a mutant: the merged campaign fails at the same case, shrinks to the same
+// script and reports the same differences as the campaign in one process (the first failing case
+// is run once more, with shrinking, after the shards stopped at theirs).
+TEST(PropertyMutantCatalogue, JobsFindTheOneProcessFailure) {
+  fuzz::CampaignOptions o = bitwise_campaign(3, 200, 30);
+  for (const char* m : {"alt_commit_off_by_one", "alt_batch_inputs_shifted"}) {
+    mutant::select(m);
+    const fuzz::CampaignResult whole = fuzz::run_campaign(o, reference(), fuzz::alt::make_alt_backend);
+    const fuzz::CampaignResult merged = run_as_jobs(o, 4, reference(), fuzz::alt::make_alt_backend);
+    mutant::select("");
+    ASSERT_TRUE(whole.failed) << m;
+    EXPECT_TRUE(merged.failed) << m;
+    EXPECT_EQ(merged.failed_case, whole.failed_case) << m;
+    EXPECT_EQ(merged.script, whole.script) << m;
+    EXPECT_EQ(merged.case_flags, whole.case_flags) << m;
+    EXPECT_EQ(merged.case_ops, whole.case_ops) << m;
+    EXPECT_EQ(summary_without_times(merged), summary_without_times(whole)) << m;
+  }
 }
 
 }  // namespace ssm::test

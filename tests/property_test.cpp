@@ -7,6 +7,7 @@
 #include "fuzz/campaign.h"
 #include "fixtures/case_config.h"
 #include "reference/reference_backend.h"
+#include "tests/support/campaign_jobs.h"
 #include "tests/support/cpu_campaign.h"
 
 namespace ssm::test {
@@ -124,6 +125,81 @@ TEST(PropertyCpu, ShardsPartitionTheCampaignExactly) {
   EXPECT_EQ(ops, whole.ops);
   o.shard = 3;
   EXPECT_THROW(fuzz::run_campaign(o, reference(), alternate()), std::invalid_argument);
+}
+
+// fuzz --jobs N: the records of N shard processes (run here in turn) merge into the campaign run in
+// one process: the same cases, ops per case, coverage and summary. A shard runs without
+// shrinking; an unsharded shard 1/2 of the whole splits again.
+TEST(PropertyCpu, JobRecordsMergeIntoTheOneProcessCampaign) {
+  fuzz::CampaignOptions o = short_campaign(13, 14);
+  for (int shards : {1, 2}) {
+    o.shards = shards;
+    o.shard = shards - 1;
+    const fuzz::CampaignResult whole = fuzz::run_campaign(o, reference(), alternate());
+    ASSERT_FALSE(whole.failed) << whole.summary();
+    for (int jobs : {1, 3, 5}) {
+      const fuzz::CampaignResult merged = run_as_jobs(o, jobs, reference(), alternate());
+      EXPECT_EQ(merged.cases, whole.cases) << jobs << " jobs";
+      EXPECT_EQ(merged.ops, whole.ops) << jobs << " jobs";
+      EXPECT_EQ(merged.case_ops, whole.case_ops) << jobs << " jobs";
+      EXPECT_EQ(merged.coverage.axes, whole.coverage.axes) << jobs << " jobs";
+      EXPECT_EQ(merged.coverage.total, whole.coverage.total) << jobs << " jobs";
+      EXPECT_EQ(summary_without_times(merged), summary_without_times(whole)) << jobs << " jobs";
+    }
+  }
+}
+
+// A case record survives its JSON line; a damaged line is refused naming where it was.
+TEST(PropertyCpu, CaseRecordsRoundTripAndBadLinesAreNamed) {
+  fuzz::CampaignOptions o = short_campaign(14, 3);
+  std::vector<fuzz::CaseRecord> records;
+  o.on_case = [&records](const fuzz::CaseRecord& r) { records.push_back(r); };
+  fuzz::run_campaign(o, reference(), alternate());
+  ASSERT_EQ(records.size(), 3u);
+  for (const fuzz::CaseRecord& r : records) {
+    const fuzz::CaseRecord back = fuzz::case_record_from_json_line(fuzz::to_json_line(r), "here");
+    EXPECT_EQ(back.index, r.index);
+    EXPECT_EQ(back.ops, r.ops);
+    EXPECT_EQ(back.coverage.ops, r.coverage.ops);
+    EXPECT_EQ(back.coverage.axes, r.coverage.axes);
+    EXPECT_EQ(back.times.compared, r.times.compared);
+    EXPECT_EQ(fuzz::to_json_line(back), fuzz::to_json_line(r));
+  }
+  for (const std::string& bad : {std::string("{"), std::string("{\"case\": 1}"),
+                                fuzz::to_json_line(records[0]).replace(fuzz::to_json_line(records[0]).find("pass"), 4,
+                                                                       "okay")}) {
+    try {
+      fuzz::case_record_from_json_line(bad, "f.jsonl:7");
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("f.jsonl:7"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The merge checks what it is given: a case with no record or two, and a case that failed in its
+// process but passes when run again (a nondeterministic side), are errors, never a verdict.
+TEST(PropertyCpu, MergeRefusesMissingRecordsAndUnrepeatableFailures) {
+  fuzz::CampaignOptions o = short_campaign(15, 4);
+  std::vector<fuzz::CaseRecord> records;
+  fuzz::CampaignOptions rec = o;
+  rec.on_case = [&records](const fuzz::CaseRecord& r) { records.push_back(r); };
+  fuzz::run_campaign(rec, reference(), alternate());
+  ASSERT_EQ(records.size(), 4u);
+  std::vector<fuzz::CaseRecord> missing = records;
+  missing.erase(missing.begin() + 2);
+  EXPECT_THROW(fuzz::merge_case_records(o, missing, reference(), alternate()), std::logic_error);
+  std::vector<fuzz::CaseRecord> twice = records;
+  twice.push_back(records[1]);
+  EXPECT_THROW(fuzz::merge_case_records(o, twice, reference(), alternate()), std::logic_error);
+  std::vector<fuzz::CaseRecord> claimed = records;
+  claimed[1].status = fuzz::CaseRecord::Status::fail;
+  try {
+    fuzz::merge_case_records(o, claimed, reference(), alternate());
+    ADD_FAILURE() << "a failure that does not repeat was merged";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("not deterministic"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace ssm::test

@@ -526,4 +526,40 @@ TEST(Gate, FailsWhenAFaultyTraceIsNotPinpointed) {
 }
 
 }  // namespace
+// fuzz --jobs N: the campaign in N processes prints the one-process campaign's summary (its cases,
+// ops, coverage and verdict; only the timing differs) and the same JSON verdict; --jobs with the
+// exploratory --duration is bad input.
+TEST(Fuzz, JobsPrintTheOneProcessCampaign) {
+  TempDir dir;
+  const std::string fuzz = std::string(SSMCHECK_BIN) + " fuzz --cases 12 --seed 4 --max-ops 20";
+  // stdout without the banner, the time: line and the rate
+  auto verdict = [](const std::string& out) {
+    std::string v;
+    for (size_t a = 0, b; a < out.size(); a = b + 1) {
+      b = out.find('\n', a);
+      if (b == std::string::npos) b = out.size();
+      std::string line = out.substr(a, b - a);
+      if (line.rfind("ssmcheck fuzz: ", 0) == 0 || line.rfind("  time: ", 0) == 0) continue;
+      const size_t in = line.find(" ops in ");
+      if (in != std::string::npos) line.erase(in + 4, line.find("): ", in) + 1 - (in + 4));
+      v += line + "\n";
+    }
+    return v;
+  };
+  const Shell one = sh("( " + fuzz + " --out " + q(dir.file("one")) + " 2>/dev/null )");
+  const Shell three = sh("( " + fuzz + " --jobs 3 --out " + q(dir.file("three")) + " --json " + q(dir.file("v.json")) +
+                         " 2>/dev/null )");
+  EXPECT_EQ(one.code, 0) << one.out;
+  EXPECT_EQ(three.code, 0) << three.out;
+  EXPECT_NE(one.out.find("12 cases (case 0..11 of seed 4)"), std::string::npos) << one.out;
+  EXPECT_EQ(verdict(three.out), verdict(one.out));
+  EXPECT_NE(three.out.find(", in 3 processes"), std::string::npos) << three.out;
+  std::ifstream v(dir.file("v.json"));
+  const nlohmann::json j = nlohmann::json::parse(v);
+  EXPECT_EQ(j.at("cases").at(0).at("status"), "pass");
+  const Shell timed = sh(fuzz + " --jobs 2 --duration 5 --out " + q(dir.file("t")));
+  EXPECT_EQ(timed.code, 2) << timed.out;
+  EXPECT_NE(timed.out.find("--jobs"), std::string::npos) << timed.out;
+}
+
 }  // namespace ssm::test

@@ -1,0 +1,31 @@
+// Child processes of the CLI: `mutants` runs the mutant build once per mutant, `fuzz --jobs` runs
+// its shards. Started with posix_spawn (no fork of a process that may hold a CUDA context), stdout
+// and stderr to a log file.
+#pragma once
+#include <sys/types.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ssm::cli {
+
+// This executable (/proc/self/exe).
+std::filesystem::path self_executable();
+
+// This process's environment, and the same with NAME=value set (replacing NAME's entry; value ""
+// keeps NAME out).
+std::vector<std::string> current_environment();
+std::vector<std::string> environment_with(const std::string& name, const std::string& value);
+
+// Starts argv[0] (a path) with `env`, stdout and stderr to `log`; throws std::runtime_error
+// naming the program when it cannot start.
+pid_t start_child(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log);
+
+// Waits for a child: its wait status, or -1 when it ran past timeout_s (it is then killed).
+int wait_child(pid_t pid, double timeout_s);
+
+// "exited 3", "killed by signal 9 (Killed)": a wait status in words.
+std::string describe_wait_status(int status);
+
+}  // namespace ssm::cli

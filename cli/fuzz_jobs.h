@@ -1,0 +1,26 @@
+// `fuzz --jobs N`: one campaign in N processes of this executable on this machine, merged into
+// the result (and so the summary, verdicts and report) of the campaign run in one process.
+// Process j runs shard j of N of the campaign's cases (within --shard I/M: shard I + j*M of N*M),
+// without shrinking, writing a record per case (`--case-records`); fuzz/campaign_merge.h merges
+// the records and runs the first failing case once more, here, with shrinking and dumps.
+// RapidCheck keeps its generation state in process-wide statics, so cases cannot run on threads
+// of one process; processes also keep each its own CUDA context.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "fuzz/backend_entry.h"
+#include "fuzz/campaign.h"
+
+namespace ssm::cli {
+
+// `args`: this command line (argv, program first); the flags that name outputs, the partition,
+// the device and shrinking are replaced in the processes' copies. Throws std::runtime_error when a
+// process fails otherwise than by a failing case (its log is kept and named).
+fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, int jobs,
+                                               const std::vector<std::string>& args, const fuzz::BackendEntry& be);
+
+// This process's command line (/proc/self/cmdline).
+std::vector<std::string> own_command_line();
+
+}  // namespace ssm::cli
