@@ -16,6 +16,7 @@
 //   256 threads (the K rows of vn add KMAX*VEC registers per thread), same register layout as
 //   the row kernel; dynamic shared memory KMAX*TY*TJ partials + K rows of q, k and the tile's v.
 //   Four barriers in all, against three per row in the exact arm (plus two per row on the rare redo).
+//   Launched as a programmatic dependent of the conv kernel, which it waits for first thing.
 // Counterpart: reference/verify.cpp (both arms share it).
 #include <mutex>
 #include <stdexcept>
@@ -23,6 +24,7 @@
 
 #include "cuda/check.h"
 #include "cuda/common.cuh"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/gdn_verify_wy.h"
 
 namespace ssm::cuda {
@@ -32,6 +34,8 @@ namespace {
 template <typename HT, int VEC, int KMAX>
 __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
   constexpr int RPT = 32 / VEC;
+  wait_for_previous();  // a programmatic dependent (cuda/dependent_launch.cuh): everything before is written
+  allow_dependents();   // the next kernel may launch; it waits for this one's end
   extern __shared__ float smem[];
   const int kd = p.kd, vd = p.vd, TX = p.tx_n, TY = p.ty_n, TJ = p.tj, K = p.R;
   const int tile_sz = TY * TJ;
@@ -257,8 +261,8 @@ void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
   std::call_once(once, [&] {
     SSM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
   });
-  k<<<dim3(unsigned(p.ntiles * p.nv), unsigned(p.B)), dim3(unsigned(threads)), smem, s>>>(p);
-  SSM_CUDA_LAUNCHED("gdn_verify_wy_kernel");
+  launch_dependent("gdn_verify_wy_kernel", k, dim3(unsigned(p.ntiles * p.nv), unsigned(p.B)), dim3(unsigned(threads)),
+                   smem, s, p);
 }
 
 template <typename HT, int KMAX>

@@ -4,10 +4,12 @@
 // Types: FP32. Shapes: y, z, out [rows][nh*hp]; norm_w [nh*hp].
 // Launch: grid (ng, rows), block 256 threads; thread i takes channels i, i+256, ... of the group
 //   in order, and mean(u^2) is a deterministic block sum of those partials, so every row's
-//   output is the same bits whatever launch produced y.
+//   output is the same bits whatever launch produced y. Launched as a programmatic dependent of
+//   the row kernel, which it waits for first thing.
 // Counterpart: reference/mamba2_output_norm.cpp.
 #include "cuda/check.h"
 #include "cuda/common.cuh"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/mamba2_output_norm.h"
 
 namespace ssm::cuda {
@@ -17,6 +19,8 @@ constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads) mamba2_output_norm_kernel(Mamba2NormParams p) {
   __shared__ float red[kThreads / 32];
+  wait_for_previous();  // a programmatic dependent (cuda/dependent_launch.cuh): everything before is written
+  allow_dependents();   // the next kernel may launch; it waits for this one's end
   const int G = p.d_inner / p.ng;
   const size_t base = size_t(blockIdx.y) * p.d_inner + size_t(blockIdx.x) * G;
   float ss[1] = {0.0f};
@@ -39,8 +43,8 @@ __global__ void __launch_bounds__(kThreads) mamba2_output_norm_kernel(Mamba2Norm
 
 void launch_mamba2_output_norm(const Mamba2NormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
-  mamba2_output_norm_kernel<<<dim3(unsigned(p.ng), unsigned(p.rows)), dim3(kThreads), 0, stream>>>(p);
-  SSM_CUDA_LAUNCHED("mamba2_output_norm_kernel");
+  launch_dependent("mamba2_output_norm_kernel", &mamba2_output_norm_kernel, dim3(unsigned(p.ng), unsigned(p.rows)),
+                   dim3(kThreads), 0, stream, p);
 }
 
 }  // namespace ssm::cuda

@@ -9,7 +9,8 @@
 // Launch: grid (ptiles * nh, B), block warps * 32 threads (mamba2_rows.h for the layout). Each
 //   warp owns whole rows p of H in registers: read once, carried through the R rows, stored once
 //   plus the intermediates. A row's y is the warp's butterfly sum (every lane gets the same
-//   bits). No shared memory, no barrier: the warps of a CTA never exchange anything.
+//   bits). No shared memory, no barrier: the warps of a CTA never exchange anything. Launched as
+//   a programmatic dependent of the conv kernel, which it waits for first thing.
 // Counterpart: reference/mamba2_step.cpp, reference/mamba2_ssm.cpp.
 #include <algorithm>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 
 #include "cuda/check.h"
 #include "cuda/common.cuh"
+#include "cuda/dependent_launch.cuh"
 #include "cuda/mamba2_rows.h"
 #include "cuda/mutant_bits.h"
 
@@ -50,6 +52,8 @@ namespace {
 template <typename HT, int VEC, int NC>
 __global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
   constexpr int RPW = kMamba2Vals / (VEC * NC) > 0 ? kMamba2Vals / (VEC * NC) : 1;
+  wait_for_previous();  // a programmatic dependent (cuda/dependent_launch.cuh): everything before is written
+  allow_dependents();   // the next kernel may launch; it waits for this one's end
   const int head = blockIdx.x / p.ptiles, tile = blockIdx.x % p.ptiles, b = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int hp = p.hp, ns = p.ns;
@@ -128,9 +132,8 @@ __global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
 
 template <typename HT, int VEC, int NC>
 void launch_t(const Mamba2RowsParams& p, cudaStream_t s) {
-  mamba2_rows_kernel<HT, VEC, NC>
-      <<<dim3(unsigned(p.ptiles * p.nh), unsigned(p.B)), dim3(unsigned(p.warps * 32)), 0, s>>>(p);
-  SSM_CUDA_LAUNCHED("mamba2_rows_kernel");
+  launch_dependent("mamba2_rows_kernel", &mamba2_rows_kernel<HT, VEC, NC>, dim3(unsigned(p.ptiles * p.nh), unsigned(p.B)),
+                   dim3(unsigned(p.warps * 32)), 0, s, p);
 }
 
 template <typename HT>
