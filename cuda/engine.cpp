@@ -734,7 +734,8 @@ size_t Engine::readback_bytes() const {
 
 // The pinned host side of readback_ only grows, and is kept across create_pool (campaigns create
 // a pool per case, and a pinned allocation costs more than the case's reads). A free would wait
-// for paused async copies, so create_pool (after synchronize) sizes it for the pool's largest read.
+// for paused async copies, so only create_pool (after synchronize) calls this, sizing it for the
+// pool's largest read.
 void Engine::grow_host_readback(size_t bytes) {
   if (bytes <= host_readback_bytes_) return;
   if (host_readback_) SSM_CUDA(cudaFreeHost(host_readback_));
@@ -754,7 +755,10 @@ void Engine::read_back(const std::vector<Readback>& reads) {
                              std::to_string(readback_.bytes()) + " sized for this pool");
     const size_t cap = std::max(total, readback_bytes());
     readback_ = DeviceBuffer(cap, "readback staging");
-    if (cap > host_readback_bytes_) grow_host_readback(cap);  // create_pool sized it: not reached
+    if (cap > host_readback_bytes_)  // create_pool sized it for the largest read; growing here would
+      // free pinned memory, which waits for paused async copies
+      throw std::logic_error("read back of " + std::to_string(cap) + " bytes beyond the " +
+                             std::to_string(host_readback_bytes_) + " pinned for this pool");
   }
   std::vector<CopyDesc> gather;
   size_t off = 0;
