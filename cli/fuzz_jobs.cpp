@@ -100,7 +100,13 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
     records.insert(records.end(), r.begin(), r.end());
   }
   if (!errors.empty()) throw std::runtime_error("fuzz --jobs: a process did not finish its cases:\n" + errors);
-  fuzz::CampaignResult result = fuzz::merge_case_records(o, std::move(records), be.model, be.under_test);
+  fuzz::CampaignResult result;
+  try {
+    result = fuzz::merge_case_records(o, std::move(records), be.model, be.under_test);
+  } catch (const std::exception& e) {  // the records and logs stay for a look
+    throw std::runtime_error(std::string("fuzz --jobs: ") + e.what() + " (the processes' records and logs: " +
+                             dir.string() + ")");
+  }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::error_code ec;
   fs::remove_all(dir, ec);
