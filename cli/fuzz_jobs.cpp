@@ -20,7 +20,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The flags a process's command line must not inherit (each takes a value but --no-shrink).
+// The flags a process's command line must not inherit (each takes a value but --no-shrink): those
+// naming outputs, the partition, the device (the parent narrowed CUDA_VISIBLE_DEVICES already) and
+// shrinking. A fuzz flag added later that writes a file belongs here too (docs/fuzzing.md,
+// "Processes").
 bool replaced_flag(const std::string& a, bool* takes_value) {
   for (const char* f : {"--jobs", "--json", "--junit", "--html", "--out", "--shard", "--device", "--case-records"}) {
     if (a == f) {
