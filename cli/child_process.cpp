@@ -54,12 +54,13 @@ pid_t start_child(const std::vector<std::string>& argv, const std::vector<std::s
   return pid;
 }
 
+bool child_ended(pid_t pid, int* status) { return waitpid(pid, status, WNOHANG) == pid; }
+
 int wait_child(pid_t pid, double timeout_s) {
   const auto start = std::chrono::steady_clock::now();
   int status = 0;
   for (;;) {
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return status;
+    if (child_ended(pid, &status)) return status;
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > timeout_s) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);

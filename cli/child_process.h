@@ -25,6 +25,9 @@ pid_t start_child(const std::vector<std::string>& argv, const std::vector<std::s
 // Waits for a child: its wait status, or -1 when it ran past timeout_s (it is then killed).
 int wait_child(pid_t pid, double timeout_s);
 
+// Without waiting: true and its wait status in *status when the child has ended.
+bool child_ended(pid_t pid, int* status);
+
 // "exited 3", "killed by signal 9 (Killed)": a wait status in words.
 std::string describe_wait_status(int status);
 

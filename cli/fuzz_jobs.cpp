@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <functional>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -48,6 +50,50 @@ std::string log_tail(const fs::path& log, size_t lines) {
   return s;
 }
 
+// Lines appended to a file since the last call (offset: bytes counted so far).
+int64_t new_lines(const fs::path& file, std::streamoff* offset) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return 0;
+  in.seekg(*offset);
+  int64_t n = 0;
+  char buf[4096];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) n += buf[i] == '\n';
+    *offset += in.gcount();
+  }
+  return n;
+}
+
+// Waits for every process; about once a second reports the cases recorded so far (the records'
+// lines). Returns the wait statuses, in process order.
+std::vector<int> wait_all(const std::vector<pid_t>& pids, const std::vector<fs::path>& records, int total,
+                          const std::function<void(const std::string&)>& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  std::vector<int> status(pids.size(), 0);
+  std::vector<bool> ended(pids.size(), false);
+  std::vector<std::streamoff> offset(pids.size(), 0);
+  int64_t recorded = 0, reported = -1;
+  double next_report = 1.0;
+  for (size_t running = pids.size(); running > 0;) {
+    for (size_t j = 0; j < pids.size(); ++j)
+      if (!ended[j] && child_ended(pids[j], &status[j])) {
+        ended[j] = true;
+        --running;
+      }
+    if (progress && (seconds() >= next_report || running == 0)) {
+      for (size_t j = 0; j < pids.size(); ++j) recorded += new_lines(records[j], &offset[j]);
+      if (recorded != reported)
+        progress(fmt::format("{}/{} cases in {} processes ({} running), {:.1f} s", recorded, total, pids.size(),
+                             running, seconds()));
+      reported = recorded;
+      next_report = seconds() + 1.0;
+    }
+    if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return status;
+}
+
 }  // namespace
 
 std::vector<std::string> own_command_line() {
@@ -77,19 +123,23 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
   }
   const std::vector<std::string> env = current_environment();
   std::vector<pid_t> pids;
+  std::vector<fs::path> record_files;
   for (int j = 0; j < jobs; ++j) {
     std::vector<std::string> a = base;
     const fs::path job = dir / fmt::format("job-{}", j);
+    record_files.push_back(job.string() + ".jsonl");
     for (const std::string& s : {std::string("--shard"), fmt::format("{}/{}", o.shard + j * o.shards, o.shards * jobs),
                                  std::string("--out"), job.string(), std::string("--no-shrink"),
-                                 std::string("--case-records"), job.string() + ".jsonl"})
+                                 std::string("--case-records"), record_files.back().string()})
       a.push_back(s);
     pids.push_back(start_child(a, env, job.string() + ".log"));
   }
+  const int total = o.cases > o.shard ? (o.cases - o.shard + o.shards - 1) / o.shards : 0;
+  const std::vector<int> statuses = wait_all(pids, record_files, total, o.progress);
   std::vector<fuzz::CaseRecord> records;
   std::string errors;
   for (int j = 0; j < jobs; ++j) {
-    const int status = wait_child(pids[size_t(j)], 1e9);
+    const int status = statuses[size_t(j)];
     const fs::path job = dir / fmt::format("job-{}", j);
     const bool verdict = WIFEXITED(status) && (WEXITSTATUS(status) == kExitOk || WEXITSTATUS(status) == kExitDiffer ||
                                                WEXITSTATUS(status) == kExitNothingRan);
@@ -98,8 +148,7 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
                             describe_wait_status(status), job.string() + ".log", log_tail(job.string() + ".log", 8));
       continue;
     }
-    std::vector<fuzz::CaseRecord> r = fuzz::read_case_records(job.string() + ".jsonl");
-    if (o.progress) o.progress(fmt::format("job {}/{} done: {} cases", j + 1, jobs, r.size()));
+    std::vector<fuzz::CaseRecord> r = fuzz::read_case_records(record_files[size_t(j)].string());
     records.insert(records.end(), r.begin(), r.end());
   }
   if (!errors.empty()) throw std::runtime_error("fuzz --jobs: a process did not finish its cases:\n" + errors);
