@@ -1,16 +1,19 @@
 #include "cli/fuzz_jobs.h"
 
 #include <fmt/core.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
-#include <functional>
-#include <thread>
+#include <climits>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <functional>
+#include <iterator>
 #include <stdexcept>
+#include <thread>
 
 #include "cli/child_process.h"
 #include "cli/commands.h"
@@ -50,48 +53,75 @@ std::string log_tail(const fs::path& log, size_t lines) {
   return s;
 }
 
-// Lines appended to a file since the last call (offset: bytes counted so far).
-int64_t new_lines(const fs::path& file, std::streamoff* offset) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return 0;
-  in.seekg(*offset);
-  int64_t n = 0;
-  char buf[4096];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) n += buf[i] == '\n';
-    *offset += in.gcount();
+// One process of the run: its partition, its record file read as it grows, how it ended.
+struct Job {
+  pid_t pid = 0;
+  fs::path records, log;
+  int first = 0, step = 1;  // its cases: first, first + step, ... (in this order)
+  std::streamoff offset = 0;
+  std::string partial;  // a line not yet complete
+  std::vector<fuzz::CaseRecord> got;
+  bool ended = false, stopped = false;  // stopped: ended by the parent after the first failure
+  int status = 0;
+  // Reads the complete lines appended since the last call.
+  void read_new() {
+    std::ifstream in(records, std::ios::binary);
+    if (!in) return;
+    in.seekg(offset);
+    std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    offset += std::streamoff(chunk.size());
+    partial += chunk;
+    for (size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1))
+      if (nl > 0)
+        got.push_back(fuzz::case_record_from_json_line(partial.substr(0, nl),
+                                                       records.string() + ":" + std::to_string(got.size() + 1)));
   }
-  return n;
-}
+  // The next case it would run.
+  int next_case() const { return got.empty() ? first : got.back().index + step; }
+};
 
-// Waits for every process; about once a second reports the cases recorded so far (the records'
-// lines). Returns the wait statuses, in process order.
-std::vector<int> wait_all(const std::vector<pid_t>& pids, const std::vector<fs::path>& records, int total,
-                          const std::function<void(const std::string&)>& progress) {
+// Waits for every process. About once a second it reports the cases recorded so far, and once a
+// case failed it stops the processes that have recorded every case of theirs below it (the merge
+// ends at the first failing case, so their later cases would not count). A process that stops
+// itself at its own failure ends normally.
+void wait_all(std::vector<Job>& jobs, int total, const std::function<void(const std::string&)>& progress) {
   const auto start = std::chrono::steady_clock::now();
   auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  std::vector<int> status(pids.size(), 0);
-  std::vector<bool> ended(pids.size(), false);
-  std::vector<std::streamoff> offset(pids.size(), 0);
-  int64_t recorded = 0, reported = -1;
-  double next_report = 1.0;
-  for (size_t running = pids.size(); running > 0;) {
-    for (size_t j = 0; j < pids.size(); ++j)
-      if (!ended[j] && child_ended(pids[j], &status[j])) {
-        ended[j] = true;
+  int64_t reported = -1;
+  double next_read = 0.2, next_report = 1.0;
+  for (size_t running = jobs.size(); running > 0;) {
+    for (Job& j : jobs)
+      if (!j.ended && child_ended(j.pid, &j.status)) {
+        j.ended = true;
         --running;
       }
-    if (progress && (seconds() >= next_report || running == 0)) {
-      for (size_t j = 0; j < pids.size(); ++j) recorded += new_lines(records[j], &offset[j]);
-      if (recorded != reported)
-        progress(fmt::format("{}/{} cases in {} processes ({} running), {:.1f} s", recorded, total, pids.size(),
-                             running, seconds()));
-      reported = recorded;
-      next_report = seconds() + 1.0;
+    if (seconds() >= next_read || running == 0) {
+      int first_failing = INT_MAX;
+      int64_t recorded = 0;
+      for (Job& j : jobs) {
+        j.read_new();
+        recorded += int64_t(j.got.size());
+        for (const fuzz::CaseRecord& r : j.got)
+          if (r.status != fuzz::CaseRecord::Status::pass) first_failing = std::min(first_failing, r.index);
+      }
+      for (Job& j : jobs)
+        if (!j.ended && first_failing != INT_MAX && j.next_case() > first_failing) {
+          kill(j.pid, SIGKILL);
+          waitpid(j.pid, &j.status, 0);
+          j.ended = j.stopped = true;
+          --running;
+        }
+      if (progress && (seconds() >= next_report || running == 0) && recorded != reported) {
+        progress(fmt::format("{}/{} cases in {} processes ({} running){}, {:.1f} s", recorded, total, jobs.size(),
+                             running, first_failing != INT_MAX ? fmt::format(", case {} failed", first_failing) : "",
+                             seconds()));
+        reported = recorded;
+        next_report = seconds() + 1.0;
+      }
+      next_read = seconds() + 0.2;
     }
     if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return status;
 }
 
 }  // namespace
@@ -122,34 +152,37 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
     base.push_back(args[i]);
   }
   const std::vector<std::string> env = current_environment();
-  std::vector<pid_t> pids;
-  std::vector<fs::path> record_files;
+  std::vector<Job> procs(static_cast<size_t>(jobs));
   for (int j = 0; j < jobs; ++j) {
-    std::vector<std::string> a = base;
+    Job& p = procs[size_t(j)];
     const fs::path job = dir / fmt::format("job-{}", j);
-    record_files.push_back(job.string() + ".jsonl");
-    for (const std::string& s : {std::string("--shard"), fmt::format("{}/{}", o.shard + j * o.shards, o.shards * jobs),
-                                 std::string("--out"), job.string(), std::string("--no-shrink"),
-                                 std::string("--case-records"), record_files.back().string()})
+    p.records = job.string() + ".jsonl";
+    p.log = job.string() + ".log";
+    p.first = o.shard + j * o.shards;
+    p.step = o.shards * jobs;
+    std::vector<std::string> a = base;
+    for (const std::string& s : {std::string("--shard"), fmt::format("{}/{}", p.first, p.step), std::string("--out"),
+                                 job.string(), std::string("--no-shrink"), std::string("--case-records"),
+                                 p.records.string()})
       a.push_back(s);
-    pids.push_back(start_child(a, env, job.string() + ".log"));
+    p.pid = start_child(a, env, p.log.string());
   }
   const int total = o.cases > o.shard ? (o.cases - o.shard + o.shards - 1) / o.shards : 0;
-  const std::vector<int> statuses = wait_all(pids, record_files, total, o.progress);
+  wait_all(procs, total, o.progress);
   std::vector<fuzz::CaseRecord> records;
   std::string errors;
-  for (int j = 0; j < jobs; ++j) {
-    const int status = statuses[size_t(j)];
-    const fs::path job = dir / fmt::format("job-{}", j);
-    const bool verdict = WIFEXITED(status) && (WEXITSTATUS(status) == kExitOk || WEXITSTATUS(status) == kExitDiffer ||
-                                               WEXITSTATUS(status) == kExitNothingRan);
-    if (!verdict) {
-      errors += fmt::format("job {} (shard {}/{}) {}; its log {}:\n{}", j, o.shard + j * o.shards, o.shards * jobs,
-                            describe_wait_status(status), job.string() + ".log", log_tail(job.string() + ".log", 8));
+  for (size_t j = 0; j < procs.size(); ++j) {
+    const Job& p = procs[j];
+    const bool verdict = p.stopped || (WIFEXITED(p.status) && (WEXITSTATUS(p.status) == kExitOk ||
+                                                               WEXITSTATUS(p.status) == kExitDiffer ||
+                                                               WEXITSTATUS(p.status) == kExitNothingRan));
+    if (!verdict || (!p.stopped && !p.partial.empty())) {
+      errors += fmt::format("job {} (shard {}/{}) {}; its log {}:\n{}", j, p.first, p.step,
+                            verdict ? "left an unfinished record" : describe_wait_status(p.status), p.log.string(),
+                            log_tail(p.log, 8));
       continue;
     }
-    std::vector<fuzz::CaseRecord> r = fuzz::read_case_records(record_files[size_t(j)].string());
-    records.insert(records.end(), r.begin(), r.end());
+    records.insert(records.end(), p.got.begin(), p.got.end());
   }
   if (!errors.empty()) throw std::runtime_error("fuzz --jobs: a process did not finish its cases:\n" + errors);
   fuzz::CampaignResult result;

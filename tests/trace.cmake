@@ -6,8 +6,9 @@ ssmcheck_test(trace_test LABEL cpu TIMEOUT 900
   LIBS ssmcheck_replay ssmcheck_compare ssmcheck_formats ssmcheck_reference ssmcheck_fixtures)
 target_compile_definitions(trace_test PRIVATE
   SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
+  SSMCHECK_MUTANTS_BIN="$<TARGET_FILE:ssmcheck-mutants>"
   SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-add_dependencies(trace_test ssmcheck)
+add_dependencies(trace_test ssmcheck ssmcheck-mutants)
 
 # The C ABI from C: trace_capture_c records three traces (a good one, one with a wrong state, an
 # abandoned capture) and checks error codes; ssmcheck must replay them with exit 0, 1 and 0. Then
