@@ -78,6 +78,20 @@ struct Job {
   }
   // The next case it would run.
   int next_case() const { return got.empty() ? first : got.back().index + step; }
+  void stop() {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    ended = stopped = true;
+  }
+};
+
+// Stops the processes still running when the parent leaves early (an exception: a bad record).
+struct StopOnLeave {
+  std::vector<Job>& jobs;
+  ~StopOnLeave() {
+    for (Job& j : jobs)
+      if (!j.ended && j.pid > 0) j.stop();
+  }
 };
 
 // Waits for every process. About once a second it reports the cases recorded so far, and once a
@@ -106,9 +120,7 @@ void wait_all(std::vector<Job>& jobs, int total, const std::function<void(const 
       }
       for (Job& j : jobs)
         if (!j.ended && first_failing != INT_MAX && j.next_case() > first_failing) {
-          kill(j.pid, SIGKILL);
-          waitpid(j.pid, &j.status, 0);
-          j.ended = j.stopped = true;
+          j.stop();
           --running;
         }
       if (progress && (seconds() >= next_report || running == 0) && recorded != reported) {
@@ -153,6 +165,7 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
   }
   const std::vector<std::string> env = current_environment();
   std::vector<Job> procs(static_cast<size_t>(jobs));
+  const StopOnLeave stop_on_leave{procs};
   for (int j = 0; j < jobs; ++j) {
     Job& p = procs[size_t(j)];
     const fs::path job = dir / fmt::format("job-{}", j);
@@ -168,7 +181,12 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
     p.pid = start_child(a, env, p.log.string());
   }
   const int total = o.cases > o.shard ? (o.cases - o.shard + o.shards - 1) / o.shards : 0;
-  wait_all(procs, total, o.progress);
+  try {
+    wait_all(procs, total, o.progress);
+  } catch (const std::exception& e) {  // the records and logs stay for a look; the processes stop
+    throw std::runtime_error(std::string("fuzz --jobs: ") + e.what() + " (the processes' records and logs: " +
+                             dir.string() + ")");
+  }
   std::vector<fuzz::CaseRecord> records;
   std::string errors;
   for (size_t j = 0; j < procs.size(); ++j) {
