@@ -44,10 +44,6 @@ Engine::~Engine() {
   if (main_done_) cudaEventDestroy(main_done_);
   if (main_) cudaStreamDestroy(main_);
   if (copy_) cudaStreamDestroy(copy_);
-  if (host_in_) cudaFreeHost(host_in_);
-  if (host_out_) cudaFreeHost(host_out_);
-  if (host_readback_) cudaFreeHost(host_readback_);
-  if (host_digests_) cudaFreeHost(host_digests_);
 }
 
 void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
@@ -77,16 +73,12 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   int64_t most = 0;
   for (const LayerSpec& l : model.spec.layers) most = std::max(most, l.h_elems());
   convert_ = DeviceBuffer(size_t(most) * 4, "convert scratch");
-  grow_host_readback(readback_bytes());
-  const size_t most_fields = export_fields_most();
-  digests_ = DeviceBuffer(most_fields * sizeof(unsigned long long), "state digests");
-  if (most_fields > host_digests_count_) {  // the pinned copy only grows: campaigns create many pools
-    if (host_digests_) SSM_CUDA(cudaFreeHost(host_digests_));
-    host_digests_ = nullptr;
-    host_digests_count_ = 0;
-    SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_digests_), most_fields * sizeof(unsigned long long)));
-    host_digests_count_ = most_fields;
-  }
+  // the pinned copies only grow, so a campaign's pool per case rarely allocates them; growing here,
+  // after synchronize, frees no memory a paused copy still waits on
+  host_readback_.grow(readback_bytes());
+  const size_t digest_bytes = export_fields_most() * sizeof(unsigned long long);
+  digests_ = DeviceBuffer(digest_bytes, "state digests");
+  host_digests_.grow(digest_bytes);
 }
 
 size_t Engine::h_bytes(int l, DType d) const {
@@ -125,18 +117,11 @@ void Engine::reserve(DeviceBuffer& buf, size_t bytes, const char* name) {
 }
 
 void Engine::reserve_host(size_t in_bytes, size_t out_bytes) {
-  if (in_bytes > host_in_bytes_) {
-    synchronize();  // cudaFreeHost synchronises the device: release paused copies first
-    if (host_in_) SSM_CUDA(cudaFreeHost(host_in_));
-    host_in_bytes_ = std::max(in_bytes, host_in_bytes_ * 2);
-    SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_in_), host_in_bytes_));
-  }
-  if (out_bytes > host_out_bytes_) {
-    synchronize();
-    if (host_out_) SSM_CUDA(cudaFreeHost(host_out_));
-    host_out_bytes_ = std::max(out_bytes, host_out_bytes_ * 2);
-    SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_out_), host_out_bytes_));
-  }
+  for (auto [buf, bytes] : {std::pair<PinnedBuffer*, size_t>{&host_in_, in_bytes}, {&host_out_, out_bytes}})
+    if (bytes > buf->bytes()) {
+      synchronize();  // cudaFreeHost synchronises the device: release paused copies first
+      buf->grow(std::max(bytes, buf->bytes() * 2));
+    }
 }
 
 // ---- async ordering -------------------------------------------------------------------------
@@ -199,8 +184,8 @@ void Engine::stage_inputs(const std::vector<int>& pool_slots, const std::vector<
   reserve(gb_, most_gb * 4, "gate scratch");
   reserve_host(off * 4, out_off * 4);
 
-  std::memcpy(host_in_, pool_slots.data(), size_t(B) * sizeof(int));
-  float* h = reinterpret_cast<float*>(host_in_);
+  std::memcpy(host_in_.get(), pool_slots.data(), size_t(B) * sizeof(int));
+  float* h = host_in_.as<float>();
   for (size_t l = 0; l < model_.spec.layers.size(); ++l) {
     const std::vector<InputField> fields = model_.spec.layers[l].inputs();
     for (int b = 0; b < B; ++b) {
@@ -212,7 +197,7 @@ void Engine::stage_inputs(const std::vector<int>& pool_slots, const std::vector<
       }
     }
   }
-  SSM_CUDA(cudaMemcpyAsync(io_.get(), host_in_, off * 4, cudaMemcpyHostToDevice, main_));
+  SSM_CUDA(cudaMemcpyAsync(io_.get(), host_in_.get(), off * 4, cudaMemcpyHostToDevice, main_));
   batch_ = B;
 }
 
@@ -227,9 +212,9 @@ std::vector<StepOutputs> Engine::download_outputs(int rows) {
   size_t total = 0;
   for (size_t l = 0; l < model_.spec.layers.size(); ++l)
     total = io_off_[l].ple_out + align4(size_t(batch_) * size_t(rows) * size_t(model_.spec.layers[l].ple.channels));
-  SSM_CUDA(cudaMemcpyAsync(host_out_, out_.get(), total * 4, cudaMemcpyDeviceToHost, main_));
+  SSM_CUDA(cudaMemcpyAsync(host_out_.get(), out_.get(), total * 4, cudaMemcpyDeviceToHost, main_));
   SSM_CUDA(cudaStreamSynchronize(main_));
-  const float* h = reinterpret_cast<const float*>(host_out_);
+  const float* h = host_out_.as<const float>();
   std::vector<StepOutputs> outs;
   outs.resize(size_t(batch_));
   for (int b = 0; b < batch_; ++b) {
@@ -732,19 +717,6 @@ size_t Engine::readback_bytes() const {
   return std::max(state, guards);
 }
 
-// The pinned host side of readback_ only grows, and is kept across create_pool (campaigns create
-// a pool per case, and a pinned allocation costs more than the case's reads). A free would wait
-// for paused async copies, so only create_pool (after synchronize) calls this, sizing it for the
-// pool's largest read.
-void Engine::grow_host_readback(size_t bytes) {
-  if (bytes <= host_readback_bytes_) return;
-  if (host_readback_) SSM_CUDA(cudaFreeHost(host_readback_));
-  host_readback_ = nullptr;
-  host_readback_bytes_ = 0;
-  SSM_CUDA(cudaMallocHost(reinterpret_cast<void**>(&host_readback_), bytes));
-  host_readback_bytes_ = bytes;
-}
-
 void Engine::read_back(const std::vector<Readback>& reads) {
   size_t total = 0;
   for (const Readback& r : reads) total += round_up256(r.bytes);
@@ -755,10 +727,10 @@ void Engine::read_back(const std::vector<Readback>& reads) {
                              std::to_string(readback_.bytes()) + " sized for this pool");
     const size_t cap = std::max(total, readback_bytes());
     readback_ = DeviceBuffer(cap, "readback staging");
-    if (cap > host_readback_bytes_)  // create_pool sized it for the largest read; growing here would
+    if (cap > host_readback_.bytes())  // create_pool sized it for the largest read; growing here would
       // free pinned memory, which waits for paused async copies
       throw std::logic_error("read back of " + std::to_string(cap) + " bytes beyond the " +
-                             std::to_string(host_readback_bytes_) + " pinned for this pool");
+                             std::to_string(host_readback_.bytes()) + " pinned for this pool");
   }
   std::vector<CopyDesc> gather;
   size_t off = 0;
@@ -767,11 +739,11 @@ void Engine::read_back(const std::vector<Readback>& reads) {
     off += round_up256(r.bytes);
   }
   launch_copies(gather, main_);
-  SSM_CUDA(cudaMemcpyAsync(host_readback_, readback_.get(), off, cudaMemcpyDeviceToHost, main_));
+  SSM_CUDA(cudaMemcpyAsync(host_readback_.get(), readback_.get(), off, cudaMemcpyDeviceToHost, main_));
   SSM_CUDA(cudaStreamSynchronize(main_));
   off = 0;
   for (const Readback& r : reads) {
-    std::memcpy(r.dst, host_readback_ + off, r.bytes);
+    std::memcpy(r.dst, host_readback_.get() + off, r.bytes);
     off += round_up256(r.bytes);
   }
 }
@@ -869,7 +841,7 @@ uint64_t Engine::state_digest(int slot) {
   std::vector<DigestRegion> regions;
   for (const ExportField& f : fields) regions.push_back(DigestRegion{f.src, shape_elems(f.shape) * dtype_size(f.dtype)});
   launch_region_digests(regions, reinterpret_cast<unsigned long long*>(digests_.get()), main_);
-  SSM_CUDA(cudaMemcpyAsync(host_digests_, digests_.get(), fields.size() * sizeof(unsigned long long),
+  SSM_CUDA(cudaMemcpyAsync(host_digests_.get(), digests_.get(), fields.size() * sizeof(unsigned long long),
                            cudaMemcpyDeviceToHost, main_));
   SSM_CUDA(cudaStreamSynchronize(main_));
   // what export_state would build: its scalars, then each field's place, dtype, shape and bytes
@@ -883,7 +855,7 @@ uint64_t Engine::state_digest(int slot) {
     h.add(int64_t(f.dtype));
     h.add(int64_t(f.shape.size()));
     for (int64_t d : f.shape) h.add(d);
-    h.add(int64_t(host_digests_[i]));
+    h.add(int64_t(host_digests_.as<unsigned long long>()[i]));
   }
   return h.digest();
 }

@@ -13,6 +13,7 @@
 #include "core/op.h"
 #include "core/state.h"
 #include "cuda/copies.h"
+#include "cuda/pinned_buffer.h"
 #include "cuda/pool.h"
 
 namespace ssm::cuda {
@@ -129,9 +130,7 @@ class Engine {
   // synchronises, so paused async copies stay paused; a free would wait for them); the pinned
   // host buffer is sized by create_pool and kept across pools while it is large enough.
   DeviceBuffer readback_;
-  char* host_readback_ = nullptr;
-  size_t host_readback_bytes_ = 0;  // kept across create_pool, >= readback_bytes() of the pool
-  void grow_host_readback(size_t bytes);
+  PinnedBuffer host_readback_;  // kept across create_pool, >= readback_bytes() of the pool
   size_t readback_bytes() const;
   struct Readback {
     const void* src;  // device
@@ -155,13 +154,10 @@ class Engine {
   };
   std::vector<ExportField> export_fields(int slot) const;
   size_t export_fields_most() const;  // the most fields an export of this pool can have
-  DeviceBuffer digests_;  // state_digest's per-field digests (device, export_fields_most of them)
-  unsigned long long* host_digests_ = nullptr;  // their pinned copy, kept across create_pool
-  size_t host_digests_count_ = 0;               // ... and its capacity (>= the device buffer's)
+  DeviceBuffer digests_;       // state_digest's per-field digests (device, export_fields_most of them)
+  PinnedBuffer host_digests_;  // their pinned copy, kept across create_pool
   int sm_count_ = 0;
-  char* host_in_ = nullptr;
-  char* host_out_ = nullptr;
-  size_t host_in_bytes_ = 0, host_out_bytes_ = 0;
+  PinnedBuffer host_in_, host_out_;  // staging of the inputs and outputs of the row-consuming ops
 };
 
 }  // namespace ssm::cuda
