@@ -148,8 +148,6 @@ std::vector<std::string> own_command_line() {
 
 fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, int jobs,
                                                const std::vector<std::string>& args, const fuzz::BackendEntry& be) {
-  if (o.duration_s > 0)
-    throw std::invalid_argument("--jobs runs a campaign of fixed cases; --duration (exploratory) runs in one process");
   const auto start = std::chrono::steady_clock::now();
   std::string dir_template = (fs::temp_directory_path() / "ssmcheck-jobs-XXXXXX").string();
   if (!mkdtemp(dir_template.data())) throw std::runtime_error("cannot create a directory for the jobs' records");

@@ -14,12 +14,9 @@ CampaignResult merge_case_records(const CampaignOptions& o, std::vector<CaseReco
   for (size_t i = 1; i < records.size(); ++i)
     if (records[i].index == records[i - 1].index)
       throw std::logic_error(fmt::format("case {} has two records", records[i].index));
-  CampaignResult result;
-  result.seed = o.seed;
-  result.shard = o.shard;
-  result.shards = o.shards;
-  size_t next = 0;  // the next record to take
+  CampaignResult passes;  // the cases before the first failing one, from their records
   int first_failing = -1;
+  size_t next = 0;  // the next record to take
   for (int c = o.shard; c < o.cases; c += o.shards) {
     while (next < records.size() && records[next].index < c) {
       if (records[next].index % o.shards != o.shard)
@@ -33,16 +30,18 @@ CampaignResult merge_case_records(const CampaignOptions& o, std::vector<CaseReco
       first_failing = c;
       break;
     }
-    result.cases += 1;
-    result.ops += r.ops;
-    result.case_ops.push_back(r.ops);
-    result.coverage.merge(r.coverage);
-    result.times.merge(r.times);
-    result.model_name = r.model_name;
-    result.sut_name = r.sut_name;
+    passes.cases += 1;
+    passes.ops += r.ops;
+    passes.case_ops.push_back(r.ops);
+    passes.coverage.merge(r.coverage);
+    passes.times.merge(r.times);
+    passes.model_name = r.model_name;
+    passes.sut_name = r.sut_name;
   }
+  CampaignResult result;
   if (first_failing >= 0) {
-    // case c alone, as the unsharded loop runs it: shard c of c + 1 runs exactly case c
+    // case c alone, as the unsharded loop runs it (shard c of c + 1 runs exactly case c): its
+    // failure, shrunk script, report, rerun line and dumps are the result's; the passes go before it
     CampaignOptions one = o;
     one.shard = first_failing;
     one.shards = first_failing + 1;
@@ -50,33 +49,25 @@ CampaignResult merge_case_records(const CampaignOptions& o, std::vector<CaseReco
     one.require_coverage = false;  // checked on the merged result
     one.progress = nullptr;
     one.on_case = nullptr;
-    const CampaignResult r = run_campaign(one, model, sut);
-    if (!r.failed && !r.gave_up)
+    result = run_campaign(one, model, sut);
+    if (!result.failed && !result.gave_up)
       throw std::runtime_error(fmt::format(
           "case {} of seed {} failed in its process but passed when run again: a side is not deterministic "
           "(the same seed must give the same verdict); rerun it alone: ssmcheck fuzz --seed {} --cases {} --shard {}/{}",
           first_failing, o.seed, o.seed, first_failing + 1, first_failing, first_failing + 1));
-    result.cases += r.cases;
-    result.ops += r.ops;
-    result.case_ops.insert(result.case_ops.end(), r.case_ops.begin(), r.case_ops.end());
-    result.coverage.merge(r.coverage);
-    result.times.merge(r.times);
-    if (!r.model_name.empty()) {
-      result.model_name = r.model_name;
-      result.sut_name = r.sut_name;
-    }
-    result.failed = r.failed;
-    result.failed_case = r.failed_case;
-    result.gave_up = r.gave_up;
-    result.message = r.message;
-    result.config = r.config;
-    result.case_flags = r.case_flags;
-    result.script = r.script;
-    result.report = r.report;
-    result.rerun = r.rerun;
-    result.script_length = r.script_length;
-    result.files = r.files;
   }
+  if (result.model_name.empty()) {
+    result.model_name = passes.model_name;
+    result.sut_name = passes.sut_name;
+  }
+  result.seed = o.seed;
+  result.shard = o.shard;
+  result.shards = o.shards;
+  result.cases += passes.cases;
+  result.ops += passes.ops;
+  result.case_ops.insert(result.case_ops.begin(), passes.case_ops.begin(), passes.case_ops.end());
+  result.coverage.merge(passes.coverage);
+  result.times.merge(passes.times);
   check_campaign_coverage(o, result);
   return result;
 }
