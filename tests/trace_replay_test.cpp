@@ -12,6 +12,7 @@
 
 #include "formats/dump.h"
 #include "replay/replay.h"
+#include "tests/support/summary_text.h"
 #include "tests/support/trace_support.h"
 
 namespace ssm::test {
@@ -526,22 +527,19 @@ TEST(Gate, FailsWhenAFaultyTraceIsNotPinpointed) {
 }
 
 }  // namespace
-// A fuzz summary without the banner, the time: line and the rate, with the --out folder's name
-// replaced by OUT: what --jobs must print exactly as one process does.
+// fuzz's stdout without the banner, the timing (tests/support/summary_text.h) and the --out
+// folder's name: what --jobs must print exactly as one process does.
 static std::string fuzz_verdict(const std::string& out, const std::string& out_dir) {
   std::string v;
   for (size_t a = 0, b; a < out.size(); a = b + 1) {
     b = out.find('\n', a);
     if (b == std::string::npos) b = out.size();
     std::string line = out.substr(a, b - a);
-    if (line.rfind("ssmcheck fuzz: ", 0) == 0 || line.rfind("  time: ", 0) == 0) continue;
-    const size_t in = line.find(" ops in ");
-    const size_t rate = in == std::string::npos ? std::string::npos : line.find("): ", in);
-    if (rate != std::string::npos) line.erase(in + 4, rate + 1 - (in + 4));
+    if (line.rfind("ssmcheck fuzz: ", 0) == 0) continue;
     for (size_t at; (at = line.find(out_dir)) != std::string::npos;) line.replace(at, out_dir.size(), "OUT");
     v += line + "\n";
   }
-  return v;
+  return text_without_times(v);
 }
 
 // fuzz --jobs N: the campaign in N processes prints the one-process campaign's summary (its cases,
@@ -550,14 +548,13 @@ static std::string fuzz_verdict(const std::string& out, const std::string& out_d
 TEST(Fuzz, JobsPrintTheOneProcessCampaign) {
   TempDir dir;
   const std::string fuzz = std::string(SSMCHECK_BIN) + " fuzz --cases 12 --seed 4 --max-ops 20";
-  auto verdict = [](const std::string& out) { return fuzz_verdict(out, "/nowhere/"); };
   const Shell one = sh("( " + fuzz + " --out " + q(dir.file("one")) + " 2>/dev/null )");
   const Shell three = sh("( " + fuzz + " --jobs 3 --out " + q(dir.file("three")) + " --json " + q(dir.file("v.json")) +
                          " 2>/dev/null )");
   EXPECT_EQ(one.code, 0) << one.out;
   EXPECT_EQ(three.code, 0) << three.out;
   EXPECT_NE(one.out.find("12 cases (case 0..11 of seed 4)"), std::string::npos) << one.out;
-  EXPECT_EQ(verdict(three.out), verdict(one.out));
+  EXPECT_EQ(fuzz_verdict(three.out, dir.file("three")), fuzz_verdict(one.out, dir.file("one")));
   EXPECT_NE(three.out.find(", in 3 processes"), std::string::npos) << three.out;
   std::ifstream v(dir.file("v.json"));
   const nlohmann::json j = nlohmann::json::parse(v);

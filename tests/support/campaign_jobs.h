@@ -5,6 +5,7 @@
 
 #include "fuzz/campaign.h"
 #include "fuzz/campaign_merge.h"
+#include "tests/support/summary_text.h"
 
 namespace ssm::test {
 
@@ -23,20 +24,6 @@ inline fuzz::CampaignResult run_as_jobs(const fuzz::CampaignOptions& o, int jobs
   return fuzz::merge_case_records(o, records, model, sut);
 }
 
-// A summary without its timing (the "in N s (R ops/s)" and the time: line): what must not differ.
-inline std::string summary_without_times(const fuzz::CampaignResult& r) {
-  std::string s = r.summary(), out;
-  for (size_t a = 0, b; a < s.size(); a = b + 1) {
-    b = s.find('\n', a);
-    if (b == std::string::npos) b = s.size();
-    std::string line = s.substr(a, b - a);
-    if (line.rfind("  time: ", 0) == 0) continue;
-    const size_t in = line.find(" ops in ");
-    const size_t colon = line.find("): ", in == std::string::npos ? 0 : in);
-    if (in != std::string::npos && colon != std::string::npos) line.erase(in + 4, colon + 1 - (in + 4));
-    out += line + "\n";
-  }
-  return out;
-}
+inline std::string summary_without_times(const fuzz::CampaignResult& r) { return text_without_times(r.summary()); }
 
 }  // namespace ssm::test
