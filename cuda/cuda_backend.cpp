@@ -3,12 +3,16 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda/device_memory.h"
 #include "cuda/engine.h"
 
 namespace ssm::cuda {
 
 CudaBackend::CudaBackend() : e_(std::make_unique<Engine>()) {}
-CudaBackend::~CudaBackend() = default;
+CudaBackend::~CudaBackend() {
+  e_.reset();
+  device_memory_trim();  // the engine's memory goes back to the driver, not only to the process's pool
+}
 
 void CudaBackend::create_pool(const Model& model, const PoolConfig& pool) { e_->create_pool(model, pool); }
 int CudaBackend::alloc(int min_capacity) { return e_->alloc(min_capacity); }

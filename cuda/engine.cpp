@@ -28,8 +28,6 @@ size_t align4(size_t floats) { return (floats + 3) / 4 * 4; }  // 16-byte aligne
 }  // namespace
 
 Engine::Engine() {
-  SSM_CUDA(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
-  SSM_CUDA(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   SSM_CUDA(cudaEventCreateWithFlags(&main_done_, cudaEventDisableTiming));
   int dev = 0;
   SSM_CUDA(cudaGetDevice(&dev));
@@ -42,9 +40,7 @@ Engine::~Engine() {
   if (released_) cudaFreeHost(released_);
   for (cudaEvent_t e : slot_ready_) cudaEventDestroy(e);
   if (main_done_) cudaEventDestroy(main_done_);
-  if (main_) cudaStreamDestroy(main_);
-  if (copy_) cudaStreamDestroy(copy_);
-}
+}  // the buffers are freed in main_'s order, then the streams go (they are declared first)
 
 void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   model.validate();
@@ -62,7 +58,7 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   readback_ = DeviceBuffer();  // sized for the new pool at its first read (its pinned copy is kept)
   model_ = model;
   contract_ = Contract(model.spec, cfg);
-  pool_ = DevicePool(model, cfg);
+  pool_ = DevicePool(model, cfg, main_);
   slot_ready_.resize(size_t(cfg.max_slots) + 1);
   for (cudaEvent_t& e : slot_ready_) SSM_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   pending_.assign(size_t(cfg.max_slots) + 1, false);
@@ -72,12 +68,12 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   ticket_.assign(size_t(cfg.max_slots) + 1, 0);
   int64_t most = 0;
   for (const LayerSpec& l : model.spec.layers) most = std::max(most, l.h_elems());
-  convert_ = DeviceBuffer(size_t(most) * 4, "convert scratch");
+  convert_ = DeviceBuffer(size_t(most) * 4, "convert scratch", main_);
   // the pinned copies only grow, so a campaign's pool per case rarely allocates them; growing here,
   // after synchronize, frees no memory a paused copy still waits on
   host_readback_.grow(readback_bytes());
   const size_t digest_bytes = export_fields_most() * sizeof(unsigned long long);
-  digests_ = DeviceBuffer(digest_bytes, "state digests");
+  digests_ = DeviceBuffer(digest_bytes, "state digests", main_);
   host_digests_.grow(digest_bytes);
 }
 
@@ -103,17 +99,17 @@ void Engine::release_until(unsigned long long ticket) {
 
 void Engine::synchronize() {
   release_until(issued_);
-  if (main_) SSM_CUDA(cudaStreamSynchronize(main_));
-  if (copy_) SSM_CUDA(cudaStreamSynchronize(copy_));
+  SSM_CUDA(cudaStreamSynchronize(main_));
+  SSM_CUDA(cudaStreamSynchronize(copy_));
 }
 
 void Engine::reserve(DeviceBuffer& buf, size_t bytes, const char* name) {
   if (buf.get() && buf.bytes() >= bytes) return;
-  // cudaFree synchronises the device, so paused async copies are released first (synchronize): a
-  // reader that skips its wait then finds the copy done, deterministically (the growth of scratch
-  // depends on the ops alone)
+  // the old buffer may still be in use on either stream: synchronize (which releases paused async
+  // copies first), so a reader that skips its wait finds the copy done, deterministically (the
+  // growth of scratch depends on the ops alone)
   synchronize();
-  buf = DeviceBuffer(std::max(bytes, buf.bytes() * 2), name);
+  buf = DeviceBuffer(std::max(bytes, buf.bytes() * 2), name, main_);
 }
 
 void Engine::reserve_host(size_t in_bytes, size_t out_bytes) {
@@ -726,7 +722,7 @@ void Engine::read_back(const std::vector<Readback>& reads) {
       throw std::logic_error("read back of " + std::to_string(total) + " bytes beyond the " +
                              std::to_string(readback_.bytes()) + " sized for this pool");
     const size_t cap = std::max(total, readback_bytes());
-    readback_ = DeviceBuffer(cap, "readback staging");
+    readback_ = DeviceBuffer(cap, "readback staging", main_);
     if (cap > host_readback_.bytes())  // create_pool sized it for the largest read; growing here would
       // free pinned memory, which waits for paused async copies
       throw std::logic_error("read back of " + std::to_string(cap) + " bytes beyond the " +

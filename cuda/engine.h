@@ -15,6 +15,7 @@
 #include "cuda/copies.h"
 #include "cuda/pinned_buffer.h"
 #include "cuda/pool.h"
+#include "cuda/stream.h"
 
 namespace ssm::cuda {
 
@@ -94,10 +95,10 @@ class Engine {
   void ple_checkpoint_copies(int slot, std::vector<CopyDesc>& v) const;  // live carry -> checkpoint
   void ple_after_restore(int slot, int n);  // the live carry's presence after a restore of n rows
 
+  Stream main_, copy_;  // first: every buffer below is freed in main_'s order
   Model model_;
   Contract contract_;
   DevicePool pool_;
-  cudaStream_t main_ = nullptr, copy_ = nullptr;
   cudaEvent_t main_done_ = nullptr;     // recorded on main before an async copy starts
   std::vector<cudaEvent_t> slot_ready_;  // per slot: its last async copy finished
   std::vector<bool> pending_;            // per slot: the next reader must wait on slot_ready_

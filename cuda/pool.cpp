@@ -8,35 +8,55 @@
 
 #include "core/state.h"
 #include "cuda/check.h"
+#include "cuda/device_memory.h"
 
 namespace ssm::cuda {
 
-DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& name) : bytes_(bytes), name_(name) {
-  SSM_CUDA(cudaMalloc(reinterpret_cast<void**>(&base_), bytes + 2 * kGuard));
-  std::vector<uint8_t> g(kGuard);
-  for (size_t i = 0; i < kGuard; ++i) g[i] = pattern(i);
-  SSM_CUDA(cudaMemcpy(base_, g.data(), kGuard, cudaMemcpyHostToDevice));
-  SSM_CUDA(cudaMemcpy(base_ + kGuard + bytes, g.data(), kGuard, cudaMemcpyHostToDevice));
-  if (bytes) SSM_CUDA(cudaMemset(base_ + kGuard, 0, bytes));
-  // cudaMemset is asynchronous, on the legacy stream, and the engine's streams are non-blocking:
-  // nothing orders the zeroing before their first write. Without this wait, a GPU shared by other
-  // processes ran the memset after the first upload of inputs and zeroed them (an H200 campaign of
-  // 14 processes side by side; docs/cuda.md "Streams"). Buffers are created rarely.
+namespace {
+// The guard pattern of both bands, in host memory that lives as long as the process (an
+// asynchronous copy from pageable memory returns once the driver has staged it).
+const uint8_t* guard_image() {
+  static const std::vector<uint8_t> g = [] {
+    std::vector<uint8_t> v(DeviceBuffer::kGuard);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = DeviceBuffer::pattern(i);
+    return v;
+  }();
+  return g.data();
+}
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& name, cudaStream_t stream)
+    : bytes_(bytes), name_(name), stream_(stream) {
+  base_ = static_cast<char*>(device_alloc(bytes + 2 * kGuard, stream));
+  try {
+    SSM_CUDA(cudaMemcpyAsync(base_, guard_image(), kGuard, cudaMemcpyHostToDevice, stream));
+    SSM_CUDA(cudaMemcpyAsync(base_ + kGuard + bytes, guard_image(), kGuard, cudaMemcpyHostToDevice, stream));
+    if (bytes) SSM_CUDA(cudaMemsetAsync(base_ + kGuard, 0, bytes, stream));
+  } catch (...) {
+    device_free(base_, stream);  // no destructor runs for an unfinished constructor
+    throw;
+  }
+}
+
+// The engine's streams are non-blocking, so nothing orders work on the legacy stream before
+// theirs: without this wait, a GPU shared by other processes ran the zeroing after the first
+// upload of inputs and zeroed them (an H200 campaign of 14 processes side by side; docs/cuda.md
+// "Streams").
+DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& name) : DeviceBuffer(bytes, name, cudaStreamLegacy) {
   SSM_CUDA(cudaStreamSynchronize(cudaStreamLegacy));
 }
 
-DeviceBuffer::~DeviceBuffer() {
-  if (base_) cudaFree(base_);
-}
+DeviceBuffer::~DeviceBuffer() { device_free(base_, stream_); }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (base_) cudaFree(base_);
+    device_free(base_, stream_);
     base_ = o.base_;
     bytes_ = o.bytes_;
     name_ = std::move(o.name_);
+    stream_ = o.stream_;
     o.base_ = nullptr;
     o.bytes_ = 0;
   }
@@ -63,14 +83,15 @@ std::string DeviceBuffer::guard_damage(const uint8_t* before, const uint8_t* aft
 namespace {
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-DeviceBuffer upload(const std::vector<float>& v, const std::string& name) {
-  DeviceBuffer b(v.size() * 4, name);
-  if (!v.empty()) SSM_CUDA(cudaMemcpy(b.get(), v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+// The copy is queued on `stream` after the buffer's zeroing; the pool waits for it before `v` can go.
+DeviceBuffer upload(const std::vector<float>& v, const std::string& name, cudaStream_t stream) {
+  DeviceBuffer b(v.size() * 4, name, stream);
+  if (!v.empty()) SSM_CUDA(cudaMemcpyAsync(b.get(), v.data(), v.size() * 4, cudaMemcpyHostToDevice, stream));
   return b;
 }
 }  // namespace
 
-DevicePool::DevicePool(const Model& model, const PoolConfig& cfg) : cfg_(cfg) {
+DevicePool::DevicePool(const Model& model, const PoolConfig& cfg, cudaStream_t stream) : cfg_(cfg) {
   const int S = cfg.max_slots + 1;
   inter_first_.resize(size_t(S) + 1);
   inter_first_[0] = 0;
@@ -83,46 +104,48 @@ DevicePool::DevicePool(const Model& model, const PoolConfig& cfg) : cfg_(cfg) {
     LayerPool p;
     p.h_pitch = size_t(ls.h_elems()) * (cfg.h_mode == HMode::f16_pool ? 2 : 4);
     p.conv_pitch = size_t(ls.conv_elems()) * 4;
-    p.h = DeviceBuffer(p.h_pitch * size_t(S), at + "h");
-    p.conv = DeviceBuffer(p.conv_pitch * size_t(S), at + "conv");
-    p.h_checkpoint = DeviceBuffer(p.h_pitch * size_t(S), at + "h_checkpoint");
-    p.conv_checkpoint = DeviceBuffer(p.conv_pitch * size_t(S), at + "conv_checkpoint");
-    p.h_intermediates = DeviceBuffer(p.h_pitch * size_t(total_inter), at + "h_intermediates");
-    p.conv_intermediates = DeviceBuffer(p.conv_pitch * size_t(S) * size_t(cfg.conv_capacity), at + "conv_intermediates");
-    p.snapshot_h = DeviceBuffer(p.h_pitch * size_t(cfg.snapshot_slots), at + "snapshot_h");
-    p.snapshot_conv = DeviceBuffer(p.conv_pitch * size_t(cfg.snapshot_slots), at + "snapshot_conv");
-    p.conv_w = upload(w.conv_w, at + "conv_w");
-    p.conv_bias = upload(w.conv_bias, at + "conv_bias");
-    p.A_log = upload(w.A_log, at + "A_log");
-    p.dt_bias = upload(w.dt_bias, at + "dt_bias");
-    p.norm_w = upload(w.norm_w, at + "norm_w");
-    p.D = upload(w.D, at + "D");
+    p.h = DeviceBuffer(p.h_pitch * size_t(S), at + "h", stream);
+    p.conv = DeviceBuffer(p.conv_pitch * size_t(S), at + "conv", stream);
+    p.h_checkpoint = DeviceBuffer(p.h_pitch * size_t(S), at + "h_checkpoint", stream);
+    p.conv_checkpoint = DeviceBuffer(p.conv_pitch * size_t(S), at + "conv_checkpoint", stream);
+    p.h_intermediates = DeviceBuffer(p.h_pitch * size_t(total_inter), at + "h_intermediates", stream);
+    p.conv_intermediates = DeviceBuffer(p.conv_pitch * size_t(S) * size_t(cfg.conv_capacity), at + "conv_intermediates", stream);
+    p.snapshot_h = DeviceBuffer(p.h_pitch * size_t(cfg.snapshot_slots), at + "snapshot_h", stream);
+    p.snapshot_conv = DeviceBuffer(p.conv_pitch * size_t(cfg.snapshot_slots), at + "snapshot_conv", stream);
+    p.conv_w = upload(w.conv_w, at + "conv_w", stream);
+    p.conv_bias = upload(w.conv_bias, at + "conv_bias", stream);
+    p.A_log = upload(w.A_log, at + "A_log", stream);
+    p.dt_bias = upload(w.dt_bias, at + "dt_bias", stream);
+    p.norm_w = upload(w.norm_w, at + "norm_w", stream);
+    p.D = upload(w.D, at + "D", stream);
     if (ls.ple.hosted()) {
       const PleSpec& e = ls.ple;
       p.ple_snaps = cfg.max_capacity() + 1;
       p.ple_history_pitch = size_t(e.history_len()) * 4;
       p.ple_conv_pitch = size_t(e.conv_rows()) * size_t(e.channels) * 4;
       p.ple_ids_pitch = size_t(e.history_len() + p.ple_snaps) * 4;
-      p.ple_history = DeviceBuffer(p.ple_history_pitch * size_t(S), at + "ple_history");
-      p.ple_conv = DeviceBuffer(p.ple_conv_pitch * size_t(S), at + "ple_conv");
-      p.ple_history_checkpoint = DeviceBuffer(p.ple_history_pitch * size_t(S), at + "ple_history_checkpoint");
-      p.ple_conv_checkpoint = DeviceBuffer(p.ple_conv_pitch * size_t(S), at + "ple_conv_checkpoint");
-      p.ple_snapshot_conv = DeviceBuffer(p.ple_conv_pitch * size_t(S) * size_t(p.ple_snaps), at + "ple_snapshot_conv");
-      p.ple_ids = DeviceBuffer(p.ple_ids_pitch * size_t(S), at + "ple_ids");
-      p.snapshot_ple_history = DeviceBuffer(p.ple_history_pitch * size_t(cfg.snapshot_slots), at + "snapshot_ple_history");
-      p.snapshot_ple_conv = DeviceBuffer(p.ple_conv_pitch * size_t(cfg.snapshot_slots), at + "snapshot_ple_conv");
-      p.ple_w = upload(w.ple_w, at + "ple_w");
-      p.ple_fresh_history = upload(std::vector<float>(size_t(e.history_len()), float(e.eos_id)), at + "ple_fresh_history");
+      p.ple_history = DeviceBuffer(p.ple_history_pitch * size_t(S), at + "ple_history", stream);
+      p.ple_conv = DeviceBuffer(p.ple_conv_pitch * size_t(S), at + "ple_conv", stream);
+      p.ple_history_checkpoint = DeviceBuffer(p.ple_history_pitch * size_t(S), at + "ple_history_checkpoint", stream);
+      p.ple_conv_checkpoint = DeviceBuffer(p.ple_conv_pitch * size_t(S), at + "ple_conv_checkpoint", stream);
+      p.ple_snapshot_conv = DeviceBuffer(p.ple_conv_pitch * size_t(S) * size_t(p.ple_snaps), at + "ple_snapshot_conv", stream);
+      p.ple_ids = DeviceBuffer(p.ple_ids_pitch * size_t(S), at + "ple_ids", stream);
+      p.snapshot_ple_history = DeviceBuffer(p.ple_history_pitch * size_t(cfg.snapshot_slots), at + "snapshot_ple_history", stream);
+      p.snapshot_ple_conv = DeviceBuffer(p.ple_conv_pitch * size_t(cfg.snapshot_slots), at + "snapshot_ple_conv", stream);
+      p.ple_w = upload(w.ple_w, at + "ple_w", stream);
+      p.ple_fresh_history = upload(std::vector<float>(size_t(e.history_len()), float(e.eos_id)), at + "ple_fresh_history", stream);
     }
     layers_.push_back(std::move(p));
   }
   if (cfg.h_mode == HMode::f16_pool) {
     stage_pitch_ = round_up(size_t(stage_elems(model.spec)) * 4, 16);  // 16 B: vector access
-    stage_ = DeviceBuffer(stage_pitch_ * size_t(S), "h_prefill_stage");
+    stage_ = DeviceBuffer(stage_pitch_ * size_t(S), "h_prefill_stage", stream);
   }
-  inter_first_dev_ = DeviceBuffer(inter_first_.size() * sizeof(int), "inter_first");
-  SSM_CUDA(cudaMemcpy(inter_first_dev_.get(), inter_first_.data(), inter_first_.size() * sizeof(int),
-                      cudaMemcpyHostToDevice));
+  inter_first_dev_ = DeviceBuffer(inter_first_.size() * sizeof(int), "inter_first", stream);
+  SSM_CUDA(cudaMemcpyAsync(inter_first_dev_.get(), inter_first_.data(), inter_first_.size() * sizeof(int),
+                           cudaMemcpyHostToDevice, stream));
+  // One wait per pool, not per buffer: other streams (the engine's copy stream) use it next.
+  SSM_CUDA(cudaStreamSynchronize(stream));
 }
 
 char* DevicePool::h_checkpoint(int l, int s) const {

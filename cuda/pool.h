@@ -3,6 +3,8 @@
 // conv intermediates, the f16-pool FP32 stage, snapshot slots. Every allocation sits between
 // two guard bands of a known byte pattern. Counterpart: reference/pool.cpp.
 #pragma once
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -13,12 +15,19 @@
 
 namespace ssm::cuda {
 
-// One cudaMalloc with guard bands before and after the usable bytes. Addresses never move.
+// One device allocation (cuda/device_memory.h) with guard bands before and after the usable
+// bytes, which start zeroed. Addresses never move. The buffer is freed in the order of the stream
+// it was made on, which must outlive it; the owner synchronises any other stream that used it
+// before it dies.
 class DeviceBuffer {
  public:
   static constexpr size_t kGuard = 256;  // bytes per side; keeps the payload 256-byte aligned
   DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes, const std::string& name);
+  // Allocation, guard bands and zeroing are queued on `stream`: work on `stream` may use the
+  // buffer at once, any other stream once `stream` was synchronised (DevicePool does, once).
+  DeviceBuffer(size_t bytes, const std::string& name, cudaStream_t stream);
+  // The same on the legacy stream, then waits for it: usable from any stream on return.
+  DeviceBuffer(size_t bytes, const std::string& name);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& o) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
@@ -41,6 +50,7 @@ class DeviceBuffer {
   char* base_ = nullptr;
   size_t bytes_ = 0;
   std::string name_;
+  cudaStream_t stream_ = nullptr;  // made and freed in its order
 };
 
 struct LayerPool {
@@ -69,7 +79,8 @@ struct LayerPool {
 class DevicePool {
  public:
   DevicePool() = default;
-  DevicePool(const Model& model, const PoolConfig& cfg);
+  // Allocates and initialises every buffer on `stream` and waits for it once at the end.
+  DevicePool(const Model& model, const PoolConfig& cfg, cudaStream_t stream);
 
   const PoolConfig& config() const { return cfg_; }
   int slots() const { return cfg_.max_slots + 1; }  // with the dummy
