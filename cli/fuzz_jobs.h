@@ -20,6 +20,11 @@ namespace ssm::cli {
 fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, int jobs,
                                                const std::vector<std::string>& args, const fuzz::BackendEntry& be);
 
+// The OpenMP threads (the reference's and the comparison's) of each of `jobs` processes, as the
+// processes get it in OMP_NUM_THREADS: the user's OMP_NUM_THREADS when set, else this machine's
+// cores shared out among the processes (at least 1). The thread count changes no result.
+std::string omp_threads_per_job(int jobs);
+
 // This process's command line (/proc/self/cmdline).
 std::vector<std::string> own_command_line();
 

@@ -4,10 +4,12 @@
 // record -> replay round trips, --keep-going, and the gate with its JUnit XML and JSON.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <tuple>
 
 #include "formats/dump.h"
@@ -549,13 +551,17 @@ TEST(Fuzz, JobsPrintTheOneProcessCampaign) {
   TempDir dir;
   const std::string fuzz = std::string(SSMCHECK_BIN) + " fuzz --cases 12 --seed 4 --max-ops 20";
   const Shell one = sh("( " + fuzz + " --out " + q(dir.file("one")) + " 2>/dev/null )");
-  const Shell three = sh("( " + fuzz + " --jobs 3 --out " + q(dir.file("three")) + " --json " + q(dir.file("v.json")) +
+  const Shell three = sh("( unset OMP_NUM_THREADS; " + fuzz + " --jobs 3 --out " + q(dir.file("three")) + " --json " + q(dir.file("v.json")) +
                          " 2>/dev/null )");
   EXPECT_EQ(one.code, 0) << one.out;
   EXPECT_EQ(three.code, 0) << three.out;
   EXPECT_NE(one.out.find("12 cases (case 0..11 of seed 4)"), std::string::npos) << one.out;
   EXPECT_EQ(fuzz_verdict(three.out, dir.file("three")), fuzz_verdict(one.out, dir.file("one")));
-  EXPECT_NE(three.out.find(", in 3 processes"), std::string::npos) << three.out;
+  // the cores shared out among the processes' OpenMP threads, or the user's choice
+  const std::string threads = std::to_string(std::max(1u, std::thread::hardware_concurrency() / 3));
+  EXPECT_NE(three.out.find(", in 3 processes of " + threads + " OpenMP threads"), std::string::npos) << three.out;
+  const Shell chosen = sh("( OMP_NUM_THREADS=5 " + fuzz + " --jobs 2 --out " + q(dir.file("two")) + " 2>/dev/null )");
+  EXPECT_NE(chosen.out.find(", in 2 processes of 5 OpenMP threads"), std::string::npos) << chosen.out;
   std::ifstream v(dir.file("v.json"));
   const nlohmann::json j = nlohmann::json::parse(v);
   EXPECT_EQ(j.at("cases").at(0).at("status"), "pass");
@@ -573,7 +579,7 @@ TEST(Fuzz, JobsReportTheOneProcessFailure) {
   const std::string fuzz = "SSMCHECK_MUTANT=alt_commit_off_by_one " + std::string(SSMCHECK_MUTANTS_BIN) +
                            " fuzz --cases 3000 --seed 3 --max-ops 30";
   const Shell one = sh("( " + fuzz + " --out " + q(dir.file("one")) + " 2>/dev/null )");
-  const Shell three = sh("( " + fuzz + " --jobs 3 --out " + q(dir.file("three")) + " 2>" + q(dir.file("progress")) + " )");
+  const Shell three = sh("( unset OMP_NUM_THREADS; " + fuzz + " --jobs 3 --out " + q(dir.file("three")) + " 2>" + q(dir.file("progress")) + " )");
   EXPECT_EQ(one.code, 1) << one.out;
   EXPECT_EQ(three.code, 1) << three.out;
   EXPECT_NE(one.out.find("minimal failing case"), std::string::npos) << one.out;
