@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/device_option.h"
+#include "cli/fuzz_jobs.h"
 #include "cli/output_path.h"
 #include "cli/shard_option.h"
 #include "cli/crash_verdict.h"
@@ -35,6 +36,7 @@ struct GateFlags {
   uint64_t seed = 1;
   bool verbose = false;
   bool no_coverage = false;
+  int jobs = 1;  // processes per campaign (cli/fuzz_jobs.h)
   ToleranceOptions tol;
   HtmlOption html;
 };
@@ -60,6 +62,13 @@ int run_gate(const GateFlags& f) {
   o.tolerances = f.tol.resolve();
   o.require_coverage = !f.no_coverage;
   o.backends = select_backends(f.backend, &o.skipped);
+  if (f.jobs > 1) {
+    const int jobs = f.jobs;
+    const ToleranceOptions tol = f.tol;
+    o.run_campaign = [jobs, tol](const fuzz::CampaignOptions& co, const fuzz::BackendEntry& be) {
+      return run_campaign_in_processes(co, jobs, fuzz_command_line(co, be, tol), be);
+    };
+  }
   if (f.verbose) {
     o.progress = [](const std::string& line) { fmt::print(stderr, "ssmcheck gate: {}\n", line); };
   } else if (isatty(2)) {  // on a terminal: one status line, rewritten in place, cleared at the end
@@ -71,7 +80,8 @@ int run_gate(const GateFlags& f) {
   fmt::print("ssmcheck gate: traces {}, backends:", f.traces);
   for (const auto& b : o.backends) fmt::print(" {}", b.name);
   for (const auto& s : o.skipped) fmt::print(" ({} skipped: {})", s.first, s.second);
-  fmt::print(", seed {}, {} cases per campaign\n", f.seed, f.cases);
+  fmt::print(", seed {}, {} cases per campaign{}\n", f.seed, f.cases,
+             f.jobs > 1 ? fmt::format(", in {} processes of {} OpenMP threads", f.jobs, omp_threads_per_job(f.jobs)) : "");
   // Output files are written before any work with a verdict that says the gate has not finished
   // (not on stdout: one verdict there); a crash in the middle of a check leaves a failing verdict
   // naming it.
@@ -136,6 +146,10 @@ void add_gate_command(CLI::App& app, int* rc) {
   cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--shard", f->shard, std::string(shard_help()) + "; shard 0 also replays the traces");
   add_device_option(cmd);
+  cmd->add_option("--jobs", f->jobs,
+                  "run each campaign in N processes on this machine; the verdict is the one-process gate's")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   cmd->add_flag("-v,--verbose", f->verbose, "one line per check on stderr");
   cmd->add_flag("--no-coverage", f->no_coverage,
                 "skip the campaigns' coverage check (for quick looks with too few cases to reach every "

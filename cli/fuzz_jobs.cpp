@@ -146,6 +146,26 @@ std::string omp_threads_per_job(int jobs) {
   return std::to_string(std::max(1, int(std::thread::hardware_concurrency()) / std::max(jobs, 1)));
 }
 
+std::vector<std::string> fuzz_command_line(const fuzz::CampaignOptions& o, const fuzz::BackendEntry& be,
+                                           const ToleranceOptions& tol) {
+  if (o.duration_s > 0) throw std::logic_error("fuzz_command_line: a time-bound campaign has no fixed cases");
+  if (!(o.numerics == be.numerics))
+    throw std::logic_error("fuzz_command_line: numerics other than backend " + be.flag + "'s");
+  std::vector<std::string> a = {self_executable().string(), "fuzz", "--backend", be.flag, "--seed",
+                                std::to_string(o.seed), "--cases", std::to_string(o.cases), "--max-ops",
+                                std::to_string(o.max_ops)};
+  if (o.shards > 1) a.insert(a.end(), {"--shard", fmt::format("{}/{}", o.shard, o.shards)});
+  if (o.config_path) a.insert(a.end(), {"--config", *o.config_path});
+  else if (o.preset) a.insert(a.end(), {"--preset", *o.preset});
+  if (o.layers > 0) a.insert(a.end(), {"--layers", std::to_string(o.layers)});
+  if (o.h_mode) a.insert(a.end(), {"--h-mode", to_string(*o.h_mode)});
+  if (!tol.spec.empty()) a.insert(a.end(), {"--tolerance", tol.spec});
+  if (!tol.file.empty()) a.insert(a.end(), {"--tolerance-file", tol.file});
+  if (o.pause_async) a.push_back("--pause-async");
+  if (o.require_coverage) a.push_back("--require-coverage");
+  return a;
+}
+
 std::vector<std::string> own_command_line() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::vector<std::string> args;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/tolerance_options.h"
 #include "fuzz/backend_entry.h"
 #include "fuzz/campaign.h"
 
@@ -24,6 +25,13 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
 // processes get it in OMP_NUM_THREADS: the user's OMP_NUM_THREADS when set, else this machine's
 // cores shared out among the processes (at least 1). The thread count changes no result.
 std::string omp_threads_per_job(int jobs);
+
+// The `ssmcheck fuzz` command line (program first) that runs campaign `o` on backend `be`, with
+// the tolerance flags `tol` (those `o.tolerances` came from): what `gate --jobs` hands
+// run_campaign_in_processes for each of its campaigns. Throws std::logic_error for an option no
+// fuzz flag expresses (numerics other than the backend's, a time bound).
+std::vector<std::string> fuzz_command_line(const fuzz::CampaignOptions& o, const fuzz::BackendEntry& be,
+                                           const ToleranceOptions& tol);
 
 // This process's command line (/proc/self/cmdline).
 std::vector<std::string> own_command_line();

@@ -100,7 +100,7 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   if (o.progress) co.progress = [&](const std::string& line) { o.progress(c.suite + ": " + line); };
   const auto start = Clock::now();
   try {
-    const fuzz::CampaignResult r = fuzz::run_campaign(co, be.model, be.under_test);
+    const fuzz::CampaignResult r = o.run_campaign ? o.run_campaign(co, be) : fuzz::run_campaign(co, be.model, be.under_test);
     // nothing ran is not a pass
     const bool uncovered = !r.coverage_missing.empty();
     c.status = r.failed || r.gave_up || r.cases == 0 || uncovered ? GateCase::Status::fail : GateCase::Status::pass;

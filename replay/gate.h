@@ -11,6 +11,7 @@
 
 #include "compare/compare.h"
 #include "fuzz/backend_entry.h"
+#include "fuzz/campaign.h"
 
 namespace ssm::replay {
 
@@ -30,6 +31,9 @@ struct GateOptions {
   std::vector<std::pair<std::string, std::string>> skipped;  // unavailable backend, why
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();
   std::function<void(const std::string&)> progress;        // one line per finished case
+  // Runs one campaign of the gate; null: fuzz::run_campaign in this process. `gate --jobs N` runs
+  // it in N processes (cli/fuzz_jobs.h), whose result is the one-process campaign's.
+  std::function<fuzz::CampaignResult(const fuzz::CampaignOptions&, const fuzz::BackendEntry&)> run_campaign;
 };
 struct GateResult;
 

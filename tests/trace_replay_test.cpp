@@ -591,4 +591,43 @@ TEST(Fuzz, JobsReportTheOneProcessFailure) {
   EXPECT_NE(p.find("case 20 failed"), std::string::npos) << p;  // the progress names the first failing case
 }
 
+// gate --jobs N: each campaign in N processes gives the one-process gate's verdict: every check's
+// status, message and shrunk script, and the failing campaign's report without its timings.
+TEST(Gate, JobsGiveTheOneProcessVerdict) {
+  TempDir dir;
+  const std::string gate = " gate --seed 3 --no-coverage --backend reference --traces " + q(traces_dir());
+  const std::string mutant = "SSMCHECK_MUTANT=alt_commit_off_by_one " + std::string(SSMCHECK_MUTANTS_BIN) + gate;
+  struct Run {
+    std::string command, tag;
+    int code;
+  };
+  for (const Run& r : {Run{std::string(SSMCHECK_BIN) + gate + " --cases 24", "pass", 0},
+                       Run{mutant + " --cases 60", "fail", 1}}) {
+    const std::string one_json = dir.file(r.tag + "-one.json"), three_json = dir.file(r.tag + "-three.json");
+    const Shell one = sh("( " + r.command + " --json " + q(one_json) + " 2>/dev/null )");
+    const Shell three = sh("( unset OMP_NUM_THREADS; " + r.command + " --jobs 3 --json " + q(three_json) + " 2>/dev/null )");
+    EXPECT_EQ(one.code, r.code) << one.out;
+    EXPECT_EQ(three.code, r.code) << three.out;
+    EXPECT_NE(three.out.find(", in 3 processes of "), std::string::npos) << three.out;
+    std::ifstream a(one_json), b(three_json);
+    const nlohmann::json ja = nlohmann::json::parse(a), jb = nlohmann::json::parse(b);
+    ASSERT_EQ(ja.at("cases").size(), jb.at("cases").size());
+    size_t campaigns = 0;
+    for (size_t i = 0; i < ja.at("cases").size(); ++i) {
+      const nlohmann::json &x = ja.at("cases")[i], &y = jb.at("cases")[i];
+      for (const char* k : {"suite", "name", "status", "message"}) EXPECT_EQ(x.at(k), y.at(k)) << r.tag << " case " << i;
+      EXPECT_EQ(x.value("shrunk_ops", -1), y.value("shrunk_ops", -1)) << r.tag << " case " << i;
+      EXPECT_EQ(text_without_times(x.value("details", "")), text_without_times(y.value("details", "")))
+          << r.tag << " case " << i;
+      if (x.at("suite") == "campaign.reference") {
+        ++campaigns;
+        if (r.code == 1) {
+          EXPECT_NE(x.at("message").get<std::string>().find("case 20 FAILED"), std::string::npos) << x;
+        }
+      }
+    }
+    EXPECT_EQ(campaigns, 1u) << r.tag;
+  }
+}
+
 }  // namespace ssm::test
