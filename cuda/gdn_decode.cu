@@ -18,6 +18,7 @@
 #include <cuda_pipeline.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -140,8 +141,12 @@ constexpr int kRowsStages = 2;
 // the grid size, the number of stages and the order of items never change a bit. kStageH: H
 // moves through shared memory (cp.async takes 4, 8 or 16 bytes; FP16 with VEC = 1 is 2 bytes
 // and is loaded directly).
-template <typename HT, int VEC>
-__global__ void __launch_bounds__(256, 2) gdn_rows_kernel(RowsParams p) {
+// MINB: CTAs per SM the registers are held to. 2 for every kernel; FP16 with VEC = 4 also has a
+// 4-CTA twin (64 registers against 118, an 8-byte spill; its shared memory allows 4), launched
+// when the work has more items than the 2-CTA grid holds at once (launch_gdn_rows): the same
+// code and arithmetic, so the same bits (RowsVariantGpu), only more items in flight.
+template <typename HT, int VEC, int MINB>
+__global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
   constexpr int RPT = 32 / VEC;
   constexpr int stages = kRowsStages;
   constexpr bool kStageH = sizeof(HT) * VEC >= 4;
@@ -309,17 +314,44 @@ int resident_ctas(const void* kernel, int threads, size_t smem) {
 }
 
 template <typename HT, int VEC>
-void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
+size_t rows_smem_bytes(const RowsParams& p, int threads) {
   constexpr bool kStageH = sizeof(HT) * VEC >= 4;
   const RowsSmem m = rows_smem(p.ty_n, p.tj, p.kd, threads, 32 / VEC, kStageH ? int(sizeof(HT)) * VEC : 0, kRowsStages);
-  const size_t smem = sizeof(float) * size_t(m.floats);  // FP32, kd = vd = 128: 75 KB; two CTAs per SM
-  const void* kernel = reinterpret_cast<const void*>(&gdn_rows_kernel<HT, VEC>);
+  return sizeof(float) * size_t(m.floats);  // FP32, kd = vd = 128: 75 KB; two CTAs per SM
+}
+
+template <typename HT, int VEC, int MINB>
+void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
+  const size_t smem = rows_smem_bytes<HT, VEC>(p, threads);
+  const void* kernel = reinterpret_cast<const void*>(&gdn_rows_kernel<HT, VEC, MINB>);
   const int items = p.B * p.nv * p.ntiles;
   const int grid = std::min(items, resident_ctas(kernel, threads, smem));
-  launch_dependent("gdn_rows_kernel", &gdn_rows_kernel<HT, VEC>, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, s, p);
+  launch_dependent("gdn_rows_kernel", &gdn_rows_kernel<HT, VEC, MINB>, dim3(unsigned(grid)), dim3(unsigned(threads)),
+                   smem, s, p);
+}
+
+std::atomic<int> forced_rows_ctas{0};
+
+// FP16, VEC = 4: the 4-CTA twin when the 2-CTA grid cannot hold every item at once (B = 32 decode
+// of qwen3-next-80b, H200: 1564 against 1716 us per step; at B = 1, where every item already runs
+// at once, the 2-CTA kernel is the faster, 269 against 284 us).
+void launch_f16_vec4(const RowsParams& p, int threads, cudaStream_t s) {
+  int ctas = forced_rows_ctas.load();
+  if (ctas == 0) {
+    const void* two = reinterpret_cast<const void*>(&gdn_rows_kernel<__half, 4, 2>);
+    ctas = p.B * p.nv * p.ntiles > resident_ctas(two, threads, rows_smem_bytes<__half, 4>(p, threads)) ? 4 : 2;
+  }
+  if (ctas == 4) launch_t<__half, 4, 4>(p, threads, s);
+  else launch_t<__half, 4, 2>(p, threads, s);
 }
 
 }  // namespace
+
+void force_rows_ctas_per_sm(int ctas) {
+  if (ctas != 0 && ctas != 2 && ctas != 4)
+    throw std::invalid_argument("force_rows_ctas_per_sm: 0 (by the work), 2 or 4, not " + std::to_string(ctas));
+  forced_rows_ctas.store(ctas);
+}
 
 void launch_gdn_rows(RowsParams p, bool h_f16, int min_ctas, cudaStream_t stream) {
   if (p.B == 0 || p.R == 0) return;
@@ -329,11 +361,11 @@ void launch_gdn_rows(RowsParams p, bool h_f16, int min_ctas, cudaStream_t stream
   p.tj = L.tj;
   p.ntiles = L.ntiles;
   if (h_f16) {
-    if (L.vec == 4) launch_t<__half, 4>(p, L.threads, stream);
-    else launch_t<__half, 1>(p, L.threads, stream);
+    if (L.vec == 4) launch_f16_vec4(p, L.threads, stream);
+    else launch_t<__half, 1, 2>(p, L.threads, stream);
   } else {
-    if (L.vec == 4) launch_t<float, 4>(p, L.threads, stream);
-    else launch_t<float, 1>(p, L.threads, stream);
+    if (L.vec == 4) launch_t<float, 4, 2>(p, L.threads, stream);
+    else launch_t<float, 1, 2>(p, L.threads, stream);
   }
 }
 

@@ -10,4 +10,8 @@ namespace ssm::cuda {
 // min_ctas: split head columns over more work items while there are fewer (bits do not change).
 void launch_gdn_rows(RowsParams p, bool h_f16, int min_ctas, cudaStream_t stream);
 
+// Tests: FP16 state with vd % 4 == 0 runs a 2- or a 4-CTA-per-SM build of the row kernel, chosen
+// by the work (0, the default); 2 or 4 forces one, for every launch of this process until reset.
+void force_rows_ctas_per_sm(int ctas);
+
 }  // namespace ssm::cuda
