@@ -688,6 +688,11 @@ void Engine::snapshot_restore(int slot, int snap) {
 
 namespace {
 size_t round_up256(size_t bytes) { return (bytes + 255) / 256 * 256; }  // 16-byte copies, apart
+// Exports and reads back at least this large copy and allocate their host tensors on several
+// threads (OpenMP); below it a thread team costs more than it saves (the odd presets' states are
+// kilobytes, a real shape's tens of megabytes).
+constexpr size_t kParallelHostBytes = size_t(4) << 20;
+
 size_t shape_elems(const std::vector<int64_t>& shape) {
   size_t n = 1;
   for (int64_t d : shape) n *= size_t(d);
@@ -737,11 +742,15 @@ void Engine::read_back(const std::vector<Readback>& reads) {
   launch_copies(gather, main_);
   SSM_CUDA(cudaMemcpyAsync(host_readback_.get(), readback_.get(), off, cudaMemcpyDeviceToHost, main_));
   SSM_CUDA(cudaStreamSynchronize(main_));
+  std::vector<size_t> at(reads.size());
   off = 0;
-  for (const Readback& r : reads) {
-    std::memcpy(r.dst, host_readback_.get() + off, r.bytes);
-    off += round_up256(r.bytes);
+  for (size_t i = 0; i < reads.size(); ++i) {
+    at[i] = off;
+    off += round_up256(reads[i].bytes);
   }
+  const int n = int(reads.size());
+#pragma omp parallel for schedule(dynamic) if (total >= kParallelHostBytes)
+  for (int i = 0; i < n; ++i) std::memcpy(reads[size_t(i)].dst, host_readback_.get() + at[size_t(i)], reads[size_t(i)].bytes);
 }
 
 std::vector<Engine::ExportField> Engine::export_fields(int slot) const {
@@ -795,10 +804,20 @@ SequenceState Engine::export_state(int slot) {
   out.layers.resize(size_t(pool_.layers()));
   for (LayerState& ls : out.layers) ls.h_is_f16 = m.h_is_f16;
   // every field is allocated here and read back at the end, in one gather (read_back); a
-  // tensor's heap storage stays put when the tensor is moved into the state
+  // tensor's heap storage stays put when the tensor is moved into the state. A large state's
+  // tensors are allocated (and zeroed, their first touch) on several threads, as read_back copies
+  // them: single-threaded, the two passes over the host memory were most of a real-shape export.
+  const std::vector<ExportField> fields = export_fields(slot);
+  size_t total = 0;
+  for (const ExportField& f : fields) total += shape_elems(f.shape) * dtype_size(f.dtype);
+  std::vector<Tensor> tensors(fields.size());
+  const int n = int(fields.size());
+#pragma omp parallel for schedule(dynamic) if (total >= kParallelHostBytes)
+  for (int i = 0; i < n; ++i) tensors[size_t(i)] = Tensor::zeros(fields[size_t(i)].dtype, fields[size_t(i)].shape);
   std::vector<Readback> reads;
-  for (const ExportField& f : export_fields(slot)) {
-    Tensor t = Tensor::zeros(f.dtype, f.shape);
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const ExportField& f = fields[i];
+    Tensor& t = tensors[i];
     reads.push_back(Readback{f.src, t.raw(), t.bytes()});
     if (f.kind == ExportField::stage) {
       out.h_prefill_stage = std::move(t);

@@ -5,6 +5,7 @@
 #include "reference/layer_step.h"
 #include "core/state_digest.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -80,6 +81,13 @@ void ReferenceBackend::throw_beyond_capacity(const char* family, int t, int slot
                           " (an op the contract should have refused)");
 }
 
+namespace {
+// An export at least this large copies its tensors on several threads (OpenMP); below it a thread
+// team costs more than it saves (the odd presets' states are kilobytes, a real shape's tens of
+// megabytes). The CUDA engine's read back uses the same bound (cuda/engine.cpp).
+constexpr int64_t kParallelExportBytes = int64_t(4) << 20;
+}  // namespace
+
 SequenceState ReferenceBackend::export_state(int slot) {
   contract_.check_claimed("export", slot);
   const SlotMeta& m = contract_.slot(slot);
@@ -87,32 +95,47 @@ SequenceState ReferenceBackend::export_state(int slot) {
   SequenceState out;
   out.slot = slot;
   out.last_verify_k = m.last_verify_k;
-  for (const LayerSlot& l : s.layers) {
-    LayerState ls;
-    ls.h = l.h.value;
+  // The state's tensors are copied last, all at once: on several threads when the state is large
+  // (a real shape's tens of megabytes), where one thread's copies were most of an export.
+  std::vector<std::pair<Tensor*, const Tensor*>> copies;
+  int64_t bytes = 0;
+  auto copy = [&](Tensor& to, const Tensor& from) {
+    copies.emplace_back(&to, &from);
+    bytes += int64_t(from.bytes());
+  };
+  out.layers.resize(s.layers.size());  // sized first: the copies point into it
+  for (size_t li = 0; li < s.layers.size(); ++li) {
+    const LayerSlot& l = s.layers[li];
+    LayerState& ls = out.layers[li];
+    copy(ls.h, l.h.value);
     ls.condition.h = l.h.cond.rho;
-    ls.conv = l.conv;
+    copy(ls.conv, l.conv);
     ls.h_is_f16 = m.h_is_f16;
     if (m.has_h_checkpoint) {
-      ls.h_checkpoint = l.h_checkpoint.value;
+      copy(ls.h_checkpoint.emplace(), l.h_checkpoint.value);
       ls.condition.h_checkpoint = l.h_checkpoint.cond.rho;
     }
-    if (m.has_conv_checkpoint) ls.conv_checkpoint = l.conv_checkpoint;
-    for (int t = 0; t + 1 < m.last_verify_k; ++t) {
+    if (m.has_conv_checkpoint) copy(ls.conv_checkpoint.emplace(), l.conv_checkpoint);
+    const int inter = std::max(m.last_verify_k - 1, 0);
+    ls.h_intermediates.resize(size_t(inter));
+    ls.conv_intermediates.resize(size_t(inter));
+    for (int t = 0; t < inter; ++t) {
       const HField& hi = intermediate(l.h_intermediates, t, "h", slot);
-      ls.h_intermediates.push_back(hi.value);
+      copy(ls.h_intermediates[size_t(t)], hi.value);
       ls.condition.h_intermediates.push_back(hi.cond.rho);
-      ls.conv_intermediates.push_back(intermediate(l.conv_intermediates, t, "conv", slot));
+      copy(ls.conv_intermediates[size_t(t)], intermediate(l.conv_intermediates, t, "conv", slot));
     }
     ls.ple = l.ple;
     if (m.has_conv_checkpoint) ls.ple_checkpoint = l.ple_checkpoint;
     if (m.last_verify_k > 0) ls.ple_snapshots = l.ple_snapshots;
-    out.layers.push_back(std::move(ls));
   }
   if (contract_.pool().h_mode == HMode::f16_pool) {
-    out.h_prefill_stage = s.stage;
+    copy(out.h_prefill_stage.emplace(), s.stage);
     out.h_prefill_stage_condition = s.stage_cond;
   }
+  const int n = int(copies.size());
+#pragma omp parallel for schedule(dynamic) if (bytes >= kParallelExportBytes)
+  for (int i = 0; i < n; ++i) *copies[size_t(i)].first = *copies[size_t(i)].second;
   return out;
 }
 
