@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -812,8 +813,17 @@ SequenceState Engine::export_state(int slot) {
   for (const ExportField& f : fields) total += shape_elems(f.shape) * dtype_size(f.dtype);
   std::vector<Tensor> tensors(fields.size());
   const int n = int(fields.size());
+  std::exception_ptr error;  // an exception may not leave the parallel region: kept, rethrown after
 #pragma omp parallel for schedule(dynamic) if (total >= kParallelHostBytes)
-  for (int i = 0; i < n; ++i) tensors[size_t(i)] = Tensor::zeros(fields[size_t(i)].dtype, fields[size_t(i)].shape);
+  for (int i = 0; i < n; ++i) {
+    try {
+      tensors[size_t(i)] = Tensor::zeros(fields[size_t(i)].dtype, fields[size_t(i)].shape);
+    } catch (...) {
+#pragma omp critical(ssm_export_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
   std::vector<Readback> reads;
   for (size_t i = 0; i < fields.size(); ++i) {
     const ExportField& f = fields[i];

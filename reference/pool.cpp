@@ -6,6 +6,7 @@
 #include "core/state_digest.h"
 
 #include <algorithm>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -134,8 +135,17 @@ SequenceState ReferenceBackend::export_state(int slot) {
     out.h_prefill_stage_condition = s.stage_cond;
   }
   const int n = int(copies.size());
+  std::exception_ptr error;  // an exception may not leave the parallel region: kept, rethrown after
 #pragma omp parallel for schedule(dynamic) if (bytes >= kParallelExportBytes)
-  for (int i = 0; i < n; ++i) *copies[size_t(i)].first = *copies[size_t(i)].second;
+  for (int i = 0; i < n; ++i) {
+    try {
+      *copies[size_t(i)].first = *copies[size_t(i)].second;
+    } catch (...) {
+#pragma omp critical(ssm_export_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
   return out;
 }
 
