@@ -19,6 +19,11 @@ void StateHasher::bytes(const void* p, size_t n) {
 
 void StateHasher::add(int64_t v) { bytes(&v, sizeof v); }
 
+void StateHasher::add(const std::string& s) {
+  add(int64_t(s.size()));
+  bytes(s.data(), s.size());
+}
+
 void StateHasher::add(const Tensor& t) {
   add(int64_t(t.dtype()));
   add(int64_t(t.shape().size()));

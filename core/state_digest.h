@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/state.h"
@@ -23,6 +24,7 @@ class StateHasher {
   StateHasher& operator=(const StateHasher&) = delete;
 
   void add(int64_t v);
+  void add(const std::string& s);            // length, then the bytes
   void add(const Tensor& t);                 // dtype, shape and bits
   void add(const std::optional<Tensor>& t);  // presence, then the tensor
   void add_optional(const Tensor* t);        // the same, null when absent (no copy to make)

@@ -1,6 +1,8 @@
 // RapidCheck state-machine campaigns (see campaign.h).
 #include "fuzz/campaign.h"
 
+#include "core/state_digest.h"
+
 #include "core/keep_freed_memory.h"
 
 #include <fmt/core.h>
@@ -359,6 +361,27 @@ void check_campaign_coverage(const CampaignOptions& o, CampaignResult& result) {
     result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async, o.kinds, o.ple));
 }
 
+uint64_t campaign_fingerprint(const CampaignOptions& o) {
+  StateHasher h;
+  h.add(int64_t(o.seed));
+  h.add(int64_t(o.max_ops));
+  h.add(o.preset.value_or("(drawn)"));
+  h.add(o.config_path.value_or("(none)"));
+  h.add(int64_t(o.layers));
+  h.add(o.h_mode ? std::string(to_string(*o.h_mode)) : std::string("(drawn)"));
+  h.add(std::string(to_string(o.numerics.gates)));
+  h.add(std::string(to_string(o.numerics.f16_store)));
+  h.add(std::string(to_string(o.numerics.f16_rows)));
+  h.add(int64_t(o.kinds.size()));
+  for (LayerKind k : o.kinds) h.add(std::string(to_string(k)));
+  h.add(int64_t(o.ple));
+  h.add(o.backend_label);
+  h.add(o.tolerances.json().dump());
+  h.add(int64_t(o.strictness));
+  h.add(int64_t(o.pause_async));
+  return h.digest();
+}
+
 CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut) {
   load_rapidcheck_quietly();
   keep_freed_memory();  // every op copies state: keep freed blocks (also for programs other than the CLI)
@@ -442,6 +465,7 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
       rec.status = r.match(failure) ? CaseRecord::Status::fail
                    : r.match(gave_up) || r.match(error) ? CaseRecord::Status::gave_up
                                                         : CaseRecord::Status::pass;
+      rec.campaign = campaign_fingerprint(o);
       rec.ops = ctx.ops;
       rec.coverage = ctx.coverage;
       rec.times = ctx.times;

@@ -87,6 +87,15 @@ struct CampaignResult {
   int64_t sequences() const;
 };
 
+// A digest of what decides a campaign's cases and how they are judged: the seed, the longest
+// script, the fixed model (preset, config, layers, h mode), the numerics, the layer kinds, the
+// PLE carry, the tolerances, the strictness, held async copies and the backend label (part of the
+// rerun line). Not the partition (shard, cases), shrinking, the coverage requirement (checked on
+// the merged result), outputs or callbacks. Every case record carries its campaign's
+// (CaseRecord::campaign), and the merge refuses a record of another campaign: a process whose
+// command line lost or changed such a flag.
+uint64_t campaign_fingerprint(const CampaignOptions& o);
+
 CampaignResult run_campaign(const CampaignOptions& options, const BackendFactory& model,
                             const BackendFactory& sut);
 

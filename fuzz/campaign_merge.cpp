@@ -14,6 +14,7 @@ CampaignResult merge_case_records(const CampaignOptions& o, std::vector<CaseReco
   for (size_t i = 1; i < records.size(); ++i)
     if (records[i].index == records[i - 1].index)
       throw std::logic_error(fmt::format("case {} has two records", records[i].index));
+  const uint64_t campaign = campaign_fingerprint(o);
   CampaignResult passes;  // the cases before the first failing one, from their records
   int first_failing = -1;
   size_t next = 0;  // the next record to take
@@ -26,6 +27,11 @@ CampaignResult merge_case_records(const CampaignOptions& o, std::vector<CaseReco
     if (next == records.size() || records[next].index != c)
       throw std::logic_error(fmt::format("case {} of seed {} has no record", c, o.seed));
     const CaseRecord& r = records[next];
+    if (r.campaign != campaign)
+      throw std::logic_error(fmt::format(
+          "case {} was run in a campaign other than this one (fingerprint {:016x}, this campaign's {:016x}): the "
+          "process's command line lost or changed a flag that decides the cases (cli/fuzz_jobs.cpp, fuzz_command_line)",
+          c, r.campaign, campaign));
     if (r.status != CaseRecord::Status::pass) {
       first_failing = c;
       break;

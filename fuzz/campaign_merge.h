@@ -14,7 +14,8 @@ namespace ssm::fuzz {
 
 // `records`: every record the processes wrote, in any order, for the cases of `o`'s partition
 // (o.shard + k * o.shards < o.cases). Throws std::logic_error when a case that must have run has
-// no record or has two, and std::runtime_error when the first failing case passes when run again
+// no record or has two, or was run in another campaign (its record's campaign_fingerprint is not
+// o's: a process's command line lost a flag), and std::runtime_error when the first failing case passes when run again
 // (a nondeterministic side: the same seed must give the same verdict). `seconds` is left to the
 // caller (the wall time of the whole run).
 CampaignResult merge_case_records(const CampaignOptions& o, std::vector<CaseRecord> records,

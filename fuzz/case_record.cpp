@@ -1,5 +1,7 @@
 #include "fuzz/case_record.h"
 
+#include <fmt/core.h>
+
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -58,6 +60,7 @@ PhaseTimes times_of(const json& j) {
 
 std::string to_json_line(const CaseRecord& r) {
   return json{{"case", r.index},
+              {"campaign", fmt::format("{:016x}", r.campaign)},
               {"status", status_name(r.status)},
               {"ops", r.ops},
               {"coverage", coverage_json(r.coverage)},
@@ -78,6 +81,10 @@ CaseRecord case_record_from_json_line(const std::string& line, const std::string
     else if (s == "gave_up") r.status = CaseRecord::Status::gave_up;
     else throw std::invalid_argument("status '" + s + "' is not pass, fail or gave_up");
     if (r.index < 0) throw std::invalid_argument("case index " + std::to_string(r.index) + " < 0");
+    const std::string campaign = j.at("campaign").get<std::string>();
+    size_t used = 0;
+    r.campaign = campaign.size() == 16 ? std::stoull(campaign, &used, 16) : 0;
+    if (used != 16) throw std::invalid_argument("campaign '" + campaign + "' is not 16 hex digits");
     r.ops = j.at("ops").get<int64_t>();
     r.coverage = coverage_of(j.at("coverage"));
     r.times = times_of(j.at("times"));

@@ -13,6 +13,7 @@ namespace ssm::fuzz {
 struct CaseRecord {
   enum class Status { pass, fail, gave_up };
   int index = -1;  // the case index (its seed is mix(seed, index))
+  uint64_t campaign = 0;  // campaign_fingerprint of the campaign that ran it (fuzz/campaign.h)
   Status status = Status::pass;
   int64_t ops = 0;
   Coverage coverage;  // what the case reached (empty for a case that failed: a campaign merges passes only)

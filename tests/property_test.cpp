@@ -159,6 +159,7 @@ TEST(PropertyCpu, CaseRecordsRoundTripAndBadLinesAreNamed) {
   for (const fuzz::CaseRecord& r : records) {
     const fuzz::CaseRecord back = fuzz::case_record_from_json_line(fuzz::to_json_line(r), "here");
     EXPECT_EQ(back.index, r.index);
+    EXPECT_EQ(back.campaign, fuzz::campaign_fingerprint(o));
     EXPECT_EQ(back.ops, r.ops);
     EXPECT_EQ(back.coverage.ops, r.coverage.ops);
     EXPECT_EQ(back.coverage.axes, r.coverage.axes);
@@ -177,8 +178,9 @@ TEST(PropertyCpu, CaseRecordsRoundTripAndBadLinesAreNamed) {
   }
 }
 
-// The merge checks what it is given: a case with no record or two, and a case that failed in its
-// process but passes when run again (a nondeterministic side), are errors, never a verdict.
+// The merge checks what it is given: a case with no record or two, a case run in another
+// campaign (a flag its process lost), and a case that failed in its process but passes when run
+// again (a nondeterministic side), are errors, never a verdict.
 TEST(PropertyCpu, MergeRefusesMissingRecordsAndUnrepeatableFailures) {
   fuzz::CampaignOptions o = short_campaign(15, 4);
   std::vector<fuzz::CaseRecord> records;
@@ -192,6 +194,38 @@ TEST(PropertyCpu, MergeRefusesMissingRecordsAndUnrepeatableFailures) {
   std::vector<fuzz::CaseRecord> twice = records;
   twice.push_back(records[1]);
   EXPECT_THROW(fuzz::merge_case_records(o, twice, reference(), alternate()), std::logic_error);
+  // every option that decides the cases or their judgement changes the fingerprint; the
+  // partition, shrinking and outputs do not (the processes run other shards, without shrinking)
+  fuzz::CampaignOptions other = o;
+  other.shard = 1;
+  other.shards = 3;
+  other.cases = 7;
+  other.shrink = false;
+  other.out_dir = "elsewhere";
+  other.require_coverage = !o.require_coverage;
+  EXPECT_EQ(fuzz::campaign_fingerprint(other), fuzz::campaign_fingerprint(o));
+  for (const std::function<void(fuzz::CampaignOptions&)>& change :
+       std::vector<std::function<void(fuzz::CampaignOptions&)>>{
+           [](fuzz::CampaignOptions& c) { c.max_ops += 1; }, [](fuzz::CampaignOptions& c) { c.seed += 1; },
+           [](fuzz::CampaignOptions& c) { c.preset = "tiny"; }, [](fuzz::CampaignOptions& c) { c.h_mode = HMode::f16; },
+           [](fuzz::CampaignOptions& c) { c.pause_async = !c.pause_async; },
+           [](fuzz::CampaignOptions& c) { c.tolerances.override_from("output.rtol=2e-3"); },
+           [](fuzz::CampaignOptions& c) { c.numerics.f16_rows = F16Rows::carried; },
+           [](fuzz::CampaignOptions& c) { c.kinds = {LayerKind::gdn}; }}) {
+    fuzz::CampaignOptions changed = o;
+    change(changed);
+    EXPECT_NE(fuzz::campaign_fingerprint(changed), fuzz::campaign_fingerprint(o));
+  }
+  std::vector<fuzz::CaseRecord> foreign = records;
+  foreign[2].campaign ^= 1;
+  try {
+    fuzz::merge_case_records(o, foreign, reference(), alternate());
+    ADD_FAILURE() << "a record of another campaign was merged";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("case " + std::to_string(records[2].index) + " was run in a campaign other"),
+              std::string::npos)
+        << e.what();
+  }
   std::vector<fuzz::CaseRecord> claimed = records;
   claimed[1].status = fuzz::CaseRecord::Status::fail;
   try {
