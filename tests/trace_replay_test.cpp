@@ -533,10 +533,7 @@ TEST(Gate, FailsWhenAFaultyTraceIsNotPinpointed) {
 // folder's name: what --jobs must print exactly as one process does.
 static std::string fuzz_verdict(const std::string& out, const std::string& out_dir) {
   std::string v;
-  for (size_t a = 0, b; a < out.size(); a = b + 1) {
-    b = out.find('\n', a);
-    if (b == std::string::npos) b = out.size();
-    std::string line = out.substr(a, b - a);
+  for (std::string line : lines_of(out)) {
     if (line.rfind("ssmcheck fuzz: ", 0) == 0) continue;
     for (size_t at; (at = line.find(out_dir)) != std::string::npos;) line.replace(at, out_dir.size(), "OUT");
     v += line + "\n";

@@ -3,15 +3,24 @@
 // and one process must print alike.
 #pragma once
 #include <string>
+#include <vector>
 
 namespace ssm::test {
 
-inline std::string text_without_times(const std::string& text) {
-  std::string out;
+// The lines of `text` without their newlines (a last line without one included).
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
   for (size_t a = 0, b; a < text.size(); a = b + 1) {
     b = text.find('\n', a);
     if (b == std::string::npos) b = text.size();
-    std::string line = text.substr(a, b - a);
+    lines.push_back(text.substr(a, b - a));
+  }
+  return lines;
+}
+
+inline std::string text_without_times(const std::string& text) {
+  std::string out;
+  for (std::string line : lines_of(text)) {
     if (line.rfind("  time: ", 0) == 0) continue;
     const size_t in = line.find(" ops in ");
     const size_t rate = in == std::string::npos ? std::string::npos : line.find("): ", in);
