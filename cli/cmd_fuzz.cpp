@@ -147,7 +147,7 @@ int run_fuzz(const FuzzFlags& f) {
              f.duration > 0 ? fmt::format(", for {} s (exploratory: the cases that run depend on the machine)",
                                           f.duration)
                             : "",
-             f.jobs > 1 ? fmt::format(", in {} processes of {} OpenMP threads", f.jobs, omp_threads_per_job(f.jobs)) : "");
+             jobs_banner(f.jobs));
   const std::string suite = "campaign." + be.name, name = fmt::format("seed {}", f.seed);
   std::optional<CrashVerdict> crash;
   arm_one_case(crash, f.verdict, "ssmcheck fuzz", f.seed, suite, name);

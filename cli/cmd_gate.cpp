@@ -81,7 +81,7 @@ int run_gate(const GateFlags& f) {
   for (const auto& b : o.backends) fmt::print(" {}", b.name);
   for (const auto& s : o.skipped) fmt::print(" ({} skipped: {})", s.first, s.second);
   fmt::print(", seed {}, {} cases per campaign{}\n", f.seed, f.cases,
-             f.jobs > 1 ? fmt::format(", in {} processes of {} OpenMP threads", f.jobs, omp_threads_per_job(f.jobs)) : "");
+             jobs_banner(f.jobs));
   // Output files are written before any work with a verdict that says the gate has not finished
   // (not on stdout: one verdict there); a crash in the middle of a check leaves a failing verdict
   // naming it.

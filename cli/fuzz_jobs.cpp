@@ -146,6 +146,10 @@ std::string omp_threads_per_job(int jobs) {
   return std::to_string(std::max(1, int(std::thread::hardware_concurrency()) / std::max(jobs, 1)));
 }
 
+std::string jobs_banner(int jobs) {
+  return jobs > 1 ? fmt::format(", in {} processes of {} OpenMP threads", jobs, omp_threads_per_job(jobs)) : "";
+}
+
 std::vector<std::string> fuzz_command_line(const fuzz::CampaignOptions& o, const fuzz::BackendEntry& be,
                                            const ToleranceOptions& tol) {
   if (o.duration_s > 0) throw std::logic_error("fuzz_command_line: a time-bound campaign has no fixed cases");
@@ -197,8 +201,9 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
     const fs::path job = dir / fmt::format("job-{}", j);
     p.records = job.string() + ".jsonl";
     p.log = job.string() + ".log";
-    p.first = o.shard + j * o.shards;
-    p.step = o.shards * jobs;
+    const fuzz::CampaignOptions part = fuzz::job_options(o, j, jobs);
+    p.first = part.shard;
+    p.step = part.shards;
     std::vector<std::string> a = base;
     for (const std::string& s : {std::string("--shard"), fmt::format("{}/{}", p.first, p.step), std::string("--out"),
                                  job.string(), std::string("--no-shrink"), std::string("--case-records"),

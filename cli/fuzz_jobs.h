@@ -26,6 +26,9 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
 // cores shared out among the processes (at least 1). The thread count changes no result.
 std::string omp_threads_per_job(int jobs);
 
+// What fuzz's and gate's banners add for --jobs: ", in N processes of T OpenMP threads" ("" for 1).
+std::string jobs_banner(int jobs);
+
 // The `ssmcheck fuzz` command line (program first) that runs campaign `o` on backend `be`, with
 // the tolerance flags `tol` (those `o.tolerances` came from): what `gate --jobs` hands
 // run_campaign_in_processes for each of its campaigns. Throws std::logic_error for an option no

@@ -395,6 +395,7 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
   const int total = o.cases > o.shard ? (o.cases - o.shard + o.shards - 1) / o.shards : 0;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const uint64_t fingerprint = o.on_case ? campaign_fingerprint(o) : 0;  // what each record carries
   // One RapidCheck run per case, seeded by the case index: the cases do not depend on how many
   // ran before them, so a count bound or a duration checked between cases is deterministic.
   for (int c = o.shard; c < o.cases; c += o.shards) {
@@ -465,7 +466,7 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
       rec.status = r.match(failure) ? CaseRecord::Status::fail
                    : r.match(gave_up) || r.match(error) ? CaseRecord::Status::gave_up
                                                         : CaseRecord::Status::pass;
-      rec.campaign = campaign_fingerprint(o);
+      rec.campaign = fingerprint;
       rec.ops = ctx.ops;
       rec.coverage = ctx.coverage;
       rec.times = ctx.times;

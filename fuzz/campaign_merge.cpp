@@ -7,6 +7,14 @@
 
 namespace ssm::fuzz {
 
+CampaignOptions job_options(const CampaignOptions& o, int j, int jobs) {
+  CampaignOptions p = o;
+  p.shard = o.shard + j * o.shards;
+  p.shards = o.shards * jobs;
+  p.shrink = false;
+  return p;
+}
+
 CampaignResult merge_case_records(const CampaignOptions& o, std::vector<CaseRecord> records,
                                   const BackendFactory& model, const BackendFactory& sut) {
   if (o.duration_s > 0) throw std::invalid_argument("a campaign bounded by --duration has no fixed cases to merge");

@@ -12,6 +12,11 @@
 
 namespace ssm::fuzz {
 
+// Process j of `jobs`: the campaign's shard I/M split further, shard I + j*M of jobs*M, without
+// shrinking (the merge shrinks the first failure); everything else is `o`'s. `fuzz --jobs` gives
+// process j these as flags (cli/fuzz_jobs.cpp).
+CampaignOptions job_options(const CampaignOptions& o, int j, int jobs);
+
 // `records`: every record the processes wrote, in any order, for the cases of `o`'s partition
 // (o.shard + k * o.shards < o.cases). Throws std::logic_error when a case that must have run has
 // no record or has two, or was run in another campaign (its record's campaign_fingerprint is not

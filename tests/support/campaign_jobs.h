@@ -13,10 +13,7 @@ inline fuzz::CampaignResult run_as_jobs(const fuzz::CampaignOptions& o, int jobs
                                         const fuzz::BackendFactory& sut) {
   std::vector<fuzz::CaseRecord> records;
   for (int j = 0; j < jobs; ++j) {
-    fuzz::CampaignOptions shard = o;
-    shard.shard = o.shard + j * o.shards;
-    shard.shards = o.shards * jobs;
-    shard.shrink = false;
+    fuzz::CampaignOptions shard = fuzz::job_options(o, j, jobs);
     shard.out_dir.clear();
     shard.on_case = [&records](const fuzz::CaseRecord& r) { records.push_back(r); };
     fuzz::run_campaign(shard, model, sut);
