@@ -15,10 +15,11 @@ __device__ __forceinline__ uint16_t f32_to_f16_rne_bits(float f) { return ssm::f
 __device__ __forceinline__ float f16_bits_to_f32(uint16_t h) { return ssm::half_to_float(h); }
 
 // Kernel store of FP16 state: clamp to +-65504, NaN -> -65504, then round to nearest even.
-// The hardware RNE equals the reference converter on every finite input (TOOLING.md).
+// fmaxf returns its other operand when one is NaN, so fmaxf(NaN, -65504) is the -65504 the
+// contract asks for without a test of its own. The hardware RNE equals the reference converter
+// on every finite input (TOOLING.md).
 __device__ __forceinline__ __half store_half_clamped(float f) {
-  f = (f != f) ? -65504.0f : fminf(fmaxf(f, -65504.0f), 65504.0f);
-  return __float2half_rn(f);
+  return __float2half_rn(fminf(fmaxf(f, -65504.0f), 65504.0f));
 }
 
 // State element types: FP32 or FP16 storage, FP32 arithmetic.
@@ -104,16 +105,18 @@ __device__ __forceinline__ float sigmoid_f(float x) { return __fdiv_rn(1.0f, __f
 }  // namespace ssm::cuda
 
 namespace ssm::cuda {
-// out[e] = sum over y < n of part[y * stride + j0 + e], in y order (float4 reads when VEC == 4).
+// Sums v[e] over each aligned group of `lanes` consecutive lanes (a power of two <= 32, the same
+// in the whole warp): a butterfly, offsets lanes/2 down to 1. Every lane of a group ends with the
+// same bits (each step adds the same two values, in either order, and __fadd_rn commutes). Every
+// lane of the warp must call it (full-warp shuffles).
 template <int VEC>
-__device__ __forceinline__ void sum_partials(const float* part, int n, int stride, int j0, float* out) {
+__device__ __forceinline__ void group_sum(float (&v)[VEC], int lanes) {
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) out[e] = 0.0f;
-  for (int y = 0; y < n; ++y) {
-    float v[VEC];
-    load_vec<VEC>(part + y * stride + j0, v);
+  for (int o = 16; o > 0; o >>= 1) {
+    if (o < lanes) {
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) out[e] = __fadd_rn(out[e], v[e]);
+      for (int e = 0; e < VEC; ++e) v[e] = __fadd_rn(v[e], __shfl_xor_sync(0xffffffffu, v[e], o));
+    }
   }
 }
 }  // namespace ssm::cuda

@@ -22,19 +22,27 @@ struct RowsParams {
   int nk, nv, kd, vd;
   float qscale;            // 1/sqrt(kd)
   // Layout (rows_layout): work item (tile, vh, b) (one CTA of the WY kernel, one of a persistent
-  // CTA's items in the row kernel) owns columns [tile*tj, tile*tj + tj) of head vh;
-  // thread (tx = tid % tx_n, ty = tid / tx_n) holds H[ty*RPT + r][tile*tj + tx*VEC + e].
-  int tx_n, ty_n, tj, ntiles;
+  // CTA's items in the row kernel) owns columns [tile*tj, tile*tj + tj) of head vh; thread
+  // (tx, ty) (cuda/gdn_rows_threads.cuh) holds H[ty*RPT + r][tile*tj + tx*VEC + e] when
+  // ty < ty_n and tx < tx_n; the block has ty_groups * kRowLanes thread rows and tx_pad thread
+  // columns.
+  int tx_n, ty_n, ty_groups, tx_pad, tj, ntiles;
+  int in_vec4;  // row kernel: qkv and gb rows copy in 16- and 8-byte pieces (set by launch_gdn_rows)
   int mutants;  // device mutant bits (cuda/mutant_bits.h): 0 in shipped builds
 };
 
+// Lanes of a warp: kRowLanes thread rows by kColLanes thread columns (gdn_rows_threads.cuh).
+constexpr int kRowLanes = 4, kColLanes = 8;
+
 // VEC = 4 (16/8-byte vector access) when vd % 4 == 0, else 1; RPT = 32 / VEC rows per thread,
-// so each thread keeps 32 state values in registers. The column tile is as wide as
-// max_threads allows, then halved (down to 8 threads across) while there are fewer than
-// min_ctas work items. The reductions run over rows only (in-thread over RPT, then over ty in order),
-// so the column tiling never changes a result bit.
+// so each thread keeps 32 state values in registers; ty_n = ceil(kd / RPT) <= 32 thread rows in
+// ty_groups groups of kRowLanes. The column tile is as wide as max_threads allows (tx_n thread
+// columns, a multiple of kColLanes unless the head is narrower; tx_pad rounds it up), then halved
+// (down to 8 threads across) while there are fewer than min_ctas work items. The reductions run
+// over rows only (in-thread over RPT in order, the butterfly over a warp's kRowLanes lanes, then
+// the ty_groups partials in order), so the column tiling never changes a result bit.
 struct RowsLayout {
-  int vec, rpt, tx_n, ty_n, tj, ntiles, threads;
+  int vec, rpt, tx_n, ty_n, ty_groups, tx_pad, tj, ntiles, threads;
 };
 RowsLayout rows_layout(int kd, int vd, int nv, int B, int max_threads, int min_ctas);
 

@@ -14,8 +14,9 @@
 // to the exact arm): the clamp is not a rounding the tolerance covers.
 // Shapes: as cuda/gdn_rows.h. Launch: grid (ntiles * nv, B), block = rows_layout with at most
 //   256 threads (the K rows of vn add KMAX*VEC registers per thread), same register layout as
-//   the row kernel; dynamic shared memory KMAX*TY*TJ partials + K rows of q, k and the tile's v.
-//   Four barriers in all, against three per row in the exact arm (plus two per row on the rare redo).
+//   the row kernel and its sums over rows (gdn_rows_threads.cuh); dynamic shared memory: KMAX
+//   partial arrays, K rows of q, k and the tile's v, g and beta, the Gram matrix. Five barriers
+//   in all, against three per row in the exact arm (plus two per row on the rare redo).
 //   Launched as a programmatic dependent of the conv kernel, which it waits for first thing.
 // Counterpart: reference/verify.cpp (both arms share it).
 #include <mutex>
@@ -25,6 +26,7 @@
 #include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/dependent_launch.cuh"
+#include "cuda/gdn_rows_threads.cuh"
 #include "cuda/gdn_verify_wy.h"
 
 namespace ssm::cuda {
@@ -32,27 +34,28 @@ namespace ssm::cuda {
 namespace {
 
 template <typename HT, int VEC, int KMAX>
-__global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
+__global__ void __launch_bounds__(256, VEC == 4 && KMAX <= 4 ? 2 : 1) gdn_verify_wy_kernel(RowsParams p) {
   constexpr int RPT = 32 / VEC;
   wait_for_previous();  // a programmatic dependent (cuda/dependent_launch.cuh): everything before is written
   allow_dependents();   // the next kernel may launch; it waits for this one's end
   extern __shared__ float smem[];
-  const int kd = p.kd, vd = p.vd, TX = p.tx_n, TY = p.ty_n, TJ = p.tj, K = p.R;
-  const int tile_sz = TY * TJ;
-  float* part = smem;                 // [KMAX][TY][TJ]
-  float* sq = part + KMAX * tile_sz;  // [KMAX][kd]
-  float* sk = sq + KMAX * kd;         // [KMAX][kd]
-  float* sv = sk + KMAX * kd;         // [KMAX][TJ]
-  float* sgb = sv + KMAX * TJ;        // [KMAX][2]
-  float* kk = sgb + 2 * KMAX;         // [KMAX][KMAX], s < t
+  const int kd = p.kd, vd = p.vd, TJ = p.tj, K = p.R;
+  const int part_sz = p.ty_groups * p.tx_pad * VEC;
+  float* part = smem;                 // [KMAX][ty_groups][tx_pad * VEC] (rows_sum_publish)
+  float* sq = part + KMAX * part_sz;  // [KMAX][kd]
+  float* sk = sq + KMAX * kd;  // [KMAX][kd]
+  float* sv = sk + KMAX * kd;  // [KMAX][TJ]
+  float* sgb = sv + KMAX * TJ;  // [KMAX][2]
+  float* kk = sgb + 2 * KMAX;   // [KMAX][KMAX], s < t
 
   const int vh = blockIdx.x / p.ntiles, tile = blockIdx.x % p.ntiles, b = blockIdx.y;
   const int kh = vh / (p.nv / p.nk);
   const int slot = p.slots[b];
   const int tid = threadIdx.x;
-  const int tx = tid % TX, ty = tid / TX;
+  const RowsThread th = rows_thread(p);
+  const int tx = th.tx, ty = th.ty;
   const int jt = tile * TJ, jl = tx * VEC;
-  const bool owner = ty < TY && jt + jl < vd;
+  const bool owner = ty < p.ty_n && tx < p.tx_n && jt + jl < vd;
   const int conv_dim = 2 * p.nk * kd + p.nv * vd;
   const size_t head = size_t(vh) * kd * vd + jt + jl;
 
@@ -93,29 +96,31 @@ __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
         if (lane == 0) kk[s * KMAX + t] = acc;
       }
   }
-  if (owner) {  // H0^T k_t for every t over this thread's rows: the one sweep over H0
+  __syncthreads();
+
+  // H0^T k_t for every t over this thread's rows: the one sweep over H0, each sum published
+  // (rows_sum_publish: every lane, the shuffles) and collected after one barrier.
 #pragma unroll
-    for (int t = 0; t < KMAX; ++t) {
-      if (t < K) {
-        float pk[VEC];
+  for (int t = 0; t < KMAX; ++t) {
+    if (t < K) {
+      float pk[VEC];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) pk[e] = 0.0f;
+      for (int e = 0; e < VEC; ++e) pk[e] = 0.0f;
 #pragma unroll
-        for (int r = 0; r < RPT; ++r) {
-          const int i = ty * RPT + r;
-          if (i < kd) {
+      for (int r = 0; r < RPT; ++r) {
+        const int i = ty * RPT + r;
+        if (i < kd) {
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) pk[e] = __fmaf_rn(H[r][e], sk[t * kd + i], pk[e]);
-          }
+          for (int e = 0; e < VEC; ++e) pk[e] = __fmaf_rn(H[r][e], sk[t * kd + i], pk[e]);
         }
-        store_vec<VEC>(part + t * tile_sz + ty * TJ + jl, pk);
       }
+      rows_sum_publish<VEC>(pk, p, th, part + t * part_sz);
     }
   }
   __syncthreads();
 
-  float vn[KMAX][VEC];
-  if (owner) {  // the recursion for this thread's columns
+  float vn[KMAX][VEC];  // the recursion for this thread's columns; zero off the owned columns
+  {
     float a[KMAX];
     float gp = 1.0f;
 #pragma unroll
@@ -124,7 +129,7 @@ __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
       if (t < K) {
         const float g = sgb[2 * t], beta = sgb[2 * t + 1];
         float c[VEC];
-        sum_partials<VEC>(part + t * tile_sz, TY, TJ, jl, c);
+        rows_sum_collect<VEC>(c, p, th, part + t * part_sz);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) c[e] = __fmul_rn(gp, c[e]);
 #pragma unroll
@@ -137,7 +142,7 @@ __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
         }
 #pragma unroll
         for (int e = 0; e < VEC; ++e)
-          vn[t][e] = __fmul_rn(__fsub_rn(sv[t * TJ + jl + e], __fmul_rn(g, c[e])), beta);
+          vn[t][e] = owner ? __fmul_rn(__fsub_rn(sv[t * TJ + jl + e], __fmul_rn(g, c[e])), beta) : 0.0f;
 #pragma unroll
         for (int s = 0; s < KMAX; ++s)
           if (s < t) a[s] = __fmul_rn(a[s], g);
@@ -147,95 +152,84 @@ __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
   }
   __syncthreads();  // part is reused for the output partials
 
+  auto inter_of = [&](int t) -> HT* {
+    return t < p.n_inter ? reinterpret_cast<HT*>(p.h_inter + size_t(p.inter_first[slot] + t) * p.h_pitch) + head
+                         : nullptr;
+  };
   bool saturated = false;  // FP16: a state element stored clamped (beyond +-65504, or NaN)
-  if (owner) {  // the states, row by row in registers, and the output partials
 #pragma unroll
-    for (int t = 0; t < KMAX; ++t) {
-      if (t < K) {
-        const float g = sgb[2 * t];
-        HT* inter = t < p.n_inter
-                        ? reinterpret_cast<HT*>(p.h_inter + size_t(p.inter_first[slot] + t) * p.h_pitch) + head
-                        : nullptr;
-        float po[VEC];
+  for (int t = 0; t < KMAX; ++t) {  // the states, row by row in registers, and the output partials
+    if (t < K) {
+      const float g = sgb[2 * t];
+      HT* inter = inter_of(t);
+      float po[VEC];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) po[e] = 0.0f;
+      for (int e = 0; e < VEC; ++e) po[e] = 0.0f;
 #pragma unroll
-        for (int r = 0; r < RPT; ++r) {
-          const int i = ty * RPT + r;
-          if (i < kd) {
-            const float ki = sk[t * kd + i], qi = sq[t * kd + i];
+      for (int r = 0; r < RPT; ++r) {
+        const int i = ty * RPT + r;
+        if (i < kd) {
+          const float ki = sk[t * kd + i], qi = sq[t * kd + i];
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) {
-              const float pre = __fmaf_rn(ki, vn[t][e], __fmul_rn(g, H[r][e]));
-              if constexpr (!std::is_same<HT, float>::value) saturated = saturated || !(fabsf(pre) <= 65504.0f);
-              H[r][e] = HStore<HT>::round(pre);
-              po[e] = __fmaf_rn(H[r][e], qi, po[e]);
-            }
-            if (inter) store_vec<VEC>(inter + size_t(i) * vd, H[r]);
+          for (int e = 0; e < VEC; ++e) {
+            const float pre = __fmaf_rn(ki, vn[t][e], __fmul_rn(g, H[r][e]));
+            if constexpr (!std::is_same<HT, float>::value) saturated = saturated || !(fabsf(pre) <= 65504.0f);
+            H[r][e] = HStore<HT>::round(pre);
+            po[e] = __fmaf_rn(H[r][e], qi, po[e]);
           }
+          if (inter && owner) store_vec<VEC>(inter + size_t(i) * vd, H[r]);
         }
-        store_vec<VEC>(part + t * tile_sz + ty * TJ + jl, po);
       }
+      rows_sum_publish<VEC>(po, p, th, part + t * part_sz);
     }
   }
   // A clamped FP16 store changes the state the next rows must read (STATE-MODEL section 6), and
   // the expansion cannot see it: then (rarely: a saturated state) the block redoes the verify row
   // by row from H0, exactly as the row kernel does (cuda/gdn_decode.cu), bit for bit.
   if (__syncthreads_or(saturated)) {
-    if (owner) {
+#pragma unroll
+    for (int r = 0; r < RPT; ++r) {
+      const int i = ty * RPT + r;
+      if (owner && i < kd) load_vec<VEC>(hlive + size_t(i) * vd, H[r]);
+    }
+    for (int t = 0; t < K; ++t) {
+      float* pt = part + t * part_sz;
+      float vr[VEC];  // hk = H^T k_t over this thread's rows, then over the tile's
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) vr[e] = 0.0f;
 #pragma unroll
       for (int r = 0; r < RPT; ++r) {
         const int i = ty * RPT + r;
-        if (i < kd) load_vec<VEC>(hlive + size_t(i) * vd, H[r]);
-      }
-    }
-    for (int t = 0; t < K; ++t) {
-      float* pt = part + t * tile_sz;
-      if (owner) {  // hk = H^T k_t over this thread's rows
-        float pk[VEC];
+        if (i < kd) {
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) pk[e] = 0.0f;
-#pragma unroll
-        for (int r = 0; r < RPT; ++r) {
-          const int i = ty * RPT + r;
-          if (i < kd) {
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) pk[e] = __fmaf_rn(H[r][e], sk[t * kd + i], pk[e]);
-          }
+          for (int e = 0; e < VEC; ++e) vr[e] = __fmaf_rn(H[r][e], sk[t * kd + i], vr[e]);
         }
-        store_vec<VEC>(pt + ty * TJ + jl, pk);
       }
+      rows_sum_publish<VEC>(vr, p, th, pt);
       __syncthreads();
-      float vr[VEC];
-      if (owner) {
-        const float g = sgb[2 * t], beta = sgb[2 * t + 1];
-        sum_partials<VEC>(pt, TY, TJ, jl, vr);
+      rows_sum_collect<VEC>(vr, p, th, pt);
+      const float g = sgb[2 * t], beta = sgb[2 * t + 1];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) vr[e] = __fmul_rn(__fsub_rn(sv[t * TJ + jl + e], __fmul_rn(g, vr[e])), beta);
-      }
+      for (int e = 0; e < VEC; ++e)
+        vr[e] = owner ? __fmul_rn(__fsub_rn(sv[t * TJ + jl + e], __fmul_rn(g, vr[e])), beta) : 0.0f;
       __syncthreads();  // every sum of pt is read before pt takes the output partials
-      if (owner) {
-        const float g = sgb[2 * t];
-        HT* inter = t < p.n_inter
-                        ? reinterpret_cast<HT*>(p.h_inter + size_t(p.inter_first[slot] + t) * p.h_pitch) + head
-                        : nullptr;
-        float po[VEC];
+      HT* inter = inter_of(t);
+      float po[VEC];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) po[e] = 0.0f;
+      for (int e = 0; e < VEC; ++e) po[e] = 0.0f;
 #pragma unroll
-        for (int r = 0; r < RPT; ++r) {
-          const int i = ty * RPT + r;
-          if (i < kd) {
+      for (int r = 0; r < RPT; ++r) {
+        const int i = ty * RPT + r;
+        if (i < kd) {
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) {
-              H[r][e] = HStore<HT>::round(__fmaf_rn(sk[t * kd + i], vr[e], __fmul_rn(g, H[r][e])));
-              po[e] = __fmaf_rn(H[r][e], sq[t * kd + i], po[e]);
-            }
-            if (inter) store_vec<VEC>(inter + size_t(i) * vd, H[r]);
+          for (int e = 0; e < VEC; ++e) {
+            H[r][e] = HStore<HT>::round(__fmaf_rn(sk[t * kd + i], vr[e], __fmul_rn(g, H[r][e])));
+            po[e] = __fmaf_rn(H[r][e], sq[t * kd + i], po[e]);
           }
+          if (inter && owner) store_vec<VEC>(inter + size_t(i) * vd, H[r]);
         }
-        store_vec<VEC>(pt + ty * TJ + jl, po);
       }
+      rows_sum_publish<VEC>(po, p, th, pt);
     }
     __syncthreads();
   }
@@ -244,7 +238,7 @@ __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
   if (owner && ty == 0) {
     for (int t = 0; t < K; ++t) {
       float o[VEC];
-      sum_partials<VEC>(part + t * tile_sz, TY, TJ, jl, o);
+      rows_sum_collect<VEC>(o, p, th, part + t * part_sz);
 #pragma unroll
       for (int e = 0; e < VEC; ++e) o[e] = __fmul_rn(o[e], p.qscale);
       store_vec<VEC>(p.o + (size_t(b) * K + t) * size_t(p.nv) * vd + size_t(vh) * vd + jt + jl, o);
@@ -255,8 +249,8 @@ __global__ void __launch_bounds__(256) gdn_verify_wy_kernel(RowsParams p) {
 template <typename HT, int VEC, int KMAX>
 void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
   auto k = gdn_verify_wy_kernel<HT, VEC, KMAX>;
-  const size_t smem = sizeof(float) * (size_t(KMAX) * p.ty_n * p.tj + 2 * size_t(KMAX) * p.kd + size_t(KMAX) * p.tj +
-                                       2 * KMAX + KMAX * KMAX);
+  const size_t smem = sizeof(float) * (size_t(KMAX) * p.ty_groups * p.tx_pad * VEC + 2 * size_t(KMAX) * p.kd +
+                                       size_t(KMAX) * p.tj + 2 * KMAX + KMAX * KMAX);
   static std::once_flag once;  // raise the dynamic shared-memory limit once per instance
   std::call_once(once, [&] {
     SSM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
@@ -279,6 +273,8 @@ void launch_gdn_verify_wy(RowsParams p, bool h_f16, int min_ctas, cudaStream_t s
   const RowsLayout L = rows_layout(p.kd, p.vd, p.nv, p.B, 256, min_ctas);
   p.tx_n = L.tx_n;
   p.ty_n = L.ty_n;
+  p.ty_groups = L.ty_groups;
+  p.tx_pad = L.tx_pad;
   p.tj = L.tj;
   p.ntiles = L.ntiles;
   if (p.R <= 4) {
