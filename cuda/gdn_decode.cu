@@ -178,6 +178,52 @@ __device__ __forceinline__ float4 thread_rows4(const float* s, int ty, int ty_n,
   return ty < ty_n ? *reinterpret_cast<const float4*>(s + ty * RPT + r0) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
+// The thread's RPT x VEC state values in registers. FP32 (and FP16 with VEC = 1) as floats;
+// FP16 with VEC = 4 as half2 pairs, 16 registers instead of 32 (the 4-CTA build spilled 104
+// bytes at 64 registers holding floats): every value the kernel carries is FP16 already (loaded
+// from FP16 state, or a clamped store of the update), so a pair holds it exactly, get() returns
+// the very float the FP32 registers held, and set_row rounds as HStore::round does (clamp to
+// +-65504, NaN to -65504, RNE): the same bits.
+template <typename HT, int RPT, int VEC>
+struct HRegs {
+  float v[RPT][VEC];
+  __device__ __forceinline__ float get(int r, int e) const { return v[r][e]; }
+  __device__ __forceinline__ void clear(int r) {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[r][e] = 0.0f;
+  }
+  __device__ __forceinline__ void load(int r, const HT* p) { load_vec<VEC>(p, v[r]); }
+  __device__ __forceinline__ void store(int r, HT* p) const { store_vec<VEC>(p, v[r]); }
+  __device__ __forceinline__ void set_row(int r, const float (&x)[VEC]) {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) v[r][e] = HStore<HT>::round(x[e]);
+  }
+};
+template <int RPT>
+struct HRegs<__half, RPT, 4> {
+  __half2 v[RPT][2];
+  __device__ __forceinline__ float get(int r, int e) const {
+    return (e & 1) ? __high2float(v[r][e >> 1]) : __low2float(v[r][e >> 1]);
+  }
+  __device__ __forceinline__ void clear(int r) { v[r][0] = v[r][1] = __float2half2_rn(0.0f); }
+  __device__ __forceinline__ void load(int r, const __half* p) {
+    const uint2 t = *reinterpret_cast<const uint2*>(p);
+    v[r][0] = *reinterpret_cast<const __half2*>(&t.x);
+    v[r][1] = *reinterpret_cast<const __half2*>(&t.y);
+  }
+  __device__ __forceinline__ void store(int r, __half* p) const {
+    uint2 t;
+    t.x = *reinterpret_cast<const uint32_t*>(&v[r][0]);
+    t.y = *reinterpret_cast<const uint32_t*>(&v[r][1]);
+    *reinterpret_cast<uint2*>(p) = t;
+  }
+  __device__ __forceinline__ void set_row(int r, const float (&x)[4]) {
+    auto clamp = [](float f) { return fminf(fmaxf(f, -65504.0f), 65504.0f); };  // store_half_clamped's
+    v[r][0] = __floats2half2_rn(clamp(x[0]), clamp(x[1]));
+    v[r][1] = __floats2half2_rn(clamp(x[2]), clamp(x[3]));
+  }
+};
+
 // Pipeline depth of the row kernel: the copies of step s + 1 are issued at the start of step s,
 // before it waits for its own, into the buffers step s - 1 read. Two stages (one step ahead) measured
 // fastest on the H200 (Dec 1, qwen3-next-80b layer, B = 32 decode): 48.3 us per layer with two,
@@ -233,7 +279,7 @@ __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
   for (int k = 0; k < my_items; ++k) {
     HT* hlive = reinterpret_cast<HT*>(p.h + w.h_off);
     RowsItem next = w;
-    float H[RPT][VEC];
+    HRegs<HT, RPT, VEC> H;
 
     for (int t = 0; t < p.R; ++t, ++step) {
       // The copies of the next step, before waiting for this one's (two steps in flight): its
@@ -265,11 +311,10 @@ __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
           const int i = ty * RPT + r;
           if (w.owner && i < kd) {
             if constexpr (kStageH)
-              load_vec<VEC>(hstage + (k % kRowsStages) * stage_elems + (size_t(r) * blockDim.x + stage_lane(tid)) * VEC, H[r]);
-            else load_vec<VEC>(hlive + size_t(i) * vd, H[r]);
+              H.load(r, hstage + (k % kRowsStages) * stage_elems + (size_t(r) * blockDim.x + stage_lane(tid)) * VEC);
+            else H.load(r, hlive + size_t(i) * vd);
           } else {
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) H[r][e] = 0.0f;
+            H.clear(r);
           }
         }
       }
@@ -285,7 +330,7 @@ __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
         for (int r = r0; r < r0 + 4; ++r) {
           if (ty * RPT + r < kd) {
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) hk[e] = __fmaf_rn(H[r][e], kx[r - r0], hk[e]);
+            for (int e = 0; e < VEC; ++e) hk[e] = __fmaf_rn(H.get(r, e), kx[r - r0], hk[e]);
           }
         }
       }
@@ -309,14 +354,18 @@ __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
         for (int r = r0; r < r0 + 4; ++r) {
           const int i = ty * RPT + r;
           if (i < kd) {
+            float x[VEC];
 #pragma unroll
             for (int e = 0; e < VEC; ++e) {
-              H[r][e] = HStore<HT>::round(__fmaf_rn(kx[r - r0], vn[e], __fmul_rn(g, H[r][e])));
-              if (SSM_DEVICE_MUTANT(p, kMutHStoreClamp))  // mutant (bug class 9): a clamp the math does not have
-                H[r][e] = fminf(fmaxf(H[r][e], -1024.0f), 1024.0f);
-              po[e] = __fmaf_rn(H[r][e], qx[r - r0], po[e]);
+              x[e] = __fmaf_rn(kx[r - r0], vn[e], __fmul_rn(g, H.get(r, e)));
+              // mutant (bug class 9): a clamp the math does not have (before the rounding, which
+              // is monotonic and keeps +-1024: the same as after it)
+              if (SSM_DEVICE_MUTANT(p, kMutHStoreClamp)) x[e] = fminf(fmaxf(x[e], -1024.0f), 1024.0f);
             }
-            if (inter && w.owner) store_vec<VEC>(inter + size_t(i) * vd, H[r]);
+            H.set_row(r, x);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) po[e] = __fmaf_rn(H.get(r, e), qx[r - r0], po[e]);
+            if (inter && w.owner) H.store(r, inter + size_t(i) * vd);
           }
         }
       }
@@ -332,7 +381,11 @@ __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
       }
     }
 
-    if (w.owner) store_rows<RPT, VEC>(H, hlive, vd, ty, kd);
+    if (w.owner) {
+#pragma unroll
+      for (int r = 0; r < RPT; ++r)
+        if (ty * RPT + r < kd) H.store(r, hlive + size_t(ty * RPT + r) * vd);
+    }
     w = next;
   }
   __pipeline_wait_prior(0);  // no copy outlives the CTA (the last commit is empty)
