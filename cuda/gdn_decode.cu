@@ -14,8 +14,8 @@
 //   intermediates): a decode moves each state byte twice. Per row: hk = H^T k as per-thread
 //   partials over its RPT rows in order, a butterfly over the warp's 4 thread rows, then the
 //   warps' partials in order through shared memory; the update is elementwise; o = H^T q the same
-//   way. FP16 state is rounded (clamped store) after every row and the rounded value is carried,
-//   stored and read by o. Three barriers per row.
+//   way. FP16 state is rounded (clamped store) after every row and the rounded value is carried
+//   (as half2 pairs: HRegs), stored and read by o. Three barriers per row.
 // Counterpart: reference/gdn_step.cpp, reference/gdn_delta_rule.cpp.
 #include <cuda_pipeline.h>
 
