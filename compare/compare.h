@@ -166,9 +166,10 @@ void set_scan_chunk(int64_t elements);
 // is all zero or non-finite is itself a failure (nothing passes vacuously) unless allow_zero_ref
 // (legitimately zero tensors: fresh state, zero checkpoints): then got must be all zero as well.
 // Different dtype or shape fails before anything else.
-// condition (optional, same shape, f32): the model side's condition of each element (see
-// Tolerance::cond); used by fp32-state and the output classes (exact has no tolerance,
-// fp16-state counts FP16 ULPs).
+// condition (optional, f32): the model side's condition of each element (see Tolerance::cond),
+// in the tensor's shape, or per column ([nv][vd] for a tensor [nv][kd][vd]: every row of a column
+// shares its condition, core/state.h broadcast_condition's rule, read in place); used by
+// fp32-state and the output classes (exact has no tolerance, fp16-state counts FP16 ULPs).
 TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tol,
                             const Where& where, bool allow_zero_ref = false, const Tensor* condition = nullptr);
 

@@ -94,8 +94,8 @@ void compare_field(Reports& rep, const Tensor& ref, const Tensor& got, const std
           key = FieldCache::Key{tensor_digest(ref), tensor_digest(got), c ? tensor_digest(*c) : 0, cls};
           if (std::optional<TensorReport> r = cache->find(w.layer, w.tensor, key, w)) return std::move(*r);
         }
-        const std::optional<Tensor> cond = c ? std::optional<Tensor>(broadcast_condition(*c, ref.shape())) : std::nullopt;
-        TensorReport r = compare_tensor(ref, got, cls, tol, w, /*allow_zero_ref=*/true, cond ? &*cond : nullptr);
+        // a per-column condition of an h-like field is read in place (compare_tensor)
+        TensorReport r = compare_tensor(ref, got, cls, tol, w, /*allow_zero_ref=*/true, c);
         if (cache) cache->keep(w.layer, w.tensor, key, r);
         return r;
       },

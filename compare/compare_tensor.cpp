@@ -197,13 +197,59 @@ template <class Elems>
 double diff_at(const Elems ref, const Elems got, int64_t i) {
   return double(got.value(i)) - double(ref.value(i));
 }
-double cond_at(const float* cond, int64_t i) { return cond ? std::fabs(double(cond[i])) : 0.0; }
+
+// A field's condition as the loops read it: element by element from a tensor of the field's
+// shape, or from a per-column condition [nv][vd] of an h-like field [nv][kd][vd], which applies to
+// every row of its column (core/state.h broadcast_condition's rule), read in place instead of
+// widened into a field-sized copy.
+struct CondView {
+  const float* p = nullptr;  // null: no condition
+  int64_t vd = 0, head = 0;  // per column: a row of vd columns, head = kd * vd elements a head
+};
+CondView cond_view(const Tensor* cond, const Tensor& field) {
+  if (!cond) return {};
+  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();  // element by element: never wraps
+  if (cond->shape() == field.shape()) return {cond->f32(), kNever, kNever};
+  const auto& f = field.shape();
+  return {cond->f32(), f[2], f[1] * f[2]};
+}
+// Whether cond is a per-column condition of field (see CondView).
+bool column_condition(const std::vector<int64_t>& cond, const std::vector<int64_t>& field) {
+  return cond.size() == 2 && field.size() == 3 && cond[0] == field[0] && cond[1] == field[2];
+}
+
+// Walks a CondView in index order from element `begin`: value() is |cond| of the current
+// element in double (0 without a condition), next() moves to the following element.
+class CondCursor {
+ public:
+  CondCursor(const CondView& c, int64_t begin) : vd_(c.vd), head_(c.head) {
+    if (!c.p) return;
+    row_ = c.p + (begin / head_) * vd_;
+    col_ = begin % vd_;
+    in_head_ = begin % head_ - col_;
+  }
+  double value() const { return row_ ? std::fabs(double(row_[col_])) : 0.0; }
+  bool present() const { return row_ != nullptr; }
+  void next() {
+    if (!row_ || ++col_ < vd_) return;
+    col_ = 0;
+    in_head_ += vd_;
+    if (in_head_ == head_) {
+      in_head_ = 0;
+      row_ += vd_;
+    }
+  }
+
+ private:
+  const float* row_ = nullptr;
+  int64_t col_ = 0, in_head_ = 0, vd_ = 0, head_ = 0;
+};
 
 // The inputs of the elementwise limits that every element shares.
 struct ScanSetup {
   TolClass cls;
   const Tolerance& t;
-  const float* cond;  // null: no condition
+  CondView cond;
   double ref_rms;
   bool ref_zero;
 };
@@ -222,12 +268,13 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
   std::vector<std::pair<double, int64_t>> worst;
   const TolClass cls = u.cls;
   const Tolerance& t = u.t;
-  const float* cond = u.cond;
+  CondCursor cond(u.cond, begin);
+  const bool conditioned = cond.present();
   const double ref_rms = u.ref_rms;
   const bool ref_zero = u.ref_zero;
   const bool scaled = cls == TolClass::fp16_state;
   const double ucond = t.cond * kUnitRoundoffF32;
-  for (int64_t i = begin; i < end; ++i) {
+  for (int64_t i = begin; i < end; ++i, cond.next()) {
     if (!matched.empty() && matched[size_t(i)]) continue;
     const double rv = ref.value(i), gv = got.value(i);
     const double d = diff_at(ref, got, i), ad = std::fabs(d), ar = std::fabs(rv);
@@ -249,9 +296,9 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
     // elements by a scale they do not have (docs/tolerances.md); nrmse stays the global guard.
     const double rscale = cls == TolClass::fp32_state ? std::max(ar, ref_rms) : ar;
     // the element's condition: the error FP32 arithmetic cannot avoid on it (Tolerance::cond)
-    const double ci = cond_at(cond, i);
+    const double ci = cond.value();
     if constexpr (kSums) sum_c2 += ci * ci;
-    if (cond) mx.cond_ratio = std::max(mx.cond_ratio, ad == 0 ? 0.0 : ci > 0 ? ad / (kUnitRoundoffF32 * ci) : kInf);
+    if (conditioned) mx.cond_ratio = std::max(mx.cond_ratio, ad == 0 ? 0.0 : ci > 0 ? ad / (kUnitRoundoffF32 * ci) : kInf);
     const double cslack = ucond * ci;
     const double bound = t.atol + t.rtol * rscale + cslack;
     bool bad = false;
@@ -291,11 +338,12 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
 // (d = got - ref and |cond| in double, squared) added in the same order as scan_range<true> adds them.
 template <class Elems>
 std::pair<double, double> sum_squares(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched,
-                                      const float* cond) {
+                                      const CondView& c) {
   double sum_d2 = 0, sum_c2 = 0;
-  for (int64_t i = 0; i < n; ++i) {
+  CondCursor cond(c, 0);
+  for (int64_t i = 0; i < n; ++i, cond.next()) {
     if (!matched.empty() && matched[size_t(i)]) continue;
-    const double d = diff_at(ref, got, i), ci = cond_at(cond, i);
+    const double d = diff_at(ref, got, i), ci = cond.value();
     sum_d2 += d * d;
     sum_c2 += ci * ci;
   }
@@ -374,7 +422,8 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   // the FP32-judged classes take a condition; exact has none, fp16-state counts FP16 ULPs
   const bool conditioned_class = cls == TolClass::output || cls == TolClass::output_f16 || cls == TolClass::fp32_state;
   const Tensor* cond = conditioned_class ? condition : nullptr;
-  if (cond && (cond->dtype() != DType::f32 || cond->shape() != ref.shape()))
+  if (cond && (cond->dtype() != DType::f32 ||
+               (cond->shape() != ref.shape() && !column_condition(cond->shape(), ref.shape()))))
     return fail("condition tensor " + cond->shape_string() + " does not match " + where.ref_side + " " +
                 ref.shape_string());
   r.conditioned = cond != nullptr;
@@ -461,10 +510,10 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   std::vector<std::pair<double, int64_t>> worst;  // (score, index), kept sorted descending
   if (identical) {  // the elementwise loop's sums (d is 0 throughout), added directly (see above)
     if (cond)
-      sum_c2 = with_elems(ref, got, [&](auto a, auto b) { return sum_squares(a, b, n, matched_nf, cond->f32()); }).second;
+      sum_c2 = with_elems(ref, got, [&](auto a, auto b) { return sum_squares(a, b, n, matched_nf, cond_view(cond, ref)); }).second;
     r.histogram[0] += finite_n;
   } else {
-    const ScanSetup setup{cls, t, cond ? cond->f32() : nullptr, ref_rms, ref_zero};
+    const ScanSetup setup{cls, t, cond_view(cond, ref), ref_rms, ref_zero};
     ScanPart part = with_elems(ref, got, [&](auto a, auto b) { return scan_elements(a, b, n, matched_nf, setup); });
     r.max_abs = part.max.abs;
     r.max_rel = part.max.rel;

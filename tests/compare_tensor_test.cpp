@@ -12,6 +12,7 @@
 #include <fmt/core.h>
 
 #include "compare/compare.h"
+#include "core/state.h"
 
 namespace ssm::cmp {
 namespace {
@@ -552,6 +553,64 @@ TEST(CompareTensor, ChunkedScanGivesTheOnePassReport) {
         }
   EXPECT_EQ(cases, 5 * 5 * 2 * 4 * 2 * 3);
   EXPECT_GT(failing, 100);  // the reports compared carry worst lists, histograms and failures
+}
+
+// A per-column condition [nv][vd] of an h-like field [nv][kd][vd] is read in place; the report is
+// the one its field-sized copy (broadcast_condition) gives, bit for bit: one pass and chunks that
+// start inside a row, with matched non-finite elements skipped and the identical-sides fast path.
+TEST(CompareTensor, PerColumnConditionGivesTheBroadcastReport) {
+  ChunkingScope restore;
+  omp_set_num_threads(4);
+  const Tolerances tols = Tolerances::defaults();
+  int cases = 0, failing = 0;
+  for (uint64_t seed = 1; seed <= 4; ++seed)
+    for (TolClass cls : {TolClass::fp32_state, TolClass::output, TolClass::output_f16})
+      for (int variant = 0; variant < 3; ++variant) {  // 0 scattered errors, 1 non-finite matched, 2 identical
+        SCOPED_TRACE(fmt::format("seed {} class {} variant {}", seed, to_string(cls), variant));
+        const std::vector<int64_t> shape{3, 5, 37};
+        Tensor ref = random_f32(shape, seed);
+        Tensor got = ref;
+        std::mt19937_64 rng(seed * 1000 + uint64_t(variant));
+        for (int64_t i = 0; variant == 0 && i < got.size(); ++i) {
+          const uint64_t r = rng() % 10;
+          if (r == 0) put(got, i, ref.get(i) * 1.5f + 1e-3f);
+          else if (r == 1) put(got, i, ref.get(i) * (1.0f + 1e-6f));
+        }
+        if (variant == 1)
+          for (int64_t i : {4, 100, 300}) {
+            put(ref, i, std::numeric_limits<float>::infinity());
+            put(got, i, std::numeric_limits<float>::infinity());
+            put(got, i + 1, ref.get(i + 1) * 1.01f);
+          }
+        const Tensor column = random_f32({3, 37}, seed + 100, 0, 4);
+        const Tensor full = broadcast_condition(column, shape);
+        ASSERT_EQ(full.shape(), shape);
+        Where w;
+        w.tensor = "h";
+        for (int64_t chunk : {0, 1, 7, 64}) {
+          SCOPED_TRACE(fmt::format("chunk {}", chunk));
+          detail::set_scan_chunk(chunk);
+          const TensorReport want = compare_tensor(ref, got, cls, tols, w, /*allow_zero_ref=*/true, &full);
+          const TensorReport have = compare_tensor(ref, got, cls, tols, w, /*allow_zero_ref=*/true, &column);
+          EXPECT_TRUE(have.conditioned);
+          EXPECT_EQ(have.json().dump(), want.json().dump());
+          EXPECT_EQ(have.text(), want.text());
+          uint64_t a, b;
+          std::memcpy(&a, &have.nrmse_allowed, 8);
+          std::memcpy(&b, &want.nrmse_allowed, 8);
+          EXPECT_EQ(a, b);
+          failing += !want.pass;
+          ++cases;
+        }
+      }
+  EXPECT_EQ(cases, 4 * 3 * 3 * 4);
+  EXPECT_GT(failing, 10);  // the reports compared carry worst lists and failures
+  // a condition of neither shape is still refused, naming both
+  const Tensor h = random_f32({3, 5, 37}, 1), wrong = random_f32({3, 5}, 2);
+  const TensorReport bad = compare_tensor(h, h, TolClass::fp32_state, tols, where_h(), false, &wrong);
+  EXPECT_FALSE(bad.pass);
+  EXPECT_NE(bad.failure.find("condition tensor [3, 5] f32 does not match ref [3, 5, 37] f32"), std::string::npos)
+      << bad.failure;
 }
 
 }  // namespace
