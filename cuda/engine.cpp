@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <stdexcept>
 #include <string>
 
+#include "core/host_copies.h"
 #include "core/state_digest.h"
 #include "cuda/check.h"
 #include "cuda/conv.h"
@@ -689,11 +689,6 @@ void Engine::snapshot_restore(int slot, int snap) {
 
 namespace {
 size_t round_up256(size_t bytes) { return (bytes + 255) / 256 * 256; }  // 16-byte copies, apart
-// Exports and reads back at least this large copy and allocate their host tensors on several
-// threads (OpenMP); below it a thread team costs more than it saves (the odd presets' states are
-// kilobytes, a real shape's tens of megabytes).
-constexpr size_t kParallelHostBytes = size_t(4) << 20;
-
 size_t shape_elems(const std::vector<int64_t>& shape) {
   size_t n = 1;
   for (int64_t d : shape) n *= size_t(d);
@@ -749,9 +744,9 @@ void Engine::read_back(const std::vector<Readback>& reads) {
     at[i] = off;
     off += round_up256(reads[i].bytes);
   }
-  const int n = int(reads.size());
-#pragma omp parallel for schedule(dynamic) if (total >= kParallelHostBytes)
-  for (int i = 0; i < n; ++i) std::memcpy(reads[size_t(i)].dst, host_readback_.get() + at[size_t(i)], reads[size_t(i)].bytes);
+  run_host_copies(int(reads.size()), total, [&](int i) {
+    std::memcpy(reads[size_t(i)].dst, host_readback_.get() + at[size_t(i)], reads[size_t(i)].bytes);
+  });
 }
 
 std::vector<Engine::ExportField> Engine::export_fields(int slot) const {
@@ -812,18 +807,8 @@ SequenceState Engine::export_state(int slot) {
   size_t total = 0;
   for (const ExportField& f : fields) total += shape_elems(f.shape) * dtype_size(f.dtype);
   std::vector<Tensor> tensors(fields.size());
-  const int n = int(fields.size());
-  std::exception_ptr error;  // an exception may not leave the parallel region: kept, rethrown after
-#pragma omp parallel for schedule(dynamic) if (total >= kParallelHostBytes)
-  for (int i = 0; i < n; ++i) {
-    try {
-      tensors[size_t(i)] = Tensor::zeros(fields[size_t(i)].dtype, fields[size_t(i)].shape);
-    } catch (...) {
-#pragma omp critical(ssm_export_error)
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  run_host_copies(int(fields.size()), total,
+                  [&](int i) { tensors[size_t(i)] = Tensor::zeros(fields[size_t(i)].dtype, fields[size_t(i)].shape); });
   std::vector<Readback> reads;
   for (size_t i = 0; i < fields.size(); ++i) {
     const ExportField& f = fields[i];

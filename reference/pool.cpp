@@ -3,10 +3,10 @@
 #include "reference/reference_backend.h"
 
 #include "reference/layer_step.h"
+#include "core/host_copies.h"
 #include "core/state_digest.h"
 
 #include <algorithm>
-#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -82,13 +82,6 @@ void ReferenceBackend::throw_beyond_capacity(const char* family, int t, int slot
                           " (an op the contract should have refused)");
 }
 
-namespace {
-// An export at least this large copies its tensors on several threads (OpenMP); below it a thread
-// team costs more than it saves (the odd presets' states are kilobytes, a real shape's tens of
-// megabytes). The CUDA engine's read back uses the same bound (cuda/engine.cpp).
-constexpr int64_t kParallelExportBytes = int64_t(4) << 20;
-}  // namespace
-
 SequenceState ReferenceBackend::export_state(int slot) {
   contract_.check_claimed("export", slot);
   const SlotMeta& m = contract_.slot(slot);
@@ -99,10 +92,10 @@ SequenceState ReferenceBackend::export_state(int slot) {
   // The state's tensors are copied last, all at once: on several threads when the state is large
   // (a real shape's tens of megabytes), where one thread's copies were most of an export.
   std::vector<std::pair<Tensor*, const Tensor*>> copies;
-  int64_t bytes = 0;
+  size_t bytes = 0;
   auto copy = [&](Tensor& to, const Tensor& from) {
     copies.emplace_back(&to, &from);
-    bytes += int64_t(from.bytes());
+    bytes += from.bytes();
   };
   out.layers.resize(s.layers.size());  // sized first: the copies point into it
   for (size_t li = 0; li < s.layers.size(); ++li) {
@@ -134,18 +127,7 @@ SequenceState ReferenceBackend::export_state(int slot) {
     copy(out.h_prefill_stage.emplace(), s.stage);
     out.h_prefill_stage_condition = s.stage_cond;
   }
-  const int n = int(copies.size());
-  std::exception_ptr error;  // an exception may not leave the parallel region: kept, rethrown after
-#pragma omp parallel for schedule(dynamic) if (bytes >= kParallelExportBytes)
-  for (int i = 0; i < n; ++i) {
-    try {
-      *copies[size_t(i)].first = *copies[size_t(i)].second;
-    } catch (...) {
-#pragma omp critical(ssm_export_error)
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  run_host_copies(int(copies.size()), bytes, [&](int i) { *copies[size_t(i)].first = *copies[size_t(i)].second; });
   return out;
 }
 
