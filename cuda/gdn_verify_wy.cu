@@ -43,10 +43,10 @@ __global__ void __launch_bounds__(256, VEC == 4 && KMAX <= 4 ? 2 : 1) gdn_verify
   const int part_sz = p.ty_groups * p.tx_pad * VEC;
   float* part = smem;                 // [KMAX][ty_groups][tx_pad * VEC] (rows_sum_publish)
   float* sq = part + KMAX * part_sz;  // [KMAX][kd]
-  float* sk = sq + KMAX * kd;  // [KMAX][kd]
-  float* sv = sk + KMAX * kd;  // [KMAX][TJ]
-  float* sgb = sv + KMAX * TJ;  // [KMAX][2]
-  float* kk = sgb + 2 * KMAX;   // [KMAX][KMAX], s < t
+  float* sk = sq + KMAX * kd;         // [KMAX][kd]
+  float* sv = sk + KMAX * kd;         // [KMAX][TJ]
+  float* sgb = sv + KMAX * TJ;        // [KMAX][2]
+  float* kk = sgb + 2 * KMAX;         // [KMAX][KMAX], s < t
 
   const int vh = blockIdx.x / p.ntiles, tile = blockIdx.x % p.ntiles, b = blockIdx.y;
   const int kh = vh / (p.nv / p.nk);

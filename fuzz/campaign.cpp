@@ -1,9 +1,8 @@
 // RapidCheck state-machine campaigns (see campaign.h).
 #include "fuzz/campaign.h"
 
-#include "core/state_digest.h"
-
 #include "core/keep_freed_memory.h"
+#include "core/state_digest.h"
 
 #include <fmt/core.h>
 #include <rapidcheck.h>

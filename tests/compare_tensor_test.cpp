@@ -482,6 +482,18 @@ void put(Tensor& t, int64_t i, float v) {
   else t.f32()[size_t(i)] = v;
 }
 
+// got's elements made wrong, drawn from rng: one in 10 far off (x1.5 + 1e-3), one in 10 by about an
+// FP32 ULP; with ties, 4 in 10 set to the one value 0.5 + 1/64 first (the same error, the same
+// score, on a reference of 0.5 everywhere).
+void scatter_errors(const Tensor& ref, Tensor& got, std::mt19937_64& rng, bool ties = false) {
+  for (int64_t i = 0; i < got.size(); ++i) {
+    const uint64_t r = rng() % 10;
+    if (ties && r < 4) put(got, i, 0.5f + 1.0f / 64);
+    else if (r == 0) put(got, i, ref.get(i) * 1.5f + 1e-3f);
+    else if (r == 1) put(got, i, ref.get(i) * (1.0f + 1e-6f));
+  }
+}
+
 // Restores the default chunking and thread count whatever the test does.
 struct ChunkingScope {
   int threads = omp_get_max_threads();
@@ -514,12 +526,7 @@ TEST(CompareTensor, ChunkedScanGivesTheOnePassReport) {
             for (int64_t i = 0; i < ref.size(); ++i) put(ref, i, 0.5f);
           if (variant == 2) ref = Tensor::zeros(ref.dtype(), ref.shape());
           Tensor got = ref;
-          for (int64_t i = 0; i < got.size(); ++i) {
-            const uint64_t r = rng() % 10;
-            if (variant == 1 && r < 4) put(got, i, 0.5f + 1.0f / 64);  // the same error, the same score
-            else if (r == 0) put(got, i, ref.get(i) * 1.5f + 1e-3f);
-            else if (r == 1) put(got, i, ref.get(i) * (1.0f + 1e-6f));
-          }
+          scatter_errors(ref, got, rng, /*ties=*/variant == 1);
           if (variant == 3) {
             const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
             for (int64_t i : {4, 100, 300}) {
@@ -571,11 +578,7 @@ TEST(CompareTensor, PerColumnConditionGivesTheBroadcastReport) {
         Tensor ref = random_f32(shape, seed);
         Tensor got = ref;
         std::mt19937_64 rng(seed * 1000 + uint64_t(variant));
-        for (int64_t i = 0; variant == 0 && i < got.size(); ++i) {
-          const uint64_t r = rng() % 10;
-          if (r == 0) put(got, i, ref.get(i) * 1.5f + 1e-3f);
-          else if (r == 1) put(got, i, ref.get(i) * (1.0f + 1e-6f));
-        }
+        if (variant == 0) scatter_errors(ref, got, rng);
         if (variant == 1)
           for (int64_t i : {4, 100, 300}) {
             put(ref, i, std::numeric_limits<float>::infinity());
