@@ -11,6 +11,7 @@
 #include "core/model.h"
 #include "core/op.h"
 #include "core/state.h"
+#include "core/state_fields.h"
 
 namespace ssm {
 
@@ -39,11 +40,20 @@ class Backend {
 
   // Full state of a claimed slot, every layer (waits for outstanding async copies).
   virtual SequenceState export_state(int slot) = 0;
-  // A digest of what export_state(slot) would return (core/state_digest.h), computed without
-  // exporting, for backends that can (the reference hashes its state in place); nullopt: the
-  // caller exports and hashes. Equal digests of one slot mean an unchanged export (up to a 64-bit
-  // hash collision); the value is the backend's own, comparable only with its earlier digests.
-  virtual std::optional<uint64_t> state_digest(int /*slot*/) { return std::nullopt; }
+  // The digest of every field of what export_state(slot) would return (core/state_fields.h),
+  // computed without exporting, for backends that can (the reference hashes its state in place, the
+  // CUDA backend on the device); nullopt: the caller exports and hashes. Equal digests of one slot's
+  // field mean an unchanged field (up to a 64-bit hash collision); the values are the backend's own,
+  // comparable only with its earlier digests. Waits for outstanding async copies, as export_state.
+  virtual std::optional<FieldDigests> field_digests(int /*slot*/) { return std::nullopt; }
+  // Brings `state`, an export of this slot taken when field_digests(slot) gave `before`, up to what
+  // export_state(slot) returns now, `now` being field_digests(slot) taken since the last op: a field
+  // whose digest is unchanged is kept as it is, only the others are read (the default exports
+  // afresh, as a backend without field digests must).
+  virtual void export_update(int slot, const FieldDigests& /*before*/, const FieldDigests& /*now*/,
+                             SequenceState& state) {
+    state = export_state(slot);
+  }
 
   // Test hooks of the async path, with defaults for backends that have none.
   // An async copy of the slot is in flight: its next reader must wait for it.

@@ -1,6 +1,8 @@
 // Digests of exported state (see state_digest.h).
 #include "core/state_digest.h"
 
+#include "core/state_fields.h"
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -63,31 +65,6 @@ uint64_t tensor_digest(const Tensor& t) {
   return h.digest();
 }
 
-uint64_t state_digest(const SequenceState& s) {
-  StateHasher h;
-  h.add(int64_t(s.last_verify_k));
-  h.add(int64_t(s.layers.size()));
-  for (const LayerState& l : s.layers) {
-    h.add(l.h);
-    h.add(l.conv);
-    h.add(l.h_checkpoint);
-    h.add(l.conv_checkpoint);
-    h.add(l.h_intermediates);
-    h.add(l.conv_intermediates);
-    h.add(int64_t(l.h_is_f16));
-    h.add(l.condition.h);
-    h.add(l.condition.h_checkpoint);
-    h.add(l.condition.h_intermediates);
-    h.add(int64_t(l.conv_oldest_column_absent));
-    h.add(l.ple);
-    h.add(l.ple_checkpoint);
-    h.add(int64_t(l.ple_snapshots.size()));
-    for (const PleCarry& c : l.ple_snapshots) h.add(c);
-  }
-  h.add(s.h_prefill_stage);
-  h.add(s.h_prefill_stage_condition);
-  h.add(int64_t(s.prefill_stage_absent));
-  return h.digest();
-}
+uint64_t state_digest(const SequenceState& s) { return combined_digest(field_digests(s)); }
 
 }  // namespace ssm

@@ -40,7 +40,8 @@ class StateHasher {
   std::unique_ptr<State> s_;
 };
 
-// The digest of an exported state (every field of SequenceState but the slot index).
+// The digest of an exported state (every field of SequenceState but the slot index): the combined
+// digest of its field digests (core/state_fields.h).
 uint64_t state_digest(const SequenceState& s);
 // The digest of one tensor (dtype, shape and bits).
 uint64_t tensor_digest(const Tensor& t);

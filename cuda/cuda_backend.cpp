@@ -32,7 +32,10 @@ void CudaBackend::to_f16(int slot) { e_->to_f16(slot); }
 void CudaBackend::snapshot_save(int slot, int snap) { e_->snapshot_save(slot, snap); }
 void CudaBackend::snapshot_restore(int slot, int snap) { e_->snapshot_restore(slot, snap); }
 SequenceState CudaBackend::export_state(int slot) { return e_->export_state(slot); }
-std::optional<uint64_t> CudaBackend::state_digest(int slot) { return e_->state_digest(slot); }
+std::optional<FieldDigests> CudaBackend::field_digests(int slot) { return e_->field_digests(slot); }
+void CudaBackend::export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state) {
+  e_->export_update(slot, before, now, state);
+}
 const Contract& CudaBackend::contract() const { return e_->contract(); }
 
 std::string CudaBackend::check_guards() { return e_->check_guards(); }

@@ -35,7 +35,8 @@ class CudaBackend : public Backend {
   void snapshot_save(int slot, int snap) override;
   void snapshot_restore(int slot, int snap) override;
   SequenceState export_state(int slot) override;
-  std::optional<uint64_t> state_digest(int slot) override;  // on the device (Engine::state_digest)
+  std::optional<FieldDigests> field_digests(int slot) override;  // on the device (Engine::field_digests)
+  void export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state) override;
 
   const Contract& contract() const;
 

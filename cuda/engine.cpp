@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -752,33 +753,34 @@ void Engine::read_back(const std::vector<Readback>& reads) {
 std::vector<Engine::ExportField> Engine::export_fields(int slot) const {
   const SlotMeta& m = contract_.slot(slot);
   std::vector<ExportField> v;
-  auto add = [&](ExportField::Kind k, int l, DType d, std::vector<int64_t> shape, const void* src) {
-    v.push_back(ExportField{k, l, d, std::move(shape), src});
+  auto add = [&](FieldKind k, int l, int t, DType d, std::vector<int64_t> shape, const void* src) {
+    v.push_back(ExportField{FieldKey{k, l, t}, d, std::move(shape), src});
   };
   for (int l = 0; l < pool_.layers(); ++l) {
     const LayerSpec& s = model_.spec.layers[size_t(l)];
-    add(ExportField::h, l, m.h_dtype(), h_shape(s), pool_.h(l, slot));
-    add(ExportField::conv, l, DType::f32, conv_shape(s), pool_.conv(l, slot));
-    if (m.has_h_checkpoint) add(ExportField::h_checkpoint, l, m.h_checkpoint_dtype, h_shape(s), pool_.h_checkpoint(l, slot));
-    if (m.has_conv_checkpoint) add(ExportField::conv_checkpoint, l, DType::f32, conv_shape(s), pool_.conv_checkpoint(l, slot));
+    add(FieldKind::h, l, 0, m.h_dtype(), h_shape(s), pool_.h(l, slot));
+    add(FieldKind::conv, l, 0, DType::f32, conv_shape(s), pool_.conv(l, slot));
+    if (m.has_h_checkpoint) add(FieldKind::h_checkpoint, l, 0, m.h_checkpoint_dtype, h_shape(s), pool_.h_checkpoint(l, slot));
+    if (m.has_conv_checkpoint) add(FieldKind::conv_checkpoint, l, 0, DType::f32, conv_shape(s), pool_.conv_checkpoint(l, slot));
     for (int t = 0; t + 1 < m.last_verify_k; ++t) {
-      add(ExportField::h_intermediate, l, m.intermediate_dtype, h_shape(s), pool_.h_intermediate(l, slot, t));
-      add(ExportField::conv_intermediate, l, DType::f32, conv_shape(s), pool_.conv_intermediate(l, slot, t));
+      add(FieldKind::h_intermediate, l, t, m.intermediate_dtype, h_shape(s), pool_.h_intermediate(l, slot, t));
+      add(FieldKind::conv_intermediate, l, t, DType::f32, conv_shape(s), pool_.conv_intermediate(l, slot, t));
     }
     if (s.ple.hosted()) {
-      auto carry = [&](ExportField::Kind hist_kind, const void* hist, const void* conv) {
-        add(hist_kind, l, DType::f32, ple_history_shape(s), hist);
-        add(ExportField::Kind(int(hist_kind) + 1), l, DType::f32, ple_conv_shape(s), conv);
+      // each PLE history kind is followed by its conv kind (core/state_fields.h)
+      auto carry = [&](FieldKind history, int t, const void* hist, const void* conv) {
+        add(history, l, t, DType::f32, ple_history_shape(s), hist);
+        add(FieldKind(int(history) + 1), l, t, DType::f32, ple_conv_shape(s), conv);
       };
-      if (ple_live_[size_t(slot)]) carry(ExportField::ple_history, pool_.ple_history(l, slot), pool_.ple_conv(l, slot));
+      if (ple_live_[size_t(slot)]) carry(FieldKind::ple_history, 0, pool_.ple_history(l, slot), pool_.ple_conv(l, slot));
       if (m.has_conv_checkpoint && ple_checkpoint_[size_t(slot)])
-        carry(ExportField::ple_checkpoint_history, pool_.ple_history_checkpoint(l, slot), pool_.ple_conv_checkpoint(l, slot));
+        carry(FieldKind::ple_checkpoint_history, 0, pool_.ple_history_checkpoint(l, slot), pool_.ple_conv_checkpoint(l, slot));
       for (int t = 0; t < m.last_verify_k; ++t)
-        carry(ExportField::ple_snapshot_history, pool_.ple_ids_at(l, slot, t), pool_.ple_snapshot_conv(l, slot, t));
+        carry(FieldKind::ple_snapshot_history, t, pool_.ple_ids_at(l, slot, t), pool_.ple_snapshot_conv(l, slot, t));
     }
   }
   if (contract_.pool().h_mode == HMode::f16_pool)
-    add(ExportField::stage, -1, DType::f32, {stage_elems(model_.spec)}, pool_.stage(slot));
+    add(FieldKind::stage, -1, 0, DType::f32, {stage_elems(model_.spec)}, pool_.stage(slot));
   return v;
 }
 
@@ -790,20 +792,40 @@ size_t Engine::export_fields_most() const {
   return n;
 }
 
-SequenceState Engine::export_state(int slot) {
-  contract_.check_claimed("export", slot);
-  wait_async(slot);
+SequenceState Engine::export_rest(int slot) const {
   const SlotMeta& m = contract_.slot(slot);
   SequenceState out;
   out.slot = slot;
   out.last_verify_k = m.last_verify_k;
   out.layers.resize(size_t(pool_.layers()));
   for (LayerState& ls : out.layers) ls.h_is_f16 = m.h_is_f16;
-  // every field is allocated here and read back at the end, in one gather (read_back); a
+  return out;
+}
+
+SequenceState Engine::export_state(int slot) {
+  contract_.check_claimed("export", slot);
+  wait_async(slot);
+  SequenceState none;
+  return export_from(slot, none, {}, {});
+}
+
+void Engine::export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state) {
+  contract_.check_claimed("export", slot);
+  wait_async(slot);
+  state = export_from(slot, state, before, now);
+}
+
+SequenceState Engine::export_from(int slot, SequenceState& previous, const FieldDigests& before,
+                                  const FieldDigests& now) {
+  SequenceState out = export_rest(slot);
+  const std::set<FieldKey> carried = carry_unchanged_fields(previous, before, now, out);
+  // Every field read is allocated here and read back at the end, in one gather (read_back); a
   // tensor's heap storage stays put when the tensor is moved into the state. A large state's
   // tensors are allocated (and zeroed, their first touch) on several threads, as read_back copies
   // them: single-threaded, the two passes over the host memory were most of a real-shape export.
-  const std::vector<ExportField> fields = export_fields(slot);
+  std::vector<ExportField> fields;
+  for (ExportField& f : export_fields(slot))
+    if (!carried_as_is(carried, f.key, field_tensor(out, f.key), f.dtype, f.shape)) fields.push_back(std::move(f));
   size_t total = 0;
   for (const ExportField& f : fields) total += shape_elems(f.shape) * dtype_size(f.dtype);
   std::vector<Tensor> tensors(fields.size());
@@ -811,38 +833,17 @@ SequenceState Engine::export_state(int slot) {
                   [&](int i) { tensors[size_t(i)] = Tensor::zeros(fields[size_t(i)].dtype, fields[size_t(i)].shape); });
   std::vector<Readback> reads;
   for (size_t i = 0; i < fields.size(); ++i) {
-    const ExportField& f = fields[i];
-    Tensor& t = tensors[i];
-    reads.push_back(Readback{f.src, t.raw(), t.bytes()});
-    if (f.kind == ExportField::stage) {
-      out.h_prefill_stage = std::move(t);
-      continue;
-    }
-    LayerState& ls = out.layers[size_t(f.layer)];
-    switch (f.kind) {
-      case ExportField::h: ls.h = std::move(t); break;
-      case ExportField::conv: ls.conv = std::move(t); break;
-      case ExportField::h_checkpoint: ls.h_checkpoint = std::move(t); break;
-      case ExportField::conv_checkpoint: ls.conv_checkpoint = std::move(t); break;
-      case ExportField::h_intermediate: ls.h_intermediates.push_back(std::move(t)); break;
-      case ExportField::conv_intermediate: ls.conv_intermediates.push_back(std::move(t)); break;
-      case ExportField::ple_history: ls.ple = PleCarry{std::move(t), Tensor()}; break;
-      case ExportField::ple_conv: ls.ple->conv = std::move(t); break;
-      case ExportField::ple_checkpoint_history: ls.ple_checkpoint = PleCarry{std::move(t), Tensor()}; break;
-      case ExportField::ple_checkpoint_conv: ls.ple_checkpoint->conv = std::move(t); break;
-      case ExportField::ple_snapshot_history: ls.ple_snapshots.push_back(PleCarry{std::move(t), Tensor()}); break;
-      case ExportField::ple_snapshot_conv: ls.ple_snapshots.back().conv = std::move(t); break;
-      case ExportField::stage: break;
-    }
+    Tensor& t = field_tensor(out, fields[i].key);
+    t = std::move(tensors[i]);
+    reads.push_back(Readback{fields[i].src, t.raw(), t.bytes()});
   }
   read_back(reads);
   return out;
 }
 
-uint64_t Engine::state_digest(int slot) {
+FieldDigests Engine::field_digests(int slot) {
   contract_.check_claimed("digest", slot);
   wait_async(slot);  // as export_state: what it would return
-  const SlotMeta& m = contract_.slot(slot);
   const std::vector<ExportField> fields = export_fields(slot);
   const size_t capacity = digests_.bytes() / sizeof(unsigned long long);
   if (fields.size() > capacity)
@@ -854,20 +855,19 @@ uint64_t Engine::state_digest(int slot) {
   SSM_CUDA(cudaMemcpyAsync(host_digests_.get(), digests_.get(), fields.size() * sizeof(unsigned long long),
                            cudaMemcpyDeviceToHost, main_));
   SSM_CUDA(cudaStreamSynchronize(main_));
-  // what export_state would build: its scalars, then each field's place, dtype, shape and bytes
-  StateHasher h;
-  h.add(int64_t(m.last_verify_k));
-  h.add(int64_t(m.h_is_f16));
+  // each field: its key, dtype, shape and the device digest of its bytes; then the export's scalars
+  FieldDigests d;
   for (size_t i = 0; i < fields.size(); ++i) {
     const ExportField& f = fields[i];
-    h.add(int64_t(f.kind));
-    h.add(int64_t(f.layer));
+    StateHasher h;
     h.add(int64_t(f.dtype));
     h.add(int64_t(f.shape.size()));
-    for (int64_t d : f.shape) h.add(d);
+    for (int64_t e : f.shape) h.add(e);
     h.add(int64_t(host_digests_.as<unsigned long long>()[i]));
+    d.push_back({f.key, h.digest()});
   }
-  return h.digest();
+  d.push_back({FieldKey{FieldKind::rest, -1, 0}, rest_digest(export_rest(slot))});
+  return d;
 }
 
 std::vector<const DeviceBuffer*> Engine::scratch_buffers() const {

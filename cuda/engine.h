@@ -12,6 +12,7 @@
 #include "core/model.h"
 #include "core/op.h"
 #include "core/state.h"
+#include "core/state_fields.h"
 #include "cuda/copies.h"
 #include "cuda/pinned_buffer.h"
 #include "cuda/pool.h"
@@ -41,10 +42,14 @@ class Engine {
   void snapshot_save(int slot, int snap);
   void snapshot_restore(int slot, int snap);
   SequenceState export_state(int slot);
-  // A digest of what export_state(slot) would return, computed on the device (cuda/region_digest.h)
-  // and combined on the host with the export's scalars, field places, dtypes and shapes: only 8
-  // bytes per field come back. Comparable with earlier digests of this engine's same slot only.
-  uint64_t state_digest(int slot);
+  // The digest of each field of what export_state(slot) would return, computed on the device
+  // (cuda/region_digest.h) and combined on the host with the field's key, dtype and shape (`rest`:
+  // the export's scalars): only 8 bytes per field come back. Comparable with earlier digests of
+  // this engine's same slot only.
+  FieldDigests field_digests(int slot);
+  // export_state(slot) into `state`, reading back only the fields whose digests changed
+  // (Backend::export_update).
+  void export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state);
 
   // Building blocks without checks or host syncs (the benchmark captures them in graphs).
   // Copies inputs of B rows (pool slots, the dummy for padding) to the device on the main stream;
@@ -140,22 +145,21 @@ class Engine {
   };
   // Runs the reads (on main, after everything enqueued there) and waits for them.
   void read_back(const std::vector<Readback>& reads);
-  // The fields export_state reads, in the order it builds them (export_state and state_digest).
+  // The fields export_state reads, in export order (core/state_fields.h).
   struct ExportField {
-    enum Kind {
-      h, conv, h_checkpoint, conv_checkpoint, h_intermediate, conv_intermediate,
-      ple_history, ple_conv, ple_checkpoint_history, ple_checkpoint_conv, ple_snapshot_history, ple_snapshot_conv,
-      stage
-    };  // each PLE history kind is followed by its conv kind
-    Kind kind;
-    int layer;  // -1: the f16-pool stage
+    FieldKey key;
     DType dtype;
     std::vector<int64_t> shape;
     const void* src;  // device
   };
   std::vector<ExportField> export_fields(int slot) const;
   size_t export_fields_most() const;  // the most fields an export of this pool can have
-  DeviceBuffer digests_;       // state_digest's per-field digests (device, export_fields_most of them)
+  // The export without its tensor fields (its scalars), as export_state and field_digests see it.
+  SequenceState export_rest(int slot) const;
+  // An export whose fields unchanged since `previous` (digests `before` then, `now` now) move over
+  // from it and whose other fields are read back (export_state: no previous, every field read).
+  SequenceState export_from(int slot, SequenceState& previous, const FieldDigests& before, const FieldDigests& now);
+  DeviceBuffer digests_;       // field_digests' per-field digests (device, export_fields_most of them)
   PinnedBuffer host_digests_;  // their pinned copy, kept across create_pool
   int sm_count_ = 0;
   PinnedBuffer host_in_, host_out_;  // staging of the inputs and outputs of the row-consuming ops

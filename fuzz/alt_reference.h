@@ -29,7 +29,10 @@ class AltReferenceBackend : public Backend {
   void snapshot_save(int slot, int snap) override { inner_.snapshot_save(slot, snap); }
   void snapshot_restore(int slot, int snap) override { inner_.snapshot_restore(slot, snap); }
   SequenceState export_state(int slot) override { return inner_.export_state(slot); }
-  std::optional<uint64_t> state_digest(int slot) override { return inner_.state_digest(slot); }
+  std::optional<FieldDigests> field_digests(int slot) override { return inner_.field_digests(slot); }
+  void export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state) override {
+    inner_.export_update(slot, before, now, state);
+  }
 
  private:
   // What a partial accept needs to rebuild a PLE history: per layer, the history before the

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <thread>
 
-#include "core/state_digest.h"
 #include "formats/dump.h"
 #include "reference/branches.h"
 #include "core/errors.h"
@@ -306,20 +305,12 @@ bool Lockstep::Compared::same(const Compared& o) const {
          a.intermediates == b.intermediates && a.stage == b.stage && a.has_checkpoint == b.has_checkpoint;
 }
 
-namespace {
-// A side's digest of a slot: the backend's own when it computes one in place, else the digest of
-// its export (kept in `exported` for the comparison).
-uint64_t digest(Backend& b, int slot, std::optional<SequenceState>& exported) {
-  if (const std::optional<uint64_t> d = b.state_digest(slot)) return *d;
-  exported = b.export_state(slot);
-  return state_digest(*exported);
-}
-}  // namespace
-
 void Lockstep::compare_live(const cmp::Where& base, bool final, cmp::StateReport& report,
                             const std::function<void(const std::string&)>& fail) {
   const std::vector<int> live = model_run_->live_seqs(), sut_live = sut_run_->live_seqs();
   if (live != sut_live) fail(fmt::format("op {} '{}': the live sequences differ\n", base.op_index, base.op));
+  for (auto it = held_.begin(); it != held_.end();)  // the exports of sequences released since
+    it = std::count(live.begin(), live.end(), it->first) ? std::next(it) : held_.erase(it);
   for (int seq : live) {
     if (!std::count(sut_live.begin(), sut_live.end(), seq)) continue;
     const int ms = model_run_->slot_of(seq), ss = sut_run_->slot_of(seq);
@@ -338,28 +329,31 @@ void Lockstep::compare_live(const cmp::Where& base, bool final, cmp::StateReport
     w.seq = seq;
     w.slot = ms;
     try {
-      std::optional<SequenceState> a, b;  // exported when a side cannot digest in place, or when compared
+      HeldExport& a = held_[seq].first;
+      HeldExport& b = held_[seq].second;
       Compared now;
       now.lineage = lineage_.of(seq);
       now.slot = ms;
       {
         PhaseTimer t(times_.export_);
-        both([&] { now.model = digest(*model_, ms, a); }, [&] { now.sut = digest(*sut_, ss, b); });
+        both([&] { now.model = a.digest(*model_, ms); }, [&] { now.sut = b.digest(*sut_, ss); });
       }
       const auto it = compared_.find(seq);
       if (skip_unchanged_ && it != compared_.end() && it->second.same(now)) {
         ++times_.unchanged;
         continue;
       }
+      const SequenceState* ea = nullptr;
+      const SequenceState* eb = nullptr;
       {
         PhaseTimer t(times_.export_);
-        both([&] { if (!a) a = model_->export_state(ms); }, [&] { if (!b) b = sut_->export_state(ss); });
+        both([&] { ea = &a.state(*model_, ms); }, [&] { eb = &b.state(*sut_, ss); });
       }
       PhaseTimer t(times_.compare);
       ++times_.compared;
       cmp::FieldCache* fields = skip_unchanged_ ? &field_cache_[seq] : nullptr;
       const int64_t reused = fields ? fields->reused() : 0;
-      cmp::StateReport r = cmp::compare_state(*a, *b, tol_, w, strictness_, now.lineage, fields);
+      cmp::StateReport r = cmp::compare_state(*ea, *eb, tol_, w, strictness_, now.lineage, fields);
       if (fields) times_.fields_unchanged += fields->reused() - reused;
       if (r.pass()) compared_[seq] = now;
       else compared_.erase(seq);

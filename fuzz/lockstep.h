@@ -14,6 +14,7 @@
 #include "compare/field_cache.h"
 #include "core/runner.h"
 #include "fixtures/case_config.h"
+#include "fuzz/held_export.h"
 #include "fuzz/legality.h"
 #include "fuzz/shared_inputs.h"
 #include "fuzz/side_worker.h"
@@ -63,7 +64,7 @@ struct PhaseTimes {
 class Lockstep {
  public:
   // skip_unchanged: a sequence whose state is unchanged on both sides since its last passing
-  // comparison (same digests, core/state_digest.h, and the same FP16 lineage) is not exported or
+  // comparison (same digests, core/state_fields.h, and the same FP16 lineage) is not exported or
   // compared again, and in a sequence that is, a field unchanged on both sides since it last passed
   // gets its report again (compare/field_cache.h): those comparisons would give the same reports,
   // so the verdict is the same. Off
@@ -129,6 +130,8 @@ class Lockstep {
   };
   std::map<int, Compared> compared_;
   std::map<int, cmp::FieldCache> field_cache_;  // per sequence (skip_unchanged)
+  // per live sequence: each side's last export, updated field by field (model, system under test)
+  std::map<int, std::pair<HeldExport, HeldExport>> held_;
   SideWorker side_;  // runs the model's side of each op and export beside the system under test's
   // Runs model_side on the side worker and sut_side here, at once; waits for both, then rethrows
   // what either threw (the model's first).

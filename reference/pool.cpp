@@ -4,9 +4,10 @@
 
 #include "reference/layer_step.h"
 #include "core/host_copies.h"
-#include "core/state_digest.h"
+#include "core/state_fields.h"
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -82,91 +83,97 @@ void ReferenceBackend::throw_beyond_capacity(const char* family, int t, int slot
                           " (an op the contract should have refused)");
 }
 
-SequenceState ReferenceBackend::export_state(int slot) {
-  contract_.check_claimed("export", slot);
+std::vector<std::pair<FieldKey, const Tensor*>> ReferenceBackend::export_fields(int slot) const {
+  const SlotMeta& m = contract_.slot(slot);
+  const Slot& s = slots_[size_t(slot)];
+  std::vector<std::pair<FieldKey, const Tensor*>> v;
+  for (size_t li = 0; li < s.layers.size(); ++li) {
+    const LayerSlot& l = s.layers[li];
+    const int L = int(li);
+    v.push_back({{FieldKind::h, L, 0}, &l.h.value});
+    v.push_back({{FieldKind::conv, L, 0}, &l.conv});
+    if (m.has_h_checkpoint) v.push_back({{FieldKind::h_checkpoint, L, 0}, &l.h_checkpoint.value});
+    if (m.has_conv_checkpoint) v.push_back({{FieldKind::conv_checkpoint, L, 0}, &l.conv_checkpoint});
+    for (int t = 0; t < std::max(m.last_verify_k - 1, 0); ++t) {
+      v.push_back({{FieldKind::h_intermediate, L, t}, &intermediate(l.h_intermediates, t, "h", slot).value});
+      v.push_back({{FieldKind::conv_intermediate, L, t}, &intermediate(l.conv_intermediates, t, "conv", slot)});
+    }
+    auto carry = [&](FieldKind history, const PleCarry& c, int t) {
+      v.push_back({{history, L, t}, &c.history});
+      v.push_back({{FieldKind(int(history) + 1), L, t}, &c.conv});
+    };
+    if (l.ple) carry(FieldKind::ple_history, *l.ple, 0);
+    if (m.has_conv_checkpoint && l.ple_checkpoint) carry(FieldKind::ple_checkpoint_history, *l.ple_checkpoint, 0);
+    if (m.last_verify_k > 0)
+      for (size_t t = 0; t < l.ple_snapshots.size(); ++t) carry(FieldKind::ple_snapshot_history, l.ple_snapshots[t], int(t));
+  }
+  if (contract_.pool().h_mode == HMode::f16_pool) {
+    v.push_back({{FieldKind::stage, -1, 0}, &s.stage});
+    v.push_back({{FieldKind::stage_condition, -1, 0}, &s.stage_cond});
+  }
+  return v;
+}
+
+SequenceState ReferenceBackend::export_rest(int slot) const {
   const SlotMeta& m = contract_.slot(slot);
   const Slot& s = slots_[size_t(slot)];
   SequenceState out;
   out.slot = slot;
   out.last_verify_k = m.last_verify_k;
-  // The state's tensors are copied last, all at once: on several threads when the state is large
-  // (a real shape's tens of megabytes), where one thread's copies were most of an export.
-  std::vector<std::pair<Tensor*, const Tensor*>> copies;
-  size_t bytes = 0;
-  auto copy = [&](Tensor& to, const Tensor& from) {
-    copies.emplace_back(&to, &from);
-    bytes += from.bytes();
-  };
-  out.layers.resize(s.layers.size());  // sized first: the copies point into it
+  out.layers.resize(s.layers.size());
   for (size_t li = 0; li < s.layers.size(); ++li) {
     const LayerSlot& l = s.layers[li];
     LayerState& ls = out.layers[li];
-    copy(ls.h, l.h.value);
-    ls.condition.h = l.h.cond.rho;
-    copy(ls.conv, l.conv);
     ls.h_is_f16 = m.h_is_f16;
-    if (m.has_h_checkpoint) {
-      copy(ls.h_checkpoint.emplace(), l.h_checkpoint.value);
-      ls.condition.h_checkpoint = l.h_checkpoint.cond.rho;
-    }
-    if (m.has_conv_checkpoint) copy(ls.conv_checkpoint.emplace(), l.conv_checkpoint);
-    const int inter = std::max(m.last_verify_k - 1, 0);
-    ls.h_intermediates.resize(size_t(inter));
-    ls.conv_intermediates.resize(size_t(inter));
-    for (int t = 0; t < inter; ++t) {
-      const HField& hi = intermediate(l.h_intermediates, t, "h", slot);
-      copy(ls.h_intermediates[size_t(t)], hi.value);
-      ls.condition.h_intermediates.push_back(hi.cond.rho);
-      copy(ls.conv_intermediates[size_t(t)], intermediate(l.conv_intermediates, t, "conv", slot));
-    }
-    ls.ple = l.ple;
-    if (m.has_conv_checkpoint) ls.ple_checkpoint = l.ple_checkpoint;
-    if (m.last_verify_k > 0) ls.ple_snapshots = l.ple_snapshots;
+    ls.condition.h = l.h.cond.rho;
+    if (m.has_h_checkpoint) ls.condition.h_checkpoint = l.h_checkpoint.cond.rho;
+    for (int t = 0; t < std::max(m.last_verify_k - 1, 0); ++t)
+      ls.condition.h_intermediates.push_back(intermediate(l.h_intermediates, t, "h", slot).cond.rho);
   }
-  if (contract_.pool().h_mode == HMode::f16_pool) {
-    copy(out.h_prefill_stage.emplace(), s.stage);
-    out.h_prefill_stage_condition = s.stage_cond;
+  return out;
+}
+
+SequenceState ReferenceBackend::export_state(int slot) {
+  contract_.check_claimed("export", slot);
+  SequenceState none;
+  return export_from(slot, none, {}, {});
+}
+
+void ReferenceBackend::export_update(int slot, const FieldDigests& before, const FieldDigests& now,
+                                     SequenceState& state) {
+  contract_.check_claimed("export", slot);
+  state = export_from(slot, state, before, now);
+}
+
+SequenceState ReferenceBackend::export_from(int slot, SequenceState& previous, const FieldDigests& before,
+                                            const FieldDigests& now) const {
+  SequenceState out = export_rest(slot);
+  const std::set<FieldKey> carried = carry_unchanged_fields(previous, before, now, out);
+  // The fields not carried over are copied last, all at once: on several threads when the state is
+  // large (a real shape's tens of megabytes), where one thread's copies were most of an export.
+  // Every field is placed first (lists grown), so the pointers into `out` stay put.
+  const std::vector<std::pair<FieldKey, const Tensor*>> fields = export_fields(slot);
+  for (const auto& f : fields) field_tensor(out, f.first);
+  std::vector<std::pair<Tensor*, const Tensor*>> copies;
+  size_t bytes = 0;
+  for (const auto& [key, from] : fields) {
+    Tensor& to = field_tensor(out, key);
+    if (carried_as_is(carried, key, to, from->dtype(), from->shape())) continue;
+    copies.emplace_back(&to, from);
+    bytes += from->bytes();
   }
   run_host_copies(int(copies.size()), bytes, [&](int i) { *copies[size_t(i)].first = *copies[size_t(i)].second; });
   return out;
 }
 
-// Hashes what export_state copies, in the order state_digest(SequenceState) adds it (the
+// Hashes each field of what export_state copies as field_digests(SequenceState) does (the
 // property test in tests/state_digest_test.cpp checks that the two agree op by op).
-std::optional<uint64_t> ReferenceBackend::state_digest(int slot) {
+std::optional<FieldDigests> ReferenceBackend::field_digests(int slot) {
   contract_.check_claimed("export", slot);
-  const SlotMeta& m = contract_.slot(slot);
-  const Slot& s = slots_[size_t(slot)];
-  StateHasher h;
-  h.add(int64_t(m.last_verify_k));
-  h.add(int64_t(s.layers.size()));
-  for (const LayerSlot& l : s.layers) {
-    const int inter = std::max(m.last_verify_k - 1, 0);
-    h.add(l.h.value);
-    h.add(l.conv);
-    h.add_optional(m.has_h_checkpoint ? &l.h_checkpoint.value : nullptr);
-    h.add_optional(m.has_conv_checkpoint ? &l.conv_checkpoint : nullptr);
-    h.add(int64_t(inter));
-    for (int t = 0; t < inter; ++t) h.add(intermediate(l.h_intermediates, t, "h", slot).value);
-    h.add(int64_t(inter));
-    for (int t = 0; t < inter; ++t) h.add(intermediate(l.conv_intermediates, t, "conv", slot));
-    h.add(int64_t(m.h_is_f16));
-    h.add_optional(&l.h.cond.rho);
-    h.add_optional(m.has_h_checkpoint ? &l.h_checkpoint.cond.rho : nullptr);
-    h.add(int64_t(inter));
-    for (int t = 0; t < inter; ++t) h.add(intermediate(l.h_intermediates, t, "h", slot).cond.rho);
-    h.add(int64_t(false));  // conv_oldest_column_absent
-    h.add(l.ple);
-    h.add_optional(m.has_conv_checkpoint && l.ple_checkpoint ? &*l.ple_checkpoint : nullptr);
-    const size_t snaps = m.last_verify_k > 0 ? l.ple_snapshots.size() : 0;
-    h.add(int64_t(snaps));
-    for (size_t t = 0; t < snaps; ++t) h.add(l.ple_snapshots[t]);
-  }
-  const bool stage = contract_.pool().h_mode == HMode::f16_pool;
-  h.add_optional(stage ? &s.stage : nullptr);
-  h.add_optional(stage ? &s.stage_cond : nullptr);
-  h.add(int64_t(false));  // prefill_stage_absent
-  return h.digest();
+  FieldDigests d;
+  for (const auto& [key, t] : export_fields(slot)) d.push_back({key, field_digest(key, *t)});
+  d.push_back({FieldKey{FieldKind::rest, -1, 0}, rest_digest(export_rest(slot))});
+  return d;
 }
 
 }  // namespace ssm::ref

@@ -27,7 +27,9 @@ class ReferenceBackend : public Backend {
   void snapshot_save(int slot, int snap) override;
   void snapshot_restore(int slot, int snap) override;
   SequenceState export_state(int slot) override;
-  std::optional<uint64_t> state_digest(int slot) override;  // export_state's digest, hashed in place
+  // field_digests(export_state(slot)), hashed in place
+  std::optional<FieldDigests> field_digests(int slot) override;
+  void export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state) override;
 
   const Contract& contract() const { return contract_; }
   // The alternate path's hooks (fuzz/alt_reference.h), which rebuilds PLE histories itself: the
@@ -67,6 +69,13 @@ class ReferenceBackend : public Backend {
     std::vector<std::optional<PleCarry>> ple;
   };
 
+  // The tensor fields of a claimed slot in export order (core/state_fields.h), with their storage.
+  std::vector<std::pair<FieldKey, const Tensor*>> export_fields(int slot) const;
+  // The export without its tensor fields: the scalars, flags and per-column conditions.
+  SequenceState export_rest(int slot) const;
+  // An export whose fields unchanged since `previous` (digests `before` then, `now` now) move over
+  // from it and whose other fields are copied (export_state: no previous, every field copied).
+  SequenceState export_from(int slot, SequenceState& previous, const FieldDigests& before, const FieldDigests& now) const;
   Slot fresh_slot(int slot) const;  // every field zero, h in the mode's initial dtype
   int slot_index(int slot);  // kPadRow -> the dummy slot, created on first use
   // One token of every layer on a slot, in the slot's h dtype; outputs row `row` of out.

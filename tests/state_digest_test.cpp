@@ -15,6 +15,7 @@
 
 #include "compare/compare.h"
 #include "core/state_digest.h"
+#include "core/state_fields.h"
 #include "fuzz/alt_reference.h"
 #include "fuzz/campaign.h"
 #include "reference/reference_backend.h"
@@ -27,10 +28,10 @@ namespace {
 
 TEST(StateDigest, ReferenceDigestIsTheDigestOfItsExportAfterEveryOp) {
   auto log = std::make_shared<DigestCheckLog>();
-  // the reference's digest is exactly the digest of its export (hashed in place)
-  auto in_place = [](int s, uint64_t d, const SequenceState& now, std::vector<std::string>& p) {
-    if (d != ssm::state_digest(now))
-      p.push_back("slot " + std::to_string(s) + ": the in-place digest is not the digest of the export");
+  // the reference's digests are exactly those of its export (hashed in place)
+  auto in_place = [](int s, const FieldDigests& d, const SequenceState& now, std::vector<std::string>& p) {
+    if (d != ssm::field_digests(now))
+      p.push_back("slot " + std::to_string(s) + ": the in-place digests are not the digests of the export");
   };
   const fuzz::CampaignOptions o = bitwise_campaign(20261201, 150, 40);
   const fuzz::CampaignResult r = fuzz::run_campaign(o, reference(), [&] {
@@ -49,6 +50,11 @@ TEST(StateDigest, ReferenceDigestIsTheDigestOfItsExportAfterEveryOp) {
   EXPECT_GT(r.times.compared, 0);
   EXPECT_GT(log->changed, 0);
   EXPECT_GT(log->unchanged, 0);
+  // the lockstep updated its held exports field by field, keeping fields that had not changed
+  EXPECT_GT(log->updates, 0);
+  EXPECT_GT(log->fields_kept, 0);
+  std::printf("%lld digests, %lld export updates keeping %lld fields\n", (long long)log->digests,
+              (long long)log->updates, (long long)log->fields_kept);
 }
 
 // Every part of a state compare_state reads, changed alone, changes the digest.
@@ -60,7 +66,7 @@ TEST(StateDigest, EveryPartCompareReadsChangesTheDigest) {
   b.checkpoint(s, false);
   b.verify({s}, 3, VerifyArm::exact, {c.inputs(1, 3)});
   const SequenceState base = b.export_state(s);
-  ASSERT_EQ(*b.state_digest(s), state_digest(base));
+  ASSERT_EQ(*b.field_digests(s), field_digests(base));
   ASSERT_TRUE(base.layers[0].h_checkpoint && base.layers[0].ple && base.layers[0].ple_checkpoint);
   ASSERT_EQ(base.layers[0].h_intermediates.size(), 2u);
   ASSERT_EQ(base.layers[0].ple_snapshots.size(), 3u);
@@ -114,12 +120,65 @@ TEST(StateDigest, EveryPartCompareReadsChangesTheDigest) {
   EXPECT_EQ(state_digest(moved), state_digest(base));
 }
 
+// export_update after a decode keeps the fields a decode does not write (the checkpoints, the
+// verify's intermediates and PLE snapshots: the same storage, not copied) and reads the others
+// again, and gives export_state's state bit for bit; a change of the structure (a second verify of
+// another K, a rollback, a checkpoint) is followed too.
+TEST(StateFields, ExportUpdateKeepsTheUnchangedFieldsAndGivesTheExport) {
+  RefCase c("ple-odd", HMode::f16_pool, 5);
+  ref::ReferenceBackend& b = *c.backend;
+  const int s = b.alloc(4);
+  b.prefill(s, c.inputs(0, 3));
+  b.checkpoint(s, false);
+  b.verify({s}, 3, VerifyArm::exact, {c.inputs(1, 3)});
+  SequenceState held = b.export_state(s);
+  FieldDigests before = *b.field_digests(s);
+  ASSERT_EQ(before, field_digests(held));
+  const void* checkpoint = held.layers[0].h_checkpoint->raw();
+  const void* intermediate = held.layers[1].h_intermediates[1].raw();
+
+  b.decode({s}, {c.inputs(2, 1)});
+  FieldDigests now = *b.field_digests(s);
+  int unchanged = 0;
+  for (const FieldDigest& f : now)
+    for (const FieldDigest& g : before) unchanged += f.key == g.key && f.digest == g.digest && f.key.kind != FieldKind::rest;
+  b.export_update(s, before, now, held);
+  EXPECT_EQ(state_digest(held), state_digest(b.export_state(s)));
+  EXPECT_EQ(held.layers[0].h_checkpoint->raw(), checkpoint) << "the checkpoint was copied again";
+  EXPECT_EQ(held.layers[1].h_intermediates[1].raw(), intermediate) << "an intermediate was copied again";
+  EXPECT_NE(field_digest({FieldKind::h, 0, 0}, held.layers[0].h), before[0].digest);
+  // per layer h, conv and the PLE carry changed; checkpoints, intermediates, snapshots and the stage did not
+  EXPECT_GT(unchanged, 10);
+
+  // a structural change each time: fewer intermediates, a rollback, a new checkpoint, FP16 live state
+  const std::vector<std::function<void()>> ops = {
+      [&] { b.verify({s}, 2, VerifyArm::exact, {c.inputs(3, 2)}); },
+      [&] { b.rollback(s, 0, false); },
+      [&] { b.checkpoint(s, false); },
+      [&] { b.decode({s}, {c.inputs(4, 1)}); },
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    before = now;
+    ops[i]();
+    now = *b.field_digests(s);
+    b.export_update(s, before, now, held);
+    EXPECT_EQ(state_digest(held), state_digest(b.export_state(s))) << "after op " << i;
+    EXPECT_EQ(now, field_digests(held)) << "after op " << i;
+  }
+  // no earlier digests: every field is read
+  const int other = b.alloc(4);
+  b.prefill(other, c.inputs(5, 2));
+  SequenceState fresh;
+  b.export_update(other, {}, *b.field_digests(other), fresh);
+  EXPECT_EQ(state_digest(fresh), state_digest(b.export_state(other)));
+}
+
 // The same campaign with every sequence compared after every op (through a SUT that offers no
 // digest, so the lockstep exports and hashes it, and a model whose digests are never equal
 // twice) and with unchanged sequences skipped: the same ops, coverage and verdict.
 class NeverSameDigest : public ref::ReferenceBackend {
  public:
-  std::optional<uint64_t> state_digest(int) override { return ++n_; }
+  std::optional<FieldDigests> field_digests(int) override { return FieldDigests{{FieldKey{}, ++n_}}; }
 
  private:
   uint64_t n_ = 0;
@@ -127,7 +186,7 @@ class NeverSameDigest : public ref::ReferenceBackend {
 
 class NoDigest : public fuzz::alt::AltReferenceBackend {
  public:
-  std::optional<uint64_t> state_digest(int) override { return std::nullopt; }
+  std::optional<FieldDigests> field_digests(int) override { return std::nullopt; }
 };
 
 TEST(StateDigest, SkippingUnchangedSequencesKeepsTheCampaign) {
