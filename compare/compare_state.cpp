@@ -91,7 +91,7 @@ void compare_field(Reports& rep, const Tensor& ref, const Tensor& got, const std
         const Tensor* c = condition_source(ref_cond, got_cond);
         FieldCache::Key key;
         if (cache) {
-          key = FieldCache::Key{tensor_digest(ref), tensor_digest(got), c ? tensor_digest(*c) : 0, cls};
+          key = FieldCache::Key{cache->ref_digest(ref), cache->got_digest(got), c ? tensor_digest(*c) : 0, cls};
           if (std::optional<TensorReport> r = cache->find(w.layer, w.tensor, key, w)) return std::move(*r);
         }
         // a per-column condition of an h-like field is read in place (compare_tensor)

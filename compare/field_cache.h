@@ -32,7 +32,19 @@ class FieldCache {
   void keep(int layer, const std::string& tensor, const Key& key, const TensorReport& report);
   int64_t reused() const { return reused_; }
 
+  // Digests the caller already has of the tensors about to be compared (a backend's field digests
+  // of the exports, fuzz/held_export.h), by address, used for the keys instead of hashing those
+  // tensors again; a tensor not listed is hashed (tensor_digest). A side's digests of one field
+  // must come from one function over the cache's life (a backend's own, or XXH3), so that equal
+  // digests mean equal bits. The addresses must stay valid until know({}, {}).
+  using KnownDigests = std::map<const Tensor*, uint64_t>;
+  void know(KnownDigests ref, KnownDigests got);
+  uint64_t ref_digest(const Tensor& t) const { return digest(known_ref_, t); }
+  uint64_t got_digest(const Tensor& t) const { return digest(known_got_, t); }
+
  private:
+  static uint64_t digest(const KnownDigests& known, const Tensor& t);
+  KnownDigests known_ref_, known_got_;  // read by the comparing threads, set between comparisons
   std::mutex m_;  // a state's fields are compared on several threads
   std::map<std::pair<int, std::string>, std::pair<Key, TensorReport>> entries_;
   int64_t reused_ = 0;

@@ -1,4 +1,5 @@
-// Host-side copies of a large state (exports, read backs) on several threads.
+// Host-side work over the fields of a large state (the copies of exports and read backs, the
+// reference's field digests) on several threads.
 #pragma once
 #include <cstddef>
 #include <functional>

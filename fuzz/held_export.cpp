@@ -40,4 +40,12 @@ const SequenceState& HeldExport::state(Backend& b, int slot) {
   return *held_;
 }
 
+std::map<const Tensor*, uint64_t> HeldExport::known_digests() {
+  std::map<const Tensor*, uint64_t> known;
+  if (!current_ || !held_ || !held_digests_) return known;
+  for (const FieldDigest& f : *held_digests_)
+    if (const Tensor* t = find_field(*held_, f.key)) known.emplace(t, f.digest);
+  return known;
+}
+
 }  // namespace ssm::fuzz

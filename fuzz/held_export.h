@@ -5,6 +5,7 @@
 // digests (a plug-in) is exported whole and hashed after every op, as before.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 
 #include "core/backend.h"
@@ -22,6 +23,9 @@ class HeldExport {
   // afresh (no export held, another slot, or a backend without field digests). Call after digest,
   // with no op in between.
   const SequenceState& state(Backend& b, int slot);
+  // After state(): the backend's digest of each tensor field of that export, by the tensor's
+  // address (compare/field_cache.h); empty for a backend without field digests.
+  std::map<const Tensor*, uint64_t> known_digests();
 
  private:
   std::optional<SequenceState> held_;

@@ -170,8 +170,15 @@ SequenceState ReferenceBackend::export_from(int slot, SequenceState& previous, c
 // property test in tests/state_digest_test.cpp checks that the two agree op by op).
 std::optional<FieldDigests> ReferenceBackend::field_digests(int slot) {
   contract_.check_claimed("export", slot);
-  FieldDigests d;
-  for (const auto& [key, t] : export_fields(slot)) d.push_back({key, field_digest(key, *t)});
+  const std::vector<std::pair<FieldKey, const Tensor*>> fields = export_fields(slot);
+  FieldDigests d(fields.size());
+  size_t bytes = 0;
+  for (const auto& f : fields) bytes += f.second->bytes();
+  // the fields of a large state on several threads, as its copies (each digest is the field's own)
+  run_host_copies(int(fields.size()), bytes, [&](int i) {
+    const auto& [key, t] = fields[size_t(i)];
+    d[size_t(i)] = FieldDigest{key, field_digest(key, *t)};
+  });
   d.push_back({FieldKey{FieldKind::rest, -1, 0}, rest_digest(export_rest(slot))});
   return d;
 }

@@ -8,6 +8,7 @@
 #include "compare/compare.h"
 #include "compare/field_cache.h"
 #include "core/runner.h"
+#include "core/state_fields.h"
 #include "fixtures/generators.h"
 #include "reference/reference_backend.h"
 
@@ -353,6 +354,44 @@ TEST(FieldCacheTest, ReusesOnlyUnchangedPassingFields) {
   // the same bits under another class (bitwise) are compared again, not reused: h of layer 1 fails
   const StateReport strict = compare_state(a.state, b, Tolerances::defaults(), later, Strictness::bitwise, {}, &cache);
   EXPECT_TRUE(has_failure(strict, "h", 1)) << strict.text();
+}
+
+// Digests the caller knows (a backend's field digests, by tensor address) stand for the tensors'
+// bits in the keys: a known digest that stays the same keeps the report even though the bits
+// moved (which is why only a backend's digests of its own exports may be given), a known digest
+// that changes compares the field again, and an unknown tensor is hashed.
+TEST(FieldCacheTest, KnownDigestsStandForTheBits) {
+  const ScriptRun a = run_script("odd-a", HMode::f32, 21, kOps);
+  SequenceState b = a.state;
+  FieldCache cache;
+  auto known = [](const SequenceState& s, uint64_t salt) {
+    FieldCache::KnownDigests k;
+    for_each_field(s, [&](const FieldKey& key, const Tensor& t) { k[&t] = field_digest(key, t) ^ salt; });
+    return k;
+  };
+  cache.know(known(a.state, 0), known(b, 0));
+  const StateReport first = compare_state(a.state, b, Tolerances::defaults(), base(), Strictness::classes, {}, &cache);
+  ASSERT_TRUE(first.pass()) << first.text();
+  // the same digests given while layer 0's conv moved: reused (the digests, not the bits, are the key)
+  const FieldCache::KnownDigests same_got = known(b, 0);
+  b.layers[0].conv.f32()[3] += 1.0f;
+  cache.know(known(a.state, 0), same_got);
+  int64_t before = cache.reused();
+  const StateReport stale = compare_state(a.state, b, Tolerances::defaults(), base(), Strictness::classes, {}, &cache);
+  EXPECT_TRUE(stale.pass()) << stale.text();
+  EXPECT_EQ(cache.reused() - before, stale.tensors);
+  // digests that changed (here every one): every field compared again, and the conv fails
+  cache.know(known(a.state, 0), known(b, 1));
+  before = cache.reused();
+  const StateReport fresh = compare_state(a.state, b, Tolerances::defaults(), base(), Strictness::classes, {}, &cache);
+  EXPECT_EQ(cache.reused(), before);
+  EXPECT_TRUE(has_failure(fresh, "conv", 0)) << fresh.text();
+  // nothing known: hashed, so the changed conv is compared again and the unchanged fields are not
+  cache.know({}, {});
+  before = cache.reused();
+  const StateReport hashed = compare_state(a.state, b, Tolerances::defaults(), base(), Strictness::classes, {}, &cache);
+  EXPECT_TRUE(has_failure(hashed, "conv", 0)) << hashed.text();
+  EXPECT_EQ(cache.reused(), before) << "the keys of hashed fields are not those of known digests";
 }
 
 }  // namespace

@@ -91,8 +91,9 @@ TEST_F(PropertyGpu, SaturatedFp16StateInTheWyArmMatchesTheContract) {
 
 namespace ssm::test {
 
-// CudaBackend::state_digest (computed on the device, cuda/region_digest.h) changes exactly when
-// the slot's export changes: the CUDA side of a campaign wrapped so that after every digest the
+// CudaBackend::field_digests (computed on the device, cuda/region_digest.h) change exactly when
+// the slot's export changes, field by field, and every export_update the lockstep makes is the
+// fresh export bit for bit: the CUDA side of a campaign wrapped so that after every digest the
 // slot is exported too and both are checked (tests/support/digest_checking.h), on the odd presets
 // (every layer kind, h mode, PLE carries, checkpoints, intermediates, held async copies).
 TEST_F(PropertyGpu, CudaDigestChangesExactlyWhenItsExportChanges) {
@@ -108,10 +109,13 @@ TEST_F(PropertyGpu, CudaDigestChangesExactlyWhenItsExportChanges) {
       });
   ASSERT_FALSE(r.failed) << r.summary();
   for (const std::string& p : log->problems) ADD_FAILURE() << p;
-  std::printf("%lld digests: %lld retaken over the same export, %lld over another\n", (long long)log->digests,
-              (long long)log->unchanged, (long long)log->changed);
+  std::printf("%lld digests: %lld retaken over the same export, %lld over another; %lld export updates keeping %lld fields\n",
+              (long long)log->digests, (long long)log->unchanged, (long long)log->changed, (long long)log->updates,
+              (long long)log->fields_kept);
   EXPECT_GT(log->unchanged, 0);
   EXPECT_GT(log->changed, 0);
+  EXPECT_GT(log->updates, 0);
+  EXPECT_GT(log->fields_kept, 0);
   EXPECT_GT(r.coverage.axes.count("layers hosting a PLE carry"), 0u);
   EXPECT_GT(r.coverage.axes.count("h mode f16-pool"), 0u);
 }
