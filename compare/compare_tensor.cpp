@@ -125,28 +125,6 @@ bool any_non_finite(const Elems t, int64_t n) {
   return any;
 }
 
-// The sum of squares of the reference's elements not in `matched`, in index order, their count,
-// and whether every one is zero.
-struct RefSquares {
-  double sum = 0;
-  int64_t n = 0;
-  bool zero = true;
-};
-template <class Elems>
-RefSquares ref_squares(const Elems ref, int64_t n, const std::vector<bool>& matched) {
-  double sum = 0;
-  int64_t count = 0;
-  bool zero = true;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!matched.empty() && matched[size_t(i)]) continue;
-    const double v = ref.value(i);
-    zero &= v == 0.0;
-    sum += v * v;
-    ++count;
-  }
-  return RefSquares{sum, count, zero};
-}
-
 // One element's entry in a worst list kept sorted under (score desc, index asc) and at most
 // kWorstElements long. Fed in index order, the list is the top kWorstElements of that order.
 void keep_worst(std::vector<std::pair<double, int64_t>>& worst, double score, int64_t i) {
@@ -172,17 +150,15 @@ struct Maxima {
 };
 
 // What the elementwise loop finds over a range of elements: maxima, the mismatch count, the
-// histogram and the range's worst elements, and (when the loop sums) the sums of d^2 and c^2.
-// The parts of consecutive ranges merge (merge_part, in range order) into exactly what one pass
-// over their union finds: maxima are order-free, counts add, and the worst lists merge as a top-K
-// under the same total order. The two sums are not order-free, so a split loop leaves them to
-// sum_squares.
+// histogram and the range's worst elements. The parts of consecutive ranges merge (merge_part, in
+// range order) into exactly what one pass over their union finds: maxima are order-free, counts
+// add, and the worst lists merge as a top-K under the same total order. The sums, which are not
+// order-free, are squares' (one sequential pass before the loop).
 struct ScanPart {
   Maxima max;
   int64_t mismatched = 0;
   std::array<int64_t, 12> histogram{};  // bin_of's bins (at most 12)
   std::vector<std::pair<double, int64_t>> worst;  // (score, index), sorted descending
-  double sum_d2 = 0, sum_c2 = 0;
 };
 
 void merge_part(ScanPart& acc, const ScanPart& p) {
@@ -255,14 +231,13 @@ struct ScanSetup {
 };
 
 // The elementwise limits (see compare_tensor) over the elements [begin, end) not in `matched`,
-// in index order. kSums: also the sums of d^2 and c^2 (in index order).
-template <bool kSums, class Elems>
+// in index order.
+template <class Elems>
 ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end, const std::vector<bool>& matched,
                     const ScanSetup& u) {
   // in locals, which the compiler keeps in registers (in the report they were stored at every
   // element), handed to the part after the loop
   Maxima mx;
-  double sum_d2 = 0, sum_c2 = 0;
   int64_t mismatched = 0;
   std::array<int64_t, 12> histogram{};
   std::vector<std::pair<double, int64_t>> worst;
@@ -285,7 +260,6 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
     const double sulp = scaled ? ad / half_ulp_at(std::max(ar, ref_rms)) : 0.0;
     mx.ulp_scaled = std::max(mx.ulp_scaled, sulp);
     const bool bits_differ = ref.bits(i) != got.bits(i);
-    if constexpr (kSums) sum_d2 += d * d;
     mx.abs = std::max(mx.abs, ad);
     mx.rel = std::max(mx.rel, rel);
     mx.ulp = std::max(mx.ulp, ulp);
@@ -297,7 +271,6 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
     const double rscale = cls == TolClass::fp32_state ? std::max(ar, ref_rms) : ar;
     // the element's condition: the error FP32 arithmetic cannot avoid on it (Tolerance::cond)
     const double ci = cond.value();
-    if constexpr (kSums) sum_c2 += ci * ci;
     if (conditioned) mx.cond_ratio = std::max(mx.cond_ratio, ad == 0 ? 0.0 : ci > 0 ? ad / (kUnitRoundoffF32 * ci) : kInf);
     const double cslack = ucond * ci;
     const double bound = t.atol + t.rtol * rscale + cslack;
@@ -331,23 +304,34 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
                                                 : over(ad, bound));
     keep_worst(worst, score, i);
   }
-  return ScanPart{mx, mismatched, histogram, std::move(worst), sum_d2, sum_c2};
+  return ScanPart{mx, mismatched, histogram, std::move(worst)};
 }
 
-// The loop's two sums alone, over every element not in `matched`, in index order: the same terms
-// (d = got - ref and |cond| in double, squared) added in the same order as scan_range<true> adds them.
+// The sums of a comparison, over every element not in `matched`, in one sequential pass in index
+// order (the only order-dependent results): the reference's squares, their count and whether
+// every one is zero (its rms scales the fp32-state limit, so this pass runs before the elementwise
+// loop); d^2 for d = got - ref and the condition's squares |cond|^2, in double. One pass with three
+// independent sums is about as fast as one sum alone (each addition waits for the one before in
+// its own sum only), and it leaves the elementwise loop free to run in chunks on several threads.
+struct Squares {
+  double ref = 0, d = 0, cond = 0;
+  int64_t n = 0;
+  bool zero = true;
+};
 template <class Elems>
-std::pair<double, double> sum_squares(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched,
-                                      const CondView& c) {
-  double sum_d2 = 0, sum_c2 = 0;
+Squares squares(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched, const CondView& c) {
+  Squares s;
   CondCursor cond(c, 0);
   for (int64_t i = 0; i < n; ++i, cond.next()) {
     if (!matched.empty() && matched[size_t(i)]) continue;
-    const double d = diff_at(ref, got, i), ci = cond.value();
-    sum_d2 += d * d;
-    sum_c2 += ci * ci;
+    const double v = ref.value(i), d = diff_at(ref, got, i), ci = cond.value();
+    s.zero &= v == 0.0;
+    s.ref += v * v;
+    ++s.n;
+    s.d += d * d;
+    s.cond += ci * ci;
   }
-  return {sum_d2, sum_c2};
+  return s;
 }
 
 // The threads that run_tasks can use: the current team's inside a parallel region (compare_state's
@@ -370,25 +354,19 @@ void run_tasks(int64_t n, const F& f) {
 }
 
 // The whole elementwise loop over n elements: one pass for small tensors; for large ones, chunks
-// of g_scan_chunk elements (32768) on several threads, merged in chunk order, beside one sequential pass for
-// the two sums. Either way the part is the one a single pass in index order gives, bit for bit.
+// of g_scan_chunk elements (32768) on several threads, merged in chunk order. Either way the part
+// is the one a single pass in index order gives, bit for bit.
 int64_t g_scan_chunk = int64_t(1) << 15;  // detail::set_scan_chunk (tests)
 template <class Elems>
 ScanPart scan_elements(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched,
                        const ScanSetup& u) {
   const int64_t chunk = g_scan_chunk;
   const int64_t chunks = chunk > 0 ? (n + chunk - 1) / chunk : 1;
-  if (chunks < 2 || task_threads() < 2) return scan_range<true>(ref, got, 0, n, matched, u);
+  if (chunks < 2 || task_threads() < 2) return scan_range(ref, got, 0, n, matched, u);
   std::vector<ScanPart> parts(static_cast<size_t>(chunks));
-  std::pair<double, double> sums;
-  run_tasks(chunks + 1, [&](int64_t c) {
-    if (c == chunks) sums = sum_squares(ref, got, n, matched, u.cond);
-    else parts[size_t(c)] = scan_range<false>(ref, got, c * chunk, std::min(n, (c + 1) * chunk), matched, u);
-  });
+  run_tasks(chunks, [&](int64_t c) { parts[size_t(c)] = scan_range(ref, got, c * chunk, std::min(n, (c + 1) * chunk), matched, u); });
   ScanPart all = std::move(parts[0]);
   for (size_t c = 1; c < parts.size(); ++c) merge_part(all, parts[c]);
-  all.sum_d2 = sums.first;
-  all.sum_c2 = sums.second;
   return all;
 }
 
@@ -484,9 +462,9 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     }
   }
 
-  const RefSquares sq = with_elems(ref, got, [&](auto a, auto) { return ref_squares(a, n, matched_nf); });
+  const Squares sq = with_elems(ref, got, [&](auto a, auto b) { return squares(a, b, n, matched_nf, cond_view(cond, ref)); });
   const bool ref_zero = sq.zero;
-  const double ref_sq = sq.sum;
+  const double ref_sq = sq.ref;
   const int64_t finite_n = sq.n;
   const double ref_rms = finite_n ? std::sqrt(ref_sq / double(finite_n)) : 0.0;
   // Every element non-finite and the same on both sides (a step on overflowed state gives NaN
@@ -502,15 +480,11 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
 
   const Tolerance& t = r.tol;
   const bool scaled = cls == TolClass::fp16_state;
-  // the elementwise loop's sum of ref^2 would be ref_sq: the same squares in the same order
-  const double sum_r2 = ref_sq;
-  double sum_d2 = 0, sum_c2 = 0;
+  const double sum_r2 = ref_sq, sum_d2 = sq.d, sum_c2 = sq.cond;  // d is 0 throughout on identical sides
   double need_atol = 0, need_rtol = 0, need_ulp = 0;
   const double ucond = t.cond * kUnitRoundoffF32;
   std::vector<std::pair<double, int64_t>> worst;  // (score, index), kept sorted descending
-  if (identical) {  // the elementwise loop's sums (d is 0 throughout), added directly (see above)
-    if (cond)
-      sum_c2 = with_elems(ref, got, [&](auto a, auto b) { return sum_squares(a, b, n, matched_nf, cond_view(cond, ref)); }).second;
+  if (identical) {  // what the elementwise loop would find (see above)
     r.histogram[0] += finite_n;
   } else {
     const ScanSetup setup{cls, t, cond_view(cond, ref), ref_rms, ref_zero};
@@ -523,8 +497,6 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     r.error_ratio = part.max.error_ratio;
     r.mismatched = part.mismatched;
     for (size_t b = 0; b < r.histogram.size(); ++b) r.histogram[b] += part.histogram[b];
-    sum_d2 = part.sum_d2;
-    sum_c2 = part.sum_c2;
     need_atol = part.max.need_atol;
     need_rtol = part.max.need_rtol;
     need_ulp = part.max.need_ulp;
