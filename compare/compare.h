@@ -5,6 +5,7 @@
 // Dumps (HDF5) are formats/dump.h. Tolerance defaults and their derivation: docs/tolerances.md.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -77,8 +78,22 @@ TolClass class_of(const std::string& field, DType dtype, Strictness strictness =
 double half_ulp_at(double x);
 // Distance on the format's ordered integer line (sign-magnitude mapped to two's complement):
 // +0 and -0 are 0 apart, adjacent representable values 1 apart, across zero it adds up.
-int64_t ulp_distance_f16(uint16_t a, uint16_t b);
-int64_t ulp_distance_f32(float a, float b);
+// Inline: the elementwise loop of every comparison calls one per element (compare_tensor.cpp),
+// and a call there makes the loop keep its running maxima and sums in memory.
+inline int64_t ulp_distance_f16(uint16_t a, uint16_t b) {
+  auto ord = [](uint16_t h) -> int64_t { return (h & 0x8000u) ? -int64_t(h & 0x7fffu) : int64_t(h & 0x7fffu); };
+  const int64_t d = ord(a) - ord(b);
+  return d < 0 ? -d : d;
+}
+inline int64_t ulp_distance_f32(float a, float b) {
+  auto ord = [](float f) -> int64_t {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    return (x & 0x80000000u) ? -int64_t(x & 0x7fffffffu) : int64_t(x & 0x7fffffffu);
+  };
+  const int64_t d = ord(a) - ord(b);
+  return d < 0 ? -d : d;
+}
 
 // Names of the logical axes of a tensor: h-like [nv][kd][vd] -> (head, row, col); conv-like
 // [conv_dim][d_conv] -> (channel, col); output [rows][nv][vd] -> (row, head, col); else i0..

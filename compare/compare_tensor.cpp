@@ -127,14 +127,17 @@ bool any_non_finite(const Elems t, int64_t n) {
 
 // One element's entry in a worst list kept sorted under (score desc, index asc) and at most
 // kWorstElements long. Fed in index order, the list is the top kWorstElements of that order.
-void keep_worst(std::vector<std::pair<double, int64_t>>& worst, double score, int64_t i) {
-  if (score > 0 && (worst.size() < size_t(kWorstElements) || score > worst.back().first)) {
-    worst.emplace_back(score, i);
-    std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first > b.first : a.second < b.second;
-    });
-    if (worst.size() > size_t(kWorstElements)) worst.pop_back();
-  }
+// The test runs for every element of the loop, inline; the insertion, for the few that enter, is a
+// call (a call in the loop makes it keep its running maxima and sums in memory).
+__attribute__((noinline)) void insert_worst(std::vector<std::pair<double, int64_t>>& worst, double score, int64_t i) {
+  worst.emplace_back(score, i);
+  std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (worst.size() > size_t(kWorstElements)) worst.pop_back();
+}
+inline void keep_worst(std::vector<std::pair<double, int64_t>>& worst, double score, int64_t i) {
+  if (score > 0 && (worst.size() < size_t(kWorstElements) || score > worst.back().first)) insert_worst(worst, score, i);
 }
 
 // The maxima of the elementwise loop. Each starts at 0 and only ever takes std::max(so far,

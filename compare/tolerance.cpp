@@ -180,22 +180,6 @@ double half_ulp_at(double x) {
   return std::ldexp(1.0, e - 11);
 }
 
-int64_t ulp_distance_f16(uint16_t a, uint16_t b) {
-  auto ord = [](uint16_t h) -> int64_t { return (h & 0x8000u) ? -int64_t(h & 0x7fffu) : int64_t(h & 0x7fffu); };
-  const int64_t d = ord(a) - ord(b);
-  return d < 0 ? -d : d;
-}
-
-int64_t ulp_distance_f32(float a, float b) {
-  auto ord = [](float f) -> int64_t {
-    uint32_t x;
-    std::memcpy(&x, &f, 4);
-    return (x & 0x80000000u) ? -int64_t(x & 0x7fffffffu) : int64_t(x & 0x7fffffffu);
-  };
-  const int64_t d = ord(a) - ord(b);
-  return d < 0 ? -d : d;
-}
-
 std::vector<std::string> axis_names(const std::string& tensor, size_t rank) {
   if (tensor.rfind("conv", 0) == 0 && rank == 2) return {"channel", "col"};
   if (tensor == "output" && rank == 3) return {"row", "head", "col"};
