@@ -64,6 +64,7 @@ class Reports {
       rep_.add(std::move(it.report));
     }
     items_.clear();
+    if (cache_) cache_->end_comparison();
   }
 
  private:

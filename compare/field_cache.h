@@ -4,6 +4,10 @@
 // (compare_tensor is a function of those inputs and the tolerances, which a cache's owner keeps
 // fixed). The lockstep keeps one per sequence (fuzz/lockstep.h): after a decode, say, the
 // checkpoint and the verify's intermediates have not changed, only h and conv are compared again.
+// A field is also matched by content: the same bits on both sides, condition and class as any
+// field that passed in an earlier comparison give that report, with the field's place and axis
+// names (the only parts of a report that depend on the field's name): a checkpoint is a copy of
+// h, a commit or a rollback copies an intermediate or the checkpoint into h, on both sides.
 // Digests are 64-bit XXH3 (core/state_digest.h): a false match needs a 2^-64 collision.
 #pragma once
 #include <cstdint>
@@ -12,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "compare/compare.h"
 
@@ -25,11 +30,17 @@ class FieldCache {
     uint64_t ref = 0, got = 0, cond = 0;  // tensor_digest of each (cond: 0 when none)
     TolClass cls = TolClass::exact;
     bool operator==(const Key& o) const { return ref == o.ref && got == o.got && cond == o.cond && cls == o.cls; }
+    bool operator<(const Key& o) const;
   };
-  // The report kept for (layer, tensor) when its key matches, with `where` as given.
+  // The report kept for (layer, tensor) when its key matches, else one of the same key kept by an
+  // earlier comparison under any name; with `where` as given (and its axes named for it).
   std::optional<TensorReport> find(int layer, const std::string& tensor, const Key& key, const Where& where);
-  // Keeps a passing report (a failing one is dropped: it is compared again).
+  // Keeps a passing report (a failing one is dropped: it is compared again). By content it is
+  // found from the next comparison on (end_comparison), so that which fields of one comparison
+  // reuse which does not depend on the order its threads finish in.
   void keep(int layer, const std::string& tensor, const Key& key, const TensorReport& report);
+  // The end of one state's comparison (compare_state): its reports become findable by content.
+  void end_comparison();
   int64_t reused() const { return reused_; }
 
   // Digests the caller already has of the tensors about to be compared (a backend's field digests
@@ -47,6 +58,10 @@ class FieldCache {
   KnownDigests known_ref_, known_got_;  // read by the comparing threads, set between comparisons
   std::mutex m_;  // a state's fields are compared on several threads
   std::map<std::pair<int, std::string>, std::pair<Key, TensorReport>> entries_;
+  // by content; at most kMostByContent (then emptied: a bound on memory, never on a result)
+  static constexpr size_t kMostByContent = 512;
+  std::map<Key, TensorReport> by_content_;
+  std::vector<std::pair<Key, TensorReport>> pending_;  // this comparison's, until end_comparison
   int64_t reused_ = 0;
 };
 

@@ -124,15 +124,6 @@ Tensor* find_field(SequenceState& s, const FieldKey& k) {
   }
 }
 
-uint64_t field_digest(const FieldKey& k, const Tensor& t) {
-  StateHasher h;
-  h.add(int64_t(k.kind));
-  h.add(int64_t(k.layer));
-  h.add(int64_t(k.index));
-  h.add(t);
-  return h.digest();
-}
-
 uint64_t rest_digest(const SequenceState& s) {
   StateHasher h;
   h.add(int64_t(s.last_verify_k));
@@ -150,7 +141,7 @@ uint64_t rest_digest(const SequenceState& s) {
 
 FieldDigests field_digests(const SequenceState& s) {
   FieldDigests d;
-  for_each_field(s, [&](const FieldKey& k, const Tensor& t) { d.push_back({k, field_digest(k, t)}); });
+  for_each_field(s, [&](const FieldKey& k, const Tensor& t) { d.push_back({k, tensor_digest(t)}); });
   d.push_back({FieldKey{FieldKind::rest, -1, 0}, rest_digest(s)});
   return d;
 }

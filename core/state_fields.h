@@ -46,7 +46,7 @@ struct FieldKey {
 
 struct FieldDigest {
   FieldKey key;
-  uint64_t digest = 0;  // the backend's own digest of the field's dtype, shape and bits
+  uint64_t digest = 0;  // the backend's own digest of the field's dtype, shape and bits (not its key)
   bool operator==(const FieldDigest& o) const { return key == o.key && digest == o.digest; }
 };
 // Every field of a state, `rest` last; comparable only with the same backend's earlier digests.
@@ -59,12 +59,12 @@ void for_each_field(const SequenceState& s, const std::function<void(const Field
 Tensor& field_tensor(SequenceState& s, const FieldKey& k);
 Tensor* find_field(SequenceState& s, const FieldKey& k);
 
-// XXH3 of the key, dtype, shape and bits of one field.
-uint64_t field_digest(const FieldKey& k, const Tensor& t);
 // XXH3 of everything compare_state reads that is no tensor field (the scalars, flags and
 // per-column conditions), from an export (its tensor fields are not read).
 uint64_t rest_digest(const SequenceState& s);
-// An export's field digests: field_digest of each tensor field in export order, then `rest`.
+// An export's field digests: tensor_digest (core/state_digest.h: dtype, shape and bits, not the
+// field's place, so equal contents in two fields have equal digests) of each tensor field in export
+// order, then `rest`.
 FieldDigests field_digests(const SequenceState& s);
 // One digest of a list of field digests (their keys, order and digests).
 uint64_t combined_digest(const FieldDigests& d);

@@ -4,6 +4,7 @@
 
 #include "reference/layer_step.h"
 #include "core/host_copies.h"
+#include "core/state_digest.h"
 #include "core/state_fields.h"
 
 #include <algorithm>
@@ -177,7 +178,7 @@ std::optional<FieldDigests> ReferenceBackend::field_digests(int slot) {
   // the fields of a large state on several threads, as its copies (each digest is the field's own)
   run_host_copies(int(fields.size()), bytes, [&](int i) {
     const auto& [key, t] = fields[size_t(i)];
-    d[size_t(i)] = FieldDigest{key, field_digest(key, *t)};
+    d[size_t(i)] = FieldDigest{key, tensor_digest(*t)};
   });
   d.push_back({FieldKey{FieldKind::rest, -1, 0}, rest_digest(export_rest(slot))});
   return d;

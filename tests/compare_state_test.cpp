@@ -8,6 +8,7 @@
 #include "compare/compare.h"
 #include "compare/field_cache.h"
 #include "core/runner.h"
+#include "core/state_digest.h"
 #include "core/state_fields.h"
 #include "fixtures/generators.h"
 #include "reference/reference_backend.h"
@@ -366,22 +367,22 @@ TEST(FieldCacheTest, KnownDigestsStandForTheBits) {
   FieldCache cache;
   auto known = [](const SequenceState& s, uint64_t salt) {
     FieldCache::KnownDigests k;
-    for_each_field(s, [&](const FieldKey& key, const Tensor& t) { k[&t] = field_digest(key, t) ^ salt; });
+    for_each_field(s, [&](const FieldKey&, const Tensor& t) { k[&t] = tensor_digest(t) ^ salt; });
     return k;
   };
-  cache.know(known(a.state, 0), known(b, 0));
+  cache.know(known(a.state, 7), known(b, 7));  // salted: not the hashed digests
   const StateReport first = compare_state(a.state, b, Tolerances::defaults(), base(), Strictness::classes, {}, &cache);
   ASSERT_TRUE(first.pass()) << first.text();
   // the same digests given while layer 0's conv moved: reused (the digests, not the bits, are the key)
-  const FieldCache::KnownDigests same_got = known(b, 0);
+  const FieldCache::KnownDigests same_got = known(b, 7);
   b.layers[0].conv.f32()[3] += 1.0f;
-  cache.know(known(a.state, 0), same_got);
+  cache.know(known(a.state, 7), same_got);
   int64_t before = cache.reused();
   const StateReport stale = compare_state(a.state, b, Tolerances::defaults(), base(), Strictness::classes, {}, &cache);
   EXPECT_TRUE(stale.pass()) << stale.text();
   EXPECT_EQ(cache.reused() - before, stale.tensors);
   // digests that changed (here every one): every field compared again, and the conv fails
-  cache.know(known(a.state, 0), known(b, 1));
+  cache.know(known(a.state, 7), known(b, 8));
   before = cache.reused();
   const StateReport fresh = compare_state(a.state, b, Tolerances::defaults(), base(), Strictness::classes, {}, &cache);
   EXPECT_EQ(cache.reused(), before);
@@ -392,6 +393,61 @@ TEST(FieldCacheTest, KnownDigestsStandForTheBits) {
   const StateReport hashed = compare_state(a.state, b, Tolerances::defaults(), base(), Strictness::classes, {}, &cache);
   EXPECT_TRUE(has_failure(hashed, "conv", 0)) << hashed.text();
   EXPECT_EQ(cache.reused(), before) << "the keys of hashed fields are not those of known digests";
+}
+
+// A field with the same contents (both sides' bits, condition, class) as a field that passed in an
+// earlier comparison gets that report, named for itself: what compare_tensor gives it afresh, JSON
+// for JSON; within one comparison it is not yet found (which field would reuse which would depend
+// on the threads), and a checkpoint taken of h (both sides) is reused through h's report.
+TEST(FieldCacheTest, ReusesAReportOfTheSameContentUnderAnotherName) {
+  const ScriptRun a = run_script("odd-a", HMode::f32, 21, kOps);
+  const LayerState& l = a.state.layers[0];
+  Tensor got = l.h;
+  got.f32()[17] = std::nextafter(got.f32()[17], 2.0f * got.f32()[17]);
+  const Tensor& cond = *l.condition.h;
+  const TolClass cls = class_of("h", DType::f32);
+  ASSERT_EQ(cls, class_of("h_checkpoint", DType::f32));
+  Where w = base();
+  w.layer = 0;
+  w.tensor = "h";
+  const TensorReport h = compare_tensor(l.h, got, cls, Tolerances::defaults(), w, true, &cond);
+  ASSERT_TRUE(h.pass) << h.text();
+  FieldCache cache;
+  const FieldCache::Key key{tensor_digest(l.h), tensor_digest(got), tensor_digest(cond), cls};
+  cache.keep(0, "h", key, h);
+  Where wc = w;
+  wc.tensor = "h_checkpoint";
+  wc.op_index = 5;
+  EXPECT_FALSE(cache.find(0, "h_checkpoint", key, wc)) << "found by content within its own comparison";
+  cache.end_comparison();
+  const std::optional<TensorReport> reused = cache.find(0, "h_checkpoint", key, wc);
+  ASSERT_TRUE(reused);
+  EXPECT_EQ(reused->json(), compare_tensor(l.h, got, cls, Tolerances::defaults(), wc, true, &cond).json());
+  Where wl = w;
+  wl.layer = 1;  // another layer's field of the same contents too
+  EXPECT_TRUE(cache.find(1, "h", key, wl));
+  EXPECT_FALSE(cache.find(0, "h_checkpoint", FieldCache::Key{key.ref, key.got, key.cond, TolClass::exact}, wc))
+      << "another class is compared afresh";
+
+  // through compare_state: a checkpoint of h on both sides, after a comparison that passed h
+  SequenceState ra = a.state, rb = a.state;
+  rb.layers[0].h = got;
+  FieldCache states;
+  ASSERT_TRUE(compare_state(ra, rb, Tolerances::defaults(), base(), Strictness::classes, {}, &states).pass());
+  for (SequenceState* x : {&ra, &rb}) {
+    x->layers[0].h_checkpoint = x->layers[0].h;
+    x->layers[0].condition.h_checkpoint = x->layers[0].condition.h;
+  }
+  const int64_t before = states.reused();
+  const StateReport after = compare_state(ra, rb, Tolerances::defaults(), base(), Strictness::classes, {}, &states);
+  ASSERT_TRUE(after.pass()) << after.text();
+  EXPECT_EQ(states.reused() - before, after.tensors) << "the new checkpoint's report is h's";
+  const StateReport fresh = compare_state(ra, rb, Tolerances::defaults(), base());
+  ASSERT_EQ(after.margins.size(), fresh.margins.size());
+  for (size_t i = 0; i < fresh.margins.size(); ++i) {
+    EXPECT_EQ(after.margins[i].where.tensor, fresh.margins[i].where.tensor);
+    EXPECT_EQ(after.margins[i].error_ratio, fresh.margins[i].error_ratio) << fresh.margins[i].where.tensor;
+  }
 }
 
 }  // namespace
