@@ -40,6 +40,18 @@ const SequenceState& HeldExport::state(Backend& b, int slot) {
   return *held_;
 }
 
+size_t HeldExport::bytes() const {
+  size_t n = 0;
+  if (held_) for_each_field(*held_, [&](const FieldKey&, const Tensor& t) { n += t.bytes(); });
+  return n;
+}
+
+void HeldExport::drop() {
+  held_.reset();
+  held_digests_.reset();
+  current_ = false;
+}
+
 std::map<const Tensor*, uint64_t> HeldExport::known_digests() {
   std::map<const Tensor*, uint64_t> known;
   if (!current_ || !held_ || !held_digests_) return known;

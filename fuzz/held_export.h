@@ -4,6 +4,7 @@
 // are read back and copied, not the checkpoint or the intermediates. A backend without field
 // digests (a plug-in) is exported whole and hashed after every op, as before.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -26,6 +27,9 @@ class HeldExport {
   // After state(): the backend's digest of each tensor field of that export, by the tensor's
   // address (compare/field_cache.h); empty for a backend without field digests.
   std::map<const Tensor*, uint64_t> known_digests();
+  // Host bytes of the export held (0 when none); drop() lets it go (the next state() exports afresh).
+  size_t bytes() const;
+  void drop();
 
  private:
   std::optional<SequenceState> held_;

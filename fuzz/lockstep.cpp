@@ -359,6 +359,7 @@ void Lockstep::compare_live(const cmp::Where& base, bool final, cmp::StateReport
         fields->know({}, {});
         times_.fields_unchanged += fields->reused() - reused;
       }
+      bound_held_exports(seq);
       if (r.pass()) compared_[seq] = now;
       else compared_.erase(seq);
       report.merge(std::move(r));
@@ -366,6 +367,19 @@ void Lockstep::compare_live(const cmp::Where& base, bool final, cmp::StateReport
       fail(fmt::format("op {} '{}': exporting sequence @{} failed: {}\n", base.op_index, base.op, seq, e.what()));
     }
   }
+}
+
+size_t Lockstep::held_export_bytes_ = size_t(4) << 30;
+
+void Lockstep::bound_held_exports(int keep_seq) {
+  size_t total = 0;
+  for (const auto& [seq, h] : held_) total += h.first.bytes() + h.second.bytes();
+  if (total <= held_export_bytes_) return;
+  for (auto& [seq, h] : held_)
+    if (seq != keep_seq) {
+      h.first.drop();
+      h.second.drop();
+    }
 }
 
 Lockstep::Step Lockstep::finish() {

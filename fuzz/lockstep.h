@@ -80,6 +80,9 @@ class Lockstep {
   // either way on the small presets, 44 -> 35 ops/s on qwen3-next-80b); on the H200 machine's
   // 16, CUDA campaigns went from 751 to 900 ops/s on the small presets.
   static bool default_concurrent_sides();
+  // The bound on the host bytes of the exports held between ops (held_), 4 GiB; tests set 0 to
+  // check that dropping them changes nothing but the time. Not thread-safe: set before campaigns.
+  static void set_held_export_bytes(size_t bytes) { held_export_bytes_ = bytes; }
 
   struct Step {
     bool pass = true;
@@ -130,8 +133,12 @@ class Lockstep {
   };
   std::map<int, Compared> compared_;
   std::map<int, cmp::FieldCache> field_cache_;  // per sequence (skip_unchanged)
-  // per live sequence: each side's last export, updated field by field (model, system under test)
+  // per live sequence: each side's last export, updated field by field (model, system under test);
+  // past held_export_bytes_ together, those of the other sequences are dropped after a comparison (a
+  // bound on host memory for big states and many sequences; exports are then read whole again)
   std::map<int, std::pair<HeldExport, HeldExport>> held_;
+  static size_t held_export_bytes_;  // 4 GiB; set_held_export_bytes (tests)
+  void bound_held_exports(int keep_seq);
   SideWorker side_;  // runs the model's side of each op and export beside the system under test's
   // Runs model_side on the side worker and sut_side here, at once; waits for both, then rethrows
   // what either threw (the model's first).

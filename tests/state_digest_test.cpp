@@ -18,6 +18,7 @@
 #include "core/state_fields.h"
 #include "fuzz/alt_reference.h"
 #include "fuzz/campaign.h"
+#include "fuzz/lockstep.h"
 #include "reference/reference_backend.h"
 #include "tests/support/cpu_campaign.h"
 #include "tests/support/digest_checking.h"
@@ -171,6 +172,32 @@ TEST(StateFields, ExportUpdateKeepsTheUnchangedFieldsAndGivesTheExport) {
   SequenceState fresh;
   b.export_update(other, {}, *b.field_digests(other), fresh);
   EXPECT_EQ(state_digest(fresh), state_digest(b.export_state(other)));
+}
+
+// Held exports dropped after every comparison (their bound at 0: only the sequence just compared
+// keeps its export) give the same campaign, and every export update still matches a fresh export.
+TEST(StateFields, DroppingHeldExportsKeepsTheCampaign) {
+  const fuzz::CampaignOptions o = bitwise_campaign(20261203, 60, 40);
+  auto log = std::make_shared<DigestCheckLog>();
+  auto checked = [log] {
+    return std::unique_ptr<Backend>(new DigestChecking(std::make_unique<ref::ReferenceBackend>(), log));
+  };
+  const fuzz::CampaignResult held = fuzz::run_campaign(o, reference(), checked);
+  const int64_t updates_held = log->updates;
+  fuzz::Lockstep::set_held_export_bytes(0);
+  const fuzz::CampaignResult dropped = fuzz::run_campaign(o, reference(), checked);
+  fuzz::Lockstep::set_held_export_bytes(size_t(4) << 30);
+  std::printf("held: %sdropped: %s%lld and %lld export updates\n", held.summary().c_str(), dropped.summary().c_str(),
+              (long long)updates_held, (long long)(log->updates - updates_held));
+  ASSERT_FALSE(held.failed);
+  ASSERT_FALSE(dropped.failed);
+  for (const std::string& p : log->problems) ADD_FAILURE() << p;
+  EXPECT_EQ(held.ops, dropped.ops);
+  EXPECT_EQ(held.coverage.ops, dropped.coverage.ops);
+  EXPECT_EQ(held.coverage.axes, dropped.coverage.axes);
+  EXPECT_EQ(held.times.compared, dropped.times.compared);
+  EXPECT_EQ(held.times.fields_unchanged, dropped.times.fields_unchanged);
+  EXPECT_LT(log->updates - updates_held, updates_held) << "dropping should leave fewer updates";
 }
 
 // The same campaign with every sequence compared after every op (through a SUT that offers no
