@@ -4,6 +4,7 @@
 // compare/report.cpp (text/JSON), compare/compare_state.cpp (fields, flags, outputs).
 // Dumps (HDF5) are formats/dump.h. Tolerance defaults and their derivation: docs/tolerances.md.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -74,8 +75,23 @@ enum class Strictness { classes, bitwise };  // bitwise: every tensor under `exa
 TolClass class_of(const std::string& field, DType dtype, Strictness strictness = Strictness::classes,
                   bool fp16_lineage = false);
 
-// Spacing of FP16 values at magnitude |x| (2^-24 below the normal range).
-double half_ulp_at(double x);
+// Spacing of FP16 values at magnitude |x| (2^-24 below the normal range): 2^(e - 11) for |x| =
+// m 2^e, m in [0.5, 1). Inline and read from the exponent bits: fp16-state's elementwise loop calls
+// it once per element (half_ulp_at_frexp is the same function through frexp and ldexp, kept for
+// infinity, whose frexp exponent is the library's, and as the test's oracle).
+double half_ulp_at_frexp(double x);
+inline double half_ulp_at(double x) {
+  x = std::fabs(x);
+  if (!(x >= 6.103515625e-05)) return 5.9604644775390625e-08;  // subnormal spacing 2^-24 (NaN too)
+  if (!(x <= 1.7976931348623157e308)) return half_ulp_at_frexp(x);  // infinity
+  uint64_t bits;
+  std::memcpy(&bits, &x, 8);
+  // a normal double: biased exponent E, so e = E - 1022; 2^(e - 11) has biased exponent E - 10
+  const uint64_t out = ((bits >> 52) - 10) << 52;
+  double r;
+  std::memcpy(&r, &out, 8);
+  return r;
+}
 // Distance on the format's ordered integer line (sign-magnitude mapped to two's complement):
 // +0 and -0 are 0 apart, adjacent representable values 1 apart, across zero it adds up.
 // Inline: the elementwise loop of every comparison calls one per element (compare_tensor.cpp),

@@ -172,7 +172,7 @@ nlohmann::json Tolerances::json() const {
   return j;
 }
 
-double half_ulp_at(double x) {
+double half_ulp_at_frexp(double x) {
   x = std::fabs(x);
   if (!(x >= 6.103515625e-05)) return 5.9604644775390625e-08;  // subnormal spacing 2^-24
   int e;

@@ -5,9 +5,11 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -156,6 +158,40 @@ TEST(compare_tensor, off_by_one_ulp_f32_is_exact_failure_and_fp32_pass) {
   nz.f32()[0] = -0.0f;
   EXPECT_FALSE(compare_tensor(z, nz, TolClass::exact, tol, where_h()).pass);
   EXPECT_TRUE(compare_tensor(z, nz, TolClass::fp32_state, tol, where_h()).pass);
+}
+
+// half_ulp_at reads the exponent bits inline (the fp16-state loop calls it per element); it is
+// half_ulp_at_frexp, bit for bit.
+TEST(HalfUlp, InlineIsTheFrexpFunction) {
+  // every power of two from 2^-160 to 2^140 and its neighbours, both signs, zero, the extremes,
+  // NaN, infinity and 2^20 random doubles (seed printed)
+  auto same = [](double x) {
+    const double a = half_ulp_at(x), b = half_ulp_at_frexp(x);
+    return std::memcmp(&a, &b, 8) == 0;
+  };
+  std::vector<double> edge = {0.0, 6.103515625e-05, std::nextafter(6.103515625e-05, 0.0), 65504.0, 1.0, 0.5,
+                              std::numeric_limits<double>::max(), std::numeric_limits<double>::min(),
+                              std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::infinity(),
+                              std::numeric_limits<double>::quiet_NaN()};
+  for (int e = -160; e <= 140; ++e) {
+    const double p = std::ldexp(1.0, e);
+    edge.insert(edge.end(), {p, std::nextafter(p, 0.0), std::nextafter(p, 2 * p)});
+  }
+  for (double x : edge) {
+    EXPECT_TRUE(same(x)) << x;
+    EXPECT_TRUE(same(-x)) << -x;
+  }
+  const uint64_t seed = 20261202;
+  std::printf("half_ulp_at: random doubles, seed %llu\n", (unsigned long long)seed);
+  std::mt19937_64 rng(seed);
+  int64_t differ = 0;
+  for (int i = 0; i < (1 << 20); ++i) {
+    const uint64_t bits = rng();
+    double x;
+    std::memcpy(&x, &bits, 8);
+    differ += !same(x);
+  }
+  EXPECT_EQ(differ, 0);
 }
 
 TEST(compare_tensor, single_nan_fails_first_and_says_where) {
