@@ -45,18 +45,6 @@ void StateHasher::add(const std::vector<Tensor>& v) {
   for (const Tensor& t : v) add(t);
 }
 
-void StateHasher::add(const PleCarry& c) {
-  add(c.history);
-  add(c.conv);
-}
-
-void StateHasher::add(const std::optional<PleCarry>& c) { add_optional(c ? &*c : nullptr); }
-
-void StateHasher::add_optional(const PleCarry* c) {
-  add(int64_t(c != nullptr));
-  if (c) add(*c);
-}
-
 uint64_t StateHasher::digest() const { return XXH3_64bits_digest(&s_->x); }
 
 uint64_t tensor_digest(const Tensor& t) {

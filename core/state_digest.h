@@ -29,9 +29,6 @@ class StateHasher {
   void add(const std::optional<Tensor>& t);  // presence, then the tensor
   void add_optional(const Tensor* t);        // the same, null when absent (no copy to make)
   void add(const std::vector<Tensor>& v);    // count, then each
-  void add(const PleCarry& c);
-  void add(const std::optional<PleCarry>& c);
-  void add_optional(const PleCarry* c);
   uint64_t digest() const;
 
  private:

@@ -27,6 +27,17 @@
 namespace ssm::test {
 namespace {
 
+// A claimed slot whose state has every part (ple-odd, f16-pool): a checkpoint, two intermediates,
+// PLE carries with their checkpoint and snapshots, the stage.
+int slot_with_every_part(RefCase& c) {
+  ref::ReferenceBackend& b = *c.backend;
+  const int s = b.alloc(4);
+  b.prefill(s, c.inputs(0, 3));
+  b.checkpoint(s, false);
+  b.verify({s}, 3, VerifyArm::exact, {c.inputs(1, 3)});
+  return s;
+}
+
 TEST(StateDigest, ReferenceDigestIsTheDigestOfItsExportAfterEveryOp) {
   auto log = std::make_shared<DigestCheckLog>();
   // the reference's digests are exactly those of its export (hashed in place)
@@ -62,10 +73,7 @@ TEST(StateDigest, ReferenceDigestIsTheDigestOfItsExportAfterEveryOp) {
 TEST(StateDigest, EveryPartCompareReadsChangesTheDigest) {
   RefCase c("ple-odd", HMode::f16_pool, 5);
   ref::ReferenceBackend& b = *c.backend;
-  const int s = b.alloc(4);
-  b.prefill(s, c.inputs(0, 3));
-  b.checkpoint(s, false);
-  b.verify({s}, 3, VerifyArm::exact, {c.inputs(1, 3)});
+  const int s = slot_with_every_part(c);
   const SequenceState base = b.export_state(s);
   ASSERT_EQ(*b.field_digests(s), field_digests(base));
   ASSERT_TRUE(base.layers[0].h_checkpoint && base.layers[0].ple && base.layers[0].ple_checkpoint);
@@ -128,10 +136,7 @@ TEST(StateDigest, EveryPartCompareReadsChangesTheDigest) {
 TEST(StateFields, ExportUpdateKeepsTheUnchangedFieldsAndGivesTheExport) {
   RefCase c("ple-odd", HMode::f16_pool, 5);
   ref::ReferenceBackend& b = *c.backend;
-  const int s = b.alloc(4);
-  b.prefill(s, c.inputs(0, 3));
-  b.checkpoint(s, false);
-  b.verify({s}, 3, VerifyArm::exact, {c.inputs(1, 3)});
+  const int s = slot_with_every_part(c);
   SequenceState held = b.export_state(s);
   FieldDigests before = *b.field_digests(s);
   ASSERT_EQ(before, field_digests(held));
