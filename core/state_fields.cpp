@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -46,83 +47,65 @@ void for_each_field(const SequenceState& s, const std::function<void(const Field
 }
 
 namespace {
-// The layer a key names, created when missing; a key outside the state is a caller's bug.
-LayerState& layer_of(SequenceState& s, const FieldKey& k) {
-  if (k.layer < 0 || size_t(k.layer) >= s.layers.size())
+// The tensor a key names in `s`; when absent, created (create: an optional emplaced, a list grown)
+// or null. One switch for field_tensor and find_field.
+Tensor* locate(SequenceState& s, const FieldKey& k, bool create) {
+  auto opt = [create](std::optional<Tensor>& t) -> Tensor* {
+    if (!t && create) t.emplace();
+    return t ? &*t : nullptr;
+  };
+  auto carry = [create](std::optional<PleCarry>& c) -> PleCarry* {
+    if (!c && create) c.emplace();
+    return c ? &*c : nullptr;
+  };
+  auto at = [create](auto& v, int index) -> decltype(&v[0]) {
+    if (index < 0) {
+      if (!create) return nullptr;
+      throw std::logic_error("field index " + std::to_string(index));
+    }
+    if (v.size() <= size_t(index)) {
+      if (!create) return nullptr;
+      v.resize(size_t(index) + 1);
+    }
+    return &v[size_t(index)];
+  };
+  switch (k.kind) {
+    case FieldKind::stage: return opt(s.h_prefill_stage);
+    case FieldKind::stage_condition: return opt(s.h_prefill_stage_condition);
+    case FieldKind::rest: {
+      if (create) throw std::logic_error("the rest of a state is no tensor field");
+      return nullptr;
+    }
+    default: break;
+  }
+  if (k.layer < 0 || size_t(k.layer) >= s.layers.size()) {
+    if (!create) return nullptr;
     throw std::logic_error("field of layer " + std::to_string(k.layer) + " in a state of " +
                            std::to_string(s.layers.size()) + " layers");
-  return s.layers[size_t(k.layer)];
-}
-template <class T>
-T& grown(std::vector<T>& v, int index) {
-  if (index < 0) throw std::logic_error("field index " + std::to_string(index));
-  if (v.size() <= size_t(index)) v.resize(size_t(index) + 1);
-  return v[size_t(index)];
-}
-template <class T>
-T* at(std::vector<T>& v, int index) {
-  return index >= 0 && size_t(index) < v.size() ? &v[size_t(index)] : nullptr;
-}
-}  // namespace
-
-Tensor& field_tensor(SequenceState& s, const FieldKey& k) {
-  switch (k.kind) {
-    case FieldKind::stage: return s.h_prefill_stage ? *s.h_prefill_stage : s.h_prefill_stage.emplace();
-    case FieldKind::stage_condition:
-      return s.h_prefill_stage_condition ? *s.h_prefill_stage_condition : s.h_prefill_stage_condition.emplace();
-    case FieldKind::rest: throw std::logic_error("the rest of a state is no tensor field");
-    default: break;
   }
-  LayerState& l = layer_of(s, k);
-  auto carry = [](std::optional<PleCarry>& c) -> PleCarry& { return c ? *c : c.emplace(); };
-  switch (k.kind) {
-    case FieldKind::h: return l.h;
-    case FieldKind::conv: return l.conv;
-    case FieldKind::h_checkpoint: return l.h_checkpoint ? *l.h_checkpoint : l.h_checkpoint.emplace();
-    case FieldKind::conv_checkpoint: return l.conv_checkpoint ? *l.conv_checkpoint : l.conv_checkpoint.emplace();
-    case FieldKind::h_intermediate: return grown(l.h_intermediates, k.index);
-    case FieldKind::conv_intermediate: return grown(l.conv_intermediates, k.index);
-    case FieldKind::ple_history: return carry(l.ple).history;
-    case FieldKind::ple_conv: return carry(l.ple).conv;
-    case FieldKind::ple_checkpoint_history: return carry(l.ple_checkpoint).history;
-    case FieldKind::ple_checkpoint_conv: return carry(l.ple_checkpoint).conv;
-    case FieldKind::ple_snapshot_history: return grown(l.ple_snapshots, k.index).history;
-    case FieldKind::ple_snapshot_conv: return grown(l.ple_snapshots, k.index).conv;
-    default: throw std::logic_error("unknown field kind " + std::to_string(int(k.kind)));
-  }
-}
-
-Tensor* find_field(SequenceState& s, const FieldKey& k) {
-  switch (k.kind) {
-    case FieldKind::stage: return s.h_prefill_stage ? &*s.h_prefill_stage : nullptr;
-    case FieldKind::stage_condition: return s.h_prefill_stage_condition ? &*s.h_prefill_stage_condition : nullptr;
-    case FieldKind::rest: return nullptr;
-    default: break;
-  }
-  if (k.layer < 0 || size_t(k.layer) >= s.layers.size()) return nullptr;
   LayerState& l = s.layers[size_t(k.layer)];
+  PleCarry* c = nullptr;
   switch (k.kind) {
     case FieldKind::h: return &l.h;
     case FieldKind::conv: return &l.conv;
-    case FieldKind::h_checkpoint: return l.h_checkpoint ? &*l.h_checkpoint : nullptr;
-    case FieldKind::conv_checkpoint: return l.conv_checkpoint ? &*l.conv_checkpoint : nullptr;
+    case FieldKind::h_checkpoint: return opt(l.h_checkpoint);
+    case FieldKind::conv_checkpoint: return opt(l.conv_checkpoint);
     case FieldKind::h_intermediate: return at(l.h_intermediates, k.index);
     case FieldKind::conv_intermediate: return at(l.conv_intermediates, k.index);
-    case FieldKind::ple_history: return l.ple ? &l.ple->history : nullptr;
-    case FieldKind::ple_conv: return l.ple ? &l.ple->conv : nullptr;
-    case FieldKind::ple_checkpoint_history: return l.ple_checkpoint ? &l.ple_checkpoint->history : nullptr;
-    case FieldKind::ple_checkpoint_conv: return l.ple_checkpoint ? &l.ple_checkpoint->conv : nullptr;
-    case FieldKind::ple_snapshot_history: {
-      PleCarry* c = at(l.ple_snapshots, k.index);
-      return c ? &c->history : nullptr;
-    }
-    case FieldKind::ple_snapshot_conv: {
-      PleCarry* c = at(l.ple_snapshots, k.index);
-      return c ? &c->conv : nullptr;
-    }
-    default: return nullptr;
+    case FieldKind::ple_history: return (c = carry(l.ple)) ? &c->history : nullptr;
+    case FieldKind::ple_conv: return (c = carry(l.ple)) ? &c->conv : nullptr;
+    case FieldKind::ple_checkpoint_history: return (c = carry(l.ple_checkpoint)) ? &c->history : nullptr;
+    case FieldKind::ple_checkpoint_conv: return (c = carry(l.ple_checkpoint)) ? &c->conv : nullptr;
+    case FieldKind::ple_snapshot_history: return (c = at(l.ple_snapshots, k.index)) ? &c->history : nullptr;
+    case FieldKind::ple_snapshot_conv: return (c = at(l.ple_snapshots, k.index)) ? &c->conv : nullptr;
+    default: throw std::logic_error("unknown field kind " + std::to_string(int(k.kind)));
   }
 }
+}  // namespace
+
+Tensor& field_tensor(SequenceState& s, const FieldKey& k) { return *locate(s, k, true); }
+
+Tensor* find_field(SequenceState& s, const FieldKey& k) { return locate(s, k, false); }
 
 uint64_t rest_digest(const SequenceState& s) {
   StateHasher h;
