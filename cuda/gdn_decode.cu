@@ -217,10 +217,15 @@ struct HRegs<__half, RPT, 4> {
     t.y = *reinterpret_cast<const uint32_t*>(&v[r][1]);
     *reinterpret_cast<uint2*>(p) = t;
   }
+  // store_half_clamped's bits, clamped after the rounding, a pair per instruction: RNE takes
+  // (65504, 65520) to 65504 and from 65520 on to inf, which the clamp takes to 65504, as the float
+  // clamp first; NaN rounds to NaN and __hmax2 returns its other operand, -65504, as fmaxf does.
+  // One half2 min and max per pair instead of a float min and max per value (FP16 row steps run
+  // 8.5 instead of 9.5 instructions per value, against FP32's 4).
   __device__ __forceinline__ void set_row(int r, const float (&x)[4]) {
-    auto clamp = [](float f) { return fminf(fmaxf(f, -65504.0f), 65504.0f); };  // store_half_clamped's
-    v[r][0] = __floats2half2_rn(clamp(x[0]), clamp(x[1]));
-    v[r][1] = __floats2half2_rn(clamp(x[2]), clamp(x[3]));
+    const __half2 lo = __float2half2_rn(-65504.0f), hi = __float2half2_rn(65504.0f);
+    v[r][0] = __hmin2(__hmax2(__floats2half2_rn(x[0], x[1]), lo), hi);
+    v[r][1] = __hmin2(__hmax2(__floats2half2_rn(x[2], x[3]), lo), hi);
   }
 };
 
