@@ -6,11 +6,13 @@
 namespace ssm::ref {
 
 void ReferenceBackend::copy_live_to_checkpoint(int slot) {
+  TensorCopies copies;
   for (LayerSlot& L : slots_[size_t(slot)].layers) {
-    L.h_checkpoint = L.h;
-    L.conv_checkpoint = L.conv;
+    L.h_checkpoint.queue_copy_from(L.h, copies);
+    copies.add(L.conv_checkpoint, L.conv);
     L.ple_checkpoint = L.ple;
   }
+  copies.run();
   contract_.on_checkpoint(slot);
 }
 

@@ -30,15 +30,20 @@ ReferenceBackend::Slot ReferenceBackend::fresh_slot(int slot) const {
   const DType hd = pool.h_mode == HMode::f16_pool || (slot == pool.max_slots && pool.h_mode == HMode::f16)
                        ? DType::f16 : DType::f32;
   Slot s;
-  for (const LayerSpec& ls : model_.spec.layers) {
-    LayerSlot l;
-    l.h = HField{Tensor::zeros(hd, h_shape(ls)), fresh_state_condition(ls)};
-    l.conv = Tensor::zeros(DType::f32, conv_shape(ls));
+  s.layers.resize(model_.spec.layers.size());
+  TensorCopies zeros;  // a real shape's fields are megabytes: zeroed together
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const LayerSpec& ls = model_.spec.layers[i];
+    LayerSlot& l = s.layers[i];
+    const size_t h_bytes = size_t(ls.h_elems()) * (hd == DType::f16 ? 2 : 4);
+    zeros.add_task(h_bytes, [&l, &ls, hd] { l.h.value = Tensor::zeros(hd, h_shape(ls)); });
+    zeros.add_task(h_bytes, [&l, &ls] { l.h.cond = fresh_state_condition(ls); });
+    zeros.add_task(0, [&l, &ls] { l.conv = Tensor::zeros(DType::f32, conv_shape(ls)); });
     // checkpoints and intermediates are written whole before they are ever read
     l.h_intermediates.resize(size_t(pool.capacity(slot)));
     l.conv_intermediates.resize(size_t(pool.conv_capacity));
-    s.layers.push_back(std::move(l));
   }
+  zeros.run();
   if (pool.h_mode == HMode::f16_pool) {
     s.stage = Tensor::zeros(DType::f32, {stage_elems(model_.spec)});
     s.stage_cond = s.stage;
@@ -155,15 +160,12 @@ SequenceState ReferenceBackend::export_from(int slot, SequenceState& previous, c
   // Every field is placed first (lists grown), so the pointers into `out` stay put.
   const std::vector<std::pair<FieldKey, const Tensor*>> fields = export_fields(slot);
   for (const auto& f : fields) field_tensor(out, f.first);
-  std::vector<std::pair<Tensor*, const Tensor*>> copies;
-  size_t bytes = 0;
+  TensorCopies copies;
   for (const auto& [key, from] : fields) {
     Tensor& to = field_tensor(out, key);
-    if (carried_as_is(carried, key, to, from->dtype(), from->shape())) continue;
-    copies.emplace_back(&to, from);
-    bytes += from->bytes();
+    if (!carried_as_is(carried, key, to, from->dtype(), from->shape())) copies.add(to, *from);
   }
-  run_host_copies(int(copies.size()), bytes, [&](int i) { *copies[size_t(i)].first = *copies[size_t(i)].second; });
+  copies.run();
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "core/backend.h"
 #include "core/contract.h"
 #include "reference/gdn_math.h"
+#include "reference/tensor_copies.h"
 
 namespace ssm::ref {
 
@@ -45,6 +46,11 @@ class ReferenceBackend : public Backend {
   struct HField {
     Tensor value;  // [nv, kd, vd] in the field's dtype
     StateCondition cond;
+    // Queues *this = from (every member) on `copies`, to run with the other copies of an op.
+    void queue_copy_from(const HField& from, TensorCopies& copies) {
+      copies.add(value, from.value);
+      copies.add(cond, from.cond);
+    }
   };
   struct LayerSlot {
     HField h;     // in the slot's current h dtype

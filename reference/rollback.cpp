@@ -9,20 +9,22 @@ namespace ssm::ref {
 
 void ReferenceBackend::restore_live(int slot, int n) {
   const SlotMeta& m = contract_.slot(slot);
+  TensorCopies copies;
   for (LayerSlot& L : slots_[size_t(slot)].layers) {
     if (n == 0) {
-      if (m.has_h_checkpoint) L.h = L.h_checkpoint;
+      if (m.has_h_checkpoint) L.h.queue_copy_from(L.h_checkpoint, copies);
       if (m.has_conv_checkpoint) {
-        L.conv = L.conv_checkpoint;
+        copies.add(L.conv, L.conv_checkpoint);
         L.ple = L.ple_checkpoint;  // absent when the carry was absent at the checkpoint
       }
     } else {
-      L.h = intermediate(L.h_intermediates, n - 1, "h", slot);
-      L.conv = intermediate(L.conv_intermediates, n - 1, "conv", slot);
+      L.h.queue_copy_from(intermediate(L.h_intermediates, n - 1, "h", slot), copies);
+      copies.add(L.conv, intermediate(L.conv_intermediates, n - 1, "conv", slot));
       // the carry after n kept rows; its history is the pre-verify history plus the first n tokens
       if (!L.ple_snapshots.empty()) L.ple = intermediate(L.ple_snapshots, n, "ple", slot);
     }
   }
+  copies.run();
 }
 
 const std::optional<PleCarry>& ReferenceBackend::ple_carry(int slot, size_t layer) const {

@@ -33,11 +33,13 @@ std::vector<StepOutputs> ReferenceBackend::verify(const std::vector<int>& slots,
     for (int t = 0; t < k; ++t) {
       step(slot, in[i], t, outs.back());
       if (t > k - 2) continue;
+      TensorCopies copies;
       for (LayerSlot& L : s.layers) {
-        intermediate(L.h_intermediates, t, "h", slot) = L.h;
-        intermediate(L.conv_intermediates, t, "conv", slot) = L.conv;
+        intermediate(L.h_intermediates, t, "h", slot).queue_copy_from(L.h, copies);
+        copies.add(intermediate(L.conv_intermediates, t, "conv", slot), L.conv);
         if (L.ple) L.ple_snapshots.push_back(*L.ple);
       }
+      copies.run();
     }
     if (slots[i] != kPadRow) contract_.on_verify(slot, k);
   }

@@ -1,5 +1,6 @@
 // The reference on several threads (reference/layer_parallel.h: layers, or the heads of a layer,
-// in parallel) gives the same bits and the same branch counts as on one thread, in every h mode,
+// in parallel; reference/tensor_copies.h: a real shape's copies, zeroed fields and FP16
+// conversions) gives the same bits and the same branch counts as on one thread, in every h mode,
 // on both paths (heads in parallel: 2 big layers; layers in parallel: more layers than threads).
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -8,6 +9,7 @@
 #include "fixtures/generators.h"
 #include "reference/branches.h"
 #include "reference/reference_backend.h"
+#include "reference/tensor_copies.h"
 
 namespace ssm {
 namespace {
@@ -57,7 +59,11 @@ void expect_same(const Outcome& a, const Outcome& b) {
   EXPECT_EQ(a.branches, b.branches) << "branch counts differ: campaigns would see another coverage";
 }
 
-const char* kOps = "alloc; prefill 6; verify 4; commit 2 4; decode; checkpoint; decode; rollback 0; decode";
+// every copy of the reference: the fresh slot, verify's intermediates, commit and rollback to an
+// intermediate and to the checkpoint, the checkpoint, the FP16 conversion of f16 mode's decode
+const char* kOps =
+    "alloc; prefill 6; verify 4; commit 2 4; decode; checkpoint; decode; rollback 0; decode; verify 3; rollback 1; "
+    "decode";
 
 TEST(ReferenceThreads, HeadsInParallelGiveTheSameBitsAndCounts) {
   const ModelSpec spec = make_preset("qwen3-next-80b", 2);  // 2 big layers: each layer's heads in parallel
@@ -73,6 +79,32 @@ TEST(ReferenceThreads, LayersInParallelGiveTheSameBitsAndCounts) {
   const ModelSpec spec = make_preset("qwen3-next-80b", 5);  // 5 layers >= 4 threads: layers in parallel
   const Outcome one = run(1, spec, HMode::f16_pool, kOps);
   expect_same(one, run(4, spec, HMode::f16_pool, kOps));
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+TEST(ReferenceThreads, TensorCopiesMakeEveryCopyAsOneByOne) {
+  omp_set_num_threads(4);
+  // three sources of other dtypes and shapes than their destinations, over the parallel bound
+  std::vector<Tensor> from = {Tensor::zeros(DType::f32, {3, 1 << 18}), Tensor::zeros(DType::f16, {1 << 20}),
+                              Tensor::zeros(DType::f32, {5, 7})};
+  for (Tensor& t : from)
+    for (int64_t i = 0; i < t.size(); ++i) {
+      if (t.dtype() == DType::f32) t.f32()[i] = float(i % 1000) * 0.25f - 17.0f;
+      else t.f16()[i] = uint16_t(i * 7);
+    }
+  std::vector<Tensor> to = {Tensor::zeros(DType::f16, {4}), Tensor(), Tensor::zeros(DType::f32, {1 << 21})};
+  ref::TensorCopies copies;
+  int filled = 0;
+  for (size_t i = 0; i < from.size(); ++i) copies.add(to[i], from[i]);
+  copies.add_task(0, [&] { ++filled; });
+  copies.run();
+  for (size_t i = 0; i < from.size(); ++i) {
+    EXPECT_EQ(to[i].shape(), from[i].shape()) << "copy " << i;
+    EXPECT_TRUE(to[i].bit_equal(from[i])) << "copy " << i;
+  }
+  EXPECT_EQ(filled, 1);
+  copies.run();  // the queue is empty after a run: nothing runs twice
+  EXPECT_EQ(filled, 1);
   omp_set_num_threads(omp_get_num_procs());
 }
 
