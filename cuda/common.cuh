@@ -21,6 +21,14 @@ __device__ __forceinline__ float f16_bits_to_f32(uint16_t h) { return ssm::half_
 __device__ __forceinline__ __half store_half_clamped(float f) {
   return __float2half_rn(fminf(fmaxf(f, -65504.0f), 65504.0f));
 }
+// Two values stored as store_half_clamped stores each (the same bits), as one half2, clamped after
+// the rounding, a pair per instruction: RNE takes (65504, 65520) to 65504 and from 65520 on to inf,
+// which __hmin2 takes to 65504, as the float clamp first; NaN rounds to NaN, which __hmax2 replaces
+// by its other operand, -65504, as fmaxf does. One half2 min and max per pair instead of a float
+// min and max per value (tests/half_store_gpu_test.cpp checks both against core/half.h).
+__device__ __forceinline__ __half2 store_half2_clamped(float a, float b) {
+  return __hmin2(__hmax2(__floats2half2_rn(a, b), __float2half2_rn(-65504.0f)), __float2half2_rn(65504.0f));
+}
 
 // State element types: FP32 or FP16 storage, FP32 arithmetic.
 template <typename HT> struct HStore;
