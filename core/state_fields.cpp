@@ -158,6 +158,16 @@ std::set<FieldKey> carry_unchanged_fields(SequenceState& previous, const FieldDi
   return carried;
 }
 
+std::map<FieldKey, Tensor> take_fields(SequenceState& previous) {
+  std::vector<FieldKey> keys;
+  for_each_field(previous, [&](const FieldKey& k, const Tensor& t) {
+    if (!t.empty()) keys.push_back(k);
+  });
+  std::map<FieldKey, Tensor> taken;
+  for (const FieldKey& k : keys) taken.emplace(k, std::move(*find_field(previous, k)));
+  return taken;
+}
+
 bool carried_as_is(const std::set<FieldKey>& carried, const FieldKey& k, const Tensor& t, DType dtype,
                    const std::vector<int64_t>& shape) {
   return carried.count(k) && t.dtype() == dtype && t.shape() == shape;

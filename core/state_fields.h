@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -75,6 +76,11 @@ uint64_t combined_digest(const FieldDigests& d);
 // carried one whose dtype or shape is not the field's now (carried_as_is).
 std::set<FieldKey> carry_unchanged_fields(SequenceState& previous, const FieldDigests& before,
                                           const FieldDigests& now, SequenceState& out);
+// The tensor fields left in `previous` after carry_unchanged_fields (the changed ones), moved out
+// by key: storage an update writes the changed fields into instead of allocating new host memory
+// (its first touch, page by page, was most of a real-shape update's reading back). A caller uses
+// one only where its dtype and shape are the field's now, and overwrites every element.
+std::map<FieldKey, Tensor> take_fields(SequenceState& previous);
 // A field of `out` that carry_unchanged_fields carried over and that has the given dtype and shape.
 bool carried_as_is(const std::set<FieldKey>& carried, const FieldKey& k, const Tensor& t, DType dtype,
                    const std::vector<int64_t>& shape);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -819,7 +820,9 @@ SequenceState Engine::export_from(int slot, SequenceState& previous, const Field
                                   const FieldDigests& now) {
   SequenceState out = export_rest(slot);
   const std::set<FieldKey> carried = carry_unchanged_fields(previous, before, now, out);
-  // Every field read is allocated here and read back at the end, in one gather (read_back); a
+  std::map<FieldKey, Tensor> spare = take_fields(previous);  // the changed fields' storage, read into again
+  // Every field read is allocated here (or is a changed field's storage of the same dtype and
+  // shape, every byte read over) and read back at the end, in one gather (read_back); a
   // tensor's heap storage stays put when the tensor is moved into the state. A large state's
   // tensors are allocated (and zeroed, their first touch) on several threads, as read_back copies
   // them: single-threaded, the two passes over the host memory were most of a real-shape export.
@@ -829,8 +832,14 @@ SequenceState Engine::export_from(int slot, SequenceState& previous, const Field
   size_t total = 0;
   for (const ExportField& f : fields) total += shape_elems(f.shape) * dtype_size(f.dtype);
   std::vector<Tensor> tensors(fields.size());
-  run_host_copies(int(fields.size()), total,
-                  [&](int i) { tensors[size_t(i)] = Tensor::zeros(fields[size_t(i)].dtype, fields[size_t(i)].shape); });
+  run_host_copies(int(fields.size()), total, [&](int i) {
+    const ExportField& f = fields[size_t(i)];
+    const auto old = spare.find(f.key);  // distinct keys: each task moves its own entry
+    if (old != spare.end() && old->second.dtype() == f.dtype && old->second.shape() == f.shape)
+      tensors[size_t(i)] = std::move(old->second);
+    else
+      tensors[size_t(i)] = Tensor::zeros(f.dtype, f.shape);
+  });
   std::vector<Readback> reads;
   for (size_t i = 0; i < fields.size(); ++i) {
     Tensor& t = field_tensor(out, fields[i].key);

@@ -8,6 +8,7 @@
 #include "core/state_fields.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -155,6 +156,7 @@ SequenceState ReferenceBackend::export_from(int slot, SequenceState& previous, c
                                             const FieldDigests& now) const {
   SequenceState out = export_rest(slot);
   const std::set<FieldKey> carried = carry_unchanged_fields(previous, before, now, out);
+  std::map<FieldKey, Tensor> spare = take_fields(previous);  // the changed fields' storage
   // The fields not carried over are copied last, all at once: on several threads when the state is
   // large (a real shape's tens of megabytes), where one thread's copies were most of an export.
   // Every field is placed first (lists grown), so the pointers into `out` stay put.
@@ -163,7 +165,10 @@ SequenceState ReferenceBackend::export_from(int slot, SequenceState& previous, c
   TensorCopies copies;
   for (const auto& [key, from] : fields) {
     Tensor& to = field_tensor(out, key);
-    if (!carried_as_is(carried, key, to, from->dtype(), from->shape())) copies.add(to, *from);
+    if (carried_as_is(carried, key, to, from->dtype(), from->shape())) continue;
+    const auto old = spare.find(key);
+    if (old != spare.end()) to = std::move(old->second);  // a copy into it keeps its storage when it is large enough
+    copies.add(to, *from);
   }
   copies.run();
   return out;
