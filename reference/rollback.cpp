@@ -15,16 +15,19 @@ void ReferenceBackend::restore_live(int slot, int n) {
       if (m.has_h_checkpoint) L.h.queue_copy_from(L.h_checkpoint, copies);
       if (m.has_conv_checkpoint) {
         copies.add(L.conv, L.conv_checkpoint);
-        L.ple = L.ple_checkpoint;  // absent when the carry was absent at the checkpoint
+        copies.add_task(0, [&L] { L.ple = L.ple_checkpoint; });  // absent when the carry was absent then
       }
     } else {
       L.h.queue_copy_from(intermediate(L.h_intermediates, n - 1, "h", slot), copies);
       copies.add(L.conv, intermediate(L.conv_intermediates, n - 1, "conv", slot));
       // the carry after n kept rows; its history is the pre-verify history plus the first n tokens
-      if (!L.ple_snapshots.empty()) L.ple = intermediate(L.ple_snapshots, n, "ple", slot);
+      if (!L.ple_snapshots.empty()) {
+        const PleCarry& kept = intermediate(L.ple_snapshots, n, "ple", slot);
+        copies.add_task(0, [&L, &kept] { L.ple = kept; });
+      }
     }
   }
-  copies.run();
+  copies.run();  // every index was found first: an op the contract should have refused changes nothing
 }
 
 const std::optional<PleCarry>& ReferenceBackend::ple_carry(int slot, size_t layer) const {
