@@ -19,7 +19,8 @@ class TensorCopies {
   // Queues to = from. No destination may be queued twice or be a source of the same run.
   void add(Tensor& to, const Tensor& from);
   void add(StateCondition& to, const StateCondition& from);
-  // Queues a task that fills one field in place (a fresh slot's zeros), moving about `bytes`.
+  // Queues a task that fills or assigns one field in place (a fresh slot's zeros, a PLE carry),
+  // moving about `bytes`.
   void add_task(size_t bytes, std::function<void()> task);
   // Runs everything queued, then empties the queue.
   void run();
