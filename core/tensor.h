@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/half.h"
@@ -16,6 +17,27 @@ class Tensor {
  public:
   Tensor() = default;
   static Tensor zeros(DType dtype, std::vector<int64_t> shape);
+  Tensor(const Tensor&) = default;
+  Tensor& operator=(const Tensor&) = default;
+  // A moved-from tensor is empty (no shape, size 0), never a size without storage: the export
+  // updates take the storage of some fields and keep the rest (core/state_fields.h).
+  Tensor(Tensor&& o) noexcept
+      : dtype_(o.dtype_), shape_(std::move(o.shape_)), size_(std::exchange(o.size_, 0)), f32_(std::move(o.f32_)),
+        f16_(std::move(o.f16_)) {
+    o.shape_.clear();
+  }
+  Tensor& operator=(Tensor&& o) noexcept {
+    if (this == &o) return *this;
+    dtype_ = o.dtype_;
+    shape_ = std::move(o.shape_);
+    size_ = std::exchange(o.size_, 0);
+    f32_ = std::move(o.f32_);
+    f16_ = std::move(o.f16_);
+    o.shape_.clear();
+    o.f32_.clear();
+    o.f16_.clear();
+    return *this;
+  }
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -177,6 +178,37 @@ TEST(StateFields, ExportUpdateKeepsTheUnchangedFieldsAndGivesTheExport) {
   SequenceState fresh;
   b.export_update(other, {}, *b.field_digests(other), fresh);
   EXPECT_EQ(state_digest(fresh), state_digest(b.export_state(other)));
+}
+
+// take_fields hands over the changed fields' storage and only theirs: after carry_unchanged_fields
+// the carried fields are moved-from, so empty (Tensor's move), and are not taken.
+TEST(StateFields, TakeFieldsTakesTheChangedFieldsOnly) {
+  RefCase c("ple-odd", HMode::f16_pool, 5);
+  ref::ReferenceBackend& b = *c.backend;
+  const int s = slot_with_every_part(c);
+  SequenceState held = b.export_state(s);
+  const FieldDigests before = *b.field_digests(s);
+  b.decode({s}, {c.inputs(2, 1)});
+  const FieldDigests now = *b.field_digests(s);
+  std::set<FieldKey> changed;
+  for (size_t i = 0; i + 1 < now.size(); ++i)
+    if (now[i].digest != before[i].digest) changed.insert(now[i].key);
+  ASSERT_FALSE(changed.empty());
+  SequenceState out;
+  out.layers.resize(held.layers.size());
+  const std::set<FieldKey> carried = carry_unchanged_fields(held, before, now, out);
+  EXPECT_EQ(carried.size() + changed.size(), now.size() - 1);
+  const std::map<FieldKey, Tensor> taken = take_fields(held);
+  ASSERT_EQ(taken.size(), changed.size());
+  for (const auto& [key, t] : taken) {
+    EXPECT_TRUE(changed.count(key));
+    EXPECT_FALSE(t.empty());
+  }
+  for (const FieldKey& k : carried) {
+    const Tensor* husk = find_field(held, k);
+    ASSERT_NE(husk, nullptr);
+    EXPECT_TRUE(husk->empty() && husk->shape().empty() && husk->bytes() == 0) << "a moved-from tensor is empty";
+  }
 }
 
 // Held exports dropped after every comparison (their bound at 0: only the sequence just compared
