@@ -189,6 +189,11 @@ void set_identical_fast_path(bool on);
 // has its elementwise loop split into chunks run on several threads and merged; the report is the
 // one pass's, bit for bit (tests/compare_test.cpp checks it with tiny chunks).
 void set_scan_chunk(int64_t elements);
+// Test hook: on a CPU with AVX2 the elementwise loop runs four elements at a time where no
+// element is matched (default); off, one at a time everywhere. The report is the same, bit for bit
+// (tests/compare_tensor_test.cpp checks it). On a CPU without AVX2 it stays off.
+void set_scan_lanes(bool on);
+bool scan_lanes_available();  // the CPU has AVX2
 }  // namespace detail
 
 // Compare one tensor. NaN/Inf in either side fails first, naming the element, unless both sides

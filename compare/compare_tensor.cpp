@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/core.h>
+#include <immintrin.h>
 #include <limits>
 #include <omp.h>
 #include <utility>
@@ -310,6 +311,249 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
   return ScanPart{mx, mismatched, histogram, std::move(worst)};
 }
 
+// The elementwise loop four elements at a time (GCC vector extensions, compiled for AVX2: see
+// scan_lanes). Every lane computes
+// scan_range's values by the same IEEE operations in the same order, so the part is the same bit
+// for bit (ScanLanes.* tests, against scan_range): maxima are order-free (`v > m ? v : m` is
+// std::max(m, v) lane by lane, NaN ignored the same way; every maximum starts at +0 and no value
+// is -0 where a tie could pick a sign), counts add, the histogram is counted as the number of
+// elements past each bin edge (the edges are ordered, so bin b holds count(past b) - count(past
+// b + 1)), and the worst list is fed in index order, a block at a time, only when the block's
+// best score could enter it. Used on ranges without matched (non-finite) elements; the last
+// n % 4 elements go through scan_range.
+namespace lanes {
+using VD = double __attribute__((vector_size(32)));
+using VL = int64_t __attribute__((vector_size(32)));
+using VF = float __attribute__((vector_size(16)));
+using VI = int32_t __attribute__((vector_size(16)));
+using VH = uint16_t __attribute__((vector_size(8)));
+constexpr int64_t kLanes = 4;
+constexpr int64_t kBlock = 256;  // elements whose scores are kept for the worst list at a time
+
+// Everything here is inlined into scan_lanes (internal linkage), so no vector crosses a call and
+// the ABI of 32-byte vectors without AVX, which GCC warns about (at the end of the file), never
+// applies.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define SSM_LANES_INLINE inline __attribute__((always_inline))
+SSM_LANES_INLINE VD splat(double x) { return VD{x, x, x, x}; }
+SSM_LANES_INLINE VD vmax(VD m, VD v) { return v > m ? v : m; }  // std::max(m, v)
+SSM_LANES_INLINE VD vmin(VD a, VD b) { return b < a ? b : a; }  // std::min(a, b)
+SSM_LANES_INLINE VD vabs(VD x) {
+  constexpr int64_t kMag = std::numeric_limits<int64_t>::max();
+  return (VD)((VL)x & VL{kMag, kMag, kMag, kMag});
+}
+SSM_LANES_INLINE VD over(VD v, VD lim) {  // over(), lane by lane
+  return lim > 0 ? v / lim : (v > 0 ? splat(kInf) : splat(0.0));
+}
+// half_ulp_at for finite x >= 0 (every value it gets here: max(|ref|, rms(ref)) of finite values)
+SSM_LANES_INLINE VD half_ulp(VD x) {
+  const VL out = (((VL)x >> 52) - 10) << 52;
+  return x >= 6.103515625e-05 ? (VD)out : splat(5.9604644775390625e-08);
+}
+// The ordered-integer value of a float's or a half's bits (ulp_distance_f32's and _f16's ord), as
+// doubles: the distance of two is their difference, exact in double.
+SSM_LANES_INLINE VD ord(VI bits) {
+  const VI s = bits >> 31, m = bits & 0x7fffffff;
+  return __builtin_convertvector((m ^ s) - s, VD);
+}
+SSM_LANES_INLINE VD ord(VH h) {
+  const VI bits = __builtin_convertvector(h, VI);
+  const VI s = -(bits >> 15), m = bits & 0x7fff;
+  return __builtin_convertvector((m ^ s) - s, VD);
+}
+
+// Four elements' values (as double), ULP distance and whether their bits differ.
+struct Four {
+  VD r, g, ulp;
+  VL differ;
+};
+SSM_LANES_INLINE Four load4(const F32Elems ref, const F32Elems got, const float*, const float*, int64_t i, int64_t) {
+  VF r, g;
+  VI rb, gb;
+  std::memcpy(&r, ref.p + i, sizeof r);
+  std::memcpy(&g, got.p + i, sizeof g);
+  std::memcpy(&rb, ref.p + i, sizeof rb);
+  std::memcpy(&gb, got.p + i, sizeof gb);
+  return {__builtin_convertvector(r, VD), __builtin_convertvector(g, VD), vabs(ord(rb) - ord(gb)),
+          __builtin_convertvector(rb != gb, VL)};
+}
+// F16: the values from the block's widened copies rf, gf (at k), the bits from the halves
+SSM_LANES_INLINE Four load4(const F16Elems ref, const F16Elems got, const float* rf, const float* gf, int64_t i,
+                            int64_t k) {
+  VF r, g;
+  VH rb, gb;
+  std::memcpy(&r, rf + k, sizeof r);
+  std::memcpy(&g, gf + k, sizeof g);
+  std::memcpy(&rb, ref.p + i, sizeof rb);
+  std::memcpy(&gb, got.p + i, sizeof gb);
+  return {__builtin_convertvector(r, VD), __builtin_convertvector(g, VD), vabs(ord(rb) - ord(gb)),
+          __builtin_convertvector(rb != gb, VL)};
+}
+// widens a block of halves (F16Elems) for load4; nothing to do for floats
+SSM_LANES_INLINE void widen(const F32Elems, int64_t, int64_t, float*) {}
+// (F16C's conversion is exact, as half_to_float is)
+__attribute__((target("avx2,f16c"))) SSM_LANES_INLINE void widen(const F16Elems e, int64_t i, int64_t n, float* out) {
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8)
+    _mm256_storeu_ps(out + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e.p + i + k))));
+  for (; k < n; ++k) out[k] = half_to_float(e.p[i + k]);
+}
+
+constexpr int kEdges = 11;  // bin edges counted: 9 ULP edges or (> 0) and 10 decades
+struct Acc {
+  VD abs{}, rel{}, ulp{}, ulp_scaled{}, cond_ratio{}, error_ratio{}, need_atol{}, need_rtol{}, need_ulp{};
+  VL bad{};
+  VL past[kEdges]{};  // minus the number of elements past each edge (masks are -1)
+};
+
+// scan_range's loop body for four elements of class C (Cond: a condition is read); returns their
+// scores.
+template <TolClass C, bool Cond>
+SSM_LANES_INLINE VD element4(Acc& a, const Four& e, VD ci, const ScanSetup& u) {
+  constexpr bool scaled = C == TolClass::fp16_state;
+  const Tolerance& t = u.t;
+  const VD rms = splat(u.ref_rms);
+  const VD d = e.g - e.r, ad = vabs(d), ar = vabs(e.r);
+  const VD rel = ad == 0 ? splat(0.0) : ad / ar;
+  VD sulp = splat(0.0);
+  if constexpr (scaled) sulp = ad / half_ulp(vmax(ar, rms));
+  a.ulp_scaled = vmax(a.ulp_scaled, sulp);
+  a.abs = vmax(a.abs, ad);
+  a.rel = vmax(a.rel, rel);
+  a.ulp = vmax(a.ulp, e.ulp);
+  if constexpr (C == TolClass::exact || scaled) {
+    static constexpr double kUlpEdges[] = {0, 1, 2, 4, 8, 16, 64, 256, 4096};
+    const VD hv = scaled ? sulp : e.ulp;
+    for (int k = 0; k < 9; ++k) a.past[k] += hv > kUlpEdges[k];
+  } else {
+    static constexpr double kDecades[] = {1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1};
+    a.past[0] += ad > 0;
+    for (int k = 0; k < 10; ++k) a.past[k + 1] += ad >= kDecades[k];
+  }
+  const VD rscale = C == TolClass::fp32_state ? vmax(ar, rms) : ar;
+  if constexpr (Cond)
+    a.cond_ratio = vmax(a.cond_ratio, ad == 0 ? splat(0.0) : (ci > 0 ? ad / (kUnitRoundoffF32 * ci) : splat(kInf)));
+  const VD cslack = (t.cond * kUnitRoundoffF32) * ci;
+  const VD bound = t.atol + t.rtol * rscale + cslack;
+  VL bad;
+  VD score;
+  if constexpr (C == TolClass::exact) {
+    bad = e.differ;
+    score = e.differ ? vmax(ad, splat(1e-300)) : splat(0.0);
+  } else if constexpr (scaled) {
+    bad = (sulp > t.max_ulp) & (ad > bound);
+    score = sulp;
+    a.need_ulp = vmax(a.need_ulp, ad > bound ? sulp : splat(0.0));
+  } else {
+    bad = ad > bound;
+    score = bound > 0 ? ad / bound : ad;
+    a.need_atol = vmax(a.need_atol, ad - t.rtol * rscale - cslack);
+    a.need_rtol = vmax(a.need_rtol, ad > t.atol + cslack ? (rscale > 0 ? (ad - t.atol - cslack) / rscale : splat(kInf))
+                                                         : splat(0.0));
+  }
+  if (u.ref_zero) bad = C == TolClass::exact ? e.differ : e.g != 0;
+  a.bad += bad;
+  VD err;
+  if (u.ref_zero || C == TolClass::exact)
+    err = bad ? splat(kInf) : splat(0.0);
+  else if constexpr (scaled)
+    err = vmin(over(sulp, splat(t.max_ulp)), over(ad, bound));
+  else
+    err = over(ad, bound);
+  a.error_ratio = vmax(a.error_ratio, err);
+  return score;
+}
+
+SSM_LANES_INLINE double lane_max(VD v) { return std::max(std::max(std::max(std::max(0.0, v[0]), v[1]), v[2]), v[3]); }
+SSM_LANES_INLINE int64_t lane_sum(VL v) { return v[0] + v[1] + v[2] + v[3]; }
+
+// scan_range over [begin, end) (no matched element), four at a time. Compiled for AVX2 (one
+// instruction per lane operation; on the baseline ISA the 32-byte vectors take several and the
+// loop measured twice as slow as scan_range), and only called where the CPU has it (scan_part).
+// AVX2 without FMA: no multiply and add is contracted, every lane rounds as scan_range does.
+template <TolClass C, bool Cond, class Elems>
+__attribute__((target("avx2,f16c"))) ScanPart scan_lanes(const Elems ref, const Elems got, int64_t begin, int64_t end, const ScanSetup& u) {
+  Acc a;
+  std::vector<std::pair<double, int64_t>> worst;
+  CondCursor cond(u.cond, begin);
+  alignas(32) float rf[kBlock], gf[kBlock];
+  alignas(32) double ci[kBlock], score[kBlock];
+  const int64_t n4 = begin + (end - begin) / kLanes * kLanes;
+  for (int64_t b0 = begin; b0 < n4; b0 += kBlock) {
+    const int64_t len = std::min(kBlock, n4 - b0);
+    widen(ref, b0, len, rf);
+    widen(got, b0, len, gf);
+    if constexpr (Cond)
+      for (int64_t k = 0; k < len; ++k, cond.next()) ci[k] = cond.value();
+    VD best{};
+    for (int64_t k = 0; k < len; k += kLanes) {
+      VD c4{};
+      if constexpr (Cond) std::memcpy(&c4, ci + k, sizeof c4);
+      const VD s = element4<C, Cond>(a, load4(ref, got, rf, gf, b0 + k, k), c4, u);
+      std::memcpy(score + k, &s, sizeof s);
+      best = vmax(best, s);
+    }
+    const double top = lane_max(best);
+    if (top > 0 && (worst.size() < size_t(kWorstElements) || top > worst.back().first))
+      for (int64_t k = 0; k < len; ++k) keep_worst(worst, score[k], b0 + k);
+  }
+  ScanPart p;
+  p.max.abs = lane_max(a.abs);
+  p.max.rel = lane_max(a.rel);
+  p.max.ulp = lane_max(a.ulp);
+  p.max.ulp_scaled = lane_max(a.ulp_scaled);
+  p.max.cond_ratio = lane_max(a.cond_ratio);
+  p.max.error_ratio = lane_max(a.error_ratio);
+  p.max.need_atol = lane_max(a.need_atol);
+  p.max.need_rtol = lane_max(a.need_rtol);
+  p.max.need_ulp = lane_max(a.need_ulp);
+  p.mismatched = -lane_sum(a.bad);
+  const int64_t counted = n4 - begin;
+  const int edges = C == TolClass::exact || C == TolClass::fp16_state ? 9 : 11;
+  int64_t prev = counted;  // elements past the edge before (all are past "edge -1")
+  for (int k = 0; k < edges; ++k) {
+    const int64_t past = -lane_sum(a.past[k]);
+    p.histogram[size_t(k)] = prev - past;
+    prev = past;
+  }
+  p.histogram[size_t(edges)] = prev;
+  p.worst = std::move(worst);
+  if (n4 < end) {
+    std::vector<bool> none;
+    merge_part(p, scan_range(ref, got, n4, end, none, u));
+  }
+  return p;
+}
+#undef SSM_LANES_INLINE
+}  // namespace lanes
+
+// The elementwise loop over [begin, end): four lanes at a time when the CPU has AVX2 and no
+// element is matched (the same part, bit for bit), else scan_range.
+const bool kCpuHasAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+bool g_scan_lanes = kCpuHasAvx2;  // detail::set_scan_lanes (tests)
+template <class Elems>
+ScanPart scan_part(const Elems ref, const Elems got, int64_t begin, int64_t end, const std::vector<bool>& matched,
+                   const ScanSetup& u) {
+  const bool cond = u.cond.p != nullptr;
+  if (!g_scan_lanes || !matched.empty()) return scan_range(ref, got, begin, end, matched, u);
+  switch (u.cls) {
+    case TolClass::exact:
+      if (!cond) return lanes::scan_lanes<TolClass::exact, false>(ref, got, begin, end, u);
+      break;
+    case TolClass::fp16_state:
+      if (!cond) return lanes::scan_lanes<TolClass::fp16_state, false>(ref, got, begin, end, u);
+      break;
+    case TolClass::fp32_state:
+      return cond ? lanes::scan_lanes<TolClass::fp32_state, true>(ref, got, begin, end, u)
+                  : lanes::scan_lanes<TolClass::fp32_state, false>(ref, got, begin, end, u);
+    case TolClass::output:
+    case TolClass::output_f16:  // the same limits as output in the loop
+      return cond ? lanes::scan_lanes<TolClass::output, true>(ref, got, begin, end, u)
+                  : lanes::scan_lanes<TolClass::output, false>(ref, got, begin, end, u);
+  }
+  return scan_range(ref, got, begin, end, matched, u);  // exact and fp16-state never get a condition
+}
+
 // The sums of a comparison, over every element not in `matched`, in one sequential pass in index
 // order (the only order-dependent results): the reference's squares, their count and whether
 // every one is zero (its rms scales the fp32-state limit, so this pass runs before the elementwise
@@ -365,9 +609,9 @@ ScanPart scan_elements(const Elems ref, const Elems got, int64_t n, const std::v
                        const ScanSetup& u) {
   const int64_t chunk = g_scan_chunk;
   const int64_t chunks = chunk > 0 ? (n + chunk - 1) / chunk : 1;
-  if (chunks < 2 || task_threads() < 2) return scan_range(ref, got, 0, n, matched, u);
+  if (chunks < 2 || task_threads() < 2) return scan_part(ref, got, 0, n, matched, u);
   std::vector<ScanPart> parts(static_cast<size_t>(chunks));
-  run_tasks(chunks, [&](int64_t c) { parts[size_t(c)] = scan_range(ref, got, c * chunk, std::min(n, (c + 1) * chunk), matched, u); });
+  run_tasks(chunks, [&](int64_t c) { parts[size_t(c)] = scan_part(ref, got, c * chunk, std::min(n, (c + 1) * chunk), matched, u); });
   ScanPart all = std::move(parts[0]);
   for (size_t c = 1; c < parts.size(); ++c) merge_part(all, parts[c]);
   return all;
@@ -377,6 +621,8 @@ ScanPart scan_elements(const Elems ref, const Elems got, int64_t n, const std::v
 
 void detail::set_identical_fast_path(bool on) { g_identical_fast_path = on; }
 void detail::set_scan_chunk(int64_t elements) { g_scan_chunk = elements; }
+void detail::set_scan_lanes(bool on) { g_scan_lanes = on && kCpuHasAvx2; }
+bool detail::scan_lanes_available() { return kCpuHasAvx2; }
 
 TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tols,
                             const Where& where, bool allow_zero_ref, const Tensor* condition) {

@@ -654,3 +654,110 @@ TEST(CompareTensor, PerColumnConditionGivesTheBroadcastReport) {
 
 }  // namespace
 }  // namespace ssm::cmp
+
+namespace ssm::cmp {
+namespace {
+
+// Restores the lanes and the default chunking whatever the test does.
+struct LanesScope {
+  ChunkingScope chunking;
+  ~LanesScope() { detail::set_scan_lanes(true); }
+};
+
+// A value drawn to reach every branch of the elementwise loop: magnitudes from FP16-subnormal to
+// beyond FP16's range (fp16-state's scaled ULPs, half_ulp_at's subnormal spacing), +0 and -0,
+// FP32 subnormals.
+float edge_value(std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0, 1);
+  switch (rng() % 8) {
+    case 0: return rng() % 2 ? 0.0f : -0.0f;
+    case 1: return float((u(rng) - 0.5) * 1e-40);          // FP32 subnormal
+    case 2: return float((u(rng) - 0.5) * 1e-6);           // below FP16's normal range
+    case 3: return float((u(rng) - 0.5) * 1.2e5);          // around and past FP16's largest
+    default: return float((u(rng) - 0.5) * std::pow(10.0, -8 + 12 * u(rng)));
+  }
+}
+
+// got from ref: equal, -0 for +0, a few ULPs off, a relative error from 1e-9 to 1, or another value.
+float perturbed(float r, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> u(0, 1);
+  switch (rng() % 6) {
+    case 0: return r;
+    case 1: return r == 0 ? -r : r;
+    case 2: {
+      float g = r;
+      for (uint64_t k = rng() % 4; k > 0; --k) g = std::nextafter(g, rng() % 2 ? 1e30f : -1e30f);
+      return g;
+    }
+    case 3: return float(r * (1 + (u(rng) - 0.5) * std::pow(10.0, -9 + 9 * u(rng))));
+    case 4: return float(r + (u(rng) - 0.5) * std::pow(10.0, -9 + 8 * u(rng)));
+    default: return edge_value(rng);
+  }
+}
+
+// The elementwise loop four elements at a time (on a CPU with AVX2) gives the one-at-a-time
+// report, bit for bit: every class, both dtypes, no condition, a per-element and a per-column
+// condition, all-zero references, matched non-finite elements (which take the one-at-a-time loop),
+// ties in the worst list, edge values (+-0, subnormals, FP16's range), default and zero tolerances
+// (a zero bound), sizes that leave a tail of 1-3 elements and span several blocks of 256, one pass
+// and chunks of 7 and 64 on 4 threads. Each case reproduces from its printed seed alone.
+TEST(CompareTensor, LanesGiveTheOneAtATimeReport) {
+  if (!detail::scan_lanes_available()) GTEST_SKIP() << "this CPU has no AVX2: the elementwise loop runs one at a time";
+  LanesScope restore;
+  omp_set_num_threads(4);
+  const Tolerances defaults = Tolerances::defaults(), zero;
+  int cases = 0, failing = 0, passing = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed)
+    for (TolClass cls : {TolClass::exact, TolClass::fp16_state, TolClass::fp32_state, TolClass::output,
+                         TolClass::output_f16})
+      for (bool f16 : {false, true})
+        for (int variant = 0; variant < 5; ++variant) {  // 0 edge values, 1 small errors, 2 ties, 3 zero ref, 4 inf/NaN
+          SCOPED_TRACE(fmt::format("seed {} class {} f16 {} variant {}", seed, to_string(cls), f16, variant));
+          std::mt19937_64 rng(seed * 7919 + uint64_t(variant) * 31 + uint64_t(cls) * 3 + f16);
+          const std::vector<int64_t> shape{int64_t(2 + rng() % 3), int64_t(5 + rng() % 40), int64_t(3 + rng() % 37)};
+          Tensor ref = Tensor::zeros(f16 ? DType::f16 : DType::f32, shape), got = ref;
+          for (int64_t i = 0; i < ref.size(); ++i) {
+            const float r = variant == 0 ? edge_value(rng) : variant == 2 ? 0.5f : variant == 3 ? 0.0f
+                                                                 : float(std::uniform_real_distribution<double>(-1, 1)(rng));
+            const float g = variant == 1 ? r * (1 + 1e-7f * float(int(rng() % 5) - 2))
+                            : variant == 2 ? (rng() % 3 ? 0.5f + 1.0f / 64 : 0.5f)
+                            : variant == 3 ? (rng() % 50 ? 0.0f : edge_value(rng))
+                                           : perturbed(r, rng);
+            put(ref, i, r);
+            put(got, i, g);
+          }
+          if (variant == 4)
+            for (int64_t i : {int64_t(3), ref.size() / 2, ref.size() - 1}) {
+              put(ref, i, std::numeric_limits<float>::infinity());
+              put(got, i, std::numeric_limits<float>::infinity());
+            }
+          const Tensor element_cond = random_f32(shape, seed + 100, 0, 4);
+          const Tensor column_cond = random_f32({shape[0], shape[2]}, seed + 200, 0, 4);
+          for (const Tensor* c : {static_cast<const Tensor*>(nullptr), &element_cond, &column_cond})
+            for (const Tolerances* tols : {&defaults, &zero}) {
+              Where w;
+              w.tensor = "h";
+              detail::set_scan_chunk(0);
+              detail::set_scan_lanes(false);
+              const TensorReport one = compare_tensor(ref, got, cls, *tols, w, /*allow_zero_ref=*/true, c);
+              (one.pass ? passing : failing) += 1;
+              detail::set_scan_lanes(true);
+              for (int64_t chunk : {int64_t(0), int64_t(7), int64_t(64)}) {
+                SCOPED_TRACE(fmt::format("chunk {} condition {}", chunk, c ? c->shape_string() : "none"));
+                detail::set_scan_chunk(chunk);
+                const TensorReport four = compare_tensor(ref, got, cls, *tols, w, /*allow_zero_ref=*/true, c);
+                EXPECT_EQ(four.json().dump(), one.json().dump());
+                EXPECT_EQ(four.text(), one.text());
+                EXPECT_EQ(four.histogram, one.histogram);
+                EXPECT_EQ(four.error_ratio, one.error_ratio);
+                ++cases;
+              }
+            }
+        }
+  EXPECT_EQ(cases, 6 * 5 * 2 * 5 * 3 * 2 * 3);
+  EXPECT_GT(failing, 200);  // the reports compared carry worst lists, histograms and failures
+  EXPECT_GT(passing, 100);
+}
+
+}  // namespace
+}  // namespace ssm::cmp
