@@ -698,6 +698,7 @@ float perturbed(float r, std::mt19937_64& rng) {
 // The elementwise loop four elements at a time (on a CPU with AVX2) gives the one-at-a-time
 // report, bit for bit: every class, both dtypes, no condition, a per-element and a per-column
 // condition, all-zero references, matched non-finite elements (which take the one-at-a-time loop),
+// an unmatched one anywhere (the non-finite scan, 8 or 16 elements at a time, must find it),
 // ties in the worst list, edge values (+-0, subnormals, FP16's range), default and zero tolerances
 // (a zero bound), sizes that leave a tail of 1-3 elements and span several blocks of 256, one pass
 // and chunks of 7 and 64 on 4 threads. Each case reproduces from its printed seed alone.
@@ -711,7 +712,8 @@ TEST(CompareTensor, LanesGiveTheOneAtATimeReport) {
     for (TolClass cls : {TolClass::exact, TolClass::fp16_state, TolClass::fp32_state, TolClass::output,
                          TolClass::output_f16})
       for (bool f16 : {false, true})
-        for (int variant = 0; variant < 5; ++variant) {  // 0 edge values, 1 small errors, 2 ties, 3 zero ref, 4 inf/NaN
+        // 0 edge values, 1 small errors, 2 ties, 3 zero ref, 4 matched inf, 5 one NaN or inf in got alone
+        for (int variant = 0; variant < 6; ++variant) {
           SCOPED_TRACE(fmt::format("seed {} class {} f16 {} variant {}", seed, to_string(cls), f16, variant));
           std::mt19937_64 rng(seed * 7919 + uint64_t(variant) * 31 + uint64_t(cls) * 3 + f16);
           const std::vector<int64_t> shape{int64_t(2 + rng() % 3), int64_t(5 + rng() % 40), int64_t(3 + rng() % 37)};
@@ -731,6 +733,9 @@ TEST(CompareTensor, LanesGiveTheOneAtATimeReport) {
               put(ref, i, std::numeric_limits<float>::infinity());
               put(got, i, std::numeric_limits<float>::infinity());
             }
+          if (variant == 5)  // anywhere, or the last element (past the last full vector of 8 or 16)
+            put(got, seed % 2 ? int64_t(rng() % uint64_t(ref.size())) : ref.size() - 1,
+                rng() % 2 ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity());
           const Tensor element_cond = random_f32(shape, seed + 100, 0, 4);
           const Tensor column_cond = random_f32({shape[0], shape[2]}, seed + 200, 0, 4);
           for (const Tensor* c : {static_cast<const Tensor*>(nullptr), &element_cond, &column_cond})
@@ -754,7 +759,7 @@ TEST(CompareTensor, LanesGiveTheOneAtATimeReport) {
               }
             }
         }
-  EXPECT_EQ(cases, 6 * 5 * 2 * 5 * 3 * 2 * 3);
+  EXPECT_EQ(cases, 6 * 5 * 2 * 6 * 3 * 2 * 3);
   EXPECT_GT(failing, 200);  // the reports compared carry worst lists, histograms and failures
   EXPECT_GT(passing, 100);
 }
