@@ -755,6 +755,10 @@ TEST(CompareTensor, LanesGiveTheOneAtATimeReport) {
                 EXPECT_EQ(four.text(), one.text());
                 EXPECT_EQ(four.histogram, one.histogram);
                 EXPECT_EQ(four.error_ratio, one.error_ratio);
+                uint64_t a, b;  // the sums' bits (the FP16 sums read F16C-widened halves)
+                std::memcpy(&a, &four.nrmse, 8);
+                std::memcpy(&b, &one.nrmse, 8);
+                EXPECT_EQ(a, b);
                 ++cases;
               }
             }
