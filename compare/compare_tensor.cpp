@@ -529,7 +529,11 @@ __attribute__((target("avx2,f16c"))) ScanPart scan_lanes(const Elems ref, const 
 
 // The elementwise loop over [begin, end): four lanes at a time when the CPU has AVX2 and no
 // element is matched (the same part, bit for bit), else scan_range.
-const bool kCpuHasAvx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+// (a static initialiser: __builtin_cpu_init first, libgcc's own may not have run yet)
+const bool kCpuHasAvx2 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}();
 bool g_scan_lanes = kCpuHasAvx2;  // detail::set_scan_lanes (tests)
 template <class Elems>
 ScanPart scan_part(const Elems ref, const Elems got, int64_t begin, int64_t end, const std::vector<bool>& matched,
