@@ -1,7 +1,7 @@
 // The judge: compares tensors, outputs and whole sequence states under named tolerance
 // classes and produces mismatch reports (human text and JSON). Implemented in
-// compare/tolerance.cpp (classes, defaults, overrides), compare/compare_tensor.cpp (metrics),
-// compare/report.cpp (text/JSON), compare/compare_state.cpp (fields, flags, outputs).
+// compare/tolerance.cpp (classes, defaults, overrides), compare/compare_tensor.cpp (metrics;
+// their elementwise work in compare/elementwise_scan.h), compare/report.cpp (text/JSON), compare/compare_state.cpp (fields, flags, outputs).
 // Dumps (HDF5) are formats/dump.h. Tolerance defaults and their derivation: docs/tolerances.md.
 #pragma once
 #include <cmath>
@@ -94,7 +94,7 @@ inline double half_ulp_at(double x) {
 }
 // Distance on the format's ordered integer line (sign-magnitude mapped to two's complement):
 // +0 and -0 are 0 apart, adjacent representable values 1 apart, across zero it adds up.
-// Inline: the elementwise loop of every comparison calls one per element (compare_tensor.cpp),
+// Inline: the elementwise loop of every comparison calls one per element (elementwise_scan.cpp),
 // and a call there makes the loop keep its running maxima and sums in memory.
 inline int64_t ulp_distance_f16(uint16_t a, uint16_t b) {
   auto ord = [](uint16_t h) -> int64_t { return (h & 0x8000u) ? -int64_t(h & 0x7fffu) : int64_t(h & 0x7fffu); };

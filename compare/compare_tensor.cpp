@@ -6,12 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/core.h>
-#include <immintrin.h>
 #include <limits>
-#include <omp.h>
 #include <utility>
 
 #include "compare/compare.h"
+#include "compare/elementwise_scan.h"
 
 namespace ssm::cmp {
 
@@ -57,637 +56,9 @@ std::string index_text(const std::vector<std::string>& axes, const std::vector<i
   return s + ")";
 }
 
-bool ulp_bins(TolClass c) { return c == TolClass::exact || c == TolClass::fp16_state; }
-
-std::vector<std::string> bin_labels(TolClass c) {
-  if (ulp_bins(c)) return {"0", "<=1", "<=2", "<=4", "<=8", "<=16", "<=64", "<=256", "<=4096", ">4096"};
-  return {"0", "<1e-9", "[1e-9,1e-8)", "[1e-8,1e-7)", "[1e-7,1e-6)", "[1e-6,1e-5)", "[1e-5,1e-4)",
-          "[1e-4,1e-3)", "[1e-3,1e-2)", "[1e-2,1e-1)", "[1e-1,1)", ">=1"};
-}
-
-// The bin is the number of bin edges the value passes, counted without branches (this runs once
-// per element, on values that jump between bins): ULP bins close on the right, (e0, e1], absolute
-// error decades on the left, [1e-9, 1e-8) being bin 2.
-size_t bin_of(TolClass c, double abs_err, double ulp) {
-  size_t b = 0;
-  if (ulp_bins(c)) {
-    static constexpr double kEdges[] = {0, 1, 2, 4, 8, 16, 64, 256, 4096};
-    for (double e : kEdges) b += ulp > e;
-    return b;
-  }
-  static constexpr double kDecades[] = {1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1};
-  b = abs_err > 0;
-  for (double e : kDecades) b += abs_err >= e;
-  return b;
-}
-
-// A measure over its limit: 1 at the limit; a zero limit leaves nothing but 0 (or inf).
-double over(double value, double limit) {
-  if (limit > 0) return value / limit;
-  return value > 0 ? kInf : 0.0;
-}
-
-// Element access by storage, so that the elementwise loop below is compiled once per dtype
-// instead of deciding the dtype at every element (the values and bits are Tensor::get's and
-// bits_of's).
-struct F32Elems {
-  const float* p;
-  float value(int64_t i) const { return p[i]; }
-  uint32_t bits(int64_t i) const {
-    uint32_t x;
-    std::memcpy(&x, p + i, 4);
-    return x;
-  }
-  int64_t ulp(const F32Elems& o, int64_t i) const { return ulp_distance_f32(p[i], o.p[i]); }
-  bool non_finite(int64_t i) const { return (bits(i) & 0x7f800000u) == 0x7f800000u; }
-};
-struct F16Elems {
-  const uint16_t* p;
-  float value(int64_t i) const { return half_to_float(p[i]); }
-  uint32_t bits(int64_t i) const { return p[i]; }
-  int64_t ulp(const F16Elems& o, int64_t i) const { return ulp_distance_f16(p[i], o.p[i]); }
-  bool non_finite(int64_t i) const { return !half_is_finite(p[i]); }
-};
-
-// f(ref elements, got elements) with the accessors of their dtype (compare_tensor has checked
-// that both sides have the same one).
-template <class F>
-auto with_elems(const Tensor& ref, const Tensor& got, F&& f) {
-  return ref.dtype() == DType::f16 ? f(F16Elems{ref.f16()}, F16Elems{got.f16()})
-                                   : f(F32Elems{ref.f32()}, F32Elems{got.f32()});
-}
-
-// Whether any element is inf or NaN (one pass without branches: most tensors have none, and then
-// the non-finite bookkeeping is skipped).
-template <class Elems>
-bool any_non_finite(const Elems t, int64_t n) {
-  bool any = false;
-  for (int64_t i = 0; i < n; ++i) any |= t.non_finite(i);
-  return any;
-}
-
-// One element's entry in a worst list kept sorted under (score desc, index asc) and at most
-// kWorstElements long. Fed in index order, the list is the top kWorstElements of that order.
-// The test runs for every element of the loop, inline; the insertion, for the few that enter, is a
-// call (a call in the loop makes it keep its running maxima and sums in memory).
-__attribute__((noinline)) void insert_worst(std::vector<std::pair<double, int64_t>>& worst, double score, int64_t i) {
-  worst.emplace_back(score, i);
-  std::sort(worst.begin(), worst.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
-  if (worst.size() > size_t(kWorstElements)) worst.pop_back();
-}
-inline void keep_worst(std::vector<std::pair<double, int64_t>>& worst, double score, int64_t i) {
-  if (score > 0 && (worst.size() < size_t(kWorstElements) || score > worst.back().first)) insert_worst(worst, score, i);
-}
-
-// The maxima of the elementwise loop. Each starts at 0 and only ever takes std::max(so far,
-// value), which is order-free on the values the loop produces, so maxima of parts merge exactly.
-struct Maxima {
-  double abs = 0, rel = 0, ulp = 0, ulp_scaled = 0, cond_ratio = 0, error_ratio = 0;
-  double need_atol = 0, need_rtol = 0, need_ulp = 0;  // the smallest passing tolerance's
-  void merge(const Maxima& o) {
-    for (auto f : {&Maxima::abs, &Maxima::rel, &Maxima::ulp, &Maxima::ulp_scaled, &Maxima::cond_ratio,
-                   &Maxima::error_ratio, &Maxima::need_atol, &Maxima::need_rtol, &Maxima::need_ulp})
-      this->*f = std::max(this->*f, o.*f);
-  }
-};
-
-// What the elementwise loop finds over a range of elements: maxima, the mismatch count, the
-// histogram and the range's worst elements. The parts of consecutive ranges merge (merge_part, in
-// range order) into exactly what one pass over their union finds: maxima are order-free, counts
-// add, and the worst lists merge as a top-K under the same total order. The sums, which are not
-// order-free, are squares' (one sequential pass before the loop).
-struct ScanPart {
-  Maxima max;
-  int64_t mismatched = 0;
-  std::array<int64_t, 12> histogram{};  // bin_of's bins (at most 12)
-  std::vector<std::pair<double, int64_t>> worst;  // (score, index), sorted descending
-};
-
-void merge_part(ScanPart& acc, const ScanPart& p) {
-  acc.max.merge(p.max);
-  acc.mismatched += p.mismatched;
-  for (size_t b = 0; b < acc.histogram.size(); ++b) acc.histogram[b] += p.histogram[b];
-  for (const auto& [score, i] : p.worst) keep_worst(acc.worst, score, i);
-}
-
-// The per-element terms of the loop's two sums: d = got - ref and |cond| (0 without one), in double.
-template <class Elems>
-double diff_at(const Elems ref, const Elems got, int64_t i) {
-  return double(got.value(i)) - double(ref.value(i));
-}
-
-// A field's condition as the loops read it: element by element from a tensor of the field's
-// shape, or from a per-column condition [nv][vd] of an h-like field [nv][kd][vd], which applies to
-// every row of its column (core/state.h broadcast_condition's rule), read in place instead of
-// widened into a field-sized copy.
-struct CondView {
-  const float* p = nullptr;  // null: no condition
-  int64_t vd = 0, head = 0;  // per column: a row of vd columns, head = kd * vd elements a head
-};
-CondView cond_view(const Tensor* cond, const Tensor& field) {
-  if (!cond) return {};
-  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();  // element by element: never wraps
-  if (cond->shape() == field.shape()) return {cond->f32(), kNever, kNever};
-  const auto& f = field.shape();
-  return {cond->f32(), f[2], f[1] * f[2]};
-}
-// Whether cond is a per-column condition of field (see CondView).
-bool column_condition(const std::vector<int64_t>& cond, const std::vector<int64_t>& field) {
-  return cond.size() == 2 && field.size() == 3 && cond[0] == field[0] && cond[1] == field[2];
-}
-
-// Walks a CondView in index order from element `begin`: value() is |cond| of the current
-// element in double (0 without a condition), next() moves to the following element.
-class CondCursor {
- public:
-  CondCursor(const CondView& c, int64_t begin) : vd_(c.vd), head_(c.head) {
-    if (!c.p) return;
-    row_ = c.p + (begin / head_) * vd_;
-    col_ = begin % vd_;
-    in_head_ = begin % head_ - col_;
-  }
-  double value() const { return row_ ? std::fabs(double(row_[col_])) : 0.0; }
-  bool present() const { return row_ != nullptr; }
-  void next() {
-    if (!row_ || ++col_ < vd_) return;
-    col_ = 0;
-    in_head_ += vd_;
-    if (in_head_ == head_) {
-      in_head_ = 0;
-      row_ += vd_;
-    }
-  }
-
- private:
-  const float* row_ = nullptr;
-  int64_t col_ = 0, in_head_ = 0, vd_ = 0, head_ = 0;
-};
-
-// The inputs of the elementwise limits that every element shares.
-struct ScanSetup {
-  TolClass cls;
-  const Tolerance& t;
-  CondView cond;
-  double ref_rms;
-  bool ref_zero;
-};
-
-// The elementwise limits (see compare_tensor) over the elements [begin, end) not in `matched`,
-// in index order.
-template <class Elems>
-ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end, const std::vector<bool>& matched,
-                    const ScanSetup& u) {
-  // in locals, which the compiler keeps in registers (in the report they were stored at every
-  // element), handed to the part after the loop
-  Maxima mx;
-  int64_t mismatched = 0;
-  std::array<int64_t, 12> histogram{};
-  std::vector<std::pair<double, int64_t>> worst;
-  const TolClass cls = u.cls;
-  const Tolerance& t = u.t;
-  CondCursor cond(u.cond, begin);
-  const bool conditioned = cond.present();
-  const double ref_rms = u.ref_rms;
-  const bool ref_zero = u.ref_zero;
-  const bool scaled = cls == TolClass::fp16_state;
-  const double ucond = t.cond * kUnitRoundoffF32;
-  for (int64_t i = begin; i < end; ++i, cond.next()) {
-    if (!matched.empty() && matched[size_t(i)]) continue;
-    const double rv = ref.value(i), gv = got.value(i);
-    const double d = diff_at(ref, got, i), ad = std::fabs(d), ar = std::fabs(rv);
-    const double ulp = double(ref.ulp(got, i));
-    const double rel = ad == 0 ? 0 : (ar == 0 ? kInf : ad / ar);
-    // fp16-state counts FP16 ULPs at scale on the values, so FP32 tensors that descend from
-    // FP16-stored state (a widened prefill, the f16-pool stage) are measured the same way
-    const double sulp = scaled ? ad / half_ulp_at(std::max(ar, ref_rms)) : 0.0;
-    mx.ulp_scaled = std::max(mx.ulp_scaled, sulp);
-    const bool bits_differ = ref.bits(i) != got.bits(i);
-    mx.abs = std::max(mx.abs, ad);
-    mx.rel = std::max(mx.rel, rel);
-    mx.ulp = std::max(mx.ulp, ulp);
-    ++histogram[bin_of(cls, ad, cls == TolClass::fp16_state ? sulp : ulp)];
-
-    // fp32-state: rtol applies at max(|ref|, rms(ref)). FP32 rounding of a head's large
-    // elements reaches its small ones through H^T k, so a per-element rtol would judge small
-    // elements by a scale they do not have (docs/tolerances.md); nrmse stays the global guard.
-    const double rscale = cls == TolClass::fp32_state ? std::max(ar, ref_rms) : ar;
-    // the element's condition: the error FP32 arithmetic cannot avoid on it (Tolerance::cond)
-    const double ci = cond.value();
-    if (conditioned) mx.cond_ratio = std::max(mx.cond_ratio, ad == 0 ? 0.0 : ci > 0 ? ad / (kUnitRoundoffF32 * ci) : kInf);
-    const double cslack = ucond * ci;
-    const double bound = t.atol + t.rtol * rscale + cslack;
-    bool bad = false;
-    double score = 0;
-    switch (cls) {
-      case TolClass::exact:
-        bad = bits_differ;
-        score = bits_differ ? std::max(ad, 1e-300) : 0;  // -0 vs +0 still ranks
-        break;
-      case TolClass::fp16_state:
-        bad = sulp > t.max_ulp && ad > bound;
-        score = sulp;
-        if (ad > bound) mx.need_ulp = std::max(mx.need_ulp, sulp);
-        break;
-      case TolClass::fp32_state:
-      case TolClass::output:
-      case TolClass::output_f16:
-        bad = ad > bound;
-        score = bound > 0 ? ad / bound : ad;
-        mx.need_atol = std::max(mx.need_atol, ad - t.rtol * rscale - cslack);
-        if (ad > t.atol + cslack) mx.need_rtol = std::max(mx.need_rtol, rscale > 0 ? (ad - t.atol - cslack) / rscale : kInf);
-        break;
-    }
-    // An all-zero reference (allowed) is only matched by zeros: an untouched field stays zero.
-    if (ref_zero) bad = cls == TolClass::exact ? bits_differ : gv != 0.0;
-    if (bad) ++mismatched;
-    mx.error_ratio = std::max(mx.error_ratio, ref_zero || cls == TolClass::exact ? (bad ? kInf : 0.0)
-                                            : cls == TolClass::fp16_state
-                                                ? std::min(over(sulp, t.max_ulp), over(ad, bound))
-                                                : over(ad, bound));
-    keep_worst(worst, score, i);
-  }
-  return ScanPart{mx, mismatched, histogram, std::move(worst)};
-}
-
-// The elementwise loop four elements at a time (GCC vector extensions, compiled for AVX2: see
-// scan_lanes). Every lane computes
-// scan_range's values by the same IEEE operations in the same order, so the part is the same bit
-// for bit (ScanLanes.* tests, against scan_range): maxima are order-free (`v > m ? v : m` is
-// std::max(m, v) lane by lane, NaN ignored the same way; every maximum starts at +0 and no value
-// is -0 where a tie could pick a sign), counts add, the histogram is counted as the number of
-// elements past each bin edge (the edges are ordered, so bin b holds count(past b) - count(past
-// b + 1)), and the worst list is fed in index order, a block at a time, only when the block's
-// best score could enter it. Used on ranges without matched (non-finite) elements; the last
-// n % 4 elements go through scan_range.
-namespace lanes {
-using VD = double __attribute__((vector_size(32)));
-using VL = int64_t __attribute__((vector_size(32)));
-using VF = float __attribute__((vector_size(16)));
-using VI = int32_t __attribute__((vector_size(16)));
-using VH = uint16_t __attribute__((vector_size(8)));
-constexpr int64_t kLanes = 4;
-constexpr int64_t kBlock = 256;  // elements whose scores are kept for the worst list at a time
-
-// Everything here is inlined into scan_lanes (internal linkage), so no vector crosses a call and
-// the ABI of 32-byte vectors without AVX, which GCC warns about (at the end of the file), never
-// applies.
-#pragma GCC diagnostic ignored "-Wpsabi"
-#define SSM_LANES_INLINE inline __attribute__((always_inline))
-SSM_LANES_INLINE VD splat(double x) { return VD{x, x, x, x}; }
-SSM_LANES_INLINE VD vmax(VD m, VD v) { return v > m ? v : m; }  // std::max(m, v)
-SSM_LANES_INLINE VD vmin(VD a, VD b) { return b < a ? b : a; }  // std::min(a, b)
-SSM_LANES_INLINE VD vabs(VD x) {
-  constexpr int64_t kMag = std::numeric_limits<int64_t>::max();
-  return (VD)((VL)x & VL{kMag, kMag, kMag, kMag});
-}
-SSM_LANES_INLINE VD over(VD v, VD lim) {  // over(), lane by lane
-  return lim > 0 ? v / lim : (v > 0 ? splat(kInf) : splat(0.0));
-}
-// half_ulp_at for finite x >= 0 (every value it gets here: max(|ref|, rms(ref)) of finite values)
-SSM_LANES_INLINE VD half_ulp(VD x) {
-  const VL out = (((VL)x >> 52) - 10) << 52;
-  return x >= 6.103515625e-05 ? (VD)out : splat(5.9604644775390625e-08);
-}
-// The ordered-integer value of a float's or a half's bits (ulp_distance_f32's and _f16's ord), as
-// doubles: the distance of two is their difference, exact in double.
-SSM_LANES_INLINE VD ord(VI bits) {
-  const VI s = bits >> 31, m = bits & 0x7fffffff;
-  return __builtin_convertvector((m ^ s) - s, VD);
-}
-SSM_LANES_INLINE VD ord(VH h) {
-  const VI bits = __builtin_convertvector(h, VI);
-  const VI s = -(bits >> 15), m = bits & 0x7fff;
-  return __builtin_convertvector((m ^ s) - s, VD);
-}
-
-// Four elements' values (as double), ULP distance and whether their bits differ.
-struct Four {
-  VD r, g, ulp;
-  VL differ;
-};
-SSM_LANES_INLINE Four load4(const F32Elems ref, const F32Elems got, const float*, const float*, int64_t i, int64_t) {
-  VF r, g;
-  VI rb, gb;
-  std::memcpy(&r, ref.p + i, sizeof r);
-  std::memcpy(&g, got.p + i, sizeof g);
-  std::memcpy(&rb, ref.p + i, sizeof rb);
-  std::memcpy(&gb, got.p + i, sizeof gb);
-  return {__builtin_convertvector(r, VD), __builtin_convertvector(g, VD), vabs(ord(rb) - ord(gb)),
-          __builtin_convertvector(rb != gb, VL)};
-}
-// F16: the values from the block's widened copies rf, gf (at k), the bits from the halves
-SSM_LANES_INLINE Four load4(const F16Elems ref, const F16Elems got, const float* rf, const float* gf, int64_t i,
-                            int64_t k) {
-  VF r, g;
-  VH rb, gb;
-  std::memcpy(&r, rf + k, sizeof r);
-  std::memcpy(&g, gf + k, sizeof g);
-  std::memcpy(&rb, ref.p + i, sizeof rb);
-  std::memcpy(&gb, got.p + i, sizeof gb);
-  return {__builtin_convertvector(r, VD), __builtin_convertvector(g, VD), vabs(ord(rb) - ord(gb)),
-          __builtin_convertvector(rb != gb, VL)};
-}
-// widens a block of halves (F16Elems) for load4; nothing to do for floats
-SSM_LANES_INLINE void widen(const F32Elems, int64_t, int64_t, float*) {}
-// (F16C's conversion is exact, as half_to_float is)
-__attribute__((target("avx2,f16c"))) SSM_LANES_INLINE void widen(const F16Elems e, int64_t i, int64_t n, float* out) {
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8)
-    _mm256_storeu_ps(out + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e.p + i + k))));
-  for (; k < n; ++k) out[k] = half_to_float(e.p[i + k]);
-}
-
-constexpr int kEdges = 11;  // bin edges counted: 9 ULP edges or (> 0) and 10 decades
-struct Acc {
-  VD abs{}, rel{}, ulp{}, ulp_scaled{}, cond_ratio{}, error_ratio{}, need_atol{}, need_rtol{}, need_ulp{};
-  VL bad{};
-  VL past[kEdges]{};  // minus the number of elements past each edge (masks are -1)
-};
-
-// scan_range's loop body for four elements of class C (Cond: a condition is read); returns their
-// scores.
-template <TolClass C, bool Cond>
-SSM_LANES_INLINE VD element4(Acc& a, const Four& e, VD ci, const ScanSetup& u) {
-  constexpr bool scaled = C == TolClass::fp16_state;
-  const Tolerance& t = u.t;
-  const VD rms = splat(u.ref_rms);
-  const VD d = e.g - e.r, ad = vabs(d), ar = vabs(e.r);
-  const VD rel = ad == 0 ? splat(0.0) : ad / ar;
-  VD sulp = splat(0.0);
-  if constexpr (scaled) sulp = ad / half_ulp(vmax(ar, rms));
-  a.ulp_scaled = vmax(a.ulp_scaled, sulp);
-  a.abs = vmax(a.abs, ad);
-  a.rel = vmax(a.rel, rel);
-  a.ulp = vmax(a.ulp, e.ulp);
-  if constexpr (C == TolClass::exact || scaled) {
-    static constexpr double kUlpEdges[] = {0, 1, 2, 4, 8, 16, 64, 256, 4096};
-    const VD hv = scaled ? sulp : e.ulp;
-    for (int k = 0; k < 9; ++k) a.past[k] += hv > kUlpEdges[k];
-  } else {
-    static constexpr double kDecades[] = {1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1};
-    a.past[0] += ad > 0;
-    for (int k = 0; k < 10; ++k) a.past[k + 1] += ad >= kDecades[k];
-  }
-  const VD rscale = C == TolClass::fp32_state ? vmax(ar, rms) : ar;
-  if constexpr (Cond)
-    a.cond_ratio = vmax(a.cond_ratio, ad == 0 ? splat(0.0) : (ci > 0 ? ad / (kUnitRoundoffF32 * ci) : splat(kInf)));
-  const VD cslack = (t.cond * kUnitRoundoffF32) * ci;
-  const VD bound = t.atol + t.rtol * rscale + cslack;
-  VL bad;
-  VD score;
-  if constexpr (C == TolClass::exact) {
-    bad = e.differ;
-    score = e.differ ? vmax(ad, splat(1e-300)) : splat(0.0);
-  } else if constexpr (scaled) {
-    bad = (sulp > t.max_ulp) & (ad > bound);
-    score = sulp;
-    a.need_ulp = vmax(a.need_ulp, ad > bound ? sulp : splat(0.0));
-  } else {
-    bad = ad > bound;
-    score = bound > 0 ? ad / bound : ad;
-    a.need_atol = vmax(a.need_atol, ad - t.rtol * rscale - cslack);
-    a.need_rtol = vmax(a.need_rtol, ad > t.atol + cslack ? (rscale > 0 ? (ad - t.atol - cslack) / rscale : splat(kInf))
-                                                         : splat(0.0));
-  }
-  if (u.ref_zero) bad = C == TolClass::exact ? e.differ : e.g != 0;
-  a.bad += bad;
-  VD err;
-  if (u.ref_zero || C == TolClass::exact)
-    err = bad ? splat(kInf) : splat(0.0);
-  else if constexpr (scaled)
-    err = vmin(over(sulp, splat(t.max_ulp)), over(ad, bound));
-  else
-    err = over(ad, bound);
-  a.error_ratio = vmax(a.error_ratio, err);
-  return score;
-}
-
-SSM_LANES_INLINE double lane_max(VD v) { return std::max(std::max(std::max(std::max(0.0, v[0]), v[1]), v[2]), v[3]); }
-SSM_LANES_INLINE int64_t lane_sum(VL v) { return v[0] + v[1] + v[2] + v[3]; }
-
-// scan_range over [begin, end) (no matched element), four at a time. Compiled for AVX2 (one
-// instruction per lane operation; on the baseline ISA the 32-byte vectors take several and the
-// loop measured twice as slow as scan_range), and only called where the CPU has it (scan_part).
-// AVX2 without FMA: no multiply and add is contracted, every lane rounds as scan_range does.
-template <TolClass C, bool Cond, class Elems>
-__attribute__((target("avx2,f16c"))) ScanPart scan_lanes(const Elems ref, const Elems got, int64_t begin, int64_t end, const ScanSetup& u) {
-  Acc a;
-  std::vector<std::pair<double, int64_t>> worst;
-  CondCursor cond(u.cond, begin);
-  alignas(32) float rf[kBlock], gf[kBlock];
-  alignas(32) double ci[kBlock], score[kBlock];
-  const int64_t n4 = begin + (end - begin) / kLanes * kLanes;
-  for (int64_t b0 = begin; b0 < n4; b0 += kBlock) {
-    const int64_t len = std::min(kBlock, n4 - b0);
-    widen(ref, b0, len, rf);
-    widen(got, b0, len, gf);
-    if constexpr (Cond)
-      for (int64_t k = 0; k < len; ++k, cond.next()) ci[k] = cond.value();
-    VD best{};
-    for (int64_t k = 0; k < len; k += kLanes) {
-      VD c4{};
-      if constexpr (Cond) std::memcpy(&c4, ci + k, sizeof c4);
-      const VD s = element4<C, Cond>(a, load4(ref, got, rf, gf, b0 + k, k), c4, u);
-      std::memcpy(score + k, &s, sizeof s);
-      best = vmax(best, s);
-    }
-    const double top = lane_max(best);
-    if (top > 0 && (worst.size() < size_t(kWorstElements) || top > worst.back().first))
-      for (int64_t k = 0; k < len; ++k) keep_worst(worst, score[k], b0 + k);
-  }
-  ScanPart p;
-  p.max.abs = lane_max(a.abs);
-  p.max.rel = lane_max(a.rel);
-  p.max.ulp = lane_max(a.ulp);
-  p.max.ulp_scaled = lane_max(a.ulp_scaled);
-  p.max.cond_ratio = lane_max(a.cond_ratio);
-  p.max.error_ratio = lane_max(a.error_ratio);
-  p.max.need_atol = lane_max(a.need_atol);
-  p.max.need_rtol = lane_max(a.need_rtol);
-  p.max.need_ulp = lane_max(a.need_ulp);
-  p.mismatched = -lane_sum(a.bad);
-  const int64_t counted = n4 - begin;
-  const int edges = C == TolClass::exact || C == TolClass::fp16_state ? 9 : 11;
-  int64_t prev = counted;  // elements past the edge before (all are past "edge -1")
-  for (int k = 0; k < edges; ++k) {
-    const int64_t past = -lane_sum(a.past[k]);
-    p.histogram[size_t(k)] = prev - past;
-    prev = past;
-  }
-  p.histogram[size_t(edges)] = prev;
-  p.worst = std::move(worst);
-  if (n4 < end) {
-    std::vector<bool> none;
-    merge_part(p, scan_range(ref, got, n4, end, none, u));
-  }
-  return p;
-}
-#undef SSM_LANES_INLINE
-}  // namespace lanes
-
-// The elementwise loop over [begin, end): four lanes at a time when the CPU has AVX2 and no
-// element is matched (the same part, bit for bit), else scan_range.
-// (a static initialiser: __builtin_cpu_init first, libgcc's own may not have run yet)
-const bool kCpuHasAvx2 = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-}();
-bool g_scan_lanes = kCpuHasAvx2;  // detail::set_scan_lanes (tests)
-template <class Elems>
-ScanPart scan_part(const Elems ref, const Elems got, int64_t begin, int64_t end, const std::vector<bool>& matched,
-                   const ScanSetup& u) {
-  const bool cond = u.cond.p != nullptr;
-  if (!g_scan_lanes || !matched.empty()) return scan_range(ref, got, begin, end, matched, u);
-  switch (u.cls) {
-    case TolClass::exact:
-      if (!cond) return lanes::scan_lanes<TolClass::exact, false>(ref, got, begin, end, u);
-      break;
-    case TolClass::fp16_state:
-      if (!cond) return lanes::scan_lanes<TolClass::fp16_state, false>(ref, got, begin, end, u);
-      break;
-    case TolClass::fp32_state:
-      return cond ? lanes::scan_lanes<TolClass::fp32_state, true>(ref, got, begin, end, u)
-                  : lanes::scan_lanes<TolClass::fp32_state, false>(ref, got, begin, end, u);
-    case TolClass::output:
-    case TolClass::output_f16:  // the same limits as output in the loop
-      return cond ? lanes::scan_lanes<TolClass::output, true>(ref, got, begin, end, u)
-                  : lanes::scan_lanes<TolClass::output, false>(ref, got, begin, end, u);
-  }
-  return scan_range(ref, got, begin, end, matched, u);  // exact and fp16-state never get a condition
-}
-
-// any_non_finite with AVX2: the exponent fields of 8 floats or 16 halves at a time, OR-ed (the
-// same answer: an element is non-finite exactly when its exponent field is all ones).
-template <class V, class Bits>
-__attribute__((target("avx2"))) bool any_non_finite_lanes(const Bits* p, int64_t n, Bits exponent) {
-  constexpr int64_t kCount = sizeof(V) / sizeof(Bits);
-  V any{};
-  int64_t i = 0;
-  for (; i + kCount <= n; i += kCount) {
-    V v;
-    std::memcpy(&v, p + i, sizeof v);
-    any |= (V)((v & exponent) == exponent);
-  }
-  bool found = false;
-  for (; i < n; ++i) found |= (p[i] & exponent) == exponent;
-  for (int64_t k = 0; k < kCount; ++k) found |= any[k] != 0;
-  return found;
-}
-using V8u32 = uint32_t __attribute__((vector_size(32)));
-using V16u16 = uint16_t __attribute__((vector_size(32)));
-bool any_non_finite_of(const F32Elems t, int64_t n) {
-  if (!g_scan_lanes) return any_non_finite(t, n);
-  return any_non_finite_lanes<V8u32>(reinterpret_cast<const uint32_t*>(t.p), n, 0x7f800000u);
-}
-bool any_non_finite_of(const F16Elems t, int64_t n) {
-  if (!g_scan_lanes) return any_non_finite(t, n);
-  return any_non_finite_lanes<V16u16>(t.p, n, uint16_t(0x7c00));
-}
-
-// The sums of a comparison, over every element not in `matched`, in one sequential pass in index
-// order (the only order-dependent results): the reference's squares, their count and whether
-// every one is zero (its rms scales the fp32-state limit, so this pass runs before the elementwise
-// loop); d^2 for d = got - ref and the condition's squares |cond|^2, in double. One pass with three
-// independent sums is about as fast as one sum alone (each addition waits for the one before in
-// its own sum only), and it leaves the elementwise loop free to run in chunks on several threads.
-struct Squares {
-  double ref = 0, d = 0, cond = 0;
-  int64_t n = 0;
-  bool zero = true;
-};
-template <class Elems>
-Squares squares(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched, const CondView& c) {
-  Squares s;
-  CondCursor cond(c, 0);
-  for (int64_t i = 0; i < n; ++i, cond.next()) {
-    if (!matched.empty() && matched[size_t(i)]) continue;
-    const double v = ref.value(i), d = diff_at(ref, got, i), ci = cond.value();
-    s.zero &= v == 0.0;
-    s.ref += v * v;
-    ++s.n;
-    s.d += d * d;
-    s.cond += ci * ci;
-  }
-  return s;
-}
-
-// squares of FP16 sides on an AVX2+F16C CPU: the halves widened a block at a time (F16C: exact,
-// as half_to_float is), then the same three sums in the same order (AVX2 without FMA: the same
-// roundings), so the same bits; the per-element half_to_float was most of the pass.
-__attribute__((target("avx2,f16c"))) Squares squares_widened(const F16Elems ref, const F16Elems got, int64_t n,
-                                                             const std::vector<bool>& matched, const CondView& c) {
-  Squares s;
-  CondCursor cond(c, 0);
-  alignas(32) float rf[lanes::kBlock], gf[lanes::kBlock];
-  for (int64_t b0 = 0; b0 < n; b0 += lanes::kBlock) {
-    const int64_t len = std::min(lanes::kBlock, n - b0);
-    lanes::widen(ref, b0, len, rf);
-    lanes::widen(got, b0, len, gf);
-    for (int64_t k = 0; k < len; ++k, cond.next()) {
-      if (!matched.empty() && matched[size_t(b0 + k)]) continue;
-      const double v = rf[k], d = double(gf[k]) - double(rf[k]), ci = cond.value();
-      s.zero &= v == 0.0;
-      s.ref += v * v;
-      ++s.n;
-      s.d += d * d;
-      s.cond += ci * ci;
-    }
-  }
-  return s;
-}
-Squares squares_of(const F32Elems ref, const F32Elems got, int64_t n, const std::vector<bool>& matched,
-                   const CondView& c) {
-  return squares(ref, got, n, matched, c);
-}
-Squares squares_of(const F16Elems ref, const F16Elems got, int64_t n, const std::vector<bool>& matched,
-                   const CondView& c) {
-  return g_scan_lanes ? squares_widened(ref, got, n, matched, c) : squares(ref, got, n, matched, c);
-}
-
-// The threads that run_tasks can use: the current team's inside a parallel region (compare_state's
-// fields), else a new region's.
-int task_threads() { return omp_in_parallel() ? omp_get_num_threads() : omp_get_max_threads(); }
-
-// Runs f(0) .. f(n - 1) as OpenMP tasks: inside a parallel region the team's idle threads take
-// them; outside one, a region of its own runs them.
-template <class F>
-void run_tasks(int64_t n, const F& f) {
-  if (omp_in_parallel()) {
-#pragma omp taskloop grainsize(1)
-    for (int64_t c = 0; c < n; ++c) f(c);
-  } else {
-#pragma omp parallel
-#pragma omp single
-#pragma omp taskloop grainsize(1)
-    for (int64_t c = 0; c < n; ++c) f(c);
-  }
-}
-
-// The whole elementwise loop over n elements: one pass for small tensors; for large ones, chunks
-// of g_scan_chunk elements (32768) on several threads, merged in chunk order. Either way the part
-// is the one a single pass in index order gives, bit for bit.
-int64_t g_scan_chunk = int64_t(1) << 15;  // detail::set_scan_chunk (tests)
-template <class Elems>
-ScanPart scan_elements(const Elems ref, const Elems got, int64_t n, const std::vector<bool>& matched,
-                       const ScanSetup& u) {
-  const int64_t chunk = g_scan_chunk;
-  const int64_t chunks = chunk > 0 ? (n + chunk - 1) / chunk : 1;
-  if (chunks < 2 || task_threads() < 2) return scan_part(ref, got, 0, n, matched, u);
-  std::vector<ScanPart> parts(static_cast<size_t>(chunks));
-  run_tasks(chunks, [&](int64_t c) { parts[size_t(c)] = scan_part(ref, got, c * chunk, std::min(n, (c + 1) * chunk), matched, u); });
-  ScanPart all = std::move(parts[0]);
-  for (size_t c = 1; c < parts.size(); ++c) merge_part(all, parts[c]);
-  return all;
-}
-
 }  // namespace
 
 void detail::set_identical_fast_path(bool on) { g_identical_fast_path = on; }
-void detail::set_scan_chunk(int64_t elements) { g_scan_chunk = elements; }
-void detail::set_scan_lanes(bool on) { g_scan_lanes = on && kCpuHasAvx2; }
-bool detail::scan_lanes_available() { return kCpuHasAvx2; }
 
 TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tols,
                             const Where& where, bool allow_zero_ref, const Tensor* condition) {
@@ -699,7 +70,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   r.dtype = ref.dtype();
   r.axes = axis_names(where.tensor, ref.shape().size());
   r.elements = ref.size();
-  r.histogram_labels = bin_labels(cls);
+  r.histogram_labels = scan::bin_labels(cls);
   r.histogram.assign(r.histogram_labels.size(), 0);
   auto fail = [&r](std::string why) {
     r.pass = false;
@@ -715,7 +86,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   const bool conditioned_class = cls == TolClass::output || cls == TolClass::output_f16 || cls == TolClass::fp32_state;
   const Tensor* cond = conditioned_class ? condition : nullptr;
   if (cond && (cond->dtype() != DType::f32 ||
-               (cond->shape() != ref.shape() && !column_condition(cond->shape(), ref.shape()))))
+               (cond->shape() != ref.shape() && !scan::column_condition(cond->shape(), ref.shape()))))
     return fail("condition tensor " + cond->shape_string() + " does not match " + where.ref_side + " " +
                 ref.shape_string());
   r.conditioned = cond != nullptr;
@@ -736,9 +107,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   const bool identical = g_identical_fast_path && ref.bytes() == got.bytes() &&
                          std::memcmp(ref.raw(), got.raw(), ref.bytes()) == 0;
   const bool f16 = ref.dtype() == DType::f16;
-  const int64_t n = ref.size();
-  const bool non_finite =
-      with_elems(ref, got, [n](auto a, auto b) { return any_non_finite_of(a, n) || any_non_finite_of(b, n); });
+  const bool non_finite = scan::any_non_finite_in(ref, got);
   std::vector<bool> matched_nf;
   for (int64_t i = 0; i < (non_finite ? ref.size() : 0); ++i)
     if (!finite_at(ref, i) && (identical || same_non_finite(ref, got, i))) {
@@ -776,7 +145,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     }
   }
 
-  const Squares sq = with_elems(ref, got, [&](auto a, auto b) { return squares_of(a, b, n, matched_nf, cond_view(cond, ref)); });
+  const scan::Squares sq = scan::sums(ref, got, matched_nf, scan::cond_view(cond, ref));
   const bool ref_zero = sq.zero;
   const double ref_sq = sq.ref;
   const int64_t finite_n = sq.n;
@@ -801,8 +170,8 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   if (identical) {  // what the elementwise loop would find (see above)
     r.histogram[0] += finite_n;
   } else {
-    const ScanSetup setup{cls, t, cond_view(cond, ref), ref_rms, ref_zero};
-    ScanPart part = with_elems(ref, got, [&](auto a, auto b) { return scan_elements(a, b, n, matched_nf, setup); });
+    const scan::ScanSetup setup{cls, t, scan::cond_view(cond, ref), ref_rms, ref_zero};
+    scan::ScanPart part = scan::elementwise(ref, got, matched_nf, setup);
     r.max_abs = part.max.abs;
     r.max_rel = part.max.rel;
     r.max_ulp = part.max.ulp;
@@ -835,7 +204,7 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   r.nrmse = sum_r2 > 0 ? std::sqrt(sum_d2 / sum_r2) : (sum_d2 > 0 ? kInf : 0.0);
   // the whole-tensor guard gets the condition's share too: rms(d) <= max_nrmse rms(ref) + cond u rms(C)
   r.nrmse_allowed = t.max_nrmse + (sum_r2 > 0 ? ucond * std::sqrt(sum_c2 / sum_r2) : 0.0);
-  if (cls != TolClass::exact && !ref_zero) r.error_ratio = std::max(r.error_ratio, over(r.nrmse, r.nrmse_allowed));
+  if (cls != TolClass::exact && !ref_zero) r.error_ratio = std::max(r.error_ratio, scan::over(r.nrmse, r.nrmse_allowed));
   switch (cls) {
     case TolClass::exact: break;
     case TolClass::fp16_state:
