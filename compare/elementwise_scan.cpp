@@ -484,12 +484,7 @@ Squares squares(const Elems ref, const Elems got, int64_t n, const std::vector<b
   CondCursor cond(c, 0);
   for (int64_t i = 0; i < n; ++i, cond.next()) {
     if (!matched.empty() && matched[size_t(i)]) continue;
-    const double v = ref.value(i), d = diff_at(ref, got, i), ci = cond.value();
-    s.zero &= v == 0.0;
-    s.ref += v * v;
-    ++s.n;
-    s.d += d * d;
-    s.cond += ci * ci;
+    s.add(ref.value(i), diff_at(ref, got, i), cond.value());
   }
   return s;
 }
@@ -508,12 +503,7 @@ __attribute__((target("avx2,f16c"))) Squares squares_widened(const F16Elems ref,
     lanes::widen(got, b0, len, gf);
     for (int64_t k = 0; k < len; ++k, cond.next()) {
       if (!matched.empty() && matched[size_t(b0 + k)]) continue;
-      const double v = rf[k], d = double(gf[k]) - double(rf[k]), ci = cond.value();
-      s.zero &= v == 0.0;
-      s.ref += v * v;
-      ++s.n;
-      s.d += d * d;
-      s.cond += ci * ci;
+      s.add(rf[k], double(gf[k]) - double(rf[k]), cond.value());
     }
   }
   return s;

@@ -77,6 +77,14 @@ struct Squares {
   double ref = 0, d = 0, cond = 0;
   int64_t n = 0;
   bool zero = true;
+  // one element's terms (ref value v, d = got - ref, |cond| c), added in index order
+  void add(double v, double diff, double c) {
+    zero &= v == 0.0;
+    ref += v * v;
+    ++n;
+    d += diff * diff;
+    cond += c * c;
+  }
 };
 
 // Whether either side holds an inf or NaN (a branch-free pass: most tensors have none, and then
