@@ -169,7 +169,8 @@ ModelSpec repeat(const std::string& name, int n, const LayerSpec& s) {
 
 std::vector<std::string> preset_names() {
   return {"qwen3-next-80b", "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c", "odd-d", "odd-deep",
-          "nemotron-h-8b", "mamba-tiny", "mamba-odd-a", "mamba-odd-b", "hybrid-odd", "ple-tiny", "ple-odd"};
+          "nemotron-h-8b", "mamba-tiny", "mamba-odd-a", "mamba-odd-b", "mamba-wide", "hybrid-odd",
+          "ple-tiny", "ple-odd"};
 }
 
 ModelSpec make_preset(const std::string& name, int layers) {
@@ -205,6 +206,8 @@ ModelSpec make_preset(const std::string& name, int layers) {
     m.layers = {mamba2(5, 7, 33, 5, 3), mamba2(3, 20, 9, 1, 2)};
     m.layers[0].norm_before_gate = true;
     m.layers[1].conv_bias = false;
+  } else if (name == "mamba-wide") {  // one group of 1280 channels: wider than a CUDA thread block holds
+    m = repeat(name, 2, mamba2(20, 64, 16, 1, 4));
   } else if (name == "hybrid-odd") {  // GDN and Mamba-2 layers alternating: nothing assumes one kind per model
     m.name = name;
     m.layers = {gdn(2, 6, 20, 24, 3, true), mamba2(4, 10, 24, 2, 4), gdn(1, 1, 9, 13, 2, true), mamba2(6, 8, 17, 3, 3)};
