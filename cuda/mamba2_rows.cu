@@ -10,7 +10,8 @@
 //   warp owns whole rows p of H in registers: read once, carried through the R rows, stored once
 //   plus the intermediates. A row's y is the warp's butterfly sum (every lane gets the same
 //   bits). No shared memory, no barrier: the warps of a CTA never exchange anything. Launched as
-//   a programmatic dependent of the conv kernel, which it waits for first thing.
+//   a programmatic dependent of the conv kernel: its H is loaded before waiting for it (the conv
+//   kernel never writes H), the conv outputs and gates after.
 // Counterpart: reference/mamba2_step.cpp, reference/mamba2_ssm.cpp.
 #include <algorithm>
 #include <stdexcept>
@@ -52,8 +53,7 @@ namespace {
 template <typename HT, int VEC, int NC>
 __global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
   constexpr int RPW = kMamba2Vals / (VEC * NC) > 0 ? kMamba2Vals / (VEC * NC) : 1;
-  wait_for_previous();  // a programmatic dependent (cuda/dependent_launch.cuh): everything before is written
-  allow_dependents();   // the next kernel may launch; it waits for this one's end
+  allow_dependents();  // the output norm may launch now (it reads z and weights, then waits for this kernel)
   const int head = blockIdx.x / p.ptiles, tile = blockIdx.x % p.ptiles, b = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int hp = p.hp, ns = p.ns;
@@ -77,6 +77,10 @@ __global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
         for (int e = 0; e < VEC; ++e) H[r][c][e] = 0.0f;
       }
     }
+
+  // H is read before waiting for the conv kernel, which never writes it (its loads overlap the
+  // conv kernel's run); the conv outputs and gates after
+  wait_for_previous();
 
   // mutant (bug class 4): the intermediate table indexed one slot off (in bounds)
   const size_t first = size_t(p.inter_first[SSM_DEVICE_MUTANT(p, kMutInterStride) && slot > 0 ? slot - 1 : slot]);
