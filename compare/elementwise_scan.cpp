@@ -204,15 +204,14 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
 }
 
 // The elementwise loop four elements at a time (GCC vector extensions, compiled for AVX2: see
-// scan_lanes). Every lane computes
-// scan_range's values by the same IEEE operations in the same order, so the part is the same bit
-// for bit (ScanLanes.* tests, against scan_range): maxima are order-free (`v > m ? v : m` is
-// std::max(m, v) lane by lane, NaN ignored the same way; every maximum starts at +0 and no value
-// is -0 where a tie could pick a sign), counts add, the histogram is counted as the number of
-// elements past each bin edge (the edges are ordered, so bin b holds count(past b) - count(past
-// b + 1)), and the worst list is fed in index order, a block at a time, only when the block's
-// best score could enter it. Used on ranges without matched (non-finite) elements; the last
-// n % 4 elements go through scan_range.
+// scan_lanes). Every lane computes scan_range's values by the same IEEE operations in the same
+// order, so the part is the same bit for bit (CompareTensor.LanesGiveTheOneAtATimeReport, against
+// scan_range): maxima are order-free (`v > m ? v : m` is std::max(m, v) lane by lane, NaN ignored
+// the same way; every maximum starts at +0 and no value is -0 where a tie could pick a sign),
+// counts add, the histogram is counted as the number of elements past each bin edge (the edges
+// are ordered, so bin b holds count(past b) - count(past b + 1)), and the worst list is fed in
+// index order, a block at a time, only when the block's best score could enter it. Used on
+// ranges without matched (non-finite) elements; the last n % 4 elements go through scan_range.
 namespace lanes {
 using VD = double __attribute__((vector_size(32)));
 using VL = int64_t __attribute__((vector_size(32)));

@@ -5,6 +5,7 @@
 // (tests/compare_tensor_test.cpp). Internal to compare/.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -59,7 +60,7 @@ struct Maxima {
 // histogram and the range's worst elements. The parts of consecutive ranges merge (merge_part, in
 // range order) into exactly what one pass over their union finds: maxima are order-free, counts
 // add, and the worst lists merge as a top-K under the same total order. The sums, which are not
-// order-free, are squares' (one sequential pass before the loop).
+// order-free, are Squares' (one sequential pass before the loop).
 struct ScanPart {
   Maxima max;
   int64_t mismatched = 0;
