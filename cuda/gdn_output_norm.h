@@ -12,6 +12,7 @@ struct NormParams {
   int rows, nv, vd;
   float eps;
   int sigmoid_gate;     // 0: out *= silu(z); 1: out *= sigmoid(z)
+  int next_early;       // set by the launcher: the kernel after may launch once o is ready
 };
 
 void launch_gdn_output_norm(const NormParams& p, cudaStream_t stream);
