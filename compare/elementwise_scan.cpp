@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 namespace ssm::cmp::scan {
@@ -15,21 +16,24 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-bool ulp_bins(TolClass c) { return c == TolClass::exact || c == TolClass::fp16_state; }
+constexpr bool ulp_bins(TolClass c) { return c == TolClass::exact || c == TolClass::fp16_state; }
+
+// The histogram's bin edges (bin_labels' bins): ULPs for ulp_bins classes, closing on the right,
+// (e0, e1]; absolute errors for the others, past 0 and then at or past each decade, [1e-9, 1e-8)
+// being bin 2. Used by bin_of and by the lanes' edge counts.
+constexpr double kUlpEdges[] = {0, 1, 2, 4, 8, 16, 64, 256, 4096};
+constexpr double kDecadeEdges[] = {1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1};
 
 // The bin is the number of bin edges the value passes, counted without branches (this runs once
-// per element, on values that jump between bins): ULP bins close on the right, (e0, e1], absolute
-// error decades on the left, [1e-9, 1e-8) being bin 2.
+// per element, on values that jump between bins).
 size_t bin_of(TolClass c, double abs_err, double ulp) {
   size_t b = 0;
   if (ulp_bins(c)) {
-    static constexpr double kEdges[] = {0, 1, 2, 4, 8, 16, 64, 256, 4096};
-    for (double e : kEdges) b += ulp > e;
+    for (double e : kUlpEdges) b += ulp > e;
     return b;
   }
-  static constexpr double kDecades[] = {1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1};
   b = abs_err > 0;
-  for (double e : kDecades) b += abs_err >= e;
+  for (double e : kDecadeEdges) b += abs_err >= e;
   return b;
 }
 
@@ -290,7 +294,12 @@ __attribute__((target("avx2,f16c"))) SSM_LANES_INLINE void widen(const F16Elems 
   for (; k < n; ++k) out[k] = half_to_float(e.p[i + k]);
 }
 
-constexpr int kEdges = 11;  // bin edges counted: 9 ULP edges or (> 0) and 10 decades
+// bin edges counted: kUlpEdges, or (> 0) and kDecadeEdges
+constexpr int kEdges = int(std::size(kDecadeEdges)) + 1;
+static_assert(std::size(kUlpEdges) <= size_t(kEdges));
+static_assert(std::tuple_size<decltype(ScanPart::histogram)>::value == size_t(kEdges) + 1);
+template <TolClass C>
+constexpr int edges_of() { return ulp_bins(C) ? int(std::size(kUlpEdges)) : kEdges; }
 struct Acc {
   VD abs{}, rel{}, ulp{}, ulp_scaled{}, cond_ratio{}, error_ratio{}, need_atol{}, need_rtol{}, need_ulp{};
   VL bad{};
@@ -312,14 +321,12 @@ SSM_LANES_INLINE VD element4(Acc& a, const Four& e, VD ci, const ScanSetup& u) {
   a.abs = vmax(a.abs, ad);
   a.rel = vmax(a.rel, rel);
   a.ulp = vmax(a.ulp, e.ulp);
-  if constexpr (C == TolClass::exact || scaled) {
-    static constexpr double kUlpEdges[] = {0, 1, 2, 4, 8, 16, 64, 256, 4096};
+  if constexpr (ulp_bins(C)) {
     const VD hv = scaled ? sulp : e.ulp;
-    for (int k = 0; k < 9; ++k) a.past[k] += hv > kUlpEdges[k];
+    for (int k = 0; k < edges_of<C>(); ++k) a.past[k] += hv > kUlpEdges[k];
   } else {
-    static constexpr double kDecades[] = {1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1};
     a.past[0] += ad > 0;
-    for (int k = 0; k < 10; ++k) a.past[k + 1] += ad >= kDecades[k];
+    for (int k = 0; k + 1 < edges_of<C>(); ++k) a.past[k + 1] += ad >= kDecadeEdges[k];
   }
   const VD rscale = C == TolClass::fp32_state ? vmax(ar, rms) : ar;
   if constexpr (Cond)
@@ -400,7 +407,7 @@ __attribute__((target("avx2,f16c"))) ScanPart scan_lanes(const Elems ref, const 
   p.max.need_ulp = lane_max(a.need_ulp);
   p.mismatched = -lane_sum(a.bad);
   const int64_t counted = n4 - begin;
-  const int edges = C == TolClass::exact || C == TolClass::fp16_state ? 9 : 11;
+  constexpr int edges = edges_of<C>();
   int64_t prev = counted;  // elements past the edge before (all are past "edge -1")
   for (int k = 0; k < edges; ++k) {
     const int64_t past = -lane_sum(a.past[k]);
