@@ -23,6 +23,19 @@ constexpr int kThreads = 256;
 
 constexpr int kHeld = 4;  // channels per thread held in registers: groups of up to 1024
 
+// The norm's input u, 1 / rms from the block's sum of u^2, and its output, given y, the gate
+// silu(z) and the weight: one formula for both forms of the kernel.
+__device__ __forceinline__ float gated_input(const Mamba2NormParams& p, float y, float gate) {
+  return p.norm_before_gate ? y : __fmul_rn(y, gate);
+}
+__device__ __forceinline__ float inverse_rms(const Mamba2NormParams& p, float sum_squares, int G) {
+  return __fdiv_rn(1.0f, sqrtf(__fadd_rn(__fdiv_rn(sum_squares, float(G)), p.eps)));
+}
+__device__ __forceinline__ float normed_output(const Mamba2NormParams& p, float u, float rn, float w, float gate) {
+  const float o = __fmul_rn(__fmul_rn(u, rn), w);
+  return p.norm_before_gate ? __fmul_rn(o, gate) : o;
+}
+
 // A group of G <= kHeld * kThreads channels: thread i holds channels i + k kThreads, k < kHeld.
 __global__ void __launch_bounds__(kThreads) mamba2_output_norm_held_kernel(Mamba2NormParams p) {
   __shared__ float red[kThreads / 32];
@@ -47,18 +60,16 @@ __global__ void __launch_bounds__(kThreads) mamba2_output_norm_held_kernel(Mamba
 #pragma unroll
   for (int k = 0; k < kHeld; ++k) {
     if (int(threadIdx.x) + k * kThreads >= G) break;
-    const float u = p.norm_before_gate ? yv[k] : __fmul_rn(yv[k], gate[k]);
+    const float u = gated_input(p, yv[k], gate[k]);
     ss[0] = __fmaf_rn(u, u, ss[0]);
   }
   block_sum<1>(ss, red);
-  const float rn = __fdiv_rn(1.0f, sqrtf(__fadd_rn(__fdiv_rn(ss[0], float(G)), p.eps)));
+  const float rn = inverse_rms(p, ss[0], G);
 #pragma unroll
   for (int k = 0; k < kHeld; ++k) {
     const int j = int(threadIdx.x) + k * kThreads;
     if (j >= G) break;
-    const float u = p.norm_before_gate ? yv[k] : __fmul_rn(yv[k], gate[k]);
-    const float o = __fmul_rn(__fmul_rn(u, rn), wv[k]);
-    p.out[base + j] = p.norm_before_gate ? __fmul_rn(o, gate[k]) : o;
+    p.out[base + j] = normed_output(p, gated_input(p, yv[k], gate[k]), rn, wv[k], gate[k]);
   }
 }
 
@@ -71,18 +82,14 @@ __global__ void __launch_bounds__(kThreads) mamba2_output_norm_kernel(Mamba2Norm
   const size_t base = size_t(blockIdx.y) * p.d_inner + size_t(blockIdx.x) * G;
   float ss[1] = {0.0f};
   for (int j = threadIdx.x; j < G; j += kThreads) {
-    const float y = p.y[base + j], z = p.z[base + j];
-    const float u = p.norm_before_gate ? y : __fmul_rn(y, silu_f(z));
+    const float u = gated_input(p, p.y[base + j], silu_f(p.z[base + j]));
     ss[0] = __fmaf_rn(u, u, ss[0]);
   }
   block_sum<1>(ss, red);
-  const float rn = __fdiv_rn(1.0f, sqrtf(__fadd_rn(__fdiv_rn(ss[0], float(G)), p.eps)));
+  const float rn = inverse_rms(p, ss[0], G);
   for (int j = threadIdx.x; j < G; j += kThreads) {
-    const float y = p.y[base + j], z = p.z[base + j];
-    const float gate = silu_f(z);
-    const float u = p.norm_before_gate ? y : __fmul_rn(y, gate);
-    const float o = __fmul_rn(__fmul_rn(u, rn), p.norm_w[size_t(blockIdx.x) * G + j]);
-    p.out[base + j] = p.norm_before_gate ? __fmul_rn(o, gate) : o;
+    const float gate = silu_f(p.z[base + j]);
+    p.out[base + j] = normed_output(p, gated_input(p, p.y[base + j], gate), rn, p.norm_w[size_t(blockIdx.x) * G + j], gate);
   }
 }
 }  // namespace
