@@ -14,6 +14,7 @@
 //   kernel never writes H), the conv outputs and gates after.
 // Counterpart: reference/mamba2_step.cpp, reference/mamba2_ssm.cpp.
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -29,7 +30,14 @@ namespace {
 // State values per thread. Measured on the H200 (nemotron-h-8b, 24 layers, B 1..32): 8, 16 and 32
 // within 2% of each other on FP32 state, 16 the fastest on FP16 (decode B=32: 40.6% of copy vs
 // 35.8% and 38.2%); 16 needs 80 registers (VEC 4), 32 needed 188.
+// With VEC 4 the kernel is held to 64 registers (4 CTAs, 1024 threads, 64 KiB of H in flight per
+// SM) instead of 80 (3 CTAs): the general instance spills 8-20 bytes and is still faster; the
+// decode instance (ONE_ROW) needs 56. nemotron-h-8b, B = 128, per 24 layers: FP32 decode 8.9 ->
+// 6.9 ms, verify K=4 20.1 -> 19.1 ms (Dec 2, docs/cuda.md "Measured: Mamba-2"). 5 CTAs (48
+// registers, 88-108 bytes spilled) measured 11% slower than 3, 32 values at 2 CTAs (109 registers)
+// 1% faster. VEC 1 (odd shapes only) keeps its registers.
 constexpr int kMamba2Vals = 16;
+constexpr int kMamba2MinCtasVec4 = 4;
 }  // namespace
 
 Mamba2RowsLayout mamba2_rows_layout(int nh, int hp, int ns, int B, int min_ctas) {
@@ -50,8 +58,10 @@ Mamba2RowsLayout mamba2_rows_layout(int nh, int hp, int ns, int B, int min_ctas)
 
 namespace {
 
-template <typename HT, int VEC, int NC>
-__global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
+// ONE_ROW: the instance for R = 1 without intermediates (decode): the same operations per row as
+// the general instance, with the row loop and the intermediate store compiled away.
+template <typename HT, int VEC, int NC, bool ONE_ROW>
+__global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2_rows_kernel(Mamba2RowsParams p) {
   constexpr int RPW = kMamba2Vals / (VEC * NC) > 0 ? kMamba2Vals / (VEC * NC) : 1;
   allow_dependents();  // the output norm may launch now (it reads z and weights, then waits for this kernel)
   const int head = blockIdx.x / p.ptiles, tile = blockIdx.x % p.ptiles, b = blockIdx.y;
@@ -63,6 +73,9 @@ __global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
   const int slot = p.slots[b];
   const int d_inner = p.nh * hp, conv_dim = d_inner + 2 * p.ng * ns;
   const size_t base = size_t(head) * hp * ns;
+  // B and C start 16-byte aligned in every row (nh * hp a multiple of 4): read 4 at a time when VEC
+  // is 4, else one at a time (preset mamba-wide's layer 1)
+  const bool bc_vec = ((d_inner | conv_dim) & 3) == 0 && (reinterpret_cast<uintptr_t>(p.xbc) & 15) == 0;
 
   HT* hlive = reinterpret_cast<HT*>(p.h + size_t(slot) * p.h_pitch) + base;
   float H[RPW][NC][VEC];
@@ -84,26 +97,40 @@ __global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
 
   // mutant (bug class 4): the intermediate table indexed one slot off (in bounds)
   const size_t first = size_t(p.inter_first[SSM_DEVICE_MUTANT(p, kMutInterStride) && slot > 0 ? slot - 1 : slot]);
-  for (int t = 0; t < p.R; ++t) {
-    const size_t row_t = size_t(b) * p.R + t;
+  const int R = ONE_ROW ? 1 : p.R, n_inter = ONE_ROW ? 0 : p.n_inter;
+  for (int t = 0; t < R; ++t) {
+    const size_t row_t = size_t(b) * R + t;
     const float* xb = p.xbc + row_t * conv_dim;
     const float dt = p.gates[(row_t * p.nh + head) * 2], dA = p.gates[(row_t * p.nh + head) * 2 + 1];
     const float Dh = p.D[head];
+    const float* xh = xb + head * hp + p0;                       // this warp's x
+    float* yh = p.y + row_t * d_inner + size_t(head) * hp + p0;  // and y
     float Bv[NC][VEC], Cv[NC][VEC];
 #pragma unroll
-    for (int c = 0; c < NC; ++c)
+    for (int c = 0; c < NC; ++c) {
+      const int n = (c * 32 + lane) * VEC;
+      if (VEC == 4 && bc_vec) {
+        if (n < ns) {
+          load_vec<VEC>(xb + d_inner + g * ns + n, Bv[c]);
+          load_vec<VEC>(xb + d_inner + (p.ng + g) * ns + n, Cv[c]);
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) Bv[c][e] = Cv[c][e] = 0.0f;
+        }
+        continue;
+      }
 #pragma unroll
       for (int e = 0; e < VEC; ++e) {
-        const int n = (c * 32 + lane) * VEC + e;
-        Bv[c][e] = n < ns ? xb[d_inner + g * ns + n] : 0.0f;
-        Cv[c][e] = n < ns ? xb[d_inner + (p.ng + g) * ns + n] : 0.0f;
+        Bv[c][e] = n + e < ns ? xb[d_inner + g * ns + n + e] : 0.0f;
+        Cv[c][e] = n + e < ns ? xb[d_inner + (p.ng + g) * ns + n + e] : 0.0f;
       }
-    HT* inter = t < p.n_inter ? reinterpret_cast<HT*>(p.h_inter + (first + size_t(t)) * p.h_pitch) + base : nullptr;
+    }
+    HT* inter = t < n_inter ? reinterpret_cast<HT*>(p.h_inter + (first + size_t(t)) * p.h_pitch) + base : nullptr;
 #pragma unroll
     for (int r = 0; r < RPW; ++r) {
       const int row = p0 + r;
       if (row >= hp) break;  // uniform over the warp
-      const float x = xb[head * hp + row];
+      const float x = xh[r];
       const float u = __fmul_rn(dt, x);
       float acc = 0.0f;
 #pragma unroll
@@ -117,11 +144,11 @@ __global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
           H[r][c][e] = v;
           acc = __fmaf_rn(v, Cv[c][e], acc);
         }
-        if (inter) store_vec<VEC>(inter + size_t(row) * ns + n, H[r][c]);
+        if (inter) store_vec<VEC>(inter + unsigned(row * ns + n), H[r][c]);  // within a head: an int
       }
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, o));
-      if (lane == (r & 31)) p.y[row_t * d_inner + size_t(head) * hp + row] = __fmaf_rn(Dh, x, acc);
+      if (lane == (r & 31)) yh[r] = __fmaf_rn(Dh, x, acc);
     }
   }
 
@@ -136,8 +163,10 @@ __global__ void __launch_bounds__(256) mamba2_rows_kernel(Mamba2RowsParams p) {
 
 template <typename HT, int VEC, int NC>
 void launch_t(const Mamba2RowsParams& p, cudaStream_t s) {
-  launch_dependent("mamba2_rows_kernel", &mamba2_rows_kernel<HT, VEC, NC>, dim3(unsigned(p.ptiles * p.nh), unsigned(p.B)),
-                   dim3(unsigned(p.warps * 32)), 0, s, p);
+  const bool one_row = p.R == 1 && p.n_inter == 0;
+  launch_dependent("mamba2_rows_kernel",
+                   one_row ? &mamba2_rows_kernel<HT, VEC, NC, true> : &mamba2_rows_kernel<HT, VEC, NC, false>,
+                   dim3(unsigned(p.ptiles * p.nh), unsigned(p.B)), dim3(unsigned(p.warps * 32)), 0, s, p);
 }
 
 template <typename HT>

@@ -1,7 +1,9 @@
 // Launcher of the Mamba-2 row kernel (cuda/mamba2_rows.cu): R rows of the selective state update
 // per sequence on the state in registers. decode is R = 1; verify (either arm: Mamba-2 has no
 // WY form, the rows of H are independent) is R = K with n_inter = K-1; prefill is R = T on FP32
-// state. Every case runs the same kernel instance, so verify equals K decodes bit for bit.
+// state. Decode runs the ONE_ROW instance of the same template (the row loop and the intermediate
+// store compiled away), every other case the general one: the same operations per row in the same
+// order, so verify equals K decodes bit for bit.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -27,8 +29,8 @@ struct Mamba2RowsParams {
 
 // Layout: a warp owns RPW = 16 / (VEC * NC) rows p of one head (at least 1); lane l holds columns
 // n = (c * 32 + l) * VEC + e (c < NC, e < VEC) of each: VEC = 4 when ns % 4 == 0 (16/8-byte
-// vector access), else 1; NC = ceil(ns / (32 * VEC)) <= 2. A CTA has `warps` warps (<= 8) and
-// covers warps * RPW rows; ptiles CTAs cover a head. Warps are halved while the grid has fewer
+// access to H; B and C 16-byte too where nh * hp % 4 == 0), else 1; NC = ceil(ns / (32 * VEC))
+// <= 2. A CTA has `warps` warps (<= 8) and covers warps * RPW rows; ptiles CTAs cover a head. Warps are halved while the grid has fewer
 // than min_ctas CTAs. Every sum runs over one row's columns inside one warp, so the layout never
 // changes a result bit.
 struct Mamba2RowsLayout {
