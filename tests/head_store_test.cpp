@@ -10,6 +10,7 @@
 #include <iostream>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/half.h"
@@ -112,6 +113,46 @@ TEST(HeadStore, F16cLoadWidensEveryHalfAsThePortableOne) {
   // a head at an offset reads its own block
   const MatD part = load_head(t, 512, 2, 3);
   EXPECT_EQ(part(1, 2), double(half_to_float(uint16_t(512 + 5))));
+}
+
+// Short heads at every offset: the F16C path's groups of 4 and 8, its one-at-a-time tails, and a
+// group with one value beyond the range or NaN among values within it, against the portable path.
+TEST(HeadStore, F16cPathGivesThePortableBitsForEveryLengthAndOffset) {
+  if (!detail::set_f16c_path(true)) GTEST_SKIP() << "this CPU has no F16C: the portable path is the only one";
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> pool = {1.5,     -0.333333333333, 65504.0, -65519.0, 7e4,    nan,  1e-7,
+                                    6.1e-5,  -2.0,            0.1,     65520.0,  -1e-30, 3.25, -65504.0};
+  Tensor h16 = Tensor::zeros(DType::f16, {64});
+  for (int64_t b = 0; b < 64; ++b) h16.f16()[b] = uint16_t(0x3c00 + 37 * b);  // widened below
+  int cases = 0;
+  for (int n = 1; n <= 19; ++n) {
+    for (int base = 0; base < 4; ++base) {
+      MatD H(1, n);
+      for (int e = 0; e < n; ++e) H(0, e) = pool[size_t(e * 5 + base + n) % pool.size()];
+      for (F16Store kind : {F16Store::saturate, F16Store::inf}) {
+        Tensor a = Tensor::zeros(DType::f16, {32}), b = Tensor::zeros(DType::f16, {32});
+        detail::set_f16c_path(true);
+        take_branch_counts();
+        const MatD wa = store_head(kind, a, base, H);
+        const auto ca = take_branch_counts();
+        detail::set_f16c_path(false);
+        const MatD wb = store_head(kind, b, base, H);
+        const auto cb = take_branch_counts();
+        detail::set_f16c_path(true);
+        const std::string at = "n=" + std::to_string(n) + " base=" + std::to_string(base);
+        ASSERT_EQ(std::memcmp(a.f16(), b.f16(), 64), 0) << at;  // and nothing outside the head written
+        ASSERT_TRUE(same_bits(wa, wb)) << at;
+        ASSERT_EQ(ca, cb) << at;
+      }
+      const MatD la = load_head(h16, base, 1, n);
+      detail::set_f16c_path(false);
+      const MatD lb = load_head(h16, base, 1, n);
+      detail::set_f16c_path(true);
+      ASSERT_TRUE(same_bits(la, lb)) << "load n=" << n << " base=" << base;
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 19 * 4);
 }
 
 }  // namespace
