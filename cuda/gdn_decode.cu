@@ -242,10 +242,14 @@ constexpr int kRowsStages = 2;
 // MINB: CTAs per SM the registers are held to. 2 for every kernel; FP16 with VEC = 4 also has a
 // 4-CTA twin, launched when the work has more items than the 2-CTA grid holds at once
 // (launch_gdn_rows): the same code and arithmetic, so the same bits (RowsVariantGpu), only more
-// items in flight.
-template <typename HT, int VEC, int MINB>
+// items in flight. ONE_ROW: the instance a decode runs (R = 1, no intermediates), the row loop and
+// the intermediate store compiled away; the same operations per row, so verify still equals K
+// decodes bit for bit. qwen3-next-80b on the H200 (Dec 2): FP16 decode 6-13% faster, FP32 2-7%
+// faster at B = 2..16, level from B = 32, 2.5% slower at B = 1 (docs/cuda.md).
+template <typename HT, int VEC, int MINB, bool ONE_ROW>
 __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
   constexpr int RPT = 32 / VEC;
+  const int R = ONE_ROW ? 1 : p.R, n_inter = ONE_ROW ? 0 : p.n_inter;
   static_assert(kRowsStages == 2, "the copies of step s + 1 go to the buffers step s - 1 read");
   constexpr bool kStageH = sizeof(HT) * VEC >= 4;
   extern __shared__ __align__(16) float smem[];
@@ -282,13 +286,13 @@ __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
     RowsItem next = w;
     HRegs<HT, RPT, VEC> H;
 
-    for (int t = 0; t < p.R; ++t, ++step) {
+    for (int t = 0; t < R; ++t, ++step) {
       // The copies of the next step, before waiting for this one's (two steps in flight): its
       // buffers were last read in step - 1, which every thread finished before that step's last
       // barrier.
-      const bool item_ahead = t + 1 == p.R && k + 1 < my_items;  // the next step starts the next item
+      const bool item_ahead = t + 1 == R && k + 1 < my_items;  // the next step starts the next item
       float* next_in = in + ((step + 1) % kRowsStages) * m.in_stride;
-      if (t + 1 < p.R) {
+      if (t + 1 < R) {
         copy_row_inputs(p, w, t + 1, m.kr, next_in);
       } else if (item_ahead) {
         next = rows_item<HT>(p, int(blockIdx.x) + (k + 1) * grid, slot_ahead, tx, ty);
@@ -304,7 +308,7 @@ __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
       const float* sk = sq + m.kr;
       const float* sv = sk + m.kr;
       const float* sgb = sv + TJ;
-      const size_t row = size_t(w.b) * p.R + t;
+      const size_t row = size_t(w.b) * R + t;
 
       if (t == 0) {
 #pragma unroll
@@ -346,7 +350,7 @@ __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
         vn[e] = w.owner ? __fmul_rn(__fsub_rn(sv[jl + e], __fmul_rn(g, hk[e])), beta) : 0.0f;
         po[e] = 0.0f;
       }
-      HT* inter = t < p.n_inter ? reinterpret_cast<HT*>(p.h_inter + w.inter_off + size_t(t) * p.h_pitch) : nullptr;
+      HT* inter = t < n_inter ? reinterpret_cast<HT*>(p.h_inter + w.inter_off + size_t(t) * p.h_pitch) : nullptr;
 #pragma unroll
       for (int r0 = 0; r0 < RPT; r0 += 4) {
         const float4 k4 = thread_rows4<RPT>(sk, ty, p.ty_n, r0), q4 = thread_rows4<RPT>(sq, ty, p.ty_n, r0);
@@ -431,11 +435,12 @@ size_t rows_smem_bytes(const RowsParams& p, int threads) {
 template <typename HT, int VEC, int MINB>
 void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
   const size_t smem = rows_smem_bytes<HT, VEC>(p, threads);
-  const void* kernel = reinterpret_cast<const void*>(&gdn_rows_kernel<HT, VEC, MINB>);
+  const bool one_row = p.R == 1 && p.n_inter == 0;
+  auto* fn = one_row ? &gdn_rows_kernel<HT, VEC, MINB, true> : &gdn_rows_kernel<HT, VEC, MINB, false>;
+  const void* kernel = reinterpret_cast<const void*>(fn);
   const int items = p.B * p.nv * p.ntiles;
   const int grid = std::min(items, resident_ctas(kernel, threads, smem));
-  launch_dependent("gdn_rows_kernel", &gdn_rows_kernel<HT, VEC, MINB>, dim3(unsigned(grid)), dim3(unsigned(threads)),
-                   smem, s, p);
+  launch_dependent("gdn_rows_kernel", fn, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, s, p);
 }
 
 std::atomic<int> forced_rows_ctas{0};
@@ -446,7 +451,7 @@ std::atomic<int> forced_rows_ctas{0};
 void launch_f16_vec4(const RowsParams& p, int threads, cudaStream_t s) {
   int ctas = forced_rows_ctas.load();
   if (ctas == 0) {
-    const void* two = reinterpret_cast<const void*>(&gdn_rows_kernel<__half, 4, 2>);
+    const void* two = reinterpret_cast<const void*>(&gdn_rows_kernel<__half, 4, 2, false>);
     ctas = p.B * p.nv * p.ntiles > resident_ctas(two, threads, rows_smem_bytes<__half, 4>(p, threads)) ? 4 : 2;
   }
   if (ctas == 4) launch_t<__half, 4, 4>(p, threads, s);

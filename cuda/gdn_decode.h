@@ -1,7 +1,8 @@
 // Launcher of the row kernel (cuda/gdn_decode.cu): R rows of the delta rule per sequence on
 // the state in registers. decode is R = 1; the exact verify arm is R = K with n_inter = K-1;
-// prefill is R = T on FP32 state. Every case runs the same kernel instance with the same
-// reduction order, so the exact arm equals K decodes bit for bit.
+// prefill is R = T on FP32 state. Every case runs the same kernel template with the same
+// reduction order (decode its ONE_ROW instance, without the row loop), so the exact arm equals K
+// decodes bit for bit.
 #pragma once
 #include "cuda/gdn_rows.h"
 
