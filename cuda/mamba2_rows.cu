@@ -27,15 +27,13 @@
 namespace ssm::cuda {
 
 namespace {
-// State values per thread. Measured on the H200 (nemotron-h-8b, 24 layers, B 1..32): 8, 16 and 32
-// within 2% of each other on FP32 state, 16 the fastest on FP16 (decode B=32: 40.6% of copy vs
-// 35.8% and 38.2%); 16 needs 80 registers (VEC 4), 32 needed 188.
-// With VEC 4 the kernel is held to 64 registers (4 CTAs, 1024 threads, 64 KiB of H in flight per
-// SM) instead of 80 (3 CTAs): the general instance spills 8-20 bytes and is still faster; the
-// decode instance (ONE_ROW) needs 56. nemotron-h-8b, B = 128, per 24 layers: FP32 decode 8.9 ->
-// 6.9 ms, verify K=4 20.1 -> 19.1 ms (Dec 2, docs/cuda.md "Measured: Mamba-2"). 5 CTAs (48
-// registers, 88-108 bytes spilled) measured 11% slower than 3, 32 values at 2 CTAs (109 registers)
-// 1% faster. VEC 1 (odd shapes only) keeps its registers.
+// State values per thread, and the CTAs per SM the registers are held to with VEC 4 (VEC 1, odd
+// shapes only, keeps what the compiler takes). Measured on the H200 (nemotron-h-8b, 24 layers,
+// Dec 2, docs/cuda.md "Measured: Mamba-2"): 16 values at 4 CTAs (64 registers: the general
+// instance spills 8-20 bytes, the decode instance ONE_ROW needs 56) against 80 registers and 3
+// CTAs: FP32 decode B = 128 8.9 -> 6.9 ms per step, verify K=4 20.1 -> 19.1 ms, FP16 decode 7.1
+// -> 5.7 ms. Slower: 5 CTAs (48 registers, 88-108 bytes spilled), 8 values at 4 CTAs, 32 values
+// at 2 or 3 CTAs (the last also on FP16, whose loads in flight per SM are half FP32's).
 constexpr int kMamba2Vals = 16;
 constexpr int kMamba2MinCtasVec4 = 4;
 }  // namespace
