@@ -1,7 +1,6 @@
 // The elementwise work of one tensor comparison (compare/elementwise_scan.h).
 #include "compare/elementwise_scan.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -9,6 +8,8 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+
+#include "core/half_widen.h"
 
 namespace ssm::cmp::scan {
 
@@ -286,13 +287,8 @@ SSM_LANES_INLINE Four load4(const F16Elems ref, const F16Elems got, const float*
 }
 // widens a block of halves (F16Elems) for load4; nothing to do for floats
 SSM_LANES_INLINE void widen(const F32Elems, int64_t, int64_t, float*) {}
-// (F16C's conversion is exact, as half_to_float is)
-__attribute__((target("avx2,f16c"))) SSM_LANES_INLINE void widen(const F16Elems e, int64_t i, int64_t n, float* out) {
-  int64_t k = 0;
-  for (; k + 8 <= n; k += 8)
-    _mm256_storeu_ps(out + k, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(e.p + i + k))));
-  for (; k < n; ++k) out[k] = half_to_float(e.p[i + k]);
-}
+// (core/half_widen.h: F16C, exact as half_to_float is)
+SSM_LANES_INLINE void widen(const F16Elems e, int64_t i, int64_t n, float* out) { widen_halves(e.p + i, out, n); }
 
 // bin edges counted: kUlpEdges, or (> 0) and kDecadeEdges
 constexpr int kEdges = int(std::size(kDecadeEdges)) + 1;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/half.h"
+#include "core/half_widen.h"
 #include "reference/branches.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -26,31 +27,16 @@ namespace ssm::ref {
 // checked once (Dec 1 2026); everything else (NaN, beyond the range: the counted branches) takes
 // the portable store_half / store_half_inf. Widening equals half_to_float for every half but the
 // 1022 signalling NaNs, which F16C quiets; as doubles (what a head is) those agree too, since
-// float -> double quiets them anyway. The F16C path converts 8 halves (widening) or 4 values
-// (storing) per instruction, the same conversions lane by lane (it was a seventh of a
-// reference-against-reference campaign's time one at a time). tests/head_store_test.cpp compares
+// float -> double quiets them anyway. The F16C path converts 8 halves (widening: core/half_widen.h
+// widen_halves, which the comparison uses too) or 4 values (storing) per instruction, the same
+// conversions lane by lane (it was a seventh of a reference-against-reference campaign's time one
+// at a time). tests/head_store_test.cpp compares
 // both paths on every half, on the rounding boundaries between neighbouring halves, on a million
 // random floats and on every length and offset of a short head.
 
 namespace {
 
 #ifdef SSM_F16C_PATH
-bool have_f16c() {  // F16C's 8-wide forms and the double <-> float ones need AVX too
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-  return yes;
-}
-
-// 8 halves at a time, then the rest one at a time: each element gets the same conversion.
-__attribute__((target("avx,f16c"))) void widen_f16c(const uint16_t* in, double* out, int64_t n) {
-  int64_t e = 0;
-  for (; e + 8 <= n; e += 8) {
-    const __m256 f = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + e)));
-    _mm256_storeu_pd(out + e, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
-    _mm256_storeu_pd(out + e + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
-  }
-  for (; e < n; ++e) out[e] = _cvtsh_ss(in[e]);
-}
-
 // One element: the conversion below for |f| <= 65504, else the counted portable stores.
 __attribute__((target("avx,f16c"))) inline void store_one_f16c(F16Store store, double in, uint16_t* to,
                                                                 double* out) {
@@ -81,21 +67,19 @@ __attribute__((target("avx,f16c"))) void store_f16c(F16Store store, const double
   for (; e < n; ++e) store_one_f16c(store, in[e], to + e, out + e);
 }
 #else
-bool have_f16c() { return false; }
-void widen_f16c(const uint16_t*, double*, int64_t) {}
 void store_f16c(F16Store, const double*, uint16_t*, double*, int64_t) {}
 #endif
 
 std::atomic<bool> g_f16c_enabled{true};
 
-bool use_f16c() { return g_f16c_enabled.load(std::memory_order_relaxed) && have_f16c(); }
+bool use_f16c() { return g_f16c_enabled.load(std::memory_order_relaxed) && cpu_has_f16c(); }
 
 }  // namespace
 
 namespace detail {
 bool set_f16c_path(bool on) {
   g_f16c_enabled = on;
-  return have_f16c();
+  return cpu_has_f16c();
 }
 }  // namespace detail
 
@@ -107,7 +91,7 @@ MatD load_head(const Tensor& h, int64_t base, int rows, int cols) {
     const float* in = h.f32() + base;
     for (int64_t e = 0; e < n; ++e) out[e] = in[e];
   } else if (use_f16c()) {
-    widen_f16c(h.f16() + base, out, n);
+    widen_halves(h.f16() + base, out, n);  // F16C (core/half_widen.h)
   } else {
     const uint16_t* in = h.f16() + base;
     for (int64_t e = 0; e < n; ++e) out[e] = half_to_float(in[e]);
