@@ -4,6 +4,7 @@
 #include "core/half.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define SSM_F16C_PATH 1
 #endif
@@ -14,7 +15,10 @@ bool cpu_has_f16c() {
 #ifdef SSM_F16C_PATH
   static const bool yes = [] {
     __builtin_cpu_init();  // a static initialiser may run before libgcc's own
-    return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    // F16C from CPUID leaf 1 (clang's __builtin_cpu_supports has no "f16c"); AVX's check also
+    // covers the OS saving the registers
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
   }();
   return yes;
 #else
