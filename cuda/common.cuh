@@ -107,6 +107,17 @@ __device__ __forceinline__ void block_sum(float (&v)[N], float* red) {
   __syncthreads();
 }
 
+// The decode instance of a row kernel (gdn_decode.cu, mamba2_rows.cu: template flag ONE_ROW):
+// one row and no intermediates, the row loop and the intermediate store compiled away. The
+// launchers pick it with runs_one_row; the kernels take their counts from RowSteps, which holds the
+// same rule, so the instance and the launch never disagree.
+template <typename Params> inline bool runs_one_row(const Params& p) { return p.R == 1 && p.n_inter == 0; }
+template <bool ONE_ROW> struct RowSteps {
+  int R, n_inter;  // rows; rows t < n_inter store their state as intermediate t
+  template <typename Params>
+  __device__ __forceinline__ explicit RowSteps(const Params& p) : R(ONE_ROW ? 1 : p.R), n_inter(ONE_ROW ? 0 : p.n_inter) {}
+};
+
 __device__ __forceinline__ float silu_f(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
 __device__ __forceinline__ float sigmoid_f(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x))); }
 

@@ -49,7 +49,7 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   model.validate();
   cfg.validate();
   for (const LayerSpec& l : model.spec.layers) {
-    if (l.kind == LayerKind::mamba2) mamba2_rows_layout(l.nh, l.hp, l.ns, 1, 0);  // throws for an ns beyond the kernel
+    if (l.kind == LayerKind::mamba2) mamba2_rows_layout(l.nh, l.hp, l.ns, 1, 0, false, false);  // throws for an ns beyond the kernel
     if (!l.numerics.is_contract())
       throw std::invalid_argument(l.name() + ": ssmcheck's CUDA kernels implement the contract's numerics only "
                                   "(--gates clamped --f16-store saturate --f16-rows stored)");
@@ -287,7 +287,7 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
     mp.n_inter = SSM_MUTANT("cuda_verify_no_h_intermediates") ? 0 : n_inter;  // mutant (bug class 1)
     mp.nh = s.nh; mp.hp = s.hp; mp.ns = s.ns; mp.ng = s.ng;
     mp.mutants = device_mutant_bits();
-    launch_mamba2_rows(mp, h_f16, min_ctas, main_);  // both verify arms: Mamba-2 has no WY form
+    launch_mamba2_rows(mp, h_f16, sm_count_, main_);  // both verify arms: Mamba-2 has no WY form
 
     Mamba2NormParams np{};
     np.y = mp.y;

@@ -34,6 +34,7 @@
 #include "cuda/dependent_launch.cuh"
 #include "cuda/gdn_decode.h"
 #include "cuda/gdn_rows_threads.cuh"
+#include "cuda/h_regs.cuh"
 #include "cuda/mutant_bits.h"
 
 namespace ssm::cuda {
@@ -178,53 +179,6 @@ __device__ __forceinline__ float4 thread_rows4(const float* s, int ty, int ty_n,
   return ty < ty_n ? *reinterpret_cast<const float4*>(s + ty * RPT + r0) : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
-// The thread's RPT x VEC state values in registers. FP32 (and FP16 with VEC = 1) as floats;
-// FP16 with VEC = 4 as half2 pairs, 16 registers instead of 32 (the 4-CTA build spilled 104
-// bytes at 64 registers holding floats): every value the kernel carries is FP16 already (loaded
-// from FP16 state, or a clamped store of the update), so a pair holds it exactly, get() returns
-// the very float the FP32 registers held, and set_row rounds as HStore::round does (clamp to
-// +-65504, NaN to -65504, RNE): the same bits.
-template <typename HT, int RPT, int VEC>
-struct HRegs {
-  float v[RPT][VEC];
-  __device__ __forceinline__ float get(int r, int e) const { return v[r][e]; }
-  __device__ __forceinline__ void clear(int r) {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) v[r][e] = 0.0f;
-  }
-  __device__ __forceinline__ void load(int r, const HT* p) { load_vec<VEC>(p, v[r]); }
-  __device__ __forceinline__ void store(int r, HT* p) const { store_vec<VEC>(p, v[r]); }
-  __device__ __forceinline__ void set_row(int r, const float (&x)[VEC]) {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) v[r][e] = HStore<HT>::round(x[e]);
-  }
-};
-template <int RPT>
-struct HRegs<__half, RPT, 4> {
-  __half2 v[RPT][2];
-  __device__ __forceinline__ float get(int r, int e) const {
-    return (e & 1) ? __high2float(v[r][e >> 1]) : __low2float(v[r][e >> 1]);
-  }
-  __device__ __forceinline__ void clear(int r) { v[r][0] = v[r][1] = __float2half2_rn(0.0f); }
-  __device__ __forceinline__ void load(int r, const __half* p) {
-    const uint2 t = *reinterpret_cast<const uint2*>(p);
-    v[r][0] = *reinterpret_cast<const __half2*>(&t.x);
-    v[r][1] = *reinterpret_cast<const __half2*>(&t.y);
-  }
-  __device__ __forceinline__ void store(int r, __half* p) const {
-    uint2 t;
-    t.x = *reinterpret_cast<const uint32_t*>(&v[r][0]);
-    t.y = *reinterpret_cast<const uint32_t*>(&v[r][1]);
-    *reinterpret_cast<uint2*>(p) = t;
-  }
-  // store_half_clamped's bits a pair at a time (FP16 row steps run 8.5 instead of 9.5
-  // instructions per value, against FP32's 4)
-  __device__ __forceinline__ void set_row(int r, const float (&x)[4]) {
-    v[r][0] = store_half2_clamped(x[0], x[1]);
-    v[r][1] = store_half2_clamped(x[2], x[3]);
-  }
-};
-
 // Pipeline depth of the row kernel: the copies of step s + 1 are issued at the start of step s,
 // before it waits for its own, into the buffers step s - 1 read. Two stages (one step ahead) measured
 // fastest on the H200 (Dec 1, qwen3-next-80b layer, B = 32 decode): 48.3 us per layer with two,
@@ -249,7 +203,8 @@ constexpr int kRowsStages = 2;
 template <typename HT, int VEC, int MINB, bool ONE_ROW>
 __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
   constexpr int RPT = 32 / VEC;
-  const int R = ONE_ROW ? 1 : p.R, n_inter = ONE_ROW ? 0 : p.n_inter;
+  const RowSteps<ONE_ROW> steps(p);
+  const int R = steps.R, n_inter = steps.n_inter;
   static_assert(kRowsStages == 2, "the copies of step s + 1 go to the buffers step s - 1 read");
   constexpr bool kStageH = sizeof(HT) * VEC >= 4;
   extern __shared__ __align__(16) float smem[];
@@ -435,7 +390,7 @@ size_t rows_smem_bytes(const RowsParams& p, int threads) {
 template <typename HT, int VEC, int MINB>
 void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
   const size_t smem = rows_smem_bytes<HT, VEC>(p, threads);
-  const bool one_row = p.R == 1 && p.n_inter == 0;
+  const bool one_row = runs_one_row(p);
   auto* fn = one_row ? &gdn_rows_kernel<HT, VEC, MINB, true> : &gdn_rows_kernel<HT, VEC, MINB, false>;
   const void* kernel = reinterpret_cast<const void*>(fn);
   const int items = p.B * p.nv * p.ntiles;

@@ -14,13 +14,16 @@
 //   kernel never writes H), the conv outputs and gates after.
 // Counterpart: reference/mamba2_step.cpp, reference/mamba2_ssm.cpp.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/dependent_launch.cuh"
+#include "cuda/h_regs.cuh"
 #include "cuda/mamba2_rows.h"
 #include "cuda/mutant_bits.h"
 
@@ -30,37 +33,62 @@ namespace {
 // State values per thread, and the CTAs per SM the registers are held to with VEC 4 (VEC 1, odd
 // shapes only, keeps what the compiler takes). Measured on the H200 (nemotron-h-8b, 24 layers,
 // Dec 2, docs/cuda.md "Measured: Mamba-2"): 16 values at 4 CTAs (64 registers: the general
-// instance spills 8-20 bytes, the decode instance ONE_ROW needs 56) against 80 registers and 3
-// CTAs: FP32 decode B = 128 8.9 -> 6.9 ms per step, verify K=4 20.1 -> 19.1 ms, FP16 decode 7.1
-// -> 5.7 ms. Slower: 5 CTAs (48 registers, 88-108 bytes spilled), 8 values at 4 CTAs, 32 values
-// at 2 or 3 CTAs (the last also on FP16, whose loads in flight per SM are half FP32's).
+// instance spills 8-16 bytes, the decode instance ONE_ROW needs 56, FP16's 48 with its half2
+// carry) against 80 registers and 3 CTAs: FP32 decode B = 128 8.9 -> 6.9 ms per step, verify K=4
+// 20.1 -> 19.1 ms, FP16 decode 7.1 -> 5.7 ms. Slower: 5 CTAs (48 registers, 88-108 bytes spilled;
+// the FP32 decode instance at 48 registers without a spill: 1.3-4%), 8 values at 4 CTAs.
+// FP16 decode takes kMamba2ValsWide (32 values, 16 registers of half2 pairs, 64 in all, no spill)
+// when the 16-value grid is more than the GPU holds at once (> 4 CTAs per SM): twice the bytes in
+// flight per CTA; B = 128 decode 4.30 -> 3.94 ms per step, B = 32 1.13 -> 1.09, B = 4 0.259 ->
+// 0.238; at B = 1 and 2, where the 16-value grid is resident at once, 32 values measured 4-6%
+// slower (twice the rows in each warp's chain). FP16 verify keeps 16 (32 spill 40-80 bytes in the
+// general instance).
 constexpr int kMamba2Vals = 16;
+constexpr int kMamba2ValsWide = 32;
 constexpr int kMamba2MinCtasVec4 = 4;
+
+std::atomic<int> forced_decode_values{0};
 }  // namespace
 
-Mamba2RowsLayout mamba2_rows_layout(int nh, int hp, int ns, int B, int min_ctas) {
+void force_mamba2_decode_values(int values) {
+  if (values != 0 && values != kMamba2Vals && values != kMamba2ValsWide)
+    throw std::invalid_argument("force_mamba2_decode_values: 0 (by the work), 16 or 32, not " + std::to_string(values));
+  forced_decode_values.store(values);
+}
+
+Mamba2RowsLayout mamba2_rows_layout(int nh, int hp, int ns, int B, int sms, bool h_f16, bool one_row) {
   Mamba2RowsLayout L{};
   L.vec = ns % 4 == 0 ? 4 : 1;
   L.nc = (ns + 32 * L.vec - 1) / (32 * L.vec);
   if (L.nc > 2)
     throw std::invalid_argument("mamba2 rows: ns=" + std::to_string(ns) +
                                 " is beyond the kernel's 256 (ns a multiple of 4) or 64 (otherwise) state columns");
-  L.rpw = std::max(1, kMamba2Vals / (L.vec * L.nc));
-  const int need = (hp + L.rpw - 1) / L.rpw;  // warps to cover a head
-  L.warps = std::min(8, need);
-  auto ctas = [&](int w) { return int64_t(B) * nh * ((need + w - 1) / w); };
-  while (L.warps > 1 && ctas(L.warps) < min_ctas) L.warps /= 2;
-  L.ptiles = (need + L.warps - 1) / L.warps;
+  auto place = [&](int vals) {
+    L.vals = vals;
+    L.rpw = std::max(1, vals / (L.vec * L.nc));
+    const int need = (hp + L.rpw - 1) / L.rpw;  // warps to cover a head
+    L.warps = std::min(8, need);
+    auto ctas = [&](int w) { return int64_t(B) * nh * ((need + w - 1) / w); };
+    while (L.warps > 1 && ctas(L.warps) < 2 * int64_t(sms)) L.warps /= 2;
+    L.ptiles = (need + L.warps - 1) / L.warps;
+    return ctas(L.warps);
+  };
+  const int64_t ctas = place(kMamba2Vals);
+  if (h_f16 && one_row && L.vec == 4) {
+    const int forced = forced_decode_values.load();
+    if (forced == kMamba2ValsWide || (forced == 0 && ctas > int64_t(kMamba2MinCtasVec4) * sms)) place(kMamba2ValsWide);
+  }
   return L;
 }
 
 namespace {
 
 // ONE_ROW: the instance for R = 1 without intermediates (decode): the same operations per row as
-// the general instance, with the row loop and the intermediate store compiled away.
-template <typename HT, int VEC, int NC, bool ONE_ROW>
+// the general instance, with the row loop and the intermediate store compiled away. VALS: state
+// values per thread (mamba2_rows_layout).
+template <typename HT, int VEC, int NC, bool ONE_ROW, int VALS>
 __global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2_rows_kernel(Mamba2RowsParams p) {
-  constexpr int RPW = kMamba2Vals / (VEC * NC) > 0 ? kMamba2Vals / (VEC * NC) : 1;
+  constexpr int RPW = VALS / (VEC * NC) > 0 ? VALS / (VEC * NC) : 1;
   allow_dependents();  // the output norm may launch now (it reads z and weights, then waits for this kernel)
   const int head = blockIdx.x / p.ptiles, tile = blockIdx.x % p.ptiles, b = blockIdx.y;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -76,17 +104,15 @@ __global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2
   const bool bc_vec = ((d_inner | conv_dim) & 3) == 0 && (reinterpret_cast<uintptr_t>(p.xbc) & 15) == 0;
 
   HT* hlive = reinterpret_cast<HT*>(p.h + size_t(slot) * p.h_pitch) + base;
-  float H[RPW][NC][VEC];
+  using Regs = HRegs<HT, RPW * NC, VEC>;
+  Regs H;  // row r, column block c at index r * NC + c
 #pragma unroll
   for (int r = 0; r < RPW; ++r)
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       const int n = (c * 32 + lane) * VEC, row = p0 + r;
-      if (row < hp && n < ns) load_vec<VEC>(hlive + size_t(row) * ns + n, H[r][c]);
-      else {
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) H[r][c][e] = 0.0f;
-      }
+      if (row < hp && n < ns) H.load(r * NC + c, hlive + size_t(row) * ns + n);
+      else H.clear(r * NC + c);
     }
 
   // H is read before waiting for the conv kernel, which never writes it (its loads overlap the
@@ -95,7 +121,8 @@ __global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2
 
   // mutant (bug class 4): the intermediate table indexed one slot off (in bounds)
   const size_t first = size_t(p.inter_first[SSM_DEVICE_MUTANT(p, kMutInterStride) && slot > 0 ? slot - 1 : slot]);
-  const int R = ONE_ROW ? 1 : p.R, n_inter = ONE_ROW ? 0 : p.n_inter;
+  const RowSteps<ONE_ROW> steps(p);
+  const int R = steps.R, n_inter = steps.n_inter;
   for (int t = 0; t < R; ++t) {
     const size_t row_t = size_t(b) * R + t;
     const float* xb = p.xbc + row_t * conv_dim;
@@ -133,16 +160,30 @@ __global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2
       float acc = 0.0f;
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
-        const int n = (c * 32 + lane) * VEC;
+        const int n = (c * 32 + lane) * VEC, i = r * NC + c;
         if (n >= ns) continue;  // columns past ns: nothing (an infinite u would make 0*inf = NaN in y)
+        if constexpr (Regs::kPairs) {
+          float v[VEC];
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          float v = HStore<HT>::round(__fmaf_rn(u, Bv[c][e], __fmul_rn(dA, H[r][c][e])));
-          if (SSM_DEVICE_MUTANT(p, kMutHStoreClamp)) v = fminf(fmaxf(v, -1024.0f), 1024.0f);  // mutant (class 9)
-          H[r][c][e] = v;
-          acc = __fmaf_rn(v, Cv[c][e], acc);
+          for (int e = 0; e < VEC; ++e) {
+            v[e] = __fmaf_rn(u, Bv[c][e], __fmul_rn(dA, H.get(i, e)));
+            // mutant (class 9): +-1024 is exact in FP16 and the rounding monotone, so clamping
+            // before the rounding stores what clamping after it would (NaN too: fmaxf gives -1024)
+            if (SSM_DEVICE_MUTANT(p, kMutHStoreClamp)) v[e] = fminf(fmaxf(v[e], -1024.0f), 1024.0f);
+          }
+          H.set_row(i, v);  // the clamped FP16 store, a pair at a time: the value carried, stored and read by y
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) acc = __fmaf_rn(H.get(i, e), Cv[c][e], acc);
+        } else {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            float v = HStore<HT>::round(__fmaf_rn(u, Bv[c][e], __fmul_rn(dA, H.v[i][e])));
+            if (SSM_DEVICE_MUTANT(p, kMutHStoreClamp)) v = fminf(fmaxf(v, -1024.0f), 1024.0f);  // mutant (class 9)
+            H.v[i][e] = v;
+            acc = __fmaf_rn(v, Cv[c][e], acc);
+          }
         }
-        if (inter) store_vec<VEC>(inter + unsigned(row * ns + n), H[r][c]);  // within a head: an int
+        if (inter) H.store(i, inter + unsigned(row * ns + n));  // within a head: an int
       }
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xffffffffu, acc, o));
@@ -155,34 +196,41 @@ __global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       const int n = (c * 32 + lane) * VEC, row = p0 + r;
-      if (row < hp && n < ns) store_vec<VEC>(hlive + size_t(row) * ns + n, H[r][c]);
+      if (row < hp && n < ns) H.store(r * NC + c, hlive + size_t(row) * ns + n);
     }
 }
 
-template <typename HT, int VEC, int NC>
-void launch_t(const Mamba2RowsParams& p, cudaStream_t s) {
-  const bool one_row = p.R == 1 && p.n_inter == 0;
-  launch_dependent("mamba2_rows_kernel",
-                   one_row ? &mamba2_rows_kernel<HT, VEC, NC, true> : &mamba2_rows_kernel<HT, VEC, NC, false>,
+template <typename HT, int VEC, int NC, bool ONE_ROW, int VALS>
+void launch_k(const Mamba2RowsParams& p, cudaStream_t s) {
+  launch_dependent("mamba2_rows_kernel", &mamba2_rows_kernel<HT, VEC, NC, ONE_ROW, VALS>,
                    dim3(unsigned(p.ptiles * p.nh), unsigned(p.B)), dim3(unsigned(p.warps * 32)), 0, s, p);
+}
+
+template <typename HT, int VEC, int NC>
+void launch_t(const Mamba2RowsParams& p, const Mamba2RowsLayout& L, cudaStream_t s) {
+  if constexpr (std::is_same<HT, __half>::value && VEC == 4) {
+    if (L.vals == kMamba2ValsWide) return launch_k<HT, VEC, NC, true, kMamba2ValsWide>(p, s);  // decode only
+  }
+  if (runs_one_row(p)) launch_k<HT, VEC, NC, true, kMamba2Vals>(p, s);
+  else launch_k<HT, VEC, NC, false, kMamba2Vals>(p, s);
 }
 
 template <typename HT>
 void launch_ht(const Mamba2RowsParams& p, const Mamba2RowsLayout& L, cudaStream_t s) {
   if (L.vec == 4) {
-    if (L.nc == 1) launch_t<HT, 4, 1>(p, s);
-    else launch_t<HT, 4, 2>(p, s);
+    if (L.nc == 1) launch_t<HT, 4, 1>(p, L, s);
+    else launch_t<HT, 4, 2>(p, L, s);
   } else {
-    if (L.nc == 1) launch_t<HT, 1, 1>(p, s);
-    else launch_t<HT, 1, 2>(p, s);
+    if (L.nc == 1) launch_t<HT, 1, 1>(p, L, s);
+    else launch_t<HT, 1, 2>(p, L, s);
   }
 }
 
 }  // namespace
 
-void launch_mamba2_rows(Mamba2RowsParams p, bool h_f16, int min_ctas, cudaStream_t stream) {
+void launch_mamba2_rows(Mamba2RowsParams p, bool h_f16, int sms, cudaStream_t stream) {
   if (p.B == 0 || p.R == 0) return;
-  const Mamba2RowsLayout L = mamba2_rows_layout(p.nh, p.hp, p.ns, p.B, min_ctas);
+  const Mamba2RowsLayout L = mamba2_rows_layout(p.nh, p.hp, p.ns, p.B, sms, h_f16, runs_one_row(p));
   p.warps = L.warps;
   p.ptiles = L.ptiles;
   if (h_f16) launch_ht<__half>(p, L, stream);

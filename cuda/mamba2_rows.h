@@ -27,19 +27,25 @@ struct Mamba2RowsParams {
   int mutants;  // device mutant bits (cuda/mutant_bits.h): 0 in shipped builds
 };
 
-// Layout: a warp owns RPW = 16 / (VEC * NC) rows p of one head (at least 1); lane l holds columns
-// n = (c * 32 + l) * VEC + e (c < NC, e < VEC) of each: VEC = 4 when ns % 4 == 0 (16/8-byte
+// Layout: a warp owns RPW = vals / (VEC * NC) rows p of one head (at least 1); lane l holds
+// columns n = (c * 32 + l) * VEC + e (c < NC, e < VEC) of each: VEC = 4 when ns % 4 == 0 (16/8-byte
 // access to H; B and C 16-byte too where nh * hp % 4 == 0), else 1; NC = ceil(ns / (32 * VEC))
-// <= 2. A CTA has `warps` warps (<= 8) and covers warps * RPW rows; ptiles CTAs cover a head. Warps are halved while the grid has fewer
-// than min_ctas CTAs. Every sum runs over one row's columns inside one warp, so the layout never
+// <= 2. vals (state values per thread) is 16, or 32 for an FP16 decode (VEC 4) whose 16-value grid
+// has more than 4 CTAs per multiprocessor. A CTA has `warps` warps (<= 8) and covers warps * RPW
+// rows; ptiles CTAs cover a head. Warps are halved while the grid has fewer than 2 CTAs per
+// multiprocessor. Every sum runs over one row's columns inside one warp, so the layout never
 // changes a result bit.
 struct Mamba2RowsLayout {
-  int vec, nc, rpw, warps, ptiles;
+  int vec, nc, vals, rpw, warps, ptiles;
 };
-// Throws std::invalid_argument for ns beyond 256 (ns % 4 == 0) or 64 (otherwise).
-Mamba2RowsLayout mamba2_rows_layout(int nh, int hp, int ns, int B, int min_ctas);
+// sms: the device's multiprocessors. Throws std::invalid_argument for ns beyond 256 (ns % 4 == 0)
+// or 64 (otherwise).
+Mamba2RowsLayout mamba2_rows_layout(int nh, int hp, int ns, int B, int sms, bool h_f16, bool one_row);
 
-// min_ctas: split heads over more CTAs while the grid is smaller (bits do not change).
-void launch_mamba2_rows(Mamba2RowsParams p, bool h_f16, int min_ctas, cudaStream_t stream);
+void launch_mamba2_rows(Mamba2RowsParams p, bool h_f16, int sms, cudaStream_t stream);
+
+// Tests: FP16 decode (VEC 4) carries 16 or 32 state values per thread, chosen by the work (0, the
+// default); 16 or 32 forces one, for every launch of this process until reset.
+void force_mamba2_decode_values(int values);
 
 }  // namespace ssm::cuda

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "cuda/gdn_decode.h"
+#include "cuda/mamba2_rows.h"
 #include "cuda_test_support.h"
 
 namespace ssm::test {
@@ -134,6 +135,60 @@ TEST_P(RowsVariantGpu, BothOccupanciesGiveTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, RowsVariantGpu, ::testing::Values(HMode::f16, HMode::f16_pool),
+                         [](const ::testing::TestParamInfo<HMode>& i) { return gtest_name(to_string(i.param)); });
+
+// FP16 Mamba-2 decode (ns % 4 == 0) carries 16 or 32 state values per thread, chosen by the work
+// (cuda/mamba2_rows.cu): the same ops on two pools, one forced to each, give the same outputs and
+// states bit for bit (padding rows included; the verify between the decodes runs 16 on both).
+class Mamba2DecodeValuesGpu : public GpuTestP<HMode> {};
+
+TEST_P(Mamba2DecodeValuesGpu, BothValueCountsGiveTheSameBits) {
+  GpuCase c;
+  c.preset = "nemotron-h-8b";
+  c.layers = 1;
+  c.mode = GetParam();
+  c.slots = 4;
+  c.seed = 41;
+  std::printf("gpu case: %s\n", c.name().c_str());
+  struct Reset {
+    ~Reset() { cuda::force_mamba2_decode_values(0); }
+  } reset;
+  GpuPair p(c);
+  std::vector<int> sa, sb;
+  for (int q = 0; q < 3; ++q) {
+    sa.push_back(p.a->alloc(0));
+    sb.push_back(p.b->alloc(0));
+    p.a->prefill(sa.back(), p.inputs(0, q, 2 + q));
+    p.b->prefill(sb.back(), p.inputs(0, q, 2 + q));
+  }
+  const std::vector<std::pair<int, std::vector<int>>> steps = {  // (K, seqs); K == 0: decode
+      {0, {0, kPadRow, 1, 2}}, {0, {2, 0}}, {3, {1, kPadRow, 2}}, {0, {1, 2, kPadRow, 0}}};
+  for (size_t op = 0; op < steps.size(); ++op) {
+    const auto& [k, seqs] = steps[op];
+    std::vector<StepInputs> in;
+    std::vector<int> slots_a, slots_b;
+    for (int q : seqs) {
+      slots_a.push_back(q == kPadRow ? kPadRow : sa[size_t(q)]);
+      slots_b.push_back(q == kPadRow ? kPadRow : sb[size_t(q)]);
+      in.push_back(p.inputs(int(op) + 1, q == kPadRow ? 99 : q, k ? k : 1));
+    }
+    cuda::force_mamba2_decode_values(16);
+    const std::vector<StepOutputs> oa = k ? p.a->verify(slots_a, k, VerifyArm::exact, in) : p.a->decode(slots_a, in);
+    cuda::force_mamba2_decode_values(32);
+    const std::vector<StepOutputs> ob = k ? p.b->verify(slots_b, k, VerifyArm::exact, in) : p.b->decode(slots_b, in);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (seqs[i] == kPadRow) continue;
+      ASSERT_EQ(outputs_diff(oa[i], 0, ob[i]), "") << c.name() << " op " << op << " seq " << seqs[i];
+      const cmp::StateReport r = bitwise_state(p.a->export_state(slots_a[i]), p.b->export_state(slots_b[i]),
+                                               "32 values per thread, op " + std::to_string(op));
+      ASSERT_TRUE(r.pass()) << c.name() << " seq " << seqs[i] << "\n" << state_report(r);
+    }
+  }
+  EXPECT_EQ(p.a->check_guards(), "");
+  EXPECT_EQ(p.b->check_guards(), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Mamba2DecodeValuesGpu, ::testing::Values(HMode::f16, HMode::f16_pool),
                          [](const ::testing::TestParamInfo<HMode>& i) { return gtest_name(to_string(i.param)); });
 
 }  // namespace
