@@ -4,7 +4,7 @@
 // sites differ.
 // Math per row t and head h (group g = h / (nh/ng)): H[p][n] <- dA H[p][n] + (dt x[p]) B[n];
 // y[p] = sum_n H[p][n] C[n] + D x[p], from the stored state (FP16: the clamped, rounded value
-// is carried, stored and read by y).
+// is carried, as half2 pairs where VEC is 4, stored and read by y).
 // Shapes: H [nh][hp][ns] per slot; xbc [B][R][nh*hp + 2*ng*ns]; gates [B][R][nh][2]; y [B][R][nh*hp].
 // Launch: grid (ptiles * nh, B), block warps * 32 threads (mamba2_rows.h for the layout). Each
 //   warp owns whole rows p of H in registers: read once, carried through the R rows, stored once
@@ -162,6 +162,9 @@ __global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2
       for (int c = 0; c < NC; ++c) {
         const int n = (c * 32 + lane) * VEC, i = r * NC + c;
         if (n >= ns) continue;  // columns past ns: nothing (an infinite u would make 0*inf = NaN in y)
+        // FP16 with VEC 4 carries half2 pairs (h_regs.cuh) and rounds a pair per store; the float
+        // form keeps the per-value order the FP32 build's registers were tuned with (written as the
+        // pair form, its general instance spilled 24 bytes instead of 8). Same operations per value.
         if constexpr (Regs::kPairs) {
           float v[VEC];
 #pragma unroll
