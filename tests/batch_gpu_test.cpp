@@ -2,7 +2,9 @@
 // same sequences run one by one: every state field and every real row's output bit for bit.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "cuda/gdn_decode.h"
 #include "cuda/mamba2_rows.h"
@@ -82,6 +84,50 @@ std::string param_name(const ::testing::TestParamInfo<Param>& i) {
 
 INSTANTIATE_TEST_SUITE_P(Presets, BatchGpu, ::testing::ValuesIn(params()), param_name);
 
+// Runs the same ops (3 sequences prefilled, then decodes and an exact verify with padding rows)
+// on the two pools of a GpuPair, pool a under setting(a_value) and pool b under setting(b_value),
+// and expects the same outputs and states bit for bit after every op; setting(0) afterwards.
+using Steps = std::vector<std::pair<int, std::vector<int>>>;  // (K, seqs); K == 0: decode
+void expect_same_bits(const GpuCase& c, const Steps& steps, void (*setting)(int), int a_value, int b_value,
+                      const std::string& what) {
+  std::printf("gpu case: %s\n", c.name().c_str());
+  struct Reset {
+    void (*setting)(int);
+    ~Reset() { setting(0); }
+  } reset{setting};
+  GpuPair p(c);
+  std::vector<int> sa, sb;
+  for (int q = 0; q < 3; ++q) {
+    sa.push_back(p.a->alloc(0));
+    sb.push_back(p.b->alloc(0));
+    p.a->prefill(sa.back(), p.inputs(0, q, 2 + q));
+    p.b->prefill(sb.back(), p.inputs(0, q, 2 + q));
+  }
+  for (size_t op = 0; op < steps.size(); ++op) {
+    const auto& [k, seqs] = steps[op];
+    std::vector<StepInputs> in;
+    std::vector<int> slots_a, slots_b;
+    for (int q : seqs) {
+      slots_a.push_back(q == kPadRow ? kPadRow : sa[size_t(q)]);
+      slots_b.push_back(q == kPadRow ? kPadRow : sb[size_t(q)]);
+      in.push_back(p.inputs(int(op) + 1, q == kPadRow ? 99 : q, k ? k : 1));
+    }
+    setting(a_value);
+    const std::vector<StepOutputs> oa = k ? p.a->verify(slots_a, k, VerifyArm::exact, in) : p.a->decode(slots_a, in);
+    setting(b_value);
+    const std::vector<StepOutputs> ob = k ? p.b->verify(slots_b, k, VerifyArm::exact, in) : p.b->decode(slots_b, in);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (seqs[i] == kPadRow) continue;
+      ASSERT_EQ(outputs_diff(oa[i], 0, ob[i]), "") << c.name() << " op " << op << " seq " << seqs[i];
+      const cmp::StateReport r = bitwise_state(p.a->export_state(slots_a[i]), p.b->export_state(slots_b[i]),
+                                               what + ", op " + std::to_string(op));
+      ASSERT_TRUE(r.pass()) << c.name() << " seq " << seqs[i] << "\n" << state_report(r);
+    }
+  }
+  EXPECT_EQ(p.a->check_guards(), "");
+  EXPECT_EQ(p.b->check_guards(), "");
+}
+
 // FP16 state (vd % 4 == 0) has two builds of the row kernel, held to 2 and to 4 CTAs per SM
 // (cuda/gdn_decode.cu), chosen by the work: the same ops on two pools, one forced to each build,
 // give the same outputs and states bit for bit (decode and the exact verify arm, padding rows
@@ -95,43 +141,8 @@ TEST_P(RowsVariantGpu, BothOccupanciesGiveTheSameBits) {
   c.mode = GetParam();
   c.slots = 4;
   c.seed = 37;
-  std::printf("gpu case: %s\n", c.name().c_str());
-  struct Reset {
-    ~Reset() { cuda::force_rows_ctas_per_sm(0); }
-  } reset;
-  GpuPair p(c);
-  std::vector<int> sa, sb;
-  for (int q = 0; q < 3; ++q) {
-    sa.push_back(p.a->alloc(0));
-    sb.push_back(p.b->alloc(0));
-    p.a->prefill(sa.back(), p.inputs(0, q, 2 + q));
-    p.b->prefill(sb.back(), p.inputs(0, q, 2 + q));
-  }
-  const std::vector<std::pair<int, std::vector<int>>> steps = {  // (K, seqs); K == 0: decode
-      {0, {0, kPadRow, 1, 2}}, {3, {2, 0, kPadRow, 1}}, {0, {1, 2, 0}}, {2, {kPadRow, 0, 2}}};
-  for (size_t op = 0; op < steps.size(); ++op) {
-    const auto& [k, seqs] = steps[op];
-    std::vector<StepInputs> in;
-    std::vector<int> slots_a, slots_b;
-    for (int q : seqs) {
-      slots_a.push_back(q == kPadRow ? kPadRow : sa[size_t(q)]);
-      slots_b.push_back(q == kPadRow ? kPadRow : sb[size_t(q)]);
-      in.push_back(p.inputs(int(op) + 1, q == kPadRow ? 99 : q, k ? k : 1));
-    }
-    cuda::force_rows_ctas_per_sm(2);
-    const std::vector<StepOutputs> oa = k ? p.a->verify(slots_a, k, VerifyArm::exact, in) : p.a->decode(slots_a, in);
-    cuda::force_rows_ctas_per_sm(4);
-    const std::vector<StepOutputs> ob = k ? p.b->verify(slots_b, k, VerifyArm::exact, in) : p.b->decode(slots_b, in);
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      if (seqs[i] == kPadRow) continue;
-      ASSERT_EQ(outputs_diff(oa[i], 0, ob[i]), "") << c.name() << " op " << op << " seq " << seqs[i];
-      const cmp::StateReport r = bitwise_state(p.a->export_state(slots_a[i]), p.b->export_state(slots_b[i]),
-                                               "4 CTAs per SM, op " + std::to_string(op));
-      ASSERT_TRUE(r.pass()) << c.name() << " seq " << seqs[i] << "\n" << state_report(r);
-    }
-  }
-  EXPECT_EQ(p.a->check_guards(), "");
-  EXPECT_EQ(p.b->check_guards(), "");
+  expect_same_bits(c, {{0, {0, kPadRow, 1, 2}}, {3, {2, 0, kPadRow, 1}}, {0, {1, 2, 0}}, {2, {kPadRow, 0, 2}}},
+                   &cuda::force_rows_ctas_per_sm, 2, 4, "4 CTAs per SM");
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, RowsVariantGpu, ::testing::Values(HMode::f16, HMode::f16_pool),
@@ -149,43 +160,8 @@ TEST_P(Mamba2DecodeValuesGpu, BothValueCountsGiveTheSameBits) {
   c.mode = GetParam();
   c.slots = 4;
   c.seed = 41;
-  std::printf("gpu case: %s\n", c.name().c_str());
-  struct Reset {
-    ~Reset() { cuda::force_mamba2_decode_values(0); }
-  } reset;
-  GpuPair p(c);
-  std::vector<int> sa, sb;
-  for (int q = 0; q < 3; ++q) {
-    sa.push_back(p.a->alloc(0));
-    sb.push_back(p.b->alloc(0));
-    p.a->prefill(sa.back(), p.inputs(0, q, 2 + q));
-    p.b->prefill(sb.back(), p.inputs(0, q, 2 + q));
-  }
-  const std::vector<std::pair<int, std::vector<int>>> steps = {  // (K, seqs); K == 0: decode
-      {0, {0, kPadRow, 1, 2}}, {0, {2, 0}}, {3, {1, kPadRow, 2}}, {0, {1, 2, kPadRow, 0}}};
-  for (size_t op = 0; op < steps.size(); ++op) {
-    const auto& [k, seqs] = steps[op];
-    std::vector<StepInputs> in;
-    std::vector<int> slots_a, slots_b;
-    for (int q : seqs) {
-      slots_a.push_back(q == kPadRow ? kPadRow : sa[size_t(q)]);
-      slots_b.push_back(q == kPadRow ? kPadRow : sb[size_t(q)]);
-      in.push_back(p.inputs(int(op) + 1, q == kPadRow ? 99 : q, k ? k : 1));
-    }
-    cuda::force_mamba2_decode_values(16);
-    const std::vector<StepOutputs> oa = k ? p.a->verify(slots_a, k, VerifyArm::exact, in) : p.a->decode(slots_a, in);
-    cuda::force_mamba2_decode_values(32);
-    const std::vector<StepOutputs> ob = k ? p.b->verify(slots_b, k, VerifyArm::exact, in) : p.b->decode(slots_b, in);
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      if (seqs[i] == kPadRow) continue;
-      ASSERT_EQ(outputs_diff(oa[i], 0, ob[i]), "") << c.name() << " op " << op << " seq " << seqs[i];
-      const cmp::StateReport r = bitwise_state(p.a->export_state(slots_a[i]), p.b->export_state(slots_b[i]),
-                                               "32 values per thread, op " + std::to_string(op));
-      ASSERT_TRUE(r.pass()) << c.name() << " seq " << seqs[i] << "\n" << state_report(r);
-    }
-  }
-  EXPECT_EQ(p.a->check_guards(), "");
-  EXPECT_EQ(p.b->check_guards(), "");
+  expect_same_bits(c, {{0, {0, kPadRow, 1, 2}}, {0, {2, 0}}, {3, {1, kPadRow, 2}}, {0, {1, 2, kPadRow, 0}}},
+                   &cuda::force_mamba2_decode_values, 16, 32, "32 values per thread");
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Mamba2DecodeValuesGpu, ::testing::Values(HMode::f16, HMode::f16_pool),
