@@ -169,7 +169,7 @@ void check_ple_tokens(const ModelSpec& spec, const StepInputs& in) {
   for (size_t l = 0; l < in.layers.size() && l < spec.layers.size(); ++l) {
     if (!spec.layers[l].ple.hosted()) continue;
     const std::vector<float>& ids = in.layers[l].ple_tokens;
-    check_token_ids(ids, "input layer " + std::to_string(l) + " ple_tokens");
+    check_token_ids(ids.data(), ids.size(), "input layer " + std::to_string(l) + " ple_tokens");
     if (!first) {
       first = &ids;
       first_layer = l;
@@ -184,8 +184,8 @@ void check_ple_tokens(const ModelSpec& spec, const StepInputs& in) {
   }
 }
 
-void check_token_ids(const std::vector<float>& ids, const std::string& where) {
-  for (size_t i = 0; i < ids.size(); ++i)
+void check_token_ids(const float* ids, size_t n, const std::string& where) {
+  for (size_t i = 0; i < n; ++i)
     if (!(ids[i] >= 0.0f && ids[i] <= float(kMaxTokenId) && ids[i] == std::floor(ids[i])))
       throw std::invalid_argument(where + ": row " + std::to_string(i) + " holds " + std::to_string(ids[i]) +
                                   ", not a token id (an integer in 0.." + std::to_string(kMaxTokenId) + ")");

@@ -66,8 +66,9 @@ struct LayerRows {
 constexpr int64_t kMaxInputFloats = int64_t(1) << 28;
 void check_input_size(const ModelSpec& spec, int rows);
 
-// Throws std::invalid_argument naming `where` and the row of the first value that is not a token id.
-void check_token_ids(const std::vector<float>& ids, const std::string& where);
+// Throws std::invalid_argument naming `where` and the row of the first of the n values that is not
+// a token id.
+void check_token_ids(const float* ids, size_t n, const std::string& where);
 struct StepInputs;
 // The token ids of every layer hosting a PLE carry: token ids, and the same on every such layer
 // (a row has one token). Throws std::invalid_argument naming the layer and row.

@@ -122,7 +122,7 @@ void validate_ple(const LayerState& L, const LayerSpec& ls, int last_verify_k, c
     check_tensor(file, lp + "/ple_history" + suffix, c.history, ple_history_shape(ls), 0, check_finite);
     check_tensor(file, lp + "/ple_conv" + suffix, c.conv, ple_conv_shape(ls), 0, check_finite);
     try {
-      check_token_ids(std::vector<float>(c.history.f32(), c.history.f32() + c.history.size()), "token ids");
+      check_token_ids(c.history.f32(), c.history.size(), "token ids");
     } catch (const std::invalid_argument& e) {
       throw FormatError(file, lp + "/ple_history" + suffix, e.what());
     }
