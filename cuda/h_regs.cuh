@@ -8,12 +8,13 @@
 
 namespace ssm::cuda {
 
-// The thread's RPT x VEC state values in registers (kPairs: held as half2 pairs). FP32 (and FP16 with VEC = 1) as floats;
-// FP16 with VEC = 4 as half2 pairs, 16 registers instead of 32 (the 4-CTA build spilled 104
-// bytes at 64 registers holding floats): every value the kernel carries is FP16 already (loaded
-// from FP16 state, or a clamped store of the update), so a pair holds it exactly, get() returns
-// the very float the FP32 registers held, and set_row rounds as HStore::round does (clamp to
-// +-65504, NaN to -65504, RNE): the same bits.
+// The thread's RPT x VEC state values in registers. FP32 (and FP16 with VEC = 1) as floats;
+// FP16 with VEC = 4 as half2 pairs (kPairs), 16 registers instead of 32 (GDN's 4-CTA build spilled
+// 104 bytes at 64 registers holding floats; Mamba-2's FP16 decode instance needs 48 registers
+// instead of 56): every value a kernel carries is FP16 already (loaded from FP16 state, or a
+// clamped store of the update), so a pair holds it exactly, get() returns the very float the FP32
+// registers held, and set_row rounds as HStore::round does (clamp to +-65504, NaN to -65504,
+// RNE): the same bits.
 template <typename HT, int RPT, int VEC>
 struct HRegs {
   static constexpr bool kPairs = false;
