@@ -40,7 +40,7 @@ namespace {
 // FP16 decode takes kMamba2ValsWide (32 values, 16 registers of half2 pairs, 64 in all, no spill)
 // when the 16-value grid is more than the GPU holds at once (> 4 CTAs per SM): twice the bytes in
 // flight per CTA; B = 128 decode 4.30 -> 3.94 ms per step, B = 32 1.13 -> 1.09, B = 4 0.259 ->
-// 0.238; at B = 1 and 2, where the 16-value grid is resident at once, 32 values measured 4-6%
+// 0.238; at B = 1 and 2, where the 16-value grid is resident at once, 32 values measured 5-7%
 // slower (twice the rows in each warp's chain). FP16 verify keeps 16 (32 spill 40-80 bytes in the
 // general instance).
 constexpr int kMamba2Vals = 16;
