@@ -169,8 +169,8 @@ ModelSpec repeat(const std::string& name, int n, const LayerSpec& s) {
 
 std::vector<std::string> preset_names() {
   return {"qwen3-next-80b", "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c", "odd-d", "odd-deep",
-          "nemotron-h-8b", "mamba-tiny", "mamba-odd-a", "mamba-odd-b", "mamba-wide", "hybrid-odd",
-          "ple-tiny", "ple-odd"};
+          "nemotron-h-8b", "mamba-tiny", "mamba-odd-a", "mamba-odd-b", "mamba-odd-c", "mamba-wide",
+          "hybrid-odd", "ple-tiny", "ple-odd"};
 }
 
 ModelSpec make_preset(const std::string& name, int layers) {
@@ -206,6 +206,9 @@ ModelSpec make_preset(const std::string& name, int layers) {
     m.layers = {mamba2(5, 7, 33, 5, 3), mamba2(3, 20, 9, 1, 2)};
     m.layers[0].norm_before_gate = true;
     m.layers[1].conv_bias = false;
+  } else if (name == "mamba-odd-c") {  // the widest states the contract allows: ns 256, and 164 (two column
+    m.name = name;                      // blocks of the row kernel, the second one partly masked)
+    m.layers = {mamba2(3, 12, 256, 1, 4), mamba2(4, 9, 164, 2, 3)};
   } else if (name == "mamba-wide") {  // one group of 1280 channels: wider than a CUDA thread block holds;
     m.name = name;                     // layer 1: 1323 (nh*hp odd, so B and C rows are not 16-byte aligned)
     m.layers = {mamba2(20, 64, 16, 1, 4), mamba2(21, 63, 16, 1, 4)};

@@ -71,6 +71,7 @@ std::vector<Param> params() {
     v.emplace_back("odd-d", 0, m);
     v.emplace_back("qwen3-next-80b", 1, m);
     v.emplace_back("mamba-odd-a", 0, m);
+    v.emplace_back("mamba-odd-c", 0, m);
     v.emplace_back("hybrid-odd", 0, m);
     v.emplace_back("ple-odd", 0, m);
     v.emplace_back("nemotron-h-8b", 1, m);
@@ -151,21 +152,27 @@ INSTANTIATE_TEST_SUITE_P(Modes, RowsVariantGpu, ::testing::Values(HMode::f16, HM
 // FP16 Mamba-2 decode (ns % 4 == 0) carries 16 or 32 state values per thread, chosen by the work
 // (cuda/mamba2_rows.cu): the same ops on two pools, one forced to each, give the same outputs and
 // states bit for bit (padding rows included; the verify between the decodes runs 16 on both).
-class Mamba2DecodeValuesGpu : public GpuTestP<HMode> {};
+// nemotron-h-8b: one column block (ns 128); mamba-odd-c: two (ns 256 and 164, the second block
+// partly masked).
+class Mamba2DecodeValuesGpu : public GpuTestP<std::tuple<std::string, HMode>> {};
 
 TEST_P(Mamba2DecodeValuesGpu, BothValueCountsGiveTheSameBits) {
   GpuCase c;
-  c.preset = "nemotron-h-8b";
-  c.layers = 1;
-  c.mode = GetParam();
+  c.preset = std::get<0>(GetParam());
+  c.layers = c.preset == "nemotron-h-8b" ? 1 : 0;
+  c.mode = std::get<1>(GetParam());
   c.slots = 4;
   c.seed = 41;
   expect_same_bits(c, {{0, {0, kPadRow, 1, 2}}, {0, {2, 0}}, {3, {1, kPadRow, 2}}, {0, {1, 2, kPadRow, 0}}},
                    &cuda::force_mamba2_decode_values, 16, 32, "32 values per thread");
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, Mamba2DecodeValuesGpu, ::testing::Values(HMode::f16, HMode::f16_pool),
-                         [](const ::testing::TestParamInfo<HMode>& i) { return gtest_name(to_string(i.param)); });
+INSTANTIATE_TEST_SUITE_P(Modes, Mamba2DecodeValuesGpu,
+                         ::testing::Combine(::testing::Values("nemotron-h-8b", "mamba-odd-c"),
+                                            ::testing::Values(HMode::f16, HMode::f16_pool)),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, HMode>>& i) {
+                           return gtest_name(std::get<0>(i.param) + "_" + to_string(std::get<1>(i.param)));
+                         });
 
 }  // namespace
 }  // namespace ssm::test

@@ -414,7 +414,8 @@ std::string oracle_name(const ::testing::TestParamInfo<OracleParam>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, Mamba2Oracle,
-                         ::testing::Combine(::testing::Values("mamba-tiny", "mamba-odd-a", "mamba-odd-b", "hybrid-odd"),
+                         ::testing::Combine(::testing::Values("mamba-tiny", "mamba-odd-a", "mamba-odd-b", "mamba-odd-c",
+                                                              "hybrid-odd"),
                                             ::testing::Values(HMode::f32, HMode::f16, HMode::f16_pool),
                                             ::testing::Values(uint64_t(5), uint64_t(1234)),
                                             ::testing::Values(0.0, 0.5, 1.0), ::testing::Bool()),
@@ -555,7 +556,8 @@ TEST_P(Mamba2Transitions, CheckpointThenRollbackZeroRestores) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, Mamba2Transitions,
-                         ::testing::Combine(::testing::Values("mamba-tiny", "mamba-odd-a", "mamba-odd-b", "hybrid-odd"),
+                         ::testing::Combine(::testing::Values("mamba-tiny", "mamba-odd-a", "mamba-odd-b", "mamba-odd-c",
+                                                              "hybrid-odd"),
                                             ::testing::Values(HMode::f32, HMode::f16, HMode::f16_pool),
                                             ::testing::Values(uint64_t(11), uint64_t(2024)), ::testing::Bool()),
                          meta_name);

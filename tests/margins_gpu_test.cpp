@@ -55,7 +55,7 @@ TEST_P(MarginsGpu, LongSequencesStayWithinTheClasses) {
 
 std::vector<Param> params() {
   std::vector<Param> v;
-  for (const char* p : {"nemotron-h-8b", "mamba-odd-a", "mamba-odd-b"})
+  for (const char* p : {"nemotron-h-8b", "mamba-odd-a", "mamba-odd-b", "mamba-odd-c"})
     for (HMode m : {HMode::f32, HMode::f16})
       for (double decay : {0.0, 0.5}) v.emplace_back(p, m, decay);
   // the PLE output (its carried rows are copies: exact); 166 rows cross every conv tap many times

@@ -37,7 +37,7 @@ std::vector<Param> params() {
   std::vector<Param> v;
   for (HMode m : {HMode::f32, HMode::f16, HMode::f16_pool}) {
     for (const char* p : {"tiny", "odd-a", "odd-b", "odd-c", "odd-d", "mamba-tiny", "mamba-odd-a", "mamba-odd-b",
-                          "mamba-wide", "hybrid-odd", "ple-tiny", "ple-odd"})
+                          "mamba-odd-c", "mamba-wide", "hybrid-odd", "ple-tiny", "ple-odd"})
       v.emplace_back(p, 0, m);
     v.emplace_back("qwen3-next-80b", 2, m);
     v.emplace_back("nemotron-h-8b", 2, m);

@@ -26,6 +26,7 @@ std::vector<Param> params() {
     }
     for (int k : {1, 2, 3, 4, 6}) {
       v.emplace_back("mamba-odd-b", 0, m, k);
+      v.emplace_back("mamba-odd-c", 0, m, k);
       v.emplace_back("hybrid-odd", 0, m, k);
       v.emplace_back("ple-odd", 0, m, k);  // the PLE carry's snapshots: the same bits from both arms
     }
