@@ -5,9 +5,9 @@ ssmcheck_test(property_test LABEL cpu TIMEOUT 900
   SOURCES property_test.cpp
   LIBS ssmcheck_fuzz)
 
-# the lockstep's shortcuts: state digests, the skipping of unchanged sequences, shared inputs
+# the lockstep's shortcuts: state digests, the skipping of unchanged sequences, shared inputs, the side thread
 ssmcheck_test(state_digest_test LABEL cpu
-  SOURCES state_digest_test.cpp shared_inputs_test.cpp
+  SOURCES state_digest_test.cpp shared_inputs_test.cpp side_worker_test.cpp
   LIBS ssmcheck_fuzz)
 
 ssmcheck_test(property_mutant_test LABEL cpu TIMEOUT 900
