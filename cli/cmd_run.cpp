@@ -120,13 +120,17 @@ int run_script(const CaseOptions& opt, const std::string& ops, bool keep_going) 
       continue;
     }
     for (size_t j = 0; j < r.outputs.size(); ++j) {
+      if (r.seqs[j] == kPadRow) {
+        fmt::print("    outputs      @pad: undefined (padding; the reference does not compute them)\n");
+        continue;
+      }
       double s = 0;
       size_t n = 0;
       bool finite = true;
       for (const auto& layer : r.outputs[j].layers)
         for (float v : layer) { s += double(v) * v; ++n; finite = finite && std::isfinite(v); }
       fmt::print("    outputs      @{}: {} rows x {} layers, rms {:.6g}{}\n",
-                 r.seqs[j] == kPadRow ? std::string("pad") : std::to_string(r.seqs[j]), r.outputs[j].rows,
+                 r.seqs[j], r.outputs[j].rows,
                  r.outputs[j].layers.size(), n ? std::sqrt(s / double(n)) : 0.0, finite ? "" : ", NOT FINITE");
     }
     if (op.kind == OpKind::release) { last.erase(op.seqs[0]); continue; }

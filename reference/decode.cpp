@@ -1,4 +1,6 @@
-// Reference decode: one token per sequence, batched over slots (padding rows on the dummy slot).
+// Reference decode: one token per sequence, batched over slots. Padding rows are checked by the
+// contract and then skipped: their outputs (zeros here) and the dummy slot's state are undefined
+// and never compared, so computing them would only cost (most rows of a wide batch are padding).
 // In f16 mode a decode on FP32 h converts it first (to_f16 on the first decode step).
 // Every layer kind (reference/layer_step.h). Counterpart: cuda/gdn_decode.cu.
 #include "reference/layer_step.h"
@@ -37,7 +39,11 @@ std::vector<StepOutputs> ReferenceBackend::decode(const std::vector<int>& slots,
   contract_.check_batch(OpKind::decode, slots, 1, in);
   std::vector<StepOutputs> outs;
   for (size_t i = 0; i < slots.size(); ++i) {
-    const int slot = slot_index(slots[i]);
+    if (slots[i] == kPadRow) {  // undefined outputs and dummy state (STATE-MODEL 4): not computed, zeros
+      outs.push_back(empty_outputs(model_.spec, 1));
+      continue;
+    }
+    const int slot = slots[i];
     if (contract_.needs_to_f16(slot)) convert_h_to_f16(slot);
     outs.push_back(empty_outputs(model_.spec, 1));
     step(slot, in[i], 0, outs.back());

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <vector>
 
 #include "core/layer_spec.h"
@@ -31,22 +32,34 @@ void parallel_parts(int n, bool parallel, F&& f) {
   }
   const std::array<int64_t, kBranches> before = take_branch_counts();
   std::vector<std::array<int64_t, kBranches>> counts(static_cast<size_t>(n));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));  // none may leave the region
 #pragma omp parallel for schedule(dynamic, 1)
   for (int i = 0; i < n; ++i) {
-    f(size_t(i));
+    try {
+      f(size_t(i));
+    } catch (...) {
+      errors[size_t(i)] = std::current_exception();
+    }
     counts[size_t(i)] = take_branch_counts();  // this part's, from whichever thread ran it
   }
   add_branch_counts(before);
   for (const auto& c : counts) add_branch_counts(c);
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);  // the first part's that threw, as on one thread
+}
+
+// h elements of every layer together.
+inline int64_t h_elems(const std::vector<LayerSpec>& layers) {
+  int64_t n = 0;
+  for (const LayerSpec& s : layers) n += s.h_elems();
+  return n;
 }
 
 // f(l) for every layer: in parallel when the layers are big and at least as many as the threads
 // (otherwise each layer's step parallelises over its heads: heads_in_parallel).
 template <class F>
 void for_each_layer(const std::vector<LayerSpec>& layers, F&& f) {
-  int64_t elems = 0;
-  for (const LayerSpec& s : layers) elems += s.h_elems();
-  parallel_parts(int(layers.size()), elems >= kParallelElems && int(layers.size()) >= omp_get_max_threads(),
+  parallel_parts(int(layers.size()), h_elems(layers) >= kParallelElems && int(layers.size()) >= omp_get_max_threads(),
                  std::forward<F>(f));
 }
 

@@ -1,7 +1,8 @@
 // Reference verify(K): K rows per sequence on the live state; after row t (t = 0..K-2) the
 // state is copied to intermediates[t]. FP16 h is rounded at each row's store, so intermediates
 // equal the carried state bit for bit. Both arms have the same reference (the WY arm is
-// tolerance-equal on the GPU). Counterparts: cuda/gdn_decode.cu (exact arm), cuda/gdn_verify_wy.cu.
+// tolerance-equal on the GPU). Padding rows are skipped as in decode (reference/decode.cpp).
+// Counterparts: cuda/gdn_decode.cu (exact arm), cuda/gdn_verify_wy.cu.
 #include "reference/gdn_math.h"
 #include "reference/reference_backend.h"
 
@@ -18,7 +19,11 @@ std::vector<StepOutputs> ReferenceBackend::verify(const std::vector<int>& slots,
     }
   std::vector<StepOutputs> outs;
   for (size_t i = 0; i < slots.size(); ++i) {
-    const int slot = slot_index(slots[i]);
+    if (slots[i] == kPadRow) {  // undefined outputs and dummy state (as in decode): not computed, zeros
+      outs.push_back(empty_outputs(model_.spec, k));
+      continue;
+    }
+    const int slot = slots[i];
     if (contract_.needs_to_f16(slot)) convert_h_to_f16(slot);
     outs.push_back(empty_outputs(model_.spec, k));
     Slot& s = slots_[size_t(slot)];

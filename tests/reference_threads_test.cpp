@@ -5,9 +5,13 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <stdexcept>
+#include <string>
+
 #include "core/runner.h"
 #include "fixtures/generators.h"
 #include "reference/branches.h"
+#include "reference/layer_parallel.h"
 #include "reference/reference_backend.h"
 #include "reference/tensor_copies.h"
 
@@ -105,6 +109,26 @@ TEST(ReferenceThreads, TensorCopiesMakeEveryCopyAsOneByOne) {
   EXPECT_EQ(filled, 1);
   copies.run();  // the queue is empty after a run: nothing runs twice
   EXPECT_EQ(filled, 1);
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+// An exception must not leave an OpenMP region (that terminates the process): parallel_parts
+// rethrows the lowest-numbered failing part's exception on the caller, as one thread would.
+TEST(ParallelParts, APartsExceptionReachesTheCallerOnAnyThreadCount) {
+  for (int threads : {1, 4}) {
+    omp_set_num_threads(threads);
+    int reached = 0;
+    try {
+      ref::parallel_parts(12, true, [&](size_t p) {
+        if (p == 3 || p == 7) throw std::runtime_error("part " + std::to_string(p));
+        if (p == 0) reached = 1;
+      });
+      ADD_FAILURE() << threads << " threads: no exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "part 3") << threads << " threads";
+    }
+    EXPECT_EQ(reached, 1) << threads << " threads";
+  }
   omp_set_num_threads(omp_get_num_procs());
 }
 
