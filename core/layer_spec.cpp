@@ -206,9 +206,10 @@ ModelSpec make_preset(const std::string& name, int layers) {
     m.layers = {mamba2(5, 7, 33, 5, 3), mamba2(3, 20, 9, 1, 2)};
     m.layers[0].norm_before_gate = true;
     m.layers[1].conv_bias = false;
-  } else if (name == "mamba-odd-c") {  // the widest states the contract allows: ns 256, and 164 (two column
-    m.name = name;                      // blocks of the row kernel, the second one partly masked)
-    m.layers = {mamba2(3, 12, 256, 1, 4), mamba2(4, 9, 164, 2, 3)};
+  } else if (name == "mamba-odd-c") {  // wide states: ns 256 (the contract's bound) and 164 (two column blocks
+    m.name = name;                      // of the CUDA row kernel, the second partly masked); 201 and 97, not
+                                        // multiples of 4 (its one-column-per-lane instances of 8 and 4 blocks)
+    m.layers = {mamba2(3, 12, 256, 1, 4), mamba2(4, 9, 164, 2, 3), mamba2(2, 5, 201, 1, 2), mamba2(1, 7, 97, 1, 4)};
   } else if (name == "mamba-wide") {  // one group of 1280 channels: wider than a CUDA thread block holds;
     m.name = name;                     // layer 1: 1323 (nh*hp odd, so B and C rows are not 16-byte aligned)
     m.layers = {mamba2(20, 64, 16, 1, 4), mamba2(21, 63, 16, 1, 4)};

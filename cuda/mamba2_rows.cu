@@ -46,6 +46,7 @@ namespace {
 constexpr int kMamba2Vals = 16;
 constexpr int kMamba2ValsWide = 32;
 constexpr int kMamba2MinCtasVec4 = 4;
+constexpr int kMamba2MaxNs = 256;  // the contract's bound (core/layer_spec.cpp)
 
 std::atomic<int> forced_decode_values{0};
 }  // namespace
@@ -58,11 +59,12 @@ void force_mamba2_decode_values(int values) {
 
 Mamba2RowsLayout mamba2_rows_layout(int nh, int hp, int ns, int B, int sms, bool h_f16, bool one_row) {
   Mamba2RowsLayout L{};
+  if (ns < 1 || ns > kMamba2MaxNs)
+    throw std::invalid_argument("mamba2 rows: ns=" + std::to_string(ns) + " is outside the kernel's 1.." +
+                                std::to_string(kMamba2MaxNs) + " state columns");
   L.vec = ns % 4 == 0 ? 4 : 1;
-  L.nc = (ns + 32 * L.vec - 1) / (32 * L.vec);
-  if (L.nc > 2)
-    throw std::invalid_argument("mamba2 rows: ns=" + std::to_string(ns) +
-                                " is beyond the kernel's 256 (ns a multiple of 4) or 64 (otherwise) state columns");
+  L.nc = (ns + 32 * L.vec - 1) / (32 * L.vec);  // VEC 4: 1 or 2
+  if (L.vec == 1) L.nc = L.nc <= 2 ? L.nc : L.nc <= 4 ? 4 : 8;  // the instances: 1, 2, 4, 8
   auto place = [&](int vals) {
     L.vals = vals;
     L.rpw = std::max(1, vals / (L.vec * L.nc));
@@ -223,9 +225,11 @@ void launch_ht(const Mamba2RowsParams& p, const Mamba2RowsLayout& L, cudaStream_
   if (L.vec == 4) {
     if (L.nc == 1) launch_t<HT, 4, 1>(p, L, s);
     else launch_t<HT, 4, 2>(p, L, s);
-  } else {
+  } else {  // ns not a multiple of 4 (odd shapes): a column per lane and block
     if (L.nc == 1) launch_t<HT, 1, 1>(p, L, s);
-    else launch_t<HT, 1, 2>(p, L, s);
+    else if (L.nc == 2) launch_t<HT, 1, 2>(p, L, s);
+    else if (L.nc == 4) launch_t<HT, 1, 4>(p, L, s);
+    else launch_t<HT, 1, 8>(p, L, s);
   }
 }
 

@@ -29,8 +29,8 @@ struct Mamba2RowsParams {
 
 // Layout: a warp owns RPW = vals / (VEC * NC) rows p of one head (at least 1); lane l holds
 // columns n = (c * 32 + l) * VEC + e (c < NC, e < VEC) of each: VEC = 4 when ns % 4 == 0 (16/8-byte
-// access to H; B and C 16-byte too where nh * hp % 4 == 0), else 1; NC = ceil(ns / (32 * VEC))
-// <= 2. vals (state values per thread) is 16, or 32 for an FP16 decode (VEC 4) whose 16-value grid
+// access to H; B and C 16-byte too where nh * hp % 4 == 0), else 1; NC = ceil(ns / (32 * VEC)),
+// 1 or 2 with VEC 4, and with VEC 1 rounded up to 1, 2, 4 or 8 (the kernel's instances). vals (state values per thread) is 16, or 32 for an FP16 decode (VEC 4) whose 16-value grid
 // has more than 4 CTAs per multiprocessor. A CTA has `warps` warps (<= 8) and covers warps * RPW
 // rows; ptiles CTAs cover a head. Warps are halved while the grid has fewer than 2 CTAs per
 // multiprocessor. Every sum runs over one row's columns inside one warp, so the layout never
@@ -38,8 +38,8 @@ struct Mamba2RowsParams {
 struct Mamba2RowsLayout {
   int vec, nc, vals, rpw, warps, ptiles;
 };
-// sms: the device's multiprocessors. Throws std::invalid_argument for ns beyond 256 (ns % 4 == 0)
-// or 64 (otherwise).
+// sms: the device's multiprocessors. Throws std::invalid_argument for ns outside 1..256 (the
+// contract's bound).
 Mamba2RowsLayout mamba2_rows_layout(int nh, int hp, int ns, int B, int sms, bool h_f16, bool one_row);
 
 void launch_mamba2_rows(Mamba2RowsParams p, bool h_f16, int sms, cudaStream_t stream);

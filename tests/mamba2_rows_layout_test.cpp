@@ -1,5 +1,5 @@
 // The Mamba-2 row kernel's block layout (mamba2_rows_layout, cuda/mamba2_rows.h) for every head
-// shape the kernel takes (hp <= 128, ns <= 256), FP32 and FP16 state, decode and the general
+// shape up to hp 128 and every ns the contract allows (1..256), FP32 and FP16 state, decode and the general
 // instance, at the batch sizes that make it halve its warps (B = 1) and widen an FP16 decode to 32
 // values per thread (B = 128, 8 heads): every state row of a head has a warp
 // and every column a lane, no CTA is empty, and a block stays within 8 warps. A row's sums never
@@ -20,7 +20,6 @@ TEST(Mamba2RowsLayout, EveryHeadShapeHasAWarpForEveryRowAndALaneForEveryColumn) 
   int shapes = 0;
   for (int hp = 1; hp <= 128; ++hp) {
     for (int ns = 1; ns <= 256; ++ns) {
-      if (ns % 4 != 0 && ns > 64) continue;  // refused (below)
       for (bool f16 : {false, true})
         for (bool one_row : {false, true})
           for (int B : {1, 128}) {
@@ -28,8 +27,14 @@ TEST(Mamba2RowsLayout, EveryHeadShapeHasAWarpForEveryRowAndALaneForEveryColumn) 
             const std::string at = "hp=" + std::to_string(hp) + " ns=" + std::to_string(ns) +
                                    (f16 ? " f16" : " f32") + (one_row ? " decode" : "") + " B=" + std::to_string(B);
             ASSERT_EQ(L.vec, ns % 4 == 0 ? 4 : 1) << at;
-            ASSERT_GE(L.nc * 32 * L.vec, ns) << at;        // every column has a lane
-            ASSERT_LT((L.nc - 1) * 32 * L.vec, ns) << at;  // ... and no column block is empty
+            ASSERT_GE(L.nc * 32 * L.vec, ns) << at;  // every column has a lane
+            if (L.vec == 4) {
+              ASSERT_LE(L.nc, 2) << at;
+              ASSERT_LT((L.nc - 1) * 32 * L.vec, ns) << at;  // ... and no column block is empty
+            } else {  // one of the VEC 1 instances, the smallest that holds ns
+              ASSERT_TRUE(L.nc == 1 || L.nc == 2 || L.nc == 4 || L.nc == 8) << at;
+              ASSERT_LT(L.nc / 2 * 32, ns) << at;
+            }
             ASSERT_EQ(L.vals, f16 && one_row && L.vec == 4 && B == 128 ? 32 : 16) << at;  // 1024+ CTAs at 16
             ASSERT_EQ(L.rpw, std::max(1, L.vals / (L.vec * L.nc))) << at;
             ASSERT_GE(L.warps, 1) << at;
@@ -40,7 +45,7 @@ TEST(Mamba2RowsLayout, EveryHeadShapeHasAWarpForEveryRowAndALaneForEveryColumn) 
       ++shapes;
     }
   }
-  EXPECT_EQ(shapes, 128 * (64 + 48));
+  EXPECT_EQ(shapes, 128 * 256);
 }
 
 TEST(Mamba2RowsLayout, NemotronHeadsTakeFullBlocksAndHalveForFewCtas) {
@@ -83,11 +88,25 @@ TEST(Mamba2RowsLayout, ForcedDecodeValuesApplyToFp16DecodeOnly) {
   EXPECT_THROW(cuda::force_mamba2_decode_values(8), std::invalid_argument);
 }
 
-TEST(Mamba2RowsLayout, ColumnsBeyondTheKernelAreRefused) {
-  EXPECT_THROW(cuda::mamba2_rows_layout(8, 64, 260, 1, 132, false, false), std::invalid_argument);
-  EXPECT_THROW(cuda::mamba2_rows_layout(8, 64, 65, 1, 132, true, true), std::invalid_argument);
+TEST(Mamba2RowsLayout, ColumnsBeyondTheContractAreRefused) {
+  EXPECT_THROW(cuda::mamba2_rows_layout(8, 64, 257, 1, 132, false, false), std::invalid_argument);
+  EXPECT_THROW(cuda::mamba2_rows_layout(8, 64, 0, 1, 132, true, true), std::invalid_argument);
   EXPECT_NO_THROW(cuda::mamba2_rows_layout(8, 64, 256, 1, 132, true, true));
-  EXPECT_NO_THROW(cuda::mamba2_rows_layout(8, 64, 63, 1, 132, false, false));
+  EXPECT_NO_THROW(cuda::mamba2_rows_layout(8, 64, 255, 1, 132, false, false));
+}
+
+TEST(Mamba2RowsLayout, OddColumnCountsTakeTheVec1Instances) {
+  // mamba-odd-c's layers 2 and 3: ns 201 -> 7 blocks of 32, run by the 8-block instance (2 rows
+  // per warp); ns 97 -> 4 blocks (4 rows per warp)
+  const cuda::Mamba2RowsLayout a = cuda::mamba2_rows_layout(2, 5, 201, 1, 132, false, false);
+  EXPECT_EQ(a.vec, 1);
+  EXPECT_EQ(a.nc, 8);
+  EXPECT_EQ(a.rpw, 2);
+  const cuda::Mamba2RowsLayout b = cuda::mamba2_rows_layout(1, 7, 97, 1, 132, true, true);
+  EXPECT_EQ(b.vec, 1);
+  EXPECT_EQ(b.nc, 4);
+  EXPECT_EQ(b.rpw, 4);
+  EXPECT_EQ(b.vals, 16);  // the 32-value decode is VEC 4's
 }
 
 }  // namespace
