@@ -54,10 +54,16 @@ void delta_rule_condition(const MatD& H, const VecD& k, const VecD& dk, const Ve
 // Output norm (gdn_output_norm.cpp) of one value head: o * rsqrt(mean(o^2) + eps) * norm_w * gate(z).
 VecD output_norm(const LayerSpec& s, const LayerWeights& w, const VecD& o, const float* z);
 
+// The first-order error bound of a head's output o = H^T q qscale per unit roundoff (gdn_step.cpp):
+// sum_i max(|H_ij|, rms(H)) |q_i| qscale (state errors at the head's scale, as fp32-state assumes),
+// plus kUnderflowPerProduct for each of its kd + 1 products (reference/underflow.h).
+VecD gdn_output_dot_condition(const MatD& H, const VecD& q, double qscale);
+
 // Condition of the output norm (gdn_output_norm.cpp): given S[j] >= the first-order error of o[j]
 // per unit roundoff, the bound on the error of out[j] per unit roundoff:
-//   |c_j| r (S_j + |o_j| r^2 mean_k(|o_k| S_k)),  c_j = norm_w[j] gate(z_j), r = 1/sqrt(mean(o^2)+eps)
-// (perturbing o by dO changes r by -r^3 mean(o dO)).
+//   |c_j| r (S_j + |o_j| r^2 mean_k(|o_k| S_k)) + 3 2^-126,  c_j = norm_w[j] gate(z_j),
+//   r = 1/sqrt(mean(o^2)+eps) (perturbing o by dO changes r by -r^3 mean(o dO); the last term is
+//   the underflow of the stage's three products, reference/underflow.h).
 VecD output_norm_condition(const LayerSpec& s, const LayerWeights& w, const VecD& o, const VecD& S, const float* z);
 
 // The state's condition carried through the rows (delta_rule_condition), per h-like field.

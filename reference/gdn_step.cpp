@@ -6,6 +6,7 @@
 #include "reference/gdn_math.h"
 #include "reference/head_store.h"
 #include "reference/layer_parallel.h"
+#include "reference/underflow.h"
 
 namespace ssm::ref {
 
@@ -42,9 +43,7 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
     const VecD o_normed = output_norm(s, w, o, z + size_t(vh) * size_t(s.vd));
     for (int j = 0; j < s.vd; ++j) out[size_t(vh) * size_t(s.vd) + size_t(j)] = float(o_normed[j]);
     if (cond) {
-      const double rms = std::sqrt(Hs.squaredNorm() / double(Hs.size()));
-      const VecD S = Hs.cwiseAbs().cwiseMax(rms).transpose() * q.cwiseAbs() * qscale;
-      const VecD c = output_norm_condition(s, w, o, S, z + size_t(vh) * size_t(s.vd));
+      const VecD c = output_norm_condition(s, w, o, gdn_output_dot_condition(Hs, q, qscale), z + size_t(vh) * size_t(s.vd));
       for (int j = 0; j < s.vd; ++j) cond[size_t(vh) * size_t(s.vd) + size_t(j)] = float(c[j]);
     }
   });
@@ -54,6 +53,12 @@ Tensor widen_to_f32(const Tensor& h16) {
   Tensor h = Tensor::zeros(DType::f32, h16.shape());
   for (int64_t i = 0; i < h16.size(); ++i) h.f32()[i] = h16.get(i);
   return h;
+}
+
+VecD gdn_output_dot_condition(const MatD& H, const VecD& q, double qscale) {
+  const double rms = std::sqrt(H.squaredNorm() / double(H.size()));
+  return (H.cwiseAbs().cwiseMax(rms).transpose() * q.cwiseAbs() * qscale).array() +
+         double(q.size() + 1) * kUnderflowPerProduct;
 }
 
 StateCondition fresh_gdn_state_condition(const LayerSpec& s) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "reference/mamba2_math.h"
+#include "reference/underflow.h"
 
 namespace ssm::ref {
 
@@ -44,7 +45,9 @@ VecD mamba2_output_norm_condition(const LayerSpec& s, const LayerWeights& w, con
       continue;
     }
     const double spread = (u.segment(b, group).cwiseAbs().array() * Su.segment(b, group).array()).sum() / double(group);
-    for (Eigen::Index j = b; j < b + group; ++j) out[j] = c[j] * r * (Su[j] + std::fabs(u[j]) * r * r * spread);
+    // + the underflow of the stage's own three products (by the gate, r and the weight: reference/underflow.h)
+    for (Eigen::Index j = b; j < b + group; ++j)
+      out[j] = c[j] * r * (Su[j] + std::fabs(u[j]) * r * r * spread) + 3 * kUnderflowPerProduct;
   }
   return out;
 }

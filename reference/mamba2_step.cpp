@@ -28,11 +28,7 @@ void mamba2_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* wi
     const MatD& Hs = carried ? carried_stored : stored;  // a reference: no copy of the head
     const double D = double(w.D[size_t(hh)]);
     y.segment(Eigen::Index(hh) * s.hp, s.hp) = mamba2_ssm_output(Hs, C, x, D);
-    if (cond) {
-      const double rms = std::sqrt(Hs.squaredNorm() / double(Hs.size()));
-      S.segment(Eigen::Index(hh) * s.hp, s.hp) =
-          Hs.cwiseAbs().cwiseMax(rms) * C.cwiseAbs() + (D * x).cwiseAbs();
-    }
+    if (cond) S.segment(Eigen::Index(hh) * s.hp, s.hp) = mamba2_ssm_output_condition(Hs, C, x, D);
   });
   const VecD o = mamba2_output_norm(s, w, y, z);
   for (Eigen::Index j = 0; j < di; ++j) out[j] = float(o[j]);

@@ -1,0 +1,98 @@
+// The output conditions cover FP32 underflow (reference/underflow.h): a head whose products lie
+// below FP32's subnormal spacing, computed the way the CUDA row kernels compute it (a chain of
+// fused multiply-adds in FP32), stays within u * S of the FP64 value for every row, S the
+// reference's first-order bound (mamba2_ssm_output_condition, gdn_output_dot_condition), with no
+// class factor; and without the underflow share of S it would not (the share is needed, not slack).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "reference/gdn_math.h"
+#include "reference/mamba2_math.h"
+#include "reference/underflow.h"
+
+namespace ssm::test {
+namespace {
+
+using ref::MatD;
+using ref::VecD;
+constexpr double kU = 0x1p-24;
+
+// Values of FP16 state (exact in FP32) and subnormal-scale factors (exact in FP32 too).
+double state_value(std::mt19937_64& rng) {
+  const double v = std::ldexp(std::uniform_real_distribution<double>(0.5, 1.0)(rng),
+                              std::uniform_int_distribution<int>(-10, 0)(rng));
+  return double(float(rng() & 1 ? v : -v));
+}
+double tiny_value(std::mt19937_64& rng) {
+  const double v = std::ldexp(std::uniform_real_distribution<double>(0.5, 1.0)(rng),
+                              std::uniform_int_distribution<int>(-146, -130)(rng));
+  return double(float(rng() & 1 ? v : -v));
+}
+
+struct Worst {
+  double ratio = 0;            // max |d| / (u S)
+  double ratio_no_floor = 0;   // the same with S less its underflow share
+};
+
+TEST(UnderflowCondition, Mamba2OutputOfUnderflowingProducts) {
+  const uint64_t seed = 20261203;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Worst w;
+  for (int trial = 0; trial < 50; ++trial) {
+    const int hp = 7, ns = 97;
+    MatD H(hp, ns);
+    VecD C(ns), x(hp);
+    for (int p = 0; p < hp; ++p)
+      for (int n = 0; n < ns; ++n) H(p, n) = state_value(rng);
+    for (int n = 0; n < ns; ++n) C[n] = tiny_value(rng);
+    for (int p = 0; p < hp; ++p) x[p] = tiny_value(rng);
+    const double D = 1.0;
+    const VecD exact = ref::mamba2_ssm_output(H, C, x, D);
+    const VecD S = ref::mamba2_ssm_output_condition(H, C, x, D);
+    for (int p = 0; p < hp; ++p) {
+      float acc = 0.0f;  // cuda/mamba2_rows.cu: acc = fma(H, C, acc) over n, then y = fma(D, x, acc)
+      for (int n = 0; n < ns; ++n) acc = std::fmaf(float(H(p, n)), float(C[n]), acc);
+      const double d = std::fabs(double(std::fmaf(float(D), float(x[p]), acc)) - exact[p]);
+      w.ratio = std::max(w.ratio, d / (kU * S[p]));
+      w.ratio_no_floor = std::max(w.ratio_no_floor, d / (kU * (S[p] - double(ns + 1) * ref::kUnderflowPerProduct)));
+    }
+  }
+  std::printf("Mamba-2: max |d| / (u S) = %.3g; without the underflow share %.3g\n", w.ratio, w.ratio_no_floor);
+  EXPECT_LE(w.ratio, 1.0);
+  EXPECT_GT(w.ratio_no_floor, 1.0);
+}
+
+TEST(UnderflowCondition, GdnOutputOfUnderflowingProducts) {
+  const uint64_t seed = 20261204;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  Worst w;
+  for (int trial = 0; trial < 50; ++trial) {
+    const int kd = 33, vd = 17;
+    MatD H(kd, vd);
+    VecD q(kd);
+    for (int i = 0; i < kd; ++i)
+      for (int j = 0; j < vd; ++j) H(i, j) = state_value(rng);
+    for (int i = 0; i < kd; ++i) q[i] = tiny_value(rng);
+    const double qscale = 1.0;  // a power of two in the kernels' use (1/sqrt(kd) is applied to q): exact
+    const VecD exact = H.transpose() * q * qscale;
+    const VecD S = ref::gdn_output_dot_condition(H, q, qscale);
+    for (int j = 0; j < vd; ++j) {
+      float acc = 0.0f;
+      for (int i = 0; i < kd; ++i) acc = std::fmaf(float(H(i, j)), float(q[i]), acc);
+      const double d = std::fabs(double(acc) - exact[j]);
+      w.ratio = std::max(w.ratio, d / (kU * S[j]));
+      w.ratio_no_floor = std::max(w.ratio_no_floor, d / (kU * (S[j] - double(kd + 1) * ref::kUnderflowPerProduct)));
+    }
+  }
+  std::printf("GDN: max |d| / (u S) = %.3g; without the underflow share %.3g\n", w.ratio, w.ratio_no_floor);
+  EXPECT_LE(w.ratio, 1.0);
+  EXPECT_GT(w.ratio_no_floor, 1.0);
+}
+
+}  // namespace
+}  // namespace ssm::test
