@@ -1,5 +1,6 @@
 // Whole-sequence comparisons (see compare.h): every field of every layer under its class,
 // flags, presence and counts as failures of their own, and per-layer outputs.
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -272,15 +273,19 @@ void compare_output(StateReport& rep, const std::string& tensor, const std::vect
   w.tensor = tensor;
   ++rep.tensors;
   // An all-zero reference output fails (nothing passes vacuously) unless the model certifies it
-  // with an all-zero condition: state and values exactly zero (silu of a large negative input
-  // underflows to 0; a norm over an infinite element scales the finite ones to 0), nothing an
-  // implementation could round; then got must be all zero too. Non-finite reference elements
-  // are judged on their own (compare_tensor: the same non-finite value on both sides).
+  // with its condition: an all-zero condition (state and values exactly zero: silu of a large
+  // negative input underflows to 0; a norm over an infinite element scales the finite ones to 0),
+  // nothing an implementation could round, or a condition term below FP32's normal range (every
+  // term of the value underflows: reference/underflow.h). Got must then be zero within that term
+  // (exactly zero for the first). Non-finite reference elements are judged on their own
+  // (compare_tensor: the same non-finite value on both sides).
+  const TolClass cls = class_of(tensor, DType::f32, strictness, fp16_lineage);
+  const double cterm = tol.of(cls).cond * kUnitRoundoffF32;
   bool certified_zero = cond.has_value();
   for (size_t i = 0; certified_zero && i < n; ++i)
-    certified_zero = !std::isfinite(ref[i]) || (ref[i] == 0.0f && (*cv)[i] == 0.0f);
-  TensorReport r = compare_tensor(tr, tg, class_of(tensor, DType::f32, strictness, fp16_lineage), tol, w,
-                                  certified_zero, cond ? &*cond : nullptr);
+    certified_zero = !std::isfinite(ref[i]) ||
+                     (ref[i] == 0.0f && ((*cv)[i] == 0.0f || (cls != TolClass::exact && cterm * double((*cv)[i]) < double(FLT_MIN))));
+  TensorReport r = compare_tensor(tr, tg, cls, tol, w, certified_zero, cond ? &*cond : nullptr);
   rep.add(std::move(r));
 }
 

@@ -57,8 +57,8 @@ Tensor widen_to_f32(const Tensor& h16) {
 
 VecD gdn_output_dot_condition(const MatD& H, const VecD& q, double qscale) {
   const double rms = std::sqrt(H.squaredNorm() / double(H.size()));
-  return (H.cwiseAbs().cwiseMax(rms).transpose() * q.cwiseAbs() * qscale).array() +
-         double(q.size() + 1) * kUnderflowPerProduct;
+  const VecD S = H.cwiseAbs().cwiseMax(rms).transpose() * q.cwiseAbs() * qscale;
+  return S.unaryExpr([&](double s) { return with_underflow(s, q.size() + 1); });
 }
 
 StateCondition fresh_gdn_state_condition(const LayerSpec& s) {

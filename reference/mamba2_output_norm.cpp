@@ -47,7 +47,7 @@ VecD mamba2_output_norm_condition(const LayerSpec& s, const LayerWeights& w, con
     const double spread = (u.segment(b, group).cwiseAbs().array() * Su.segment(b, group).array()).sum() / double(group);
     // + the underflow of the stage's own three products (by the gate, r and the weight: reference/underflow.h)
     for (Eigen::Index j = b; j < b + group; ++j)
-      out[j] = c[j] * r * (Su[j] + std::fabs(u[j]) * r * r * spread) + 3 * kUnderflowPerProduct;
+      out[j] = with_underflow(c[j] * r * (Su[j] + std::fabs(u[j]) * r * r * spread), 3);
   }
   return out;
 }

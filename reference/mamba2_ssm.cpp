@@ -15,8 +15,8 @@ VecD mamba2_ssm_output(const MatD& H, const VecD& C, const VecD& x, double D) { 
 
 VecD mamba2_ssm_output_condition(const MatD& H, const VecD& C, const VecD& x, double D) {
   const double rms = std::sqrt(H.squaredNorm() / double(H.size()));
-  return (H.cwiseAbs().cwiseMax(rms) * C.cwiseAbs() + (D * x).cwiseAbs()).array() +
-         double(C.size() + 1) * kUnderflowPerProduct;
+  VecD S = H.cwiseAbs().cwiseMax(rms) * C.cwiseAbs() + (D * x).cwiseAbs();
+  return S.unaryExpr([&](double s) { return with_underflow(s, C.size() + 1); });
 }
 
 }  // namespace ssm::ref

@@ -80,29 +80,47 @@ std::vector<Param> ple_params() {
 
 INSTANTIATE_TEST_SUITE_P(Presets, PleTransitionsGpu, ::testing::ValuesIn(ple_params()), param_name);
 
-// A campaign's minimal case (Dec 3, H200): on layer 3 of mamba-odd-c (ns 97) in f16-pool mode at
-// value scale 60000 the products H C of a decode lie below FP32's subnormal spacing, and CUDA's -0
-// against the reference's 7.0e-45 on a head otherwise all zero failed the nrmse guard (nrmse 1)
-// until the output conditions carried FP32's underflow share (reference/underflow.h).
-class UnderflowGpu : public GpuTest {};
+// Campaigns' minimal cases (Dec 3, H200) on layer 3 of mamba-odd-c (ns 97) at value scale 60000,
+// where the products H C lie below FP32's subnormal spacing. 1: CUDA's -0 against the reference's
+// 7.0e-45 on a head otherwise all zero failed the nrmse guard (nrmse 1) until the output
+// conditions carried FP32's underflow share (reference/underflow.h). 2: an output whose terms are
+// all exactly zero, certified by its all-zero condition, which the first form of that share
+// (added to every element) had taken away. 3: an output all zero in FP32 whose terms all
+// underflow, certified by a condition term below FP32's normal range (compare_outputs).
+class UnderflowGpu : public GpuTest {
+ protected:
+  static void expect_pass(HMode mode, uint64_t seed, double decay, const std::string& script) {
+    CaseConfig c;
+    c.preset = "mamba-odd-c";
+    c.h_mode = mode;
+    c.slots = 1;
+    c.capacity = {0};
+    c.conv_capacity = 0;
+    c.snapshots = 2;
+    c.gen.seed = seed;
+    c.gen.decay = decay;
+    c.gen.value_scale = 60000;
+    std::printf("gpu case: %s script: %s\n", c.flags().c_str(), script.c_str());
+    const fuzz::ReplayResult r = fuzz::check_script(
+        c, parse_script(script), [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); },
+        [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); }, cmp::Tolerances::defaults(),
+        cmp::Strictness::classes);
+    ASSERT_TRUE(r.pass) << r.report.substr(0, 6000);
+  }
+};
 
 TEST_F(UnderflowGpu, ProductsBelowTheSubnormalSpacingPass) {
-  CaseConfig c;
-  c.preset = "mamba-odd-c";
-  c.h_mode = HMode::f16_pool;
-  c.slots = 1;
-  c.capacity = {0};
-  c.conv_capacity = 0;
-  c.snapshots = 2;
-  c.gen.seed = 780107422;
-  c.gen.decay = 1;
-  c.gen.value_scale = 60000;
-  std::printf("gpu case: %s\n", c.flags().c_str());
-  const fuzz::ReplayResult r = fuzz::check_script(
-      c, parse_script("alloc; decode; decode"), [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); },
-      [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); }, cmp::Tolerances::defaults(),
-      cmp::Strictness::classes);
-  ASSERT_TRUE(r.pass) << r.report.substr(0, 6000);
+  expect_pass(HMode::f16_pool, 780107422, 1, "alloc; decode; decode");
+}
+
+TEST_F(UnderflowGpu, ExactlyZeroOutputsStayCertified) {
+  expect_pass(HMode::f16, 714959629, 0, "alloc @1; verify 1 wy @1; verify 2 @1");
+}
+
+TEST_F(UnderflowGpu, OutputsThatUnderflowToZeroAreCertified) {
+  expect_pass(HMode::f32, 543818609, 0.1, "alloc; decode; decode");
+  expect_pass(HMode::f32, 444318768, 1, "alloc; decode; verify 3");
+  expect_pass(HMode::f16_pool, 645648945, 0.9, "alloc @2; decode @2");
 }
 
 class ConvertersGpu : public GpuTest {};

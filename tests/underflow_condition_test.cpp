@@ -3,6 +3,7 @@
 // fused multiply-adds in FP32), stays within u * S of the FP64 value for every row, S the
 // reference's first-order bound (mamba2_ssm_output_condition, gdn_output_dot_condition), with no
 // class factor; and without the underflow share of S it would not (the share is needed, not slack).
+// Terms that are all exactly zero keep an all-zero condition (what certifies an all-zero output).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -92,6 +93,19 @@ TEST(UnderflowCondition, GdnOutputOfUnderflowingProducts) {
   std::printf("GDN: max |d| / (u S) = %.3g; without the underflow share %.3g\n", w.ratio, w.ratio_no_floor);
   EXPECT_LE(w.ratio, 1.0);
   EXPECT_GT(w.ratio_no_floor, 1.0);
+}
+
+TEST(UnderflowCondition, ExactlyZeroTermsKeepAZeroCondition) {
+  const MatD H = MatD::Zero(3, 5);
+  const VecD C = VecD::Constant(5, 1e-40), x = VecD::Zero(3), q = VecD::Constant(3, 1e-40);
+  EXPECT_EQ(ref::mamba2_ssm_output_condition(H, C, x, 1.0), VecD::Zero(3));
+  EXPECT_EQ(ref::gdn_output_dot_condition(H, q, 1.0), VecD::Zero(5));
+  // one nonzero term: the relative part and the whole underflow share
+  MatD H1 = H;
+  H1(1, 2) = 0.5;
+  const VecD S = ref::mamba2_ssm_output_condition(H1, C, x, 1.0);
+  EXPECT_GT(S[0], 6 * ref::kUnderflowPerProduct);  // rms(H) > 0 reaches every row
+  EXPECT_LT(S[0], 7 * ref::kUnderflowPerProduct);
 }
 
 }  // namespace
