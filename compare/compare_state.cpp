@@ -275,16 +275,18 @@ void compare_output(StateReport& rep, const std::string& tensor, const std::vect
   // An all-zero reference output fails (nothing passes vacuously) unless the model certifies it
   // with its condition: an all-zero condition (state and values exactly zero: silu of a large
   // negative input underflows to 0; a norm over an infinite element scales the finite ones to 0),
-  // nothing an implementation could round, or a condition term below FP32's normal range (every
-  // term of the value underflows: reference/underflow.h). Got must then be zero within that term
-  // (exactly zero for the first). Non-finite reference elements are judged on their own
-  // (compare_tensor: the same non-finite value on both sides).
+  // nothing an implementation could round, or a condition C with u C below FP32's normal range
+  // (C bounds the value's own magnitude too, so the value lives at the bottom of FP32's range,
+  // where every term underflows: reference/underflow.h). Got must then be zero within the class's
+  // condition term cond u C (exactly zero for the first). Non-finite reference elements are
+  // judged on their own (compare_tensor: the same non-finite value on both sides).
   const TolClass cls = class_of(tensor, DType::f32, strictness, fp16_lineage);
-  const double cterm = tol.of(cls).cond * kUnitRoundoffF32;
   bool certified_zero = cond.has_value();
-  for (size_t i = 0; certified_zero && i < n; ++i)
+  for (size_t i = 0; certified_zero && i < n; ++i) {
+    const float c = (*cv)[i];
     certified_zero = !std::isfinite(ref[i]) ||
-                     (ref[i] == 0.0f && ((*cv)[i] == 0.0f || (cls != TolClass::exact && cterm * double((*cv)[i]) < double(FLT_MIN))));
+                     (ref[i] == 0.0f && (c == 0.0f || (cls != TolClass::exact && kUnitRoundoffF32 * c < FLT_MIN)));
+  }
   TensorReport r = compare_tensor(tr, tg, cls, tol, w, certified_zero, cond ? &*cond : nullptr);
   rep.add(std::move(r));
 }

@@ -227,9 +227,9 @@ TEST(compare_outputs, output_row_head_col_and_zero_reference) {
   StepOutputs almost = zero;
   almost.layers[0][3] = 1e-30f;
   EXPECT_FALSE(compare_outputs(spec, zero, almost, Tolerances::defaults(), base()).pass());
-  // ...or with a condition whose term cond u C is below FP32's normal range (every term of the
-  // value underflows, reference/underflow.h: H200 campaigns of Dec 3 on mamba-odd-c at value scale
-  // 60000); got must then be zero within that term, element by element
+  // ...or with a condition C whose u C is below FP32's normal range (every term of the value
+  // underflows, reference/underflow.h: H200 campaigns of Dec 3 on mamba-odd-c at value scale
+  // 60000); got must then be zero within the class's term cond u C, element by element
   StepOutputs underflow = zero;
   for (auto& l : underflow.condition) std::fill(l.begin(), l.end(), 1e-33f);  // 32 u C = 1.9e-39
   StepOutputs tiny = underflow;
@@ -237,7 +237,7 @@ TEST(compare_outputs, output_row_head_col_and_zero_reference) {
   EXPECT_TRUE(compare_outputs(spec, underflow, tiny, Tolerances::defaults(), base()).pass());
   tiny.layers[0][3] = 4e-39f;  // beyond it
   EXPECT_FALSE(compare_outputs(spec, underflow, tiny, Tolerances::defaults(), base()).pass());
-  for (auto& l : underflow.condition) std::fill(l.begin(), l.end(), 1e-20f);  // a term of normal size
+  for (auto& l : underflow.condition) std::fill(l.begin(), l.end(), 1e-28f);  // u C = 6e-36: normal size
   EXPECT_FALSE(compare_outputs(spec, underflow, underflow, Tolerances::defaults(), base()).pass())
       << "an all-zero output whose terms are not all below FP32's normal range must still fail";
   got.rows = 3;

@@ -121,6 +121,7 @@ TEST_F(UnderflowGpu, OutputsThatUnderflowToZeroAreCertified) {
   expect_pass(HMode::f32, 543818609, 0.1, "alloc; decode; decode");
   expect_pass(HMode::f32, 444318768, 1, "alloc; decode; verify 3");
   expect_pass(HMode::f16_pool, 645648945, 0.9, "alloc @2; decode @2");
+  expect_pass(HMode::f16_pool, 797178903, 0.5, "alloc @1; decode @1; decode @1");
 }
 
 class ConvertersGpu : public GpuTest {};
