@@ -6,6 +6,7 @@
 // Terms that are all exactly zero keep an all-zero condition (what certifies an all-zero output).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -33,10 +34,33 @@ double tiny_value(std::mt19937_64& rng) {
   return double(float(rng() & 1 ? v : -v));
 }
 
+// The worst error of the FP32 values against the bound, with and without the underflow share.
 struct Worst {
-  double ratio = 0;            // max |d| / (u S)
-  double ratio_no_floor = 0;   // the same with S less its underflow share
+  double ratio = 0;           // max |d| / (u S)
+  double ratio_no_floor = 0;  // the same with S less its underflow share
+  void note(double d, double S, int products) {
+    ratio = std::max(ratio, d / (kU * S));
+    ratio_no_floor = std::max(ratio_no_floor, d / (kU * (S - double(products) * ref::kUnderflowPerProduct)));
+  }
+  void expect(const char* what) const {
+    std::printf("%s: max |d| / (u S) = %.3g; without the underflow share %.3g\n", what, ratio, ratio_no_floor);
+    EXPECT_LE(ratio, 1.0) << what;
+    EXPECT_GT(ratio_no_floor, 1.0) << what;
+  }
 };
+
+// A random matrix of FP16 state values.
+MatD state_matrix(std::mt19937_64& rng, int rows, int cols) {
+  MatD H(rows, cols);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) H(i, j) = state_value(rng);
+  return H;
+}
+VecD tiny_vector(std::mt19937_64& rng, int n) {
+  VecD v(n);
+  for (int i = 0; i < n; ++i) v[i] = tiny_value(rng);
+  return v;
+}
 
 TEST(UnderflowCondition, Mamba2OutputOfUnderflowingProducts) {
   const uint64_t seed = 20261203;
@@ -45,26 +69,18 @@ TEST(UnderflowCondition, Mamba2OutputOfUnderflowingProducts) {
   Worst w;
   for (int trial = 0; trial < 50; ++trial) {
     const int hp = 7, ns = 97;
-    MatD H(hp, ns);
-    VecD C(ns), x(hp);
-    for (int p = 0; p < hp; ++p)
-      for (int n = 0; n < ns; ++n) H(p, n) = state_value(rng);
-    for (int n = 0; n < ns; ++n) C[n] = tiny_value(rng);
-    for (int p = 0; p < hp; ++p) x[p] = tiny_value(rng);
+    const MatD H = state_matrix(rng, hp, ns);
+    const VecD C = tiny_vector(rng, ns), x = tiny_vector(rng, hp);
     const double D = 1.0;
     const VecD exact = ref::mamba2_ssm_output(H, C, x, D);
     const VecD S = ref::mamba2_ssm_output_condition(H, C, x, D);
     for (int p = 0; p < hp; ++p) {
       float acc = 0.0f;  // cuda/mamba2_rows.cu: acc = fma(H, C, acc) over n, then y = fma(D, x, acc)
       for (int n = 0; n < ns; ++n) acc = std::fmaf(float(H(p, n)), float(C[n]), acc);
-      const double d = std::fabs(double(std::fmaf(float(D), float(x[p]), acc)) - exact[p]);
-      w.ratio = std::max(w.ratio, d / (kU * S[p]));
-      w.ratio_no_floor = std::max(w.ratio_no_floor, d / (kU * (S[p] - double(ns + 1) * ref::kUnderflowPerProduct)));
+      w.note(std::fabs(double(std::fmaf(float(D), float(x[p]), acc)) - exact[p]), S[p], ns + 1);
     }
   }
-  std::printf("Mamba-2: max |d| / (u S) = %.3g; without the underflow share %.3g\n", w.ratio, w.ratio_no_floor);
-  EXPECT_LE(w.ratio, 1.0);
-  EXPECT_GT(w.ratio_no_floor, 1.0);
+  w.expect("Mamba-2");
 }
 
 TEST(UnderflowCondition, GdnOutputOfUnderflowingProducts) {
@@ -74,25 +90,18 @@ TEST(UnderflowCondition, GdnOutputOfUnderflowingProducts) {
   Worst w;
   for (int trial = 0; trial < 50; ++trial) {
     const int kd = 33, vd = 17;
-    MatD H(kd, vd);
-    VecD q(kd);
-    for (int i = 0; i < kd; ++i)
-      for (int j = 0; j < vd; ++j) H(i, j) = state_value(rng);
-    for (int i = 0; i < kd; ++i) q[i] = tiny_value(rng);
+    const MatD H = state_matrix(rng, kd, vd);
+    const VecD q = tiny_vector(rng, kd);
     const double qscale = 1.0;  // a power of two in the kernels' use (1/sqrt(kd) is applied to q): exact
     const VecD exact = H.transpose() * q * qscale;
     const VecD S = ref::gdn_output_dot_condition(H, q, qscale);
     for (int j = 0; j < vd; ++j) {
       float acc = 0.0f;
       for (int i = 0; i < kd; ++i) acc = std::fmaf(float(H(i, j)), float(q[i]), acc);
-      const double d = std::fabs(double(acc) - exact[j]);
-      w.ratio = std::max(w.ratio, d / (kU * S[j]));
-      w.ratio_no_floor = std::max(w.ratio_no_floor, d / (kU * (S[j] - double(kd + 1) * ref::kUnderflowPerProduct)));
+      w.note(std::fabs(double(acc) - exact[j]), S[j], kd + 1);
     }
   }
-  std::printf("GDN: max |d| / (u S) = %.3g; without the underflow share %.3g\n", w.ratio, w.ratio_no_floor);
-  EXPECT_LE(w.ratio, 1.0);
-  EXPECT_GT(w.ratio_no_floor, 1.0);
+  w.expect("GDN");
 }
 
 TEST(UnderflowCondition, ExactlyZeroTermsKeepAZeroCondition) {
