@@ -200,7 +200,10 @@ ScanPart scan_range(const Elems ref, const Elems got, int64_t begin, int64_t end
     // certified zero output (compare_outputs) is matched within its condition term, which is 0
     // where its terms are exactly zero and a few subnormals' worth where FP32 underflows
     // (reference/underflow.h); state fields stay at exact zeros.
-    if (ref_zero) bad = cls == TolClass::exact ? bits_differ : (cls == TolClass::output || cls == TolClass::output_f16) ? ad > cslack : gv != 0.0;
+    if (ref_zero) {
+      const bool output = cls == TolClass::output || cls == TolClass::output_f16;
+      bad = cls == TolClass::exact ? bits_differ : output ? ad > cslack : gv != 0.0;
+    }
     if (bad) ++mismatched;
     mx.error_ratio = std::max(mx.error_ratio, ref_zero || cls == TolClass::exact ? (bad ? kInf : 0.0)
                                             : cls == TolClass::fp16_state

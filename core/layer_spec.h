@@ -174,8 +174,9 @@ struct ModelSpec {
 
 // Presets: GDN "qwen3-next-80b" (36 layers), "qwen3.6-27b", "tiny", "odd-a", "odd-b", "odd-c",
 // "odd-d", "odd-deep"; Mamba-2 "nemotron-h-8b" (24 layers), "mamba-tiny", "mamba-odd-a",
-// "mamba-odd-b", "mamba-odd-c", "mamba-wide"; both kinds "hybrid-odd" (GDN and Mamba-2 layers alternating); GDN layers hosting
-// PLE carries "ple-tiny", "ple-odd". layers > 0 keeps only the first `layers` recurrent layers (keeps big shapes cheap).
+// "mamba-odd-b", "mamba-odd-c", "mamba-wide"; both kinds "hybrid-odd" (GDN and Mamba-2 layers
+// alternating); GDN layers hosting PLE carries "ple-tiny", "ple-odd". layers > 0 keeps only the
+// first `layers` recurrent layers (keeps big shapes cheap).
 ModelSpec make_preset(const std::string& name, int layers = 0);
 std::vector<std::string> preset_names();
 

@@ -30,8 +30,9 @@ struct Mamba2RowsParams {
 // Layout: a warp owns RPW = vals / (VEC * NC) rows p of one head (at least 1); lane l holds
 // columns n = (c * 32 + l) * VEC + e (c < NC, e < VEC) of each: VEC = 4 when ns % 4 == 0 (16/8-byte
 // access to H; B and C 16-byte too where nh * hp % 4 == 0), else 1; NC = ceil(ns / (32 * VEC)),
-// 1 or 2 with VEC 4, and with VEC 1 rounded up to 1, 2, 4 or 8 (the kernel's instances). vals (state values per thread) is 16, or 32 for an FP16 decode (VEC 4) whose 16-value grid
-// has more than 4 CTAs per multiprocessor. A CTA has `warps` warps (<= 8) and covers warps * RPW
+// 1 or 2 with VEC 4, and with VEC 1 rounded up to 1, 2, 4 or 8 (the kernel's instances). vals
+// (state values per thread) is 16, or 32 for an FP16 decode (VEC 4) whose 16-value grid has more
+// than 4 CTAs per multiprocessor. A CTA has `warps` warps (<= 8) and covers warps * RPW
 // rows; ptiles CTAs cover a head. Warps are halved while the grid has fewer than 2 CTAs per
 // multiprocessor. Every sum runs over one row's columns inside one warp, so the layout never
 // changes a result bit.

@@ -224,7 +224,8 @@ std::string draw_preset(const std::vector<LayerKind>& kinds, bool ple) {
   // odd-deep (50 layers) crosses every per-launch limit of cuda/ (96 copies per launch)
   static const std::pair<int, const char*> presets[] = {
       {3, "tiny"}, {3, "odd-a"}, {3, "odd-b"}, {3, "odd-c"}, {3, "odd-d"}, {1, "odd-deep"},
-      {2, "mamba-tiny"}, {2, "mamba-odd-a"}, {2, "mamba-odd-b"}, {2, "mamba-odd-c"}, {2, "hybrid-odd"}, {2, "ple-tiny"}, {2, "ple-odd"}};
+      {2, "mamba-tiny"}, {2, "mamba-odd-a"}, {2, "mamba-odd-b"}, {2, "mamba-odd-c"}, {2, "hybrid-odd"},
+      {2, "ple-tiny"}, {2, "ple-odd"}};
   // each preset's layer kinds and whether it hosts a PLE carry, built once (not once per drawn case)
   static const std::vector<std::pair<std::vector<LayerKind>, bool>> preset_kinds = [] {
     std::vector<std::pair<std::vector<LayerKind>, bool>> v;

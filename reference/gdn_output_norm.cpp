@@ -31,7 +31,8 @@ VecD output_norm_condition(const LayerSpec& s, const LayerWeights& w, const VecD
     const double sig = 1.0 / (1.0 + std::exp(-zj));
     const double gate = s.output_gate == OutputGate::silu ? zj * sig : sig;
     // + the underflow of the stage's own three products (by r, the weight and the gate: reference/underflow.h)
-    c[j] = with_underflow(std::fabs(double(w.norm_w[size_t(j)]) * gate) * r * (S[j] + std::fabs(o[j]) * r * r * spread), 3);
+    const double cj = std::fabs(double(w.norm_w[size_t(j)]) * gate);
+    c[j] = with_underflow(cj * r * (S[j] + std::fabs(o[j]) * r * r * spread), 3);
   }
   return c;
 }

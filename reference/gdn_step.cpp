@@ -43,7 +43,8 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
     const VecD o_normed = output_norm(s, w, o, z + size_t(vh) * size_t(s.vd));
     for (int j = 0; j < s.vd; ++j) out[size_t(vh) * size_t(s.vd) + size_t(j)] = float(o_normed[j]);
     if (cond) {
-      const VecD c = output_norm_condition(s, w, o, gdn_output_dot_condition(Hs, q, qscale), z + size_t(vh) * size_t(s.vd));
+      const VecD S = gdn_output_dot_condition(Hs, q, qscale);
+      const VecD c = output_norm_condition(s, w, o, S, z + size_t(vh) * size_t(s.vd));
       for (int j = 0; j < s.vd; ++j) cond[size_t(vh) * size_t(s.vd) + size_t(j)] = float(c[j]);
     }
   });

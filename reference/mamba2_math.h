@@ -39,8 +39,8 @@ VecD mamba2_output_norm_condition(const LayerSpec& s, const LayerWeights& w, con
 // state update, the store of h in its dtype (f32: round to FP32; f16: kernel store), and y from
 // the STORED state (or, F16Rows::carried on FP16 h, from the FP32 state the op's rows carry, as
 // gdn_step); then the gated norm of all heads. out: [nh*hp]. cond (optional, [nh*hp]): the output's
-// condition, mamba2_ssm_output_condition carried through the output stage. The state carries no condition (fp32-state's
-// fixed limits judge it: docs/tolerances.md, "Mamba-2").
+// condition, mamba2_ssm_output_condition carried through the output stage. The state carries no
+// condition (fp32-state's fixed limits judge it: docs/tolerances.md, "Mamba-2").
 void mamba2_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* window, const float* xBC,
                  const float* dt, const float* z, float* out, float* cond = nullptr, Tensor* carried = nullptr);
 
