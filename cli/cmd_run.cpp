@@ -121,7 +121,7 @@ int run_script(const CaseOptions& opt, const std::string& ops, bool keep_going) 
     }
     for (size_t j = 0; j < r.outputs.size(); ++j) {
       if (r.seqs[j] == kPadRow) {
-        fmt::print("    outputs      @pad: undefined (padding; the reference does not compute them)\n");
+        fmt::print("    outputs      @pad: undefined (padding rows are never compared)\n");
         continue;
       }
       double s = 0;

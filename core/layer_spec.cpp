@@ -117,12 +117,12 @@ void LayerSpec::validate() const {
     if (nk < 1 || nv < 1 || kd < 1 || vd < 1) bad("nk, nv, kd, vd must be >= 1");
     if (nk > kMaxHeads || nv > kMaxHeads) bad("nk and nv must be <= " + std::to_string(kMaxHeads));
     if (nv % nk != 0) bad("nv must be a multiple of nk");
-    if (kd > 256 || vd > 256) bad("kd and vd must be <= 256");
+    if (kd > kMaxHeadDim || vd > kMaxHeadDim) bad("kd and vd must be <= " + std::to_string(kMaxHeadDim));
   } else if (kind == LayerKind::mamba2) {
     if (nh < 1 || hp < 1 || ns < 1 || ng < 1) bad("nh, hp, ns, ng must be >= 1");
     if (nh > kMaxHeads || ng > kMaxHeads) bad("nh and ng must be <= " + std::to_string(kMaxHeads));
     if (nh % ng != 0) bad("nh must be a multiple of ng");
-    if (hp > 256 || ns > 256) bad("hp and ns must be <= 256");
+    if (hp > kMaxHeadDim || ns > kMaxHeadDim) bad("hp and ns must be <= " + std::to_string(kMaxHeadDim));
     if (!(dt_min >= 0.0f) || !(dt_max > dt_min) || std::isnan(dt_max)) bad("dt limits must satisfy 0 <= dt_min < dt_max");
   } else {
     bad("unknown layer kind");

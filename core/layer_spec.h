@@ -60,6 +60,7 @@ F16Store parse_f16_store(const std::string& s);  // "saturate" / "inf"; throws s
 // so an infinite state stays infinite in every precision (docs/state-model.md, "Mamba-2").
 constexpr float kMamba2MinDecay = 0x1p-149f;
 constexpr int kMaxHeads = 65536;  // nk, nv, nh (LayerSpec::validate; the file readers use the same bound)
+constexpr int kMaxHeadDim = 256;  // kd, vd, hp, ns (LayerSpec::validate; cuda/mamba2_rows.cu takes every ns to it)
 
 struct LayerRows;
 struct LayerWeights;

@@ -49,7 +49,6 @@ void Engine::create_pool(const Model& model, const PoolConfig& cfg) {
   model.validate();
   cfg.validate();
   for (const LayerSpec& l : model.spec.layers) {
-    if (l.kind == LayerKind::mamba2) mamba2_rows_layout(l.nh, l.hp, l.ns, 1, 0, false, false);  // throws for an ns beyond the kernel
     if (!l.numerics.is_contract())
       throw std::invalid_argument(l.name() + ": ssmcheck's CUDA kernels implement the contract's numerics only "
                                   "(--gates clamped --f16-store saturate --f16-rows stored)");

@@ -20,6 +20,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/layer_spec.h"
 #include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/dependent_launch.cuh"
@@ -46,7 +47,6 @@ namespace {
 constexpr int kMamba2Vals = 16;
 constexpr int kMamba2ValsWide = 32;
 constexpr int kMamba2MinCtasVec4 = 4;
-constexpr int kMamba2MaxNs = 256;  // the contract's bound (core/layer_spec.cpp)
 
 std::atomic<int> forced_decode_values{0};
 }  // namespace
@@ -59,9 +59,9 @@ void force_mamba2_decode_values(int values) {
 
 Mamba2RowsLayout mamba2_rows_layout(int nh, int hp, int ns, int B, int sms, bool h_f16, bool one_row) {
   Mamba2RowsLayout L{};
-  if (ns < 1 || ns > kMamba2MaxNs)
-    throw std::invalid_argument("mamba2 rows: ns=" + std::to_string(ns) + " is outside the kernel's 1.." +
-                                std::to_string(kMamba2MaxNs) + " state columns");
+  if (ns < 1 || ns > kMaxHeadDim)  // LayerSpec::validate refuses these first
+    throw std::invalid_argument("mamba2 rows: ns=" + std::to_string(ns) + " is outside the contract's 1.." +
+                                std::to_string(kMaxHeadDim) + " state columns");
   L.vec = ns % 4 == 0 ? 4 : 1;
   L.nc = (ns + 32 * L.vec - 1) / (32 * L.vec);  // VEC 4: 1 or 2
   if (L.vec == 1) L.nc = L.nc <= 2 ? L.nc : L.nc <= 4 ? 4 : 8;  // the instances: 1, 2, 4, 8
