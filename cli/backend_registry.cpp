@@ -122,7 +122,7 @@ fuzz::BackendEntry find_backend(const std::string& name) {
   if (plugin::is_registered(head)) return plugin_entry(name, name);
   for (auto& [entry, why] : builtin_backends()) {
     if (entry.name != name) continue;
-    if (!why.empty()) throw std::invalid_argument("backend '" + name + "': " + why);
+    if (!why.empty()) throw BackendUnavailable("backend '" + name + "': " + why);
     return entry;
   }
   throw std::invalid_argument("unknown backend '" + name + "' (expected " + backend_choices() + ")");
@@ -135,7 +135,7 @@ std::vector<fuzz::BackendEntry> select_backends(const std::string& which,
   for (auto& [entry, why] : builtin_backends()) {
     // a GPU named with --device is asked for: its absence is an error, not a skipped backend
     if (!why.empty() && entry.name == "cuda" && device_requested() >= 0)
-      throw std::invalid_argument("--device " + std::to_string(device_requested()) + ": backend 'cuda': " + why);
+      throw BackendUnavailable("--device " + std::to_string(device_requested()) + ": backend 'cuda': " + why);
     if (why.empty()) v.push_back(entry);
     else if (skipped) skipped->emplace_back(entry.name, why);
   }

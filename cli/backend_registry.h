@@ -3,6 +3,7 @@
 // backend is one entry in backend_registry.cpp (docs/backends.md).
 #pragma once
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,13 @@
 
 namespace ssm::cli {
 
+// A built-in backend that cannot run on this machine (the CUDA one without a usable GPU). Not bad
+// input: main() answers it with exit code 5, nothing was checked, as `mutants` does for the
+// mutants of a backend it skips.
+struct BackendUnavailable : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
 // Every built-in backend with, where it cannot run here, why not ("" when it can).
 std::vector<std::pair<fuzz::BackendEntry, std::string>> builtin_backends();
 // Whether anything asked the CUDA runtime whether it can run (builtin_backends, find_backend of
@@ -19,11 +27,12 @@ std::vector<std::pair<fuzz::BackendEntry, std::string>> builtin_backends();
 bool cuda_probed();
 
 // A built-in name or plugin:PATH.so[,key=value...] (loaded and checked now). Throws
-// std::invalid_argument for an unknown name, an unavailable backend or a bad plug-in, naming it.
+// BackendUnavailable for a built-in that cannot run here, std::invalid_argument for an unknown
+// name or a bad plug-in, naming it.
 fuzz::BackendEntry find_backend(const std::string& name);
 
 // "all": every available built-in (unavailable ones with their reason in *skipped, except cuda
-// when --device named a GPU: then its absence throws); otherwise the one backend find_backend names.
+// when --device named a GPU: then its absence throws BackendUnavailable); otherwise the one backend find_backend names.
 std::vector<fuzz::BackendEntry> select_backends(const std::string& which,
                                                 std::vector<std::pair<std::string, std::string>>* skipped);
 

@@ -6,6 +6,7 @@
 #include <exception>
 #include <vector>
 
+#include "cli/backend_registry.h"
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
 #include "core/keep_freed_memory.h"
@@ -125,6 +126,9 @@ int main(int argc, char** argv) {
     }
     const int code = app.exit(e);
     return code == 0 ? 0 : ssm::cli::kExitBadInput;
+  } catch (const ssm::cli::BackendUnavailable& e) {
+    std::fprintf(stderr, "ssmcheck: nothing was checked: %s\n", e.what());
+    return ssm::cli::kExitNothingRan;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ssmcheck: error: %s\n", e.what());
     return ssm::cli::kExitBadInput;

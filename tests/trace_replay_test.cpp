@@ -418,8 +418,8 @@ TEST(Gate, DeviceFlagIsCheckedAndNarrowsTheVisibleGpus) {
   const Shell all = sh(std::string(SSMCHECK_BIN) + " gate --cases 2 --no-coverage --backend all --device 0 " +
                        "--traces " + q(traces_dir()));
   if (all.out.find("cuda: skipped") != std::string::npos || all.code != 0) {  // no usable GPU here
-    EXPECT_EQ(all.code, 2) << all.out;
-    EXPECT_NE(all.out.find("--device 0: backend 'cuda': "), std::string::npos) << all.out;
+    EXPECT_EQ(all.code, 5) << all.out;  // nothing was checked, not bad input
+    EXPECT_NE(all.out.find("nothing was checked: --device 0: backend 'cuda': "), std::string::npos) << all.out;
   }
   // nothing that builds a command line may start the CUDA runtime (it reads CUDA_VISIBLE_DEVICES
   // once): found on the H200, where --backend's help text had probed the device and --device 1
@@ -430,6 +430,22 @@ TEST(Gate, DeviceFlagIsCheckedAndNarrowsTheVisibleGpus) {
     const Shell s = sh(std::string(SSMCHECK_BIN) + cmd + " --device 0");
     EXPECT_EQ(s.out.find("started before"), std::string::npos) << cmd << "\n" << s.out;
   }
+}
+
+// A built-in backend this machine cannot run, asked for by name, is "nothing was checked" (5), as
+// `mutants` answers for the mutants of a backend it skips; not bad input (2). An empty
+// CUDA_VISIBLE_DEVICES hides every GPU, so this holds on a GPU machine too.
+TEST(Gate, AnUnavailableBackendAskedForByNameChecksNothing) {
+  for (const std::string& cmd : std::vector<std::string>{" check --backend cuda --preset tiny --ops 'alloc; decode'",
+                                " fuzz --backend cuda --cases 1", " gate --backend cuda --cases 1",
+                                " replay --backend cuda " + q(traces_dir() + "/tiny_f32_every_op.h5")}) {
+    const Shell s = sh("CUDA_VISIBLE_DEVICES= " + std::string(SSMCHECK_BIN) + cmd);
+    EXPECT_EQ(s.code, 5) << cmd << "\n" << s.out;
+    EXPECT_NE(s.out.find("ssmcheck: nothing was checked: backend 'cuda': "), std::string::npos) << cmd << "\n" << s.out;
+  }
+  const Shell typo = sh(std::string(SSMCHECK_BIN) + " gate --backend cdua --cases 1");  // still bad input
+  EXPECT_EQ(typo.code, 2) << typo.out;
+  EXPECT_NE(typo.out.find("unknown backend 'cdua'"), std::string::npos) << typo.out;
 }
 
 TEST(Gate, ACampaignThatNeverReachedAnAxisFailsItsCoverageCheck) {
