@@ -5,11 +5,14 @@
 // Each op is captured once in a CUDA graph (every layer's launches) and replayed; the time is
 // the mean of the timed replays between two events. Bandwidth counts state bytes only: h and
 // conv read once and written once, plus the intermediates a verify writes.
-//   ssmcheck_bench [--preset NAME] [--layers N] [--max-batch B] [--reps R] [--quick] [--json FILE]
+//   ssmcheck_bench [--preset NAME] [--layers N] [--max-batch B | --batches B,B,..] [--reps R] [--quick] [--json FILE]
+// --batches times those batch sizes only (for ncu: `--batches 32 --layers 1 --reps 1` makes the
+// first kernels launched those of one decode at B = 32).
 // --json writes the table as JSON (docs/report.md, "Benchmark JSON"), which
 // `ssmcheck report --bench FILE --html OUT` draws against the copy ceiling.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,8 +33,25 @@ namespace {
 
 struct Options {
   int layers = 0, max_batch = 128, reps = 10;  // layers 0: all of the preset's
+  std::vector<int> batches;                    // empty: 1, 2, 4, .. max_batch
   std::string preset = "qwen3-next-80b", json;
 };
+
+// "1,32,128" -> {1, 32, 128}; empty when any item is not a whole number in 1..4096.
+std::vector<int> parse_batches(const std::string& text) {
+  std::vector<int> v;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, end - at);
+    char* stop = nullptr;
+    const long b = std::strtol(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || b < 1 || b > 4096) return {};
+    v.push_back(int(b));
+    at = end + 1;
+  }
+  return v;
+}
 
 nlohmann::json g_rows = nlohmann::json::array();  // --json: every row printed
 
@@ -99,11 +119,20 @@ int main(int argc, char** argv) {
     if (a == "--preset" && i + 1 < argc) o.preset = argv[++i];
     else if (a == "--layers" && i + 1 < argc) o.layers = std::atoi(argv[++i]);
     else if (a == "--max-batch" && i + 1 < argc) o.max_batch = std::atoi(argv[++i]);
+    else if (a == "--batches" && i + 1 < argc) {
+      o.batches = parse_batches(argv[++i]);
+      if (o.batches.empty()) {
+        std::fprintf(stderr, "ssmcheck_bench: --batches '%s': expected batch sizes 1..4096, comma-separated\n", argv[i]);
+        return 2;
+      }
+      o.max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+    }
     else if (a == "--reps" && i + 1 < argc) o.reps = std::atoi(argv[++i]);
     else if (a == "--quick") { o.max_batch = 8; o.reps = 3; }
     else if (a == "--json" && i + 1 < argc) o.json = argv[++i];
     else {
-      std::fprintf(stderr, "usage: ssmcheck_bench [--preset NAME] [--layers N] [--max-batch B] [--reps R] [--quick] [--json FILE]\n");
+      std::fprintf(stderr, "usage: ssmcheck_bench [--preset NAME] [--layers N] [--max-batch B | --batches B,B,..] [--reps R] [--quick] "
+                           "[--json FILE]\n");
       return 2;
     }
   }
@@ -118,8 +147,9 @@ int main(int argc, char** argv) {
     const int L = int(spec.layers.size());
     bool has_gdn = false;  // the WY arm exists for GDN layers only
     for (const LayerSpec& s : spec.layers) has_gdn = has_gdn || s.kind == LayerKind::gdn;
-    std::vector<int> batches;
-    for (int b = 1; b <= o.max_batch; b *= 2) batches.push_back(b);
+    std::vector<int> batches = o.batches;
+    if (batches.empty())
+      for (int b = 1; b <= o.max_batch; b *= 2) batches.push_back(b);
 
     double copy_bw = 0;
     std::printf("device: %s, %d SMs, L2 %d MiB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
