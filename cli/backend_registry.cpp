@@ -91,6 +91,7 @@ fuzz::BackendEntry plugin_entry(const std::string& flag, const std::string& text
   e.strictness = lib->bitwise() ? cmp::Strictness::bitwise : cmp::Strictness::classes;
   e.numerics = lib->numerics();
   if (lib->mamba2()) e.kinds = {LayerKind::gdn, LayerKind::mamba2};  // SSMP_MAMBA2
+  e.ple = lib->ple();                                                  // SSMP_PLE
   // a plug-in is created now once, so that a create that fails (a bad option) is an error before any work
   try {
     e.make();

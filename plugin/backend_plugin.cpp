@@ -43,14 +43,15 @@ struct Instance {
 };
 Instance& self(void* p) { return *static_cast<Instance*>(p); }
 
-// Inputs of one entry, copied from the C layout.
-StepInputs inputs_of(const ModelSpec& spec, const ssmp_layer_io* io, int rows) {
+// Inputs of one entry, copied from the C layout (ple: NULL for a model hosting no PLE carry).
+StepInputs inputs_of(const ModelSpec& spec, const ssmp_layer_io* io, const ssmp_ple_io* ple, int rows) {
   StepInputs in;
   in.rows = rows;
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     // where the ABI carries each input; the kind's inputs() say which it has and their widths
     const std::pair<std::vector<float> LayerRows::*, const float*> given[] = {
-        {&LayerRows::x, io[l].x}, {&LayerRows::a, io[l].a}, {&LayerRows::b, io[l].b}, {&LayerRows::z, io[l].z}};
+        {&LayerRows::x, io[l].x}, {&LayerRows::a, io[l].a}, {&LayerRows::b, io[l].b}, {&LayerRows::z, io[l].z},
+        {&LayerRows::ple_tokens, ple ? ple[l].tokens : nullptr}, {&LayerRows::ple_x, ple ? ple[l].x : nullptr}};
     LayerRows lr;
     for (const InputField& f : spec.layers[l].inputs()) {
       const float* src = nullptr;
@@ -64,17 +65,28 @@ StepInputs inputs_of(const ModelSpec& spec, const ssmp_layer_io* io, int rows) {
   return in;
 }
 
-void write_outputs(const StepOutputs& out, ssmp_layer_io* io) {
+void write_outputs(const StepOutputs& out, ssmp_layer_io* io, const ssmp_ple_io* ple) {
   for (size_t l = 0; l < out.layers.size(); ++l)
     std::memcpy(io[l].out, out.layers[l].data(), out.layers[l].size() * sizeof(float));
+  for (size_t l = 0; ple && l < out.ple.size(); ++l) {
+    if (out.ple[l].empty()) continue;
+    if (!ple[l].out) throw std::invalid_argument("layer " + std::to_string(l) + ": ple out is NULL");
+    std::memcpy(ple[l].out, out.ple[l].data(), out.ple[l].size() * sizeof(float));
+  }
 }
 
 void copy_tensor(void* dst, const Tensor& t) { std::memcpy(dst, t.raw(), t.bytes()); }
 
+// Whether a struct of struct_size bytes (an older ssmcheck's may end earlier) holds the member at
+// offset `at` of `size` bytes.
+bool covers(size_t struct_size, size_t at, size_t size) { return struct_size >= at + size; }
+
 Model model_of(const ssmp_config* c) {
-  // an older ssmcheck's config ends before `mamba2` (and carries GDN layers only)
+  // an older ssmcheck's config ends before `mamba2` (and carries GDN layers only) or before `ple`
   if (c->struct_size < offsetof(ssmp_config, mamba2)) throw std::invalid_argument("ssmp_config from an older header");
-  const ssmp_mamba2* mamba2 = c->struct_size >= sizeof(ssmp_config) ? c->mamba2 : nullptr;
+  const ssmp_mamba2* mamba2 =
+      covers(c->struct_size, offsetof(ssmp_config, mamba2), sizeof c->mamba2) ? c->mamba2 : nullptr;
+  const ssmp_ple* ple = covers(c->struct_size, offsetof(ssmp_config, ple), sizeof c->ple) ? c->ple : nullptr;
   Model m;
   m.spec.name = c->model_name ? c->model_name : "";
   for (int l = 0; l < c->n_layers; ++l) {
@@ -96,12 +108,15 @@ Model model_of(const ssmp_config* c) {
     s.d_conv = L.d_conv;
     s.conv_bias = L.conv_bias != nullptr;
     s.eps = L.eps;
+    if (ple && ple[l].channels != 0)
+      s.ple = PleSpec{ple[l].channels, ple[l].ngram_size, ple[l].k_size, ple[l].dilation, ple[l].eos_id};
     s.validate();
     // where the ABI carries each weight; the kind's weights() say which it has and their shapes
     const std::pair<std::vector<float> LayerWeights::*, const float*> given[] = {
         {&LayerWeights::conv_w, L.conv_w}, {&LayerWeights::conv_bias, L.conv_bias},
         {&LayerWeights::A_log, L.A_log},   {&LayerWeights::dt_bias, L.dt_bias},
-        {&LayerWeights::norm_w, L.norm_w}, {&LayerWeights::D, mamba2 ? mamba2[l].D : nullptr}};
+        {&LayerWeights::norm_w, L.norm_w}, {&LayerWeights::D, mamba2 ? mamba2[l].D : nullptr},
+        {&LayerWeights::ple_w, ple ? ple[l].w : nullptr}};
     LayerWeights w;
     for (const WeightField& f : s.weights()) {
       const float* src = nullptr;
@@ -152,31 +167,48 @@ int release(void* p, int slot, ssmp_error* err) {
   return guarded(err, [&] { self(p).backend->release(slot); });
 }
 
-int prefill(void* p, int slot, int rows, ssmp_layer_io* io, ssmp_error* err) {
-  return guarded(err, [&] { write_outputs(self(p).backend->prefill(slot, inputs_of(self(p).spec, io, rows)), io); });
+int prefill_ple(void* p, int slot, int rows, ssmp_layer_io* io, const ssmp_ple_io* ple, ssmp_error* err) {
+  return guarded(err, [&] {
+    write_outputs(self(p).backend->prefill(slot, inputs_of(self(p).spec, io, ple, rows)), io, ple);
+  });
 }
 
-// decode (k == 0) or verify
-int batch(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, ssmp_error* err) {
+int prefill(void* p, int slot, int rows, ssmp_layer_io* io, ssmp_error* err) {
+  return prefill_ple(p, slot, rows, io, nullptr, err);
+}
+
+// decode (k == 0) or verify; ple NULL for a model hosting no PLE carry
+int batch(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, const ssmp_ple_io* ple,
+          ssmp_error* err) {
   return guarded(err, [&] {
     Instance& I = self(p);
     const size_t L = I.spec.layers.size();
     const int rows = k == 0 ? 1 : k;
     const std::vector<int> s(slots, slots + n);
+    auto ple_of = [&](int i) { return ple ? ple + size_t(i) * L : nullptr; };
     std::vector<StepInputs> in;
-    for (int i = 0; i < n; ++i) in.push_back(inputs_of(I.spec, io + size_t(i) * L, rows));
+    for (int i = 0; i < n; ++i) in.push_back(inputs_of(I.spec, io + size_t(i) * L, ple_of(i), rows));
     const auto out = k == 0 ? I.backend->decode(s, in)
                             : I.backend->verify(s, k, arm == SSMP_ARM_WY ? VerifyArm::wy : VerifyArm::exact, in);
-    for (int i = 0; i < n; ++i) write_outputs(out[size_t(i)], io + size_t(i) * L);
+    for (int i = 0; i < n; ++i) write_outputs(out[size_t(i)], io + size_t(i) * L, ple_of(i));
   });
 }
 
 int decode(void* p, int n, const int* slots, ssmp_layer_io* io, ssmp_error* err) {
-  return batch(p, n, slots, 0, SSMP_ARM_EXACT, io, err);
+  return batch(p, n, slots, 0, SSMP_ARM_EXACT, io, nullptr, err);
 }
 
 int verify(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, ssmp_error* err) {
-  return batch(p, n, slots, k, arm, io, err);
+  return batch(p, n, slots, k, arm, io, nullptr, err);
+}
+
+int decode_ple(void* p, int n, const int* slots, ssmp_layer_io* io, const ssmp_ple_io* ple, ssmp_error* err) {
+  return batch(p, n, slots, 0, SSMP_ARM_EXACT, io, ple, err);
+}
+
+int verify_ple(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, const ssmp_ple_io* ple,
+               ssmp_error* err) {
+  return batch(p, n, slots, k, arm, io, ple, err);
 }
 
 int checkpoint(void* p, int slot, int async, ssmp_error* err) {
@@ -205,7 +237,8 @@ int snapshot_restore(void* p, int slot, int snap, ssmp_error* err) {
 
 int export_state(void* p, int slot, ssmp_state* out, ssmp_error* err) {
   return guarded(err, [&] {
-    if (out->struct_size < sizeof(ssmp_state)) throw std::invalid_argument("ssmp_state from an older header");
+    if (out->struct_size < offsetof(ssmp_state, ple)) throw std::invalid_argument("ssmp_state from an older header");
+    ssmp_ple_state* ple = covers(out->struct_size, offsetof(ssmp_state, ple), sizeof out->ple) ? out->ple : nullptr;
     const SequenceState st = self(p).backend->export_state(slot);
     if (out->n_layers != int(st.layers.size())) throw std::invalid_argument("ssmp_state has the wrong layer count");
     out->last_verify_k = st.last_verify_k;
@@ -233,6 +266,19 @@ int export_state(void* p, int slot, ssmp_state* out, ssmp_error* err) {
       }
       for (size_t t = 0; t < s.conv_intermediates.size(); ++t)
         copy_tensor(o.conv_intermediates[t], s.conv_intermediates[t]);
+      if (!ple || !self(p).spec.layers[l].ple.hosted()) continue;
+      ssmp_ple_state& P = ple[l];
+      auto carry = [](const ssmp_ple_carry& dst, const PleCarry& c) {
+        copy_tensor(dst.history, c.history);
+        copy_tensor(dst.conv, c.conv);
+      };
+      P.has_live = s.ple.has_value();
+      if (s.ple) carry(P.live, *s.ple);
+      P.has_checkpoint = s.ple_checkpoint.has_value();
+      if (s.ple_checkpoint) carry(P.checkpoint, *s.ple_checkpoint);
+      if (int(s.ple_snapshots.size()) > P.snapshot_room) throw std::invalid_argument("more PLE snapshots than room");
+      P.n_snapshots = int(s.ple_snapshots.size());
+      for (size_t t = 0; t < s.ple_snapshots.size(); ++t) carry(P.snapshots[t], s.ple_snapshots[t]);
     }
     out->has_prefill_stage = st.h_prefill_stage.has_value();
     if (st.h_prefill_stage) {
@@ -252,7 +298,7 @@ const ssmp_plugin* expose(const ExposedBackend& what) {
   g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_exposed.name.c_str(), g_exposed.flags,
                         create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
                         rollback, to_f16, snapshot_save, snapshot_restore, export_state, pause_async_copies,
-                        async_pending};
+                        async_pending, prefill_ple, decode_ple, verify_ple};
   return &g_table;
 }
 

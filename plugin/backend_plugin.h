@@ -16,7 +16,7 @@ namespace ssm::plugin {
 
 struct ExposedBackend {
   std::string name;  // what the plug-in declares
-  uint32_t flags = 0;  // SSMP_OWN_LEGALITY | SSMP_BITWISE
+  uint32_t flags = 0;  // SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | SSMP_PLE (the table has the *_ple members)
   // Makes the instance from the options text ("key=value,..."); throws std::invalid_argument
   // for an option it does not know (create then fails with that message).
   std::function<std::unique_ptr<Backend>(const std::string& options)> make;

@@ -396,7 +396,8 @@ const ssmp_plugin* python_plugin_table() {
     }
     g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_name.c_str(), flags,
                           create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
-                          rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr};
+                          rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr,
+                          nullptr, nullptr, nullptr};  // no async path; no PLE carry (yet: docs/plugins.md)
     return &g_table;
   }();
   return table;

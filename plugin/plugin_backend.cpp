@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <signal.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -99,7 +100,7 @@ std::string PluginLibrary::declared() const {
          ", legality: " + (own_legality() ? "its own (refusals compared)" : "ssmcheck's (sees legal ops only)") +
          ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes") +
          ", conv window: " + (short_conv_window() ? "d_conv-1 columns" : "d_conv columns") +
-         ", layers: " + (mamba2() ? "GDN and Mamba-2" : "GDN") +
+         ", layers: " + (mamba2() ? "GDN and Mamba-2" : "GDN") + (ple() ? ", PLE carries" : "") +
          ", h: " + (h_vd_kd() ? "[nv][vd][kd]" : "[nv][kd][vd]") +
          (no_prefill_stage() ? ", no prefill staging blob" : "") +
          ", numerics: " + (numerics().is_contract() ? std::string("the contract's") : numerics().flags().substr(1));
@@ -114,13 +115,25 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
     throw std::runtime_error(who + ": built against plug-in ABI version " + std::to_string(t->abi_version) +
                              "; this ssmcheck speaks version " + std::to_string(SSMP_ABI_VERSION) +
                              " (rebuild it against this ssmcheck's plugin/ssmcheck_plugin.h)");
-  if (t->struct_size < sizeof(ssmp_plugin))
+  // a header from before the *_ple members ends the table at async_pending: still ABI 1
+  constexpr size_t kBeforePle = offsetof(ssmp_plugin, prefill_ple);
+  if (t->struct_size < kBeforePle)
     throw std::runtime_error(who + ": its function table is " + std::to_string(t->struct_size) +
-                             " bytes, ABI " + std::to_string(SSMP_ABI_VERSION) + "'s is " +
-                             std::to_string(sizeof(ssmp_plugin)) + " (built against another header?)");
+                             " bytes, ABI " + std::to_string(SSMP_ABI_VERSION) + "'s is at least " +
+                             std::to_string(kBeforePle) + " (built against another header?)");
+  const bool ple = t->flags & SSMP_PLE;
+  if (ple && t->struct_size < sizeof(ssmp_plugin))
+    throw std::runtime_error(who + ": declares SSMP_PLE, but its function table (" + std::to_string(t->struct_size) +
+                             " bytes) ends before prefill_ple (a header from before SSMP_PLE?)");
   std::string missing;
   for (const auto& [name, set] : required_members(*t))
     if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name);
+  if (ple)  // members a table of an older header does not have: read only with the flag
+    for (const auto& [name, set] : std::vector<std::pair<const char*, bool>>{
+             {"prefill_ple", t->prefill_ple != nullptr},
+             {"decode_ple", t->decode_ple != nullptr},
+             {"verify_ple", t->verify_ple != nullptr}})
+      if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name) + " (SSMP_PLE)";
   if (!missing.empty()) throw std::runtime_error(who + ": required members not set: " + missing);
   // the flags of this ABI (plugin/ssmcheck_plugin.h), for the mask and the message alike
   static const std::pair<uint32_t, const char*> flags[] = {
@@ -133,6 +146,7 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
       {SSMP_F16_STORE_INF, "SSMP_F16_STORE_INF"},
       {SSMP_F16_ROWS_CARRIED, "SSMP_F16_ROWS_CARRIED"},
       {SSMP_MAMBA2, "SSMP_MAMBA2"},
+      {SSMP_PLE, "SSMP_PLE"},
   };
   uint32_t known = 0;
   std::string names;
@@ -268,28 +282,39 @@ void PluginBackend::check_sizes(const char* op, int slot, const StepInputs& in, 
                "][" + std::to_string(f.width) + "]");
 }
 
-namespace {
-// One sequence's inputs at one layer as the ABI carries them: an input the kind lacks is NULL
-// (a Mamba-2 layer's b).
-ssmp_layer_io io_of(const LayerRows& r, float* out) {
+void PluginBackend::add_io(const StepInputs& in, int rows, StepOutputs& out, std::vector<ssmp_layer_io>& io,
+                           std::vector<ssmp_ple_io>& ple) const {
+  // an input the kind lacks is NULL (a Mamba-2 layer's b), and so is every PLE pointer of a layer
+  // hosting no carry
   auto p = [](const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };
-  return {p(r.x), p(r.a), p(r.b), p(r.z), out};
+  out.rows = rows;
+  for (size_t l = 0; l < in.layers.size(); ++l) {
+    const LayerSpec& s = model_.spec.layers[l];
+    const LayerRows& r = in.layers[l];
+    out.layers.emplace_back(size_t(rows) * size_t(s.out_dim()), 0.0f);
+    out.ple.emplace_back(size_t(rows) * size_t(s.ple.channels), 0.0f);
+    io.push_back({p(r.x), p(r.a), p(r.b), p(r.z), out.layers.back().data()});
+    ple.push_back(s.ple.hosted() ? ssmp_ple_io{r.ple_tokens.data(), r.ple_x.data(), out.ple.back().data()}
+                                 : ssmp_ple_io{nullptr, nullptr, nullptr});
+  }
 }
-}  // namespace
 
 void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
   model.validate();
   pool.validate();
   std::vector<ssmp_layer> layers;
   std::vector<ssmp_mamba2> mamba2(model.spec.layers.size(), ssmp_mamba2{});
+  std::vector<ssmp_ple> ple(model.spec.layers.size(), ssmp_ple{});
   bool any_mamba2 = false;
   for (size_t l = 0; l < model.spec.layers.size(); ++l) {
     const LayerSpec& s = model.spec.layers[l];
     const LayerWeights& w = model.weights[l];
     const bool m2 = s.kind == LayerKind::mamba2;
-    if (s.ple.hosted())
+    if (s.ple.hosted() && !lib_->ple())
       throw std::invalid_argument(label_ + ": layer " + std::to_string(l) + " is " + s.name() +
-                                  "; it hosts a PLE carry, which the plug-in ABI does not carry (yet)");
+                                  "; it hosts a PLE carry, which the plug-in does not run (it does not declare SSMP_PLE)");
+    if (s.ple.hosted())
+      ple[l] = {s.ple.channels, s.ple.ngram_size, s.ple.k_size, s.ple.dilation, s.ple.eos_id, w.ple_w.data()};
     if (m2 && !lib_->mamba2())
       throw std::invalid_argument(label_ + ": layer " + std::to_string(l) + " is " + s.name() +
                                   "; the plug-in runs GDN layers only (it does not declare SSMP_MAMBA2)");
@@ -317,6 +342,7 @@ void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
   c.conv_capacity = pool.conv_capacity;
   c.snapshot_slots = pool.snapshot_slots;
   c.mamba2 = any_mamba2 ? mamba2.data() : nullptr;
+  c.ple = model.spec.hosts_ple() ? ple.data() : nullptr;
   has_pool_ = false;
   call("create_pool", -1, pool.name(), [&](ssmp_error* e) { return lib_->table->create_pool(self_, &c, e); });
   model_ = model;
@@ -335,6 +361,11 @@ void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
     r.conv_inter.assign(size_t(conv_room), std::vector<float>(size_t(s.conv_elems())));
     for (auto& v : r.h_inter) r.h_inter_ptrs.push_back(v.data());
     for (auto& v : r.conv_inter) r.conv_inter_ptrs.push_back(v.data());
+    if (s.ple.hosted()) {  // live, checkpoint, then one per row a verify may keep (K <= capacity + 1)
+      const size_t hist = size_t(s.ple.history_len()), conv = size_t(s.ple.conv_rows()) * size_t(s.ple.channels);
+      r.ple.assign(size_t(2 + h_room + 1), std::vector<float>(hist + conv));
+      for (size_t t = 2; t < r.ple.size(); ++t) r.ple_snapshots.push_back({r.ple[t].data(), r.ple[t].data() + hist});
+    }
   }
   stage_room_.assign(pool.h_mode == HMode::f16_pool ? size_t(stage_elems(model.spec)) : 0, 0.0f);
   has_pool_ = true;
@@ -366,15 +397,14 @@ StepOutputs PluginBackend::prefill(int slot, const StepInputs& in) {
   check_sizes("prefill", slot, in, in.rows);
   if (in.rows < 1) throw StateError(ErrorKind::bad_argument, "prefill", slot, -1, "T must be >= 1");
   StepOutputs out;
-  out.rows = in.rows;
   std::vector<ssmp_layer_io> io;
-  for (size_t l = 0; l < in.layers.size(); ++l) {
-    out.layers.emplace_back(size_t(in.rows) * size_t(model_.spec.layers[l].out_dim()), 0.0f);
-    const LayerRows& r = in.layers[l];
-    io.push_back(io_of(r, out.layers.back().data()));
-  }
-  call("prefill", slot, "slot " + std::to_string(slot) + ", " + std::to_string(in.rows) + " rows",
-       [&](ssmp_error* e) { return lib_->table->prefill(self_, slot, in.rows, io.data(), e); });
+  std::vector<ssmp_ple_io> ple;
+  add_io(in, in.rows, out, io, ple);
+  call("prefill", slot, "slot " + std::to_string(slot) + ", " + std::to_string(in.rows) + " rows", [&](ssmp_error* e) {
+    return model_.spec.hosts_ple() ? lib_->table->prefill_ple(self_, slot, in.rows, io.data(), ple.data(), e)
+                                   : lib_->table->prefill(self_, slot, in.rows, io.data(), e);
+  });
+  if (!model_.spec.hosts_ple()) out.ple.clear();
   if (!own_legality_) contract_.on_prefill(slot);
   return out;
 }
@@ -391,15 +421,11 @@ std::vector<StepOutputs> PluginBackend::batch(OpKind op, const std::vector<int>&
   if (op == OpKind::verify && k < 1) throw StateError(ErrorKind::bad_argument, name, -1, -1, "K must be >= 1");
   std::vector<StepOutputs> out(slots.size());
   std::vector<ssmp_layer_io> io;
+  std::vector<ssmp_ple_io> ple;
   std::string args;
   for (size_t i = 0; i < slots.size(); ++i) {
     check_sizes(name, slots[i], in[i], rows);
-    out[i].rows = rows;
-    for (size_t l = 0; l < in[i].layers.size(); ++l) {
-      out[i].layers.emplace_back(size_t(rows) * size_t(model_.spec.layers[l].out_dim()), 0.0f);
-      const LayerRows& r = in[i].layers[l];
-      io.push_back(io_of(r, out[i].layers.back().data()));
-    }
+    add_io(in[i], rows, out[i], io, ple);
     args += (i ? "," : "slots ") + slot_text(slots[i]);
   }
   // the f16-mode conversion of FP32 h on its first decode step, decided before the op
@@ -408,14 +434,21 @@ std::vector<StepOutputs> PluginBackend::batch(OpKind op, const std::vector<int>&
     for (int s : slots)
       if (s != kPadRow && contract_.needs_to_f16(s)) converts.push_back(s);
   const int n = int(slots.size());
+  const bool with_ple = model_.spec.hosts_ple();
+  const int c_arm = arm == VerifyArm::wy ? SSMP_ARM_WY : SSMP_ARM_EXACT;
+  const ssmp_plugin& t = *lib_->table;
   if (op == OpKind::decode)
-    call(name, -1, args, [&](ssmp_error* e) { return lib_->table->decode(self_, n, slots.data(), io.data(), e); });
+    call(name, -1, args, [&](ssmp_error* e) {
+      return with_ple ? t.decode_ple(self_, n, slots.data(), io.data(), ple.data(), e)
+                      : t.decode(self_, n, slots.data(), io.data(), e);
+    });
   else
-    call(name, -1, args + ", k " + std::to_string(k),
-         [&](ssmp_error* e) {
-           return lib_->table->verify(self_, n, slots.data(), k, arm == VerifyArm::wy ? SSMP_ARM_WY : SSMP_ARM_EXACT,
-                                      io.data(), e);
-         });
+    call(name, -1, args + ", k " + std::to_string(k), [&](ssmp_error* e) {
+      return with_ple ? t.verify_ple(self_, n, slots.data(), k, c_arm, io.data(), ple.data(), e)
+                      : t.verify(self_, n, slots.data(), k, c_arm, io.data(), e);
+    });
+  if (!with_ple)
+    for (StepOutputs& o : out) o.ple.clear();
   if (!own_legality_) {
     for (int s : converts) contract_.on_to_f16(s);
     if (op == OpKind::verify)
@@ -499,10 +532,21 @@ SequenceState PluginBackend::export_state(int slot) {
     s.h_intermediate_room = int(r.h_inter.size());
     s.conv_intermediate_room = int(r.conv_inter.size());
   }
+  std::vector<ssmp_ple_state> ple(spec.hosts_ple() && lib_->ple() ? ls.size() : 0, ssmp_ple_state{});
+  for (size_t l = 0; l < ple.size(); ++l) {
+    ExportRoom& r = room_[l];
+    if (r.ple.empty()) continue;
+    const size_t hist = size_t(spec.layers[l].ple.history_len());
+    ple[l].live = {r.ple[0].data(), r.ple[0].data() + hist};
+    ple[l].checkpoint = {r.ple[1].data(), r.ple[1].data() + hist};
+    ple[l].snapshots = r.ple_snapshots.data();
+    ple[l].snapshot_room = int(r.ple_snapshots.size());
+  }
   ssmp_state st{};
   st.struct_size = sizeof st;
   st.n_layers = int(ls.size());
   st.layers = ls.data();
+  st.ple = ple.empty() ? nullptr : ple.data();
   st.h_prefill_stage = stage_room_.empty() ? nullptr : stage_room_.data();
   st.stage_elems = int64_t(stage_room_.size());
   call("export_state", slot, "slot " + std::to_string(slot),
@@ -564,6 +608,18 @@ SequenceState PluginBackend::export_state(int slot) {
     for (int t = 0; t < s.n_h_intermediates; ++t)
       L.h_intermediates.push_back(h_field(s.h_intermediates[t], s.h_intermediates_are_f16 != 0, sp));
     for (int t = 0; t < s.n_conv_intermediates; ++t) L.conv_intermediates.push_back(conv_field(s.conv_intermediates[t], sp));
+    if (!ple.empty() && sp.ple.hosted()) {
+      const ssmp_ple_state& P = ple[l];
+      if (P.n_snapshots < 0 || P.n_snapshots > P.snapshot_room)
+        bad("layer " + std::to_string(l) + " says it kept " + std::to_string(P.n_snapshots) +
+            " PLE snapshots; room: " + std::to_string(P.snapshot_room));
+      auto carry = [&](const ssmp_ple_carry& c) {
+        return PleCarry{tensor(c.history, false, ple_history_shape(sp)), tensor(c.conv, false, ple_conv_shape(sp))};
+      };
+      if (P.has_live) L.ple = carry(P.live);
+      if (P.has_checkpoint) L.ple_checkpoint = carry(P.checkpoint);
+      for (int t = 0; t < P.n_snapshots; ++t) L.ple_snapshots.push_back(carry(room_[l].ple_snapshots[size_t(t)]));
+    }
     out.layers.push_back(std::move(L));
   }
   if (st.has_prefill_stage) out.h_prefill_stage = tensor(stage_room_.data(), false, {int64_t(stage_room_.size())});

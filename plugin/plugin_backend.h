@@ -35,6 +35,7 @@ struct PluginLibrary {
   bool short_conv_window() const { return table->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1; }
   bool h_vd_kd() const { return table->flags & SSMP_H_VD_KD; }
   bool mamba2() const { return table->flags & SSMP_MAMBA2; }  // runs Mamba-2 layers too
+  bool ple() const { return table->flags & SSMP_PLE; }        // runs PLE carries (prefill_ple, ...)
   bool no_prefill_stage() const { return table->flags & SSMP_NO_PREFILL_STAGE; }
   Numerics numerics() const {  // what SSMP_GATES_TORCH, SSMP_F16_STORE_INF and SSMP_F16_ROWS_CARRIED declare
     Numerics n;
@@ -95,6 +96,10 @@ class PluginBackend : public Backend {
   void check_sizes(const char* op, int slot, const StepInputs& in, int rows) const;
   std::vector<StepOutputs> batch(OpKind op, const std::vector<int>& slots, int k, VerifyArm arm,
                                  const std::vector<StepInputs>& in);
+  // The C layout of one sequence's inputs and room for its outputs (out.layers, out.ple sized
+  // here), appended to io and ple.
+  void add_io(const StepInputs& in, int rows, StepOutputs& out, std::vector<ssmp_layer_io>& io,
+              std::vector<ssmp_ple_io>& ple) const;
   void check_slot_index(const char* op, int slot) const;
 
   const PluginLibrary* lib_;
@@ -110,6 +115,10 @@ class PluginBackend : public Backend {
     std::vector<std::vector<float>> h_inter, conv_inter;
     std::vector<void*> h_inter_ptrs;
     std::vector<float*> conv_inter_ptrs;
+    // a layer hosting a PLE carry (SSMP_PLE): live, checkpoint, then the snapshots, each history
+    // and conv in one buffer
+    std::vector<std::vector<float>> ple;
+    std::vector<ssmp_ple_carry> ple_snapshots;
   };
   std::vector<ExportRoom> room_;
   std::vector<float> stage_room_;

@@ -8,8 +8,12 @@
 //   fault=commit_keeps_live   commit n < k keeps the live state instead of restoring n-1
 //   fault=abort_in_commit     commit calls abort(): a plug-in that crashes
 //   fault=throw_in_decode     decode fails (SSMP_ERROR): a plug-in that reports an error
+//   fault=ple_not_rolled_back commit n < k restores h and conv but keeps the PLE carry after all K
+//                             rows (bug class 15, through SSMP_PLE)
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include "plugin/backend_plugin.h"
 #include "reference/reference_backend.h"
@@ -25,6 +29,14 @@ class ReferenceWithFault : public ref::ReferenceBackend {
     if (fault_ == "abort_in_commit") std::abort();
     // the deliberate bug: checked as usual, then the live state (all K rows applied) is kept
     if (fault_ == "commit_keeps_live" && n > 0 && n < k) return ReferenceBackend::commit(slot, k, k);
+    if (fault_ == "ple_not_rolled_back" && n > 0 && n < k) {  // the PLE carry after all K rows stays
+      std::vector<std::optional<PleCarry>> after_k;
+      for (size_t l = 0; l < model().spec.layers.size(); ++l) after_k.push_back(ple_carry(slot, l));
+      ReferenceBackend::commit(slot, n, k);
+      for (size_t l = 0; l < after_k.size(); ++l)
+        if (after_k[l]) set_ple_carry(slot, l, *after_k[l]);
+      return;
+    }
     ReferenceBackend::commit(slot, n, k);
   }
   std::vector<StepOutputs> decode(const std::vector<int>& slots, const std::vector<StepInputs>& in) override {
@@ -42,11 +54,13 @@ std::unique_ptr<Backend> make(const std::string& options) {
   while (start < options.size()) {
     const size_t end = std::min(options.find(',', start), options.size());
     const std::string kv = options.substr(start, end - start);
-    if (kv == "fault=commit_keeps_live" || kv == "fault=abort_in_commit" || kv == "fault=throw_in_decode")
+    if (kv == "fault=commit_keeps_live" || kv == "fault=abort_in_commit" || kv == "fault=throw_in_decode" ||
+        kv == "fault=ple_not_rolled_back")
       fault = kv.substr(6);
     else
       throw std::invalid_argument("unknown option '" + kv +
-                                  "' (known: fault=commit_keeps_live, fault=abort_in_commit, fault=throw_in_decode)");
+                                  "' (known: fault=commit_keeps_live, fault=abort_in_commit, fault=throw_in_decode, "
+                                  "fault=ple_not_rolled_back)");
     start = end + 1;
   }
   if (fault.empty()) return std::make_unique<ref::ReferenceBackend>();
@@ -57,6 +71,6 @@ std::unique_ptr<Backend> make(const std::string& options) {
 
 extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) {
   static const ssmp_plugin* table = plugin::expose(
-      {"ssmcheck reference (CPU, as a plug-in)", SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2, make});
+      {"ssmcheck reference (CPU, as a plug-in)", SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | SSMP_PLE, make});
   return table;
 }

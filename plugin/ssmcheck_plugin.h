@@ -35,6 +35,11 @@
  *   x [rows][conv_dim] (xBC before the conv: channels x | B | C), a [rows][nh] (dt before
  *   dt_bias), b NULL, z [rows][nh*hp], out [rows][nh*hp]; h [nh][hp][ns], ns fastest;
  *   weights A_log, dt_bias [nh], norm_w [nh*hp], D [nh] (ssmp_mamba2.D); nk, nv, kd, vd are 0.
+ * A layer hosting a PLE carry (only for a plug-in that declares SSMP_PLE; its shape and weight in
+ * ssmp_config.ple[l]) takes per row a token id and C channels and gives C (ssmp_ple_io):
+ *   tokens [rows] (integers held exactly in FP32, the same on every hosting layer),
+ *   x [rows][C], out [rows][C]; weight w [C][k_size]; carry history [ngram_size-1] FP32 token
+ *   ids, oldest first, and conv [(k_size-1)*dilation][C] FP32, row 0 oldest (ssmp_ple_carry).
  */
 #ifndef SSMCHECK_PLUGIN_H
 #define SSMCHECK_PLUGIN_H
@@ -99,6 +104,12 @@ enum {
    * ssmcheck gives it models of GDN layers only, and its campaigns draw no Mamba-2 preset.
    * SSMP_H_VD_KD then means h [nh][ns][hp] for a Mamba-2 layer (the last two axes swapped). */
   SSMP_MAMBA2 = 1u << 8,
+  /* The plug-in runs the PLE carries of the layers that host one (docs/state-model.md "PLE
+   * carry"): their shapes and weights come in ssmp_config.ple, a model with a carry runs through
+   * prefill_ple, decode_ple and verify_ple (instead of prefill, decode and verify), and the carry
+   * is exported through ssmp_state.ple. Without it ssmcheck gives it no model with a carry, and
+   * its campaigns draw no PLE preset. */
+  SSMP_PLE = 1u << 9,
 };
 
 /* One recurrent layer and its weights (FP32 host arrays, valid during create_pool only). */
@@ -122,6 +133,16 @@ typedef struct {
   const float* D;         /* [nh] */
 } ssmp_mamba2;
 
+/* The PLE carry layer l hosts (ssmp_config.ple[l], SSMP_PLE); channels 0: it hosts none. */
+typedef struct {
+  int channels;        /* C */
+  int ngram_size;      /* the history keeps ngram_size-1 token ids */
+  int k_size;          /* conv taps; tap j reads the row (k_size-1-j)*dilation rows back */
+  int dilation;
+  int eos_id;          /* the token id a new history is filled with */
+  const float* w;      /* [C][k_size] */
+} ssmp_ple;
+
 /* The model and the pool (create_pool). */
 typedef struct {
   size_t struct_size; /* sizeof(ssmp_config) of ssmcheck's header */
@@ -137,6 +158,10 @@ typedef struct {
    * NULL when no layer is. Read it only when struct_size covers it (an older ssmcheck's config
    * ends before it and carries GDN layers only). */
   const ssmp_mamba2* mamba2;
+  /* [n_layers]: entry l describes the PLE carry layer l hosts (channels 0: none); NULL when no
+   * layer hosts one, and always for a plug-in that does not declare SSMP_PLE. Read it only when
+   * struct_size covers it. */
+  const ssmp_ple* ple;
 } ssmp_config;
 
 /* Inputs and outputs of one sequence (one entry of a batch) at one layer; `rows` tokens. */
@@ -147,6 +172,14 @@ typedef struct {
   const float* z;
   float* out; /* written by the plug-in */
 } ssmp_layer_io;
+
+/* The PLE inputs and output of one sequence at one layer, laid out as ssmp_layer_io (prefill_ple,
+ * decode_ple, verify_ple); every pointer NULL at a layer that hosts no carry. */
+typedef struct {
+  const float* tokens; /* [rows] */
+  const float* x;      /* [rows][C] */
+  float* out;          /* [rows][C]: x + silu(y), written by the plug-in */
+} ssmp_ple_io;
 
 /* The state of one layer of a slot, read back by export_state. The buffers belong to ssmcheck
  * and are sized for FP32 (an FP16 field fills the first half with binary16 bits); the plug-in
@@ -167,6 +200,25 @@ typedef struct {
   int h_intermediates_are_f16;
 } ssmp_layer_state;
 
+/* One PLE carry, in buffers ssmcheck owns: history [ngram_size-1], conv [(k_size-1)*dilation][C]. */
+typedef struct {
+  float* history;
+  float* conv;
+} ssmp_ple_carry;
+
+/* The PLE carry of one layer of a slot (ssmp_state.ple[l], for a layer that hosts one). */
+typedef struct {
+  ssmp_ple_carry live, checkpoint;
+  /* [snapshot_room]: the last verify's snapshot t is the carry after t of its rows (t = 0: before
+   * it), t = 0..K-1; indexed by kept rows, unlike the h intermediates */
+  const ssmp_ple_carry* snapshots;
+  int snapshot_room;
+  /* set by the plug-in: */
+  int has_live;       /* 0 from alloc until the first row op creates the carry (EOS, zeros) */
+  int has_checkpoint; /* the checkpoint holds a carry (it was present when the checkpoint was taken) */
+  int n_snapshots;    /* K of the last verify, 0 when none */
+} ssmp_ple_state;
+
 typedef struct {
   size_t struct_size; /* sizeof(ssmp_state) of ssmcheck's header */
   int n_layers;
@@ -176,15 +228,21 @@ typedef struct {
   /* set by the plug-in: */
   int last_verify_k;     /* K of the slot's last verify since alloc, 0 when none */
   int has_prefill_stage; /* f16-pool: the staging blob is part of the state */
+  /* [n_layers] for a plug-in that declares SSMP_PLE, when the model hosts a carry (an entry of a
+   * layer hosting none is zero); NULL otherwise. Read it only when struct_size covers it. */
+  ssmp_ple_state* ple;
 } ssmp_state;
 
-/* The table a plug-in returns. Every member but the last two is required. `self` is what create
- * returned. Every int-returning member returns an ssmp_status and fills *err unless SSMP_OK. */
+/* The table a plug-in returns. Every member up to export_state is required; pause_async_copies
+ * and async_pending are optional; the three *_ple members are required with SSMP_PLE and NULL
+ * without it (a table of a header before them ends at async_pending: struct_size says so).
+ * `self` is what create returned. Every int-returning member returns an ssmp_status and fills
+ * *err unless SSMP_OK. */
 typedef struct {
   uint32_t abi_version; /* SSMP_ABI_VERSION of the plug-in's header */
   uint32_t struct_size; /* sizeof(ssmp_plugin) of the plug-in's header */
   const char* name;     /* e.g. "my-engine 0.3 (GDN kernels)" */
-  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF, SSMP_F16_ROWS_CARRIED) */
+  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | SSMP_PLE | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF, SSMP_F16_ROWS_CARRIED) */
 
   /* options: the key=value,... text after the path in --backend (possibly ""). NULL: failed. */
   void* (*create)(const char* options, ssmp_error* err);
@@ -214,6 +272,14 @@ typedef struct {
   int (*pause_async_copies)(void* self, int on);
   /* 1 while an async copy of the slot is in flight. */
   int (*async_pending)(void* self, int slot);
+
+  /* SSMP_PLE: prefill, decode and verify of a model in which some layer hosts a PLE carry, with
+   * that carry's inputs and outputs (ple laid out as io: [n_layers], or [n][n_layers] entry-major).
+   * ssmcheck calls these instead of the three above for such a model, and those for any other. */
+  int (*prefill_ple)(void* self, int slot, int rows, ssmp_layer_io* io, const ssmp_ple_io* ple, ssmp_error* err);
+  int (*decode_ple)(void* self, int n, const int* slots, ssmp_layer_io* io, const ssmp_ple_io* ple, ssmp_error* err);
+  int (*verify_ple)(void* self, int n, const int* slots, int k, int arm, ssmp_layer_io* io, const ssmp_ple_io* ple,
+                    ssmp_error* err);
 } ssmp_plugin;
 
 /* The one symbol a plug-in exports. */

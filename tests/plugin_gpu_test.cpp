@@ -26,7 +26,7 @@ using PluginGpu = test::GpuTest;
 TEST_F(PluginGpu, CudaPluginPassesACampaignWithAsyncCopiesHeld) {
   fuzz::CampaignOptions o;
   o.kinds = {LayerKind::gdn, LayerKind::mamba2};  // the CUDA plug-in declares SSMP_MAMBA2 (BackendEntry::kinds)
-  o.ple = false;  // the plug-in ABI carries no PLE carry (BackendEntry::ple)
+  o.ple = true;                                   // and SSMP_PLE (BackendEntry::ple)
   o.seed = test::campaign_seed(20261130);
   o.cases = int(test::env_u64("SSMCHECK_CASES", 300));
   o.pause_async = true;
@@ -42,6 +42,9 @@ TEST_F(PluginGpu, CudaPluginPassesACampaignWithAsyncCopiesHeld) {
   EXPECT_EQ(r.cases, o.cases);
   // the held async copies crossed the ABI (pause_async_copies answered 1 through it)
   EXPECT_TRUE(r.coverage.missing({"async reads deferred"}).empty()) << "no async read was deferred";
+  // and the PLE carries crossed it: created, advanced, restored on a partial accept
+  const auto ple = r.coverage.missing({"layers hosting a PLE carry", "a partial accept restoring a PLE carry"});
+  EXPECT_TRUE(ple.empty()) << "never reached: " << ple.front();
 }
 
 TEST_F(PluginGpu, GateRunsTheCudaPlugin) {
@@ -51,6 +54,7 @@ TEST_F(PluginGpu, GateRunsTheCudaPlugin) {
   std::printf("%s", s.out.c_str());
   EXPECT_EQ(s.code, 0) << s.out;
   EXPECT_NE(s.out.find("campaign.plugin:libssmcheck_cuda_plugin"), std::string::npos) << s.out;
+  EXPECT_EQ(s.out.find("skipped"), std::string::npos) << s.out;  // the PLE traces too (SSMP_PLE)
 }
 
 }  // namespace

@@ -70,6 +70,7 @@ TEST(PluginLoad, TheReferencePluginDeclaresItsOwnLegalityAndBitwise) {
   EXPECT_TRUE(lib.own_legality());
   EXPECT_TRUE(lib.bitwise());
   EXPECT_TRUE(lib.mamba2());
+  EXPECT_TRUE(lib.ple());
   EXPECT_NE(error_of([] { plugin::PluginBackend b(plugin::PluginSpec::parse(kRef + ",fault=nonsense")); })
                 .find("unknown option 'fault=nonsense'"),
             std::string::npos);
@@ -80,7 +81,7 @@ TEST(PluginLoad, TheReferencePluginDeclaresItsOwnLegalityAndBitwise) {
 TEST(PluginCampaign, ReferencePluginAgreesBitwiseOverDrawnConfigurations) {
   fuzz::CampaignOptions o;
   o.kinds = {LayerKind::gdn, LayerKind::mamba2};  // it declares SSMP_MAMBA2 (BackendEntry::kinds)
-  o.ple = false;  // the plug-in ABI carries no PLE carry (BackendEntry::ple)
+  o.ple = true;                                   // and SSMP_PLE (BackendEntry::ple)
   o.seed = test::campaign_seed(20261130);
   o.cases = int(test::env_u64("SSMCHECK_CASES", 150));
   o.strictness = cmp::Strictness::bitwise;
@@ -93,7 +94,8 @@ TEST(PluginCampaign, ReferencePluginAgreesBitwiseOverDrawnConfigurations) {
   // it ran what a campaign runs: all three h modes, refusals compared, accept positions
   const auto missing =
       r.coverage.missing({"h mode f32", "h mode f16", "h mode f16-pool", "commit n < k", "rollback to an intermediate",
-                          "Mamba-2 softplus threshold", "layers of several kinds in one model"});
+                          "Mamba-2 softplus threshold", "layers of several kinds in one model",
+                          "layers hosting a PLE carry", "a partial accept restoring a PLE carry"});
   EXPECT_TRUE(missing.empty()) << "never reached: " << missing.front();
   EXPECT_GE(r.coverage.refusals.size(), 8u) << "few kinds of refusal compared";
 }
@@ -114,6 +116,40 @@ TEST(PluginCampaign, APluginWithoutMamba2IsRefusedMamba2Layers) {
   EXPECT_EQ(b.alloc(0), 0);
 }
 
+// PLE carries reach only a plug-in that declares SSMP_PLE: without the flag the reference plug-in's
+// table is refused a model with a carry, naming the layer and the flag, and still runs the others.
+// A table that declares it must have the three *_ple members; a table of a header from before them
+// (struct_size ending at async_pending) still loads when it does not declare SSMP_PLE.
+TEST(PluginCampaign, APluginWithoutPleIsRefusedPleCarriesAndItsTableIsChecked) {
+  const ssmp_plugin& ref = *plugin::load_plugin(kRef).table;
+  static ssmp_plugin no_ple = ref;
+  no_ple.flags &= ~uint32_t(SSMP_PLE);
+  plugin::register_plugin("test:no-ple", &no_ple);
+  GenConfig g;
+  PoolConfig pool;
+  plugin::PluginBackend b(plugin::PluginSpec::parse("test:no-ple"));
+  const std::string why = error_of([&] { b.create_pool(make_model(make_preset("ple-odd"), g), pool); });
+  EXPECT_NE(why.find("layer 0 is gdn("), std::string::npos) << why;
+  EXPECT_NE(why.find("does not declare SSMP_PLE"), std::string::npos) << why;
+  b.create_pool(make_model(make_preset("odd-a"), g), pool);
+  EXPECT_EQ(b.alloc(0), 0);
+
+  static ssmp_plugin old_header = no_ple;  // as built against the header before the *_ple members
+  old_header.struct_size = uint32_t(offsetof(ssmp_plugin, prefill_ple));
+  old_header.prefill_ple = nullptr;
+  old_header.decode_ple = nullptr;
+  old_header.verify_ple = nullptr;
+  EXPECT_EQ(error_of([] { plugin::register_plugin("test:old-header", &old_header); }), "(no error)");
+  static ssmp_plugin short_ple = old_header;
+  short_ple.flags |= SSMP_PLE;
+  const std::string short_why = error_of([] { plugin::register_plugin("test:short-ple", &short_ple); });
+  EXPECT_NE(short_why.find("declares SSMP_PLE, but its function table"), std::string::npos) << short_why;
+  static ssmp_plugin unset_ple = ref;
+  unset_ple.decode_ple = nullptr;
+  const std::string unset_why = error_of([] { plugin::register_plugin("test:unset-ple", &unset_ple); });
+  EXPECT_NE(unset_why.find("required members not set: decode_ple (SSMP_PLE)"), std::string::npos) << unset_why;
+}
+
 // A plug-in whose commit keeps the live state (n < k) is caught, and the case shrinks to a few ops.
 TEST(PluginCampaign, ABrokenPluginIsCaughtAndShrunk) {
   fuzz::CampaignOptions o;
@@ -129,6 +165,23 @@ TEST(PluginCampaign, ABrokenPluginIsCaughtAndShrunk) {
   EXPECT_LE(r.script_length, 4) << r.script;
   EXPECT_NE(r.script.find("commit"), std::string::npos) << r.script;
   EXPECT_NE(r.rerun.find("fault=commit_keeps_live"), std::string::npos) << r.rerun;
+}
+
+// A plug-in whose commit (n < k) keeps the PLE carry of all K rows (bug class 15) is caught through
+// SSMP_PLE alone, on a preset hosting carries, and the case shrinks to a few ops.
+TEST(PluginCampaign, APleCarryNotRolledBackInAPluginIsCaughtAndShrunk) {
+  fuzz::CampaignOptions o;
+  o.seed = test::campaign_seed(11);
+  o.cases = 200;
+  o.preset = "ple-odd";
+  o.strictness = cmp::Strictness::bitwise;
+  o.backend_label = "plugin:" + kRef + ",fault=ple_not_rolled_back";
+  const fuzz::CampaignResult r = fuzz::run_campaign(o, reference(), plugin(kRef + ",fault=ple_not_rolled_back"));
+  std::printf("%s", r.summary().c_str());
+  ASSERT_TRUE(r.failed) << "the fault was not found in 200 cases";
+  EXPECT_LE(r.script_length, 4) << r.script;
+  EXPECT_NE(r.script.find("commit"), std::string::npos) << r.script;
+  EXPECT_NE(r.report.find("ple"), std::string::npos) << r.report;
 }
 
 // From the command line: bad plug-ins are exit 2 with a message; a crash inside a call is exit 2
@@ -171,6 +224,13 @@ TEST(PluginCli, GateRunsAPluginLikeABuiltIn) {
   EXPECT_EQ(s.code, 0) << s.out;
   EXPECT_NE(s.out.find("campaign.plugin:libssmcheck_reference_plugin"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("replay.golden.plugin:libssmcheck_reference_plugin"), std::string::npos) << s.out;
+  // it declares SSMP_PLE: the PLE traces replay on it too (the faulty ple_not_rolled_back and
+  // ple_history_truncated pinpointed), nothing is skipped
+  EXPECT_EQ(s.out.find("skipped"), std::string::npos) << s.out;
+  const auto ple = sh(std::string(SSMCHECK_BIN) + " replay --backend " + q("plugin:" + kRef) + " " +
+                      q(std::string(SSMCHECK_FIXTURES_DIR) + "/traces/faulty/ple_not_rolled_back.h5"));
+  EXPECT_EQ(ple.code, 1) << ple.out;
+  EXPECT_NE(ple.out.find("pinpointed"), std::string::npos) << ple.out;
   const auto list = sh(std::string(SSMCHECK_BIN) + " backends " + q("plugin:" + kRef));
   EXPECT_EQ(list.code, 0) << list.out;
   EXPECT_NE(list.out.find("legality: its own (refusals compared), judged: bitwise"), std::string::npos) << list.out;
