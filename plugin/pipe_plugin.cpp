@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -98,11 +99,16 @@ void set_text(char* dst, size_t n, const std::string& s) {
   dst[n - 1] = '\0';
 }
 
+// One layer's sizes as the ABI lays them out (plugin/ssmcheck_plugin.h): GDN, or Mamba-2 (mamba2).
 struct Layer {
-  int nk, nv, kd, vd, d_conv;
-  size_t conv_dim() const { return size_t(2 * nk * kd + nv * vd); }
-  size_t out() const { return size_t(nv) * size_t(vd); }
-  size_t h() const { return size_t(nv) * size_t(kd) * size_t(vd); }
+  bool mamba2 = false;
+  int nk = 0, nv = 0, kd = 0, vd = 0;  // GDN
+  int nh = 0, hp = 0, ns = 0, ng = 0;  // Mamba-2
+  int d_conv = 0;
+  size_t conv_dim() const { return size_t(mamba2 ? nh * hp + 2 * ng * ns : 2 * nk * kd + nv * vd); }
+  size_t out() const { return mamba2 ? size_t(nh) * size_t(hp) : size_t(nv) * size_t(vd); }
+  size_t h() const { return mamba2 ? size_t(nh) * size_t(hp) * size_t(ns) : size_t(nv) * size_t(kd) * size_t(vd); }
+  size_t heads() const { return size_t(mamba2 ? nh : nv); }  // the gate inputs a (and GDN's b) per row
 };
 
 struct Instance {
@@ -144,8 +150,8 @@ std::vector<Blob> input_blobs(const Instance& I, int entries, int rows, const ss
       const ssmp_layer_io& x = io[size_t(e) * I.layers.size() + l];
       const size_t r = size_t(rows);
       v.push_back(floats(x.x, r * L.conv_dim()));
-      v.push_back(floats(x.a, r * size_t(L.nv)));
-      v.push_back(floats(x.b, r * size_t(L.nv)));
+      v.push_back(floats(x.a, r * L.heads()));
+      v.push_back(L.mamba2 ? Blob() : floats(x.b, r * L.heads()));  // Mamba-2 has no b: an empty array
       v.push_back(floats(x.z, r * L.out()));
     }
   return v;
@@ -163,7 +169,7 @@ void take_outputs(const Instance& I, int entries, int rows, const std::vector<Bl
     if (got[i].size() != bytes)
       throw std::runtime_error("output " + std::to_string(i) + " from the Python side has " +
                                std::to_string(got[i].size()) + " bytes, expected " + std::to_string(bytes) +
-                               " ([rows][nv*vd] float32)");
+                               " ([rows][out_dim] float32)");
     std::memcpy(io[i].out, got[i].data(), bytes);
   }
 }
@@ -213,15 +219,29 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
   I.layers.clear();
   for (int l = 0; l < c->n_layers; ++l) {
     const ssmp_layer& L = c->layers[l];
-    const Layer g{L.nk, L.nv, L.kd, L.vd, L.d_conv};
-    layers.push_back({{"kind", "gdn"}, {"nk", L.nk}, {"nv", L.nv}, {"kd", L.kd}, {"vd", L.vd}, {"d_conv", L.d_conv},
-                      {"output_gate", L.sigmoid_gate ? "sigmoid" : "silu"}, {"eps", L.eps},
-                      {"conv_bias", L.conv_bias != nullptr}});
+    Layer g;
+    g.d_conv = L.d_conv;
+    if (L.kind == SSMP_LAYER_MAMBA2) {  // weights conv_w, [conv_bias], A_log, dt_bias, norm_w, D
+      const ssmp_mamba2& M = c->mamba2[l];
+      g.mamba2 = true;
+      g.nh = M.nh, g.hp = M.hp, g.ns = M.ns, g.ng = M.ng;
+      // JSON has no infinity: an unbounded dt_max travels as null
+      layers.push_back({{"kind", "mamba2"}, {"nh", M.nh}, {"hp", M.hp}, {"ns", M.ns}, {"ng", M.ng},
+                        {"d_conv", L.d_conv}, {"norm_before_gate", M.norm_before_gate != 0}, {"dt_min", M.dt_min},
+                        {"dt_max", std::isinf(M.dt_max) ? json(nullptr) : json(M.dt_max)}, {"eps", L.eps},
+                        {"conv_bias", L.conv_bias != nullptr}});
+    } else {  // weights conv_w, [conv_bias], A_log, dt_bias, norm_w
+      g.nk = L.nk, g.nv = L.nv, g.kd = L.kd, g.vd = L.vd;
+      layers.push_back({{"kind", "gdn"}, {"nk", L.nk}, {"nv", L.nv}, {"kd", L.kd}, {"vd", L.vd},
+                        {"d_conv", L.d_conv}, {"output_gate", L.sigmoid_gate ? "sigmoid" : "silu"}, {"eps", L.eps},
+                        {"conv_bias", L.conv_bias != nullptr}});
+    }
     w.push_back(floats(L.conv_w, g.conv_dim() * size_t(L.d_conv)));
     if (L.conv_bias) w.push_back(floats(L.conv_bias, g.conv_dim()));
-    w.push_back(floats(L.A_log, size_t(L.nv)));
-    w.push_back(floats(L.dt_bias, size_t(L.nv)));
-    w.push_back(floats(L.norm_w, size_t(L.vd)));
+    w.push_back(floats(L.A_log, g.heads()));
+    w.push_back(floats(L.dt_bias, g.heads()));
+    w.push_back(floats(L.norm_w, g.mamba2 ? g.out() : size_t(g.vd)));
+    if (g.mamba2) w.push_back(floats(c->mamba2[l].D, g.heads()));
     I.layers.push_back(g);
   }
   const char* mode = c->h_mode == SSMP_H_F16 ? "f16" : c->h_mode == SSMP_H_F16_POOL ? "f16-pool" : "f32";
@@ -386,7 +406,8 @@ const ssmp_plugin* python_plugin_table() {
     };
     uint32_t flags = (hello.value("own_legality", false) ? SSMP_OWN_LEGALITY : 0) |
                      (hello.value("bitwise", false) ? SSMP_BITWISE : 0) |
-                     (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE);
+                     (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE) |
+                     (hello.value("mamba2", false) ? SSMP_MAMBA2 : 0);
     for (const Choice& c : choices) {
       const std::string v = hello.value(c.key, std::string(c.contract));
       if (v != c.contract && v != c.other)

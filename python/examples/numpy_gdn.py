@@ -62,7 +62,7 @@ def step(L, h, win, x, a, b, z, gates="clamped"):
 
 class Slot:
     def __init__(self, layers, h_cap, conv_cap):
-        self.h = [np.zeros((L.nv, L.kd, L.vd), np.float32) for L in layers]
+        self.h = [np.zeros(L.h_shape, np.float32) for L in layers]
         self.conv = [np.zeros((L.conv_dim, L.d_conv), np.float32) for L in layers]
         self.ckpt = None  # (h list, conv list) once taken
         self.inter = [[] for _ in layers]  # per layer: (h, conv) after verify rows 0..K-2
@@ -79,6 +79,10 @@ class NumpyGdn:
 
     def __init__(self, options=""):
         self.fault = dict(kv.split("=", 1) for kv in options.split(",") if kv).get("fault", "")
+
+    def step(self, L, h, win, row):
+        """One token of layer L (row: its inputs x, a, b, z), h and win updated in place."""
+        return step(L, h, win, row["x"], row["a"], row["b"], row["z"], self.gates)
 
     def create_pool(self, layers, pool):
         if pool.h_mode != "f32":
@@ -107,7 +111,7 @@ class NumpyGdn:
             if keep:
                 s.inter[l] = []
             for t in range(rows):
-                out[t] = step(L, s.h[l], s.conv[l], i["x"][t], i["a"][t], i["b"][t], i["z"][t], self.gates)
+                out[t] = self.step(L, s.h[l], s.conv[l], {k: (v[t] if v is not None else None) for k, v in i.items()})
                 if keep and t < rows - 1:
                     s.inter[l].append((s.h[l].copy(), s.conv[l].copy()))
             outs.append(out)

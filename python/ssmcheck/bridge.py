@@ -20,7 +20,10 @@ The class (or a callable taking the options text) is instantiated once per case.
 
 inputs: one dict per layer with float32 arrays x [rows][conv_dim] (channels Q | K | V),
 a [rows][nv], b [rows][nv], z [rows][nv*vd]; decode and verify get one such list per entry
-(slot -1 is a padding row). outputs: one array [rows][nv*vd] per layer. Class attributes:
+(slot -1 is a padding row). outputs: one array [rows][nv*vd] per layer. A class that declares
+``mamba2 = True`` also gets Mamba-2 layers (Layer.kind "mamba2"): x is xBC [rows][nh*hp + 2*ng*ns]
+(channels x | B | C), a is dt before dt_bias [rows][nh], b is None, z and outputs [rows][nh*hp],
+h [nh][hp][ns]. Class attributes:
 ``name`` (what it declares), ``own_legality`` (False: ssmcheck refuses illegal ops itself and
 the class never sees one), ``bitwise`` (False: judged under the tolerance classes), and the
 convention profile of what export_state returns (docs/plugins.md): ``conv_window`` ("d_conv",
@@ -53,16 +56,33 @@ class Refused(Exception):
 
 
 class Layer:
-    """One recurrent GDN layer: geometry and FP32 weights (numpy arrays)."""
+    """One recurrent layer: geometry and FP32 weights (numpy arrays). kind "gdn": nk, nv, kd, vd,
+    output_gate; kind "mamba2" (only for a class that declares ``mamba2 = True``): nh, hp, ns, ng,
+    norm_before_gate, dt_min, dt_max (inf: none), D [nh]. Both: d_conv, eps, conv_dim, out_dim,
+    heads (the width of a), h_shape, conv_w [conv_dim][d_conv], conv_bias (or None), A_log and
+    dt_bias [heads], norm_w (GDN [vd], Mamba-2 [nh*hp])."""
 
     def __init__(self, desc, weights):
         self.kind = desc["kind"]
-        self.nk, self.nv, self.kd, self.vd = desc["nk"], desc["nv"], desc["kd"], desc["vd"]
         self.d_conv = desc["d_conv"]
-        self.output_gate = desc["output_gate"]  # "silu" (out *= silu(z)) or "sigmoid"
         self.eps = float(desc["eps"])
-        self.conv_dim = 2 * self.nk * self.kd + self.nv * self.vd
-        self.out_dim = self.nv * self.vd
+        if self.kind == "mamba2":
+            self.nh, self.hp, self.ns, self.ng = desc["nh"], desc["hp"], desc["ns"], desc["ng"]
+            self.norm_before_gate = bool(desc["norm_before_gate"])
+            self.dt_min = float(desc["dt_min"])
+            self.dt_max = float("inf") if desc["dt_max"] is None else float(desc["dt_max"])
+            self.conv_dim = self.nh * self.hp + 2 * self.ng * self.ns
+            self.out_dim = self.nh * self.hp
+            self.heads = self.nh
+            self.h_shape = (self.nh, self.hp, self.ns)
+            self.D = weights["D"]
+        else:
+            self.nk, self.nv, self.kd, self.vd = desc["nk"], desc["nv"], desc["kd"], desc["vd"]
+            self.output_gate = desc["output_gate"]  # "silu" (out *= silu(z)) or "sigmoid"
+            self.conv_dim = 2 * self.nk * self.kd + self.nv * self.vd
+            self.out_dim = self.nv * self.vd
+            self.heads = self.nv
+            self.h_shape = (self.nv, self.kd, self.vd)
         self.conv_w = weights["conv_w"].reshape(self.conv_dim, self.d_conv)
         self.conv_bias = weights.get("conv_bias")
         self.A_log, self.dt_bias, self.norm_w = weights["A_log"], weights["dt_bias"], weights["norm_w"]
@@ -140,13 +160,14 @@ def _floats(blob, shape):
 
 
 def _inputs(layers, blobs, rows, entries):
-    """Blobs x, a, b, z per entry and layer -> [entry][layer] dicts."""
+    """Blobs x, a, b, z per entry and layer -> [entry][layer] dicts (b None for Mamba-2)."""
     out, i = [], 0
     for _ in range(entries):
         per = []
         for L in layers:
-            per.append(dict(x=_floats(blobs[i], (rows, L.conv_dim)), a=_floats(blobs[i + 1], (rows, L.nv)),
-                            b=_floats(blobs[i + 2], (rows, L.nv)), z=_floats(blobs[i + 3], (rows, L.out_dim))))
+            b = None if L.kind == "mamba2" else _floats(blobs[i + 2], (rows, L.heads))
+            per.append(dict(x=_floats(blobs[i], (rows, L.conv_dim)), a=_floats(blobs[i + 1], (rows, L.heads)),
+                            b=b, z=_floats(blobs[i + 3], (rows, L.out_dim))))
             i += 4
         out.append(per)
     return out
@@ -176,8 +197,8 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
         if a.dtype not in (np.float32, np.float16):
             a = a.astype(np.float32)
         L = layers[l]
-        want = (L.nv, L.vd, L.kd) if h_layout == "nv,vd,kd" else (L.nv, L.kd, L.vd)
-        if a.shape != want and not (a.ndim == 1 and a.size == L.nv * L.kd * L.vd):
+        want = (L.h_shape[0], L.h_shape[2], L.h_shape[1]) if h_layout == "nv,vd,kd" else L.h_shape
+        if a.shape != want and not (a.ndim == 1 and a.size == int(np.prod(want))):
             raise ValueError("export_state: layer %d %s has shape %s, expected %s (h_layout %s)" % (l, name, a.shape, want, h_layout))
         blobs.append(a.tobytes())
         return a.dtype == np.float16
@@ -227,7 +248,7 @@ class _Server:
                     bitwise=bool(getattr(b, "bitwise", False)), conv_window=getattr(b, "conv_window", "d_conv"),
                     h_layout=getattr(b, "h_layout", "nv,kd,vd"), prefill_stage=bool(getattr(b, "prefill_stage", True)),
                     gates=getattr(b, "gates", "clamped"), f16_store=getattr(b, "f16_store", "saturate"),
-                    f16_rows=getattr(b, "f16_rows", "stored"))
+                    f16_rows=getattr(b, "f16_rows", "stored"), mamba2=bool(getattr(b, "mamba2", False)))
 
     def handle(self, req, blobs):
         call = req["call"]
@@ -249,15 +270,22 @@ class _Server:
         if call == "create_pool":
             layers, i = [], 0
             for d in req["layers"]:
-                conv_dim = 2 * d["nk"] * d["kd"] + d["nv"] * d["vd"]
+                m2 = d["kind"] == "mamba2"
+                if m2:
+                    conv_dim, heads, norm = d["nh"] * d["hp"] + 2 * d["ng"] * d["ns"], d["nh"], d["nh"] * d["hp"]
+                else:
+                    conv_dim, heads, norm = 2 * d["nk"] * d["kd"] + d["nv"] * d["vd"], d["nv"], d["vd"]
                 w = dict(conv_w=_floats(blobs[i], (conv_dim, d["d_conv"])).copy())
                 i += 1
                 if d["conv_bias"]:
                     w["conv_bias"] = _floats(blobs[i], (conv_dim,)).copy()
                     i += 1
-                w["A_log"], w["dt_bias"] = _floats(blobs[i], (d["nv"],)).copy(), _floats(blobs[i + 1], (d["nv"],)).copy()
-                w["norm_w"] = _floats(blobs[i + 2], (d["vd"],)).copy()
+                w["A_log"], w["dt_bias"] = _floats(blobs[i], (heads,)).copy(), _floats(blobs[i + 1], (heads,)).copy()
+                w["norm_w"] = _floats(blobs[i + 2], (norm,)).copy()
                 i += 3
+                if m2:
+                    w["D"] = _floats(blobs[i], (heads,)).copy()
+                    i += 1
                 layers.append(Layer(d, w))
             obj.create_pool(layers, Pool(req))
             inst[1] = layers

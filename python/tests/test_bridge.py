@@ -1,6 +1,9 @@
 """The Python bridge in CI (ctest python_bridge, cpu label), with Debian's python3-numpy:
 
 - the numpy implementation of python/examples/numpy_gdn.py passes a campaign through the bridge;
+- python/examples/numpy_mamba2.py (declaring mamba2 = True) passes a campaign of drawn GDN,
+  Mamba-2 and mixed presets, reaching the Mamba-2 thresholds; one without D x diverges; a class
+  that does not declare it is refused a Mamba-2 preset naming the layer;
 - its deliberate fault (commit keeps the live state) is caught and shrunk to a short script;
 - a Python exception in a method is a divergence naming the exception; a refusal of the right
   kind from a class with its own legality agrees, one of the wrong kind diverges;
@@ -27,6 +30,7 @@ sys.path.insert(0, os.path.join(here, ".."))
 sys.path.insert(0, os.path.join(here, "..", "examples"))
 import ssmcheck  # noqa: E402
 from numpy_gdn import NumpyGdn  # noqa: E402
+from numpy_mamba2 import NumpyMamba2  # noqa: E402
 
 SSMCHECK = os.environ["SSMCHECK"]
 SEED = int(os.environ.get("SSMCHECK_SEED", "20261130"))
@@ -93,6 +97,20 @@ class WrongProfile(VllmProfile):
     keep = slice(None, -1)  # the oldest d_conv-1 columns: the newest input is lost
 
 
+class Mamba2WithoutD(NumpyMamba2):
+    """Forgets the skip term D x of a Mamba-2 output: the outputs diverge, never the state."""
+    name = "numpy Mamba-2 without D x"
+
+    def step(self, L, h, win, row):
+        if L.kind == "mamba2":
+            D, L.D = L.D, np.zeros_like(L.D)
+            try:
+                return super().step(L, h, win, row)
+            finally:
+                L.D = D
+        return super().step(L, h, win, row)
+
+
 class TorchGates(NumpyGdn):
     """Computes (and declares) torch's gates: softplus linear above 20, no clamps."""
     name = "numpy GDN with torch's gates"
@@ -106,6 +124,25 @@ def main():
         check(rc == 0 and ": passed" in text, "numpy GDN passes a %d-case campaign through the bridge (rc %d)" % (CASES, rc))
         if rc != 0:
             print(text[-3000:])
+
+        rc, text = run(fuzz + ["--backend", "python:numpy-mamba2"], NumpyMamba2, tmp, "campaign_mamba2")
+        axes = [l for l in text.splitlines() if "thresholds and axes:" in l]
+        # a drawn case is a Mamba-2 preset about a third of the time: 40 cases without one is ~1e-8
+        check(rc == 0 and ": passed" in text and axes and "[Mamba-2 " in axes[0],
+              "numpy GDN and Mamba-2 passes a %d-case campaign of both kinds through the bridge (rc %d)" % (CASES, rc))
+        if rc != 0:
+            print(text[-3000:])
+        rc, text = run(["check", "--preset", "hybrid-odd", "--h-mode", "f32", "--ops",
+                        "alloc; prefill 3; verify 3; commit 2 3; decode; rollback 0", "--backend", "python:numpy-mamba2"],
+                       NumpyMamba2, tmp, "hybrid")
+        check(rc == 0 and "agree" in text, "a model mixing GDN and Mamba-2 layers agrees through the bridge (rc %d)" % rc)
+        rc, text = run(["check", "--preset", "mamba-odd-a", "--h-mode", "f32", "--ops", "alloc; prefill 2",
+                        "--backend", "python:no-d"], Mamba2WithoutD, tmp, "mamba2_no_d")
+        check(rc == 1 and "DIFFERENT" in text and "output" in text, "a Mamba-2 output without D x diverges (rc %d)" % rc)
+        rc, text = run(["check", "--preset", "mamba-odd-a", "--h-mode", "f32", "--ops", "alloc",
+                        "--backend", "python:numpy-gdn"], NumpyGdn, tmp, "gdn_only")
+        check(rc == 2 and "mamba2(" in text and "SSMP_MAMBA2" in text,
+              "a class without mamba2 = True is refused a Mamba-2 preset naming the layer (rc %d)" % rc)
 
         rc, text = run(["fuzz", "--h-mode", "f32", "--seed", "3", "--cases", "200", "--out", tmp,
                         "--backend", "python:numpy-gdn,fault=commit_keeps_live"], NumpyGdn, tmp, "fault")

@@ -1,0 +1,68 @@
+"""The numpy implementation of python/examples/numpy_gdn.py with Mamba-2 layers too (hybrid models
+included): it declares ``mamba2 = True``, so the Python bridge gives it Mamba-2 layers and its
+campaigns draw the Mamba-2 and mixed presets. FP64 compute, FP32 storage (h mode f32 only);
+ssmcheck judges it against its reference under the tolerance classes. The math is
+docs/state-model.md "One token (Mamba-2 math)".
+
+    /usr/bin/python3 python/examples/numpy_mamba2.py build/ssmcheck fuzz --h-mode f32 --cases 50
+    /usr/bin/python3 python/examples/numpy_mamba2.py build/ssmcheck check --preset mamba-odd-a --h-mode f32 --ops 'alloc; prefill 3; verify 3; commit 1 3'
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from numpy_gdn import NumpyGdn, silu, ssmcheck  # noqa: E402
+
+
+def mamba2_step(L, h, win, x, a, z):
+    """One token of one Mamba-2 layer; h [nh][hp][ns] and win [conv_dim][d_conv] (float32) updated
+    in place. x: xBC before the conv; a: dt before dt_bias."""
+    win[:, :-1] = win[:, 1:]
+    win[:, -1] = x
+    acc = (L.conv_w.astype(np.float64) * win.astype(np.float64)).sum(axis=1)
+    if L.conv_bias is not None:
+        acc += L.conv_bias
+    xbc = silu(acc)
+    nh, hp, ns, ng = L.nh, L.hp, L.ns, L.ng
+    di = nh * hp
+    xs = xbc[:di].reshape(nh, hp)
+    grp = np.arange(nh) // (nh // ng)  # the group of each head
+    B = xbc[di:di + ng * ns].reshape(ng, ns)[grp]  # [nh][ns]
+    C = xbc[di + ng * ns:].reshape(ng, ns)[grp]
+    xg = a.astype(np.float64) + L.dt_bias
+    with np.errstate(over="ignore"):
+        sp = np.where(xg > 20.0, xg, np.log1p(np.exp(np.minimum(xg, 20.0))))
+        dt = np.clip(sp, L.dt_min, L.dt_max)
+        dA = np.maximum(np.exp(-np.exp(L.A_log.astype(np.float64)) * dt), 2.0 ** -149)
+    H = dA[:, None, None] * h.astype(np.float64) + (dt[:, None] * xs)[:, :, None] * B[:, None, :]
+    h[...] = H.astype(np.float32)  # the FP32 store; the output reads the stored state
+    y = (np.einsum("hpn,hn->hp", h.astype(np.float64), C) + L.D[:, None] * xs).reshape(-1)
+    zz = z.astype(np.float64)
+    u = y if L.norm_before_gate else y * silu(zz)
+    g = u.reshape(ng, -1)
+    r = 1.0 / np.sqrt((g * g).mean(axis=1, keepdims=True) + L.eps)
+    out = (g * r).reshape(-1) * L.norm_w
+    if L.norm_before_gate:
+        out = out * silu(zz)
+    return out.astype(np.float32)
+
+
+class NumpyMamba2(NumpyGdn):
+    name = "numpy GDN and Mamba-2 (python/examples/numpy_mamba2.py)"
+    mamba2 = True  # the bridge gives it Mamba-2 layers too
+
+    def step(self, L, h, win, row):
+        if L.kind == "mamba2":
+            return mamba2_step(L, h, win, row["x"], row["a"], row["z"])
+        return super().step(L, h, win, row)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit("usage: numpy_mamba2.py SSMCHECK SUBCOMMAND [ARGS...]   (--backend python:numpy-mamba2 is added)")
+    args = sys.argv[2:]
+    if "--backend" not in args:
+        args += ["--backend", "python:numpy-mamba2"]
+    sys.exit(ssmcheck.run(args, NumpyMamba2, ssmcheck=sys.argv[1]))
