@@ -28,7 +28,7 @@ struct BackendEntry {
   // implementation run every kind; a plug-in GDN, and Mamba-2 too when it declares SSMP_MAMBA2.
   std::vector<LayerKind> kinds = {LayerKind::gdn};
   // It runs layers hosting a PLE carry (STATE-MODEL section 7): ssmcheck's reference and CUDA
-  // implementation do, a plug-in when it declares SSMP_PLE; the Python bridge does not (yet).
+  // implementation do, a plug-in when it declares SSMP_PLE (a Python class: ple = True).
   bool ple = false;
   // "" when it runs every layer of the model; else why not ("layer 1 is mamba2(...); plugin:x.so runs
   // gdn layers only"): replay and the gate skip such a trace on it, with this reason.

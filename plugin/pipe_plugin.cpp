@@ -105,6 +105,7 @@ struct Layer {
   int nk = 0, nv = 0, kd = 0, vd = 0;  // GDN
   int nh = 0, hp = 0, ns = 0, ng = 0;  // Mamba-2
   int d_conv = 0;
+  int ple_c = 0, ple_hist = 0, ple_rows = 0;  // a hosted PLE carry: channels, history ids, conv rows
   size_t conv_dim() const { return size_t(mamba2 ? nh * hp + 2 * ng * ns : 2 * nk * kd + nv * vd); }
   size_t out() const { return mamba2 ? size_t(nh) * size_t(hp) : size_t(nv) * size_t(vd); }
   size_t h() const { return mamba2 ? size_t(nh) * size_t(hp) * size_t(ns) : size_t(nv) * size_t(kd) * size_t(vd); }
@@ -141,43 +142,63 @@ int simple(const char* call, void* p, json args, ssmp_error* err) {
   return exchange(args, {}, err, &reply, &out);
 }
 
-// Inputs of `entries` x layers into blobs x, a, b, z each.
-std::vector<Blob> input_blobs(const Instance& I, int entries, int rows, const ssmp_layer_io* io) {
+// Inputs of `entries` x layers into blobs x, a, b, z each, then ple_tokens and ple_x at a layer
+// hosting a PLE carry (ple: NULL for a model hosting none).
+std::vector<Blob> input_blobs(const Instance& I, int entries, int rows, const ssmp_layer_io* io,
+                              const ssmp_ple_io* ple) {
   std::vector<Blob> v;
   for (int e = 0; e < entries; ++e)
     for (size_t l = 0; l < I.layers.size(); ++l) {
       const Layer& L = I.layers[l];
-      const ssmp_layer_io& x = io[size_t(e) * I.layers.size() + l];
+      const size_t at = size_t(e) * I.layers.size() + l;
+      const ssmp_layer_io& x = io[at];
       const size_t r = size_t(rows);
       v.push_back(floats(x.x, r * L.conv_dim()));
       v.push_back(floats(x.a, r * L.heads()));
       v.push_back(L.mamba2 ? Blob() : floats(x.b, r * L.heads()));  // Mamba-2 has no b: an empty array
       v.push_back(floats(x.z, r * L.out()));
+      if (L.ple_c && ple) {
+        v.push_back(floats(ple[at].tokens, r));
+        v.push_back(floats(ple[at].x, r * size_t(L.ple_c)));
+      }
     }
   return v;
 }
 
-// Copies the reply's outputs (one blob per entry and layer) into io[].out.
-void take_outputs(const Instance& I, int entries, int rows, const std::vector<Blob>& got, ssmp_layer_io* io) {
-  const size_t want = size_t(entries) * I.layers.size();
+// Copies the reply's outputs (per entry and layer: the output, then the PLE output at a layer
+// hosting a carry) into io[].out and ple[].out.
+void take_outputs(const Instance& I, int entries, int rows, const std::vector<Blob>& got, ssmp_layer_io* io,
+                  const ssmp_ple_io* ple) {
+  size_t want = 0;
+  for (const Layer& L : I.layers) want += L.ple_c && ple ? 2 : 1;
+  want *= size_t(entries);
   if (got.size() != want)
     throw std::runtime_error("the Python side returned " + std::to_string(got.size()) + " output arrays, expected " +
-                             std::to_string(want) + " (one per entry and layer)");
-  for (size_t i = 0; i < want; ++i) {
-    const Layer& L = I.layers[i % I.layers.size()];
-    const size_t bytes = size_t(rows) * L.out() * sizeof(float);
-    if (got[i].size() != bytes)
-      throw std::runtime_error("output " + std::to_string(i) + " from the Python side has " +
-                               std::to_string(got[i].size()) + " bytes, expected " + std::to_string(bytes) +
-                               " ([rows][out_dim] float32)");
-    std::memcpy(io[i].out, got[i].data(), bytes);
-  }
+                             std::to_string(want) + " (per entry and layer: the output, and the PLE output of a "
+                             "layer hosting a carry)");
+  size_t next = 0;
+  auto take = [&](float* dst, size_t floats_n, const std::string& what) {
+    const size_t bytes = floats_n * sizeof(float);
+    if (got[next].size() != bytes)
+      throw std::runtime_error("output " + std::to_string(next) + " (" + what + ") from the Python side has " +
+                               std::to_string(got[next].size()) + " bytes, expected " + std::to_string(bytes) +
+                               " (float32)");
+    std::memcpy(dst, got[next++].data(), bytes);
+  };
+  for (int e = 0; e < entries; ++e)
+    for (size_t l = 0; l < I.layers.size(); ++l) {
+      const Layer& L = I.layers[l];
+      const size_t at = size_t(e) * I.layers.size() + l;
+      take(io[at].out, size_t(rows) * L.out(), "layer " + std::to_string(l) + " [rows][out_dim]");
+      if (L.ple_c && ple) take(ple[at].out, size_t(rows) * size_t(L.ple_c), "layer " + std::to_string(l) + " PLE [rows][C]");
+    }
 }
 
-int with_outputs(json req, void* p, int entries, int rows, ssmp_layer_io* io, ssmp_error* err) {
+int with_outputs(json req, void* p, int entries, int rows, ssmp_layer_io* io, ssmp_error* err,
+                 const ssmp_ple_io* ple = nullptr) {
   const Instance& I = self(p);
   req["instance"] = I.id;
-  const std::vector<Blob> in = input_blobs(I, entries, rows, io);
+  const std::vector<Blob> in = input_blobs(I, entries, rows, io, ple);
   std::vector<const Blob*> ptrs;
   for (const Blob& b : in) ptrs.push_back(&b);
   json reply;
@@ -185,7 +206,7 @@ int with_outputs(json req, void* p, int entries, int rows, ssmp_layer_io* io, ss
   const int rc = exchange(req, ptrs, err, &reply, &out);
   if (rc != SSMP_OK) return rc;
   try {
-    take_outputs(I, entries, rows, out, io);
+    take_outputs(I, entries, rows, out, io, ple);
   } catch (const std::exception& e) {
     set_text(err->message, sizeof err->message, e.what());
     return SSMP_ERROR;
@@ -242,6 +263,14 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
     w.push_back(floats(L.dt_bias, g.heads()));
     w.push_back(floats(L.norm_w, g.mamba2 ? g.out() : size_t(g.vd)));
     if (g.mamba2) w.push_back(floats(c->mamba2[l].D, g.heads()));
+    const ssmp_ple* P = c->ple && c->ple[l].channels ? &c->ple[l] : nullptr;
+    layers.back()["ple"] = P ? json{{"channels", P->channels}, {"ngram_size", P->ngram_size}, {"k_size", P->k_size},
+                                    {"dilation", P->dilation}, {"eos_id", P->eos_id}}
+                             : json(nullptr);
+    if (P) {  // then its weight [C][k_size]
+      g.ple_c = P->channels, g.ple_hist = P->ngram_size - 1, g.ple_rows = (P->k_size - 1) * P->dilation;
+      w.push_back(floats(P->w, size_t(P->channels) * size_t(P->k_size)));
+    }
     I.layers.push_back(g);
   }
   const char* mode = c->h_mode == SSMP_H_F16 ? "f16" : c->h_mode == SSMP_H_F16_POOL ? "f16-pool" : "f32";
@@ -286,6 +315,23 @@ int verify(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, 
                        {"k", k},
                        {"arm", arm == SSMP_ARM_WY ? "wy" : "exact"}},
                       p, n, k, io, err);
+}
+
+int prefill_ple(void* p, int slot, int rows, ssmp_layer_io* io, const ssmp_ple_io* ple, ssmp_error* err) {
+  return with_outputs({{"call", "prefill"}, {"slot", slot}, {"rows", rows}}, p, 1, rows, io, err, ple);
+}
+
+int decode_ple(void* p, int n, const int* slots, ssmp_layer_io* io, const ssmp_ple_io* ple, ssmp_error* err) {
+  return with_outputs({{"call", "decode"}, {"slots", std::vector<int>(slots, slots + n)}}, p, n, 1, io, err, ple);
+}
+
+int verify_ple(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, const ssmp_ple_io* ple,
+               ssmp_error* err) {
+  return with_outputs({{"call", "verify"},
+                       {"slots", std::vector<int>(slots, slots + n)},
+                       {"k", k},
+                       {"arm", arm == SSMP_ARM_WY ? "wy" : "exact"}},
+                      p, n, k, io, err, ple);
 }
 
 int checkpoint(void* p, int slot, int async, ssmp_error* err) {
@@ -356,6 +402,23 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
         take(o.h_intermediates[t], L.h(), o.h_intermediates_are_f16, at + "h_intermediate " + std::to_string(t));
       for (int t = 0; t < o.n_conv_intermediates; ++t)
         take(o.conv_intermediates[t], conv, false, at + "conv_intermediate " + std::to_string(t));
+      if (!L.ple_c || !st->ple) continue;  // a carry: live, checkpoint, snapshots, each history then conv
+      const json& jp = j.at("ple");
+      ssmp_ple_state& P = st->ple[l];
+      P.has_live = jp.value("has_live", false);
+      P.has_checkpoint = jp.value("has_checkpoint", false);
+      P.n_snapshots = jp.value("n_snapshots", 0);
+      if (P.n_snapshots < 0 || P.n_snapshots > P.snapshot_room)
+        throw std::runtime_error("export_state: " + at + "has " + std::to_string(P.n_snapshots) +
+                                 " PLE snapshots; room for " + std::to_string(P.snapshot_room));
+      const size_t pc = size_t(L.ple_rows) * size_t(L.ple_c);
+      auto carry = [&](const ssmp_ple_carry& c, const std::string& what) {
+        take(c.history, size_t(L.ple_hist), false, at + what + " history");
+        take(c.conv, pc, false, at + what + " conv");
+      };
+      if (P.has_live) carry(P.live, "ple");
+      if (P.has_checkpoint) carry(P.checkpoint, "ple_checkpoint");
+      for (int t = 0; t < P.n_snapshots; ++t) carry(P.snapshots[t], "ple_snapshot " + std::to_string(t));
     }
     st->has_prefill_stage = reply.value("has_prefill_stage", false);
     if (st->has_prefill_stage) {
@@ -407,7 +470,7 @@ const ssmp_plugin* python_plugin_table() {
     uint32_t flags = (hello.value("own_legality", false) ? SSMP_OWN_LEGALITY : 0) |
                      (hello.value("bitwise", false) ? SSMP_BITWISE : 0) |
                      (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE) |
-                     (hello.value("mamba2", false) ? SSMP_MAMBA2 : 0);
+                     (hello.value("mamba2", false) ? SSMP_MAMBA2 : 0) | (hello.value("ple", false) ? SSMP_PLE : 0);
     for (const Choice& c : choices) {
       const std::string v = hello.value(c.key, std::string(c.contract));
       if (v != c.contract && v != c.other)
@@ -418,7 +481,7 @@ const ssmp_plugin* python_plugin_table() {
     g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_name.c_str(), flags,
                           create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
                           rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr,
-                          nullptr, nullptr, nullptr};  // no async path; no PLE carry (yet: docs/plugins.md)
+                          prefill_ple, decode_ple, verify_ple};  // no async path
     return &g_table;
   }();
   return table;

@@ -1,4 +1,5 @@
 """A complete system under test in numpy: every transition of the GDN state model (h mode f32),
+PLE carries included,
 served to ssmcheck by the Python bridge. FP64 compute, FP32 storage; ssmcheck judges it against
 its reference under the tolerance classes.
 
@@ -60,11 +61,37 @@ def step(L, h, win, x, a, b, z, gates="clamped"):
     return (o * r * L.norm_w * gate).reshape(-1).astype(np.float32)
 
 
+def ple_row(P, carry, x, token):
+    """One row of a PLE carry (docs/state-model.md "PLE carry"): carry (history, conv) updated in
+    place; returns x + silu(y), y[c] = sum_j w[c][j] X[t - (k_size-1-j) dilation][c] over X = conv ++ x."""
+    history, conv = carry
+    X = np.concatenate([conv.astype(np.float64), x[None, :].astype(np.float64)])  # [conv_rows + 1][C]
+    y = np.zeros(P.channels)
+    for j in range(P.k_size):
+        y += P.w[:, j].astype(np.float64) * X[len(X) - 1 - (P.k_size - 1 - j) * P.dilation]
+    out = (x.astype(np.float64) + silu(y)).astype(np.float32)
+    if P.conv_rows:
+        conv[...] = X[1:].astype(np.float32)  # the last conv_rows rows of conv ++ x
+    history[...] = np.concatenate([history[1:], [token]]).astype(np.float32)
+    return out
+
+
+def fresh_carry(P):
+    """A carry as the first row op creates it: the history EOS-filled, the conv state zero."""
+    return (np.full(P.history_len, P.eos_id, np.float32), np.zeros((P.conv_rows, P.channels), np.float32))
+
+
+def copy_carries(carries):
+    return [None if c is None else (c[0].copy(), c[1].copy()) for c in carries]
+
+
 class Slot:
     def __init__(self, layers, h_cap, conv_cap):
         self.h = [np.zeros(L.h_shape, np.float32) for L in layers]
         self.conv = [np.zeros((L.conv_dim, L.d_conv), np.float32) for L in layers]
-        self.ckpt = None  # (h list, conv list) once taken
+        self.ple = [None for _ in layers]  # per layer: its PLE carry (history, conv), None while absent
+        self.ple_snaps = [[] for _ in layers]  # per layer: the last verify's carries after t rows, t = 0..K-1
+        self.ckpt = None  # (h list, conv list, PLE carry list) once taken
         self.inter = [[] for _ in layers]  # per layer: (h, conv) after verify rows 0..K-2
         self.last_k = 0
         self.h_cap, self.conv_cap = h_cap, conv_cap
@@ -76,6 +103,7 @@ class NumpyGdn:
     own_legality = False
     bitwise = False
     gates = "clamped"  # the contract's gates; a subclass with "torch" computes (and declares) torch's
+    ple = True  # runs the PLE carries of the layers that host one
 
     def __init__(self, options=""):
         self.fault = dict(kv.split("=", 1) for kv in options.split(",") if kv).get("fault", "")
@@ -108,13 +136,22 @@ class NumpyGdn:
         for l, L in enumerate(self.layers):
             i = inputs[l]
             out = np.zeros((rows, L.out_dim), np.float32)
+            P = L.ple
+            if P is not None and s.ple[l] is None:
+                s.ple[l] = fresh_carry(P)  # created on first use
             if keep:
                 s.inter[l] = []
+                s.ple_snaps[l] = copy_carries([s.ple[l]]) if P is not None else []
+            ple_out = np.zeros((rows, P.channels), np.float32) if P is not None else None
             for t in range(rows):
                 out[t] = self.step(L, s.h[l], s.conv[l], {k: (v[t] if v is not None else None) for k, v in i.items()})
+                if P is not None:
+                    ple_out[t] = ple_row(P, s.ple[l], i["ple_x"][t], i["ple_tokens"][t])
                 if keep and t < rows - 1:
                     s.inter[l].append((s.h[l].copy(), s.conv[l].copy()))
-            outs.append(out)
+                    if P is not None:
+                        s.ple_snaps[l] += copy_carries([s.ple[l]])
+            outs.append(out if P is None else (out, ple_out))
         if keep:
             s.last_k = rows
         return outs
@@ -130,16 +167,20 @@ class NumpyGdn:
 
     def checkpoint(self, slot, is_async):
         s = self.slots[slot]
-        s.ckpt = ([h.copy() for h in s.h], [c.copy() for c in s.conv])
+        s.ckpt = ([h.copy() for h in s.h], [c.copy() for c in s.conv], copy_carries(s.ple))
 
     def restore(self, slot, n):
         s = self.slots[slot]
         if n == 0:
             if s.ckpt is not None:
                 s.h, s.conv = [h.copy() for h in s.ckpt[0]], [c.copy() for c in s.ckpt[1]]
+                s.ple = copy_carries(s.ckpt[2])  # absent where the carry was absent then
         else:
             s.h = [s.inter[l][n - 1][0].copy() for l in range(len(self.layers))]
             s.conv = [s.inter[l][n - 1][1].copy() for l in range(len(self.layers))]
+            # the carry after n kept rows (its history: the pre-verify one plus the first n tokens)
+            s.ple = [copy_carries([s.ple_snaps[l][n]])[0] if s.ple_snaps[l] else s.ple[l]
+                     for l in range(len(self.layers))]
 
     def commit(self, slot, n, k):
         if n < k and self.fault != "commit_keeps_live":
@@ -155,11 +196,12 @@ class NumpyGdn:
 
     def snapshot_save(self, slot, snap):
         s = self.slots[slot]
-        self.snaps[snap] = ([h.copy() for h in s.h], [c.copy() for c in s.conv])
+        self.snaps[snap] = ([h.copy() for h in s.h], [c.copy() for c in s.conv], copy_carries(s.ple))
 
     def snapshot_restore(self, slot, snap):
         s = self.slots[slot]
         s.h, s.conv = [h.copy() for h in self.snaps[snap][0]], [c.copy() for c in self.snaps[snap][1]]
+        s.ple = copy_carries(self.snaps[snap][2])
 
     def export_state(self, slot):
         s = self.slots[slot]
@@ -171,7 +213,9 @@ class NumpyGdn:
                 h_checkpoint=None if s.ckpt is None else s.ckpt[0][l],
                 conv_checkpoint=None if s.ckpt is None else s.ckpt[1][l],
                 h_intermediates=[p[0] for p in s.inter[l][:n]],
-                conv_intermediates=[p[1] for p in s.inter[l][:n]]))
+                conv_intermediates=[p[1] for p in s.inter[l][:n]],
+                ple=s.ple[l], ple_checkpoint=None if s.ckpt is None else s.ckpt[2][l],
+                ple_snapshots=s.ple_snaps[l] if s.last_k > 0 else []))
         return ssmcheck.State(s.last_k, layers)
 
 

@@ -14,7 +14,7 @@ docs/plugins.md ("Python") and docs/trace-format.md ("Porting checklist") are th
 python/examples/numpy_gdn.py is a complete system under test, numpy_mamba2.py the same with
 Mamba-2 layers.
 """
-from .bridge import Layer, LayerState, Pool, Refused, State, run
+from .bridge import Layer, LayerState, Ple, Pool, Refused, State, run
 from .capture import CaptureError, TraceWriter
 
-__all__ = ["run", "Refused", "Layer", "Pool", "LayerState", "State", "TraceWriter", "CaptureError"]
+__all__ = ["run", "Refused", "Layer", "Ple", "Pool", "LayerState", "State", "TraceWriter", "CaptureError"]

@@ -23,7 +23,10 @@ a [rows][nv], b [rows][nv], z [rows][nv*vd]; decode and verify get one such list
 (slot -1 is a padding row). outputs: one array [rows][nv*vd] per layer. A class that declares
 ``mamba2 = True`` also gets Mamba-2 layers (Layer.kind "mamba2"): x is xBC [rows][nh*hp + 2*ng*ns]
 (channels x | B | C), a is dt before dt_bias [rows][nh], b is None, z and outputs [rows][nh*hp],
-h [nh][hp][ns]. Class attributes:
+h [nh][hp][ns]. A class that declares ``ple = True`` also gets layers hosting a PLE carry
+(Layer.ple): their inputs add ple_tokens [rows] and ple_x [rows][C], their output is a pair
+(output, PLE output [rows][C]), and LayerState carries ple, ple_checkpoint and ple_snapshots.
+Class attributes:
 ``name`` (what it declares), ``own_legality`` (False: ssmcheck refuses illegal ops itself and
 the class never sees one), ``bitwise`` (False: judged under the tolerance classes), and the
 convention profile of what export_state returns (docs/plugins.md): ``conv_window`` ("d_conv",
@@ -86,6 +89,20 @@ class Layer:
         self.conv_w = weights["conv_w"].reshape(self.conv_dim, self.d_conv)
         self.conv_bias = weights.get("conv_bias")
         self.A_log, self.dt_bias, self.norm_w = weights["A_log"], weights["dt_bias"], weights["norm_w"]
+        self.ple = Ple(desc["ple"], weights["ple_w"]) if desc.get("ple") else None
+
+
+class Ple:
+    """The PLE carry a layer hosts (only for a class that declares ``ple = True``;
+    docs/state-model.md "PLE carry"): channels C, ngram_size (the history keeps ngram_size-1 token
+    ids), k_size and dilation of the conv (its state: conv_rows = (k_size-1)*dilation rows of C),
+    eos_id, and the weight w [C][k_size]."""
+
+    def __init__(self, d, w):
+        self.channels, self.ngram_size = d["channels"], d["ngram_size"]
+        self.k_size, self.dilation, self.eos_id = d["k_size"], d["dilation"], d["eos_id"]
+        self.history_len, self.conv_rows = self.ngram_size - 1, (self.k_size - 1) * self.dilation
+        self.w = w.reshape(self.channels, self.k_size)
 
 
 class Pool:
@@ -99,13 +116,16 @@ class Pool:
 
 class LayerState:
     """The state of one layer of a slot. h-like fields are float32 or float16 arrays [nv][kd][vd];
-    conv fields float32 [conv_dim][d_conv] (column 0 oldest). None / empty: the slot has none."""
+    conv fields float32 [conv_dim][d_conv] (column 0 oldest). None / empty: the slot has none.
+    A layer hosting a PLE carry: ple and ple_checkpoint are (history, conv) pairs or None (absent),
+    ple_snapshots the last verify's (history, conv) after t of its rows, t = 0..K-1."""
 
     def __init__(self, h, conv, h_checkpoint=None, conv_checkpoint=None, h_intermediates=(),
-                 conv_intermediates=()):
+                 conv_intermediates=(), ple=None, ple_checkpoint=None, ple_snapshots=()):
         self.h, self.conv = h, conv
         self.h_checkpoint, self.conv_checkpoint = h_checkpoint, conv_checkpoint
         self.h_intermediates, self.conv_intermediates = list(h_intermediates), list(conv_intermediates)
+        self.ple, self.ple_checkpoint, self.ple_snapshots = ple, ple_checkpoint, list(ple_snapshots)
 
 
 class State:
@@ -166,22 +186,34 @@ def _inputs(layers, blobs, rows, entries):
         per = []
         for L in layers:
             b = None if L.kind == "mamba2" else _floats(blobs[i + 2], (rows, L.heads))
-            per.append(dict(x=_floats(blobs[i], (rows, L.conv_dim)), a=_floats(blobs[i + 1], (rows, L.heads)),
-                            b=b, z=_floats(blobs[i + 3], (rows, L.out_dim))))
+            d = dict(x=_floats(blobs[i], (rows, L.conv_dim)), a=_floats(blobs[i + 1], (rows, L.heads)),
+                     b=b, z=_floats(blobs[i + 3], (rows, L.out_dim)))
             i += 4
+            if L.ple is not None:  # token ids (integers in float32) and the PLE rows
+                d["ple_tokens"], d["ple_x"] = _floats(blobs[i], (rows,)), _floats(blobs[i + 1], (rows, L.ple.channels))
+                i += 2
+            per.append(d)
         out.append(per)
     return out
 
 
 def _outputs(layers, outs, rows, what):
+    """One array [rows][out_dim] per layer; a layer hosting a PLE carry gives a pair (output,
+    PLE output [rows][C])."""
     if len(outs) != len(layers):
         raise ValueError("%s returned %d output arrays for %d layers" % (what, len(outs), len(layers)))
     blobs = []
     for l, (L, o) in enumerate(zip(layers, outs)):
-        a = _numpy(o, np.float32)
-        if a.size != rows * L.out_dim:
-            raise ValueError("%s: output of layer %d has shape %s, expected (%d, %d)" % (what, l, a.shape, rows, L.out_dim))
-        blobs.append(a.tobytes())
+        pairs = [(o, L.out_dim, "output")]
+        if L.ple is not None:
+            if not isinstance(o, (tuple, list)) or len(o) != 2:
+                raise ValueError("%s: layer %d hosts a PLE carry: its output must be a pair (output, PLE output)" % (what, l))
+            pairs = [(o[0], L.out_dim, "output"), (o[1], L.ple.channels, "PLE output")]
+        for x, width, name in pairs:
+            a = _numpy(x, np.float32)
+            if a.size != rows * width:
+                raise ValueError("%s: %s of layer %d has shape %s, expected (%d, %d)" % (what, name, l, a.shape, rows, width))
+            blobs.append(a.tobytes())
     return blobs
 
 
@@ -227,6 +259,22 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
         j["n_conv_intermediates"] = len(s.conv_intermediates)
         for t, x in enumerate(s.conv_intermediates):
             conv_like(x, l, "conv_intermediate %d" % t)
+        P = layers[l].ple
+        if P is not None:  # live, checkpoint, snapshots: each its history, then its conv
+            def carry(c, name):
+                for x, shape, part in ((c[0], (P.history_len,), "history"), (c[1], (P.conv_rows, P.channels), "conv")):
+                    a = _numpy(x, np.float32)
+                    if a.size != int(np.prod(shape)):
+                        raise ValueError("export_state: layer %d %s %s has shape %s, expected %s" % (l, name, part, a.shape, shape))
+                    blobs.append(a.tobytes())
+            j["ple"] = dict(has_live=s.ple is not None, has_checkpoint=s.ple_checkpoint is not None,
+                            n_snapshots=len(s.ple_snapshots))
+            if s.ple is not None:
+                carry(s.ple, "ple")
+            if s.ple_checkpoint is not None:
+                carry(s.ple_checkpoint, "ple_checkpoint")
+            for t, c in enumerate(s.ple_snapshots):
+                carry(c, "ple_snapshot %d" % t)
         js.append(j)
     reply = dict(status=SSMP_OK, last_verify_k=int(st.last_verify_k), layers=js,
                  has_prefill_stage=st.prefill_stage is not None)
@@ -248,7 +296,8 @@ class _Server:
                     bitwise=bool(getattr(b, "bitwise", False)), conv_window=getattr(b, "conv_window", "d_conv"),
                     h_layout=getattr(b, "h_layout", "nv,kd,vd"), prefill_stage=bool(getattr(b, "prefill_stage", True)),
                     gates=getattr(b, "gates", "clamped"), f16_store=getattr(b, "f16_store", "saturate"),
-                    f16_rows=getattr(b, "f16_rows", "stored"), mamba2=bool(getattr(b, "mamba2", False)))
+                    f16_rows=getattr(b, "f16_rows", "stored"), mamba2=bool(getattr(b, "mamba2", False)),
+                    ple=bool(getattr(b, "ple", False)))
 
     def handle(self, req, blobs):
         call = req["call"]
@@ -285,6 +334,9 @@ class _Server:
                 i += 3
                 if m2:
                     w["D"] = _floats(blobs[i], (heads,)).copy()
+                    i += 1
+                if d.get("ple"):
+                    w["ple_w"] = _floats(blobs[i], (d["ple"]["channels"], d["ple"]["k_size"])).copy()
                     i += 1
                 layers.append(Layer(d, w))
             obj.create_pool(layers, Pool(req))

@@ -1,6 +1,8 @@
 """The Python bridge in CI (ctest python_bridge, cpu label), with Debian's python3-numpy:
 
 - the numpy implementation of python/examples/numpy_gdn.py passes a campaign through the bridge;
+- PLE carries (numpy_gdn declares ple = True): a fixed script through the carry's transitions
+  agrees, and a carry not rolled back on a partial accept is caught and shrunk;
 - python/examples/numpy_mamba2.py (declaring mamba2 = True) passes a campaign of drawn GDN,
   Mamba-2 and mixed presets, reaching the Mamba-2 thresholds; one without D x diverges; a class
   that does not declare it is refused a Mamba-2 preset naming the layer;
@@ -97,6 +99,17 @@ class WrongProfile(VllmProfile):
     keep = slice(None, -1)  # the oldest d_conv-1 columns: the newest input is lost
 
 
+class PleNotRolledBack(NumpyGdn):
+    """A partial accept keeps the PLE carry of all K rows (bug class 15)."""
+    name = "numpy GDN whose PLE carry is not rolled back"
+
+    def restore(self, slot, n):
+        kept = self.slots[slot].ple
+        super().restore(slot, n)
+        if n > 0:
+            self.slots[slot].ple = kept
+
+
 class Mamba2WithoutD(NumpyMamba2):
     """Forgets the skip term D x of a Mamba-2 output: the outputs diverge, never the state."""
     name = "numpy Mamba-2 without D x"
@@ -143,6 +156,19 @@ def main():
                         "--backend", "python:numpy-gdn"], NumpyGdn, tmp, "gdn_only")
         check(rc == 2 and "mamba2(" in text and "SSMP_MAMBA2" in text,
               "a class without mamba2 = True is refused a Mamba-2 preset naming the layer (rc %d)" % rc)
+
+        # PLE carries (numpy_gdn declares ple = True): a fixed script through every transition of
+        # the carry agrees; a carry not rolled back on a partial accept is caught and shrunk
+        rc, text = run(["check", "--preset", "ple-odd", "--h-mode", "f32", "--ops",
+                        "alloc; prefill 3; checkpoint; verify 4; commit 2 4; decode; verify 3; rollback 1; "
+                        "snapshot_save 0; rollback 0; snapshot_restore 0; decode", "--backend", "python:numpy-gdn"],
+                       NumpyGdn, tmp, "ple")
+        check(rc == 0 and "agree" in text, "PLE carries agree through the bridge (rc %d)" % rc)
+        rc, text = run(["fuzz", "--preset", "ple-odd", "--h-mode", "f32", "--seed", str(SEED), "--cases", "100",
+                        "--out", tmp, "--backend", "python:ple-not-rolled-back"], PleNotRolledBack, tmp, "ple_fault")
+        script = [l for l in text.splitlines() if l.strip().startswith("script:")]
+        check(rc == 1 and "ple_" in text and script and script[0].count(";") <= 3,
+              "a PLE carry not rolled back is caught and shrunk: %s (rc %d)" % (script[0].strip() if script else "no script", rc))
 
         rc, text = run(["fuzz", "--h-mode", "f32", "--seed", "3", "--cases", "200", "--out", tmp,
                         "--backend", "python:numpy-gdn,fault=commit_keeps_live"], NumpyGdn, tmp, "fault")
