@@ -23,15 +23,21 @@ def silu(x):
         return x / (1.0 + np.exp(-x))
 
 
-def step(L, h, win, x, a, b, z, gates="clamped"):
-    """One token of one layer; h [nv][kd][vd] and win [conv_dim][d_conv] (float32) updated in place.
-    gates: "clamped" (the contract's) or "torch" (softplus linear above 20, no clamps)."""
+def conv_silu(L, win, x):
+    """The conv window update of either layer kind (win [conv_dim][d_conv], column 0 oldest,
+    updated in place with x) and silu of the conv's output, in FP64."""
     win[:, :-1] = win[:, 1:]
     win[:, -1] = x
     acc = (L.conv_w.astype(np.float64) * win.astype(np.float64)).sum(axis=1)
     if L.conv_bias is not None:
         acc += L.conv_bias
-    y = silu(acc)
+    return silu(acc)
+
+
+def step(L, h, win, x, a, b, z, gates="clamped"):
+    """One token of one layer; h [nv][kd][vd] and win [conv_dim][d_conv] (float32) updated in place.
+    gates: "clamped" (the contract's) or "torch" (softplus linear above 20, no clamps)."""
+    y = conv_silu(L, win, x)
     nk, nv, kd, vd = L.nk, L.nv, L.kd, L.vd
     qk = y[:2 * nk * kd].reshape(2 * nk, kd)
     qk = qk / np.sqrt((qk * qk).sum(axis=1, keepdims=True) + 1e-6)  # L2 norm of each Q and K head
@@ -219,10 +225,16 @@ class NumpyGdn:
         return ssmcheck.State(s.last_k, layers)
 
 
-if __name__ == "__main__":
+def main(cls, backend):
+    """`SCRIPT SSMCHECK SUBCOMMAND [ARGS...]`: runs ssmcheck with cls as --backend python:backend."""
     if len(sys.argv) < 3:
-        sys.exit("usage: numpy_gdn.py SSMCHECK SUBCOMMAND [ARGS...]   (--backend python:numpy-gdn is added)")
+        sys.exit("usage: %s SSMCHECK SUBCOMMAND [ARGS...]   (--backend python:%s is added)"
+                 % (os.path.basename(sys.argv[0]), backend))
     args = sys.argv[2:]
     if "--backend" not in args:
-        args += ["--backend", "python:numpy-gdn"]
-    sys.exit(ssmcheck.run(args, NumpyGdn, ssmcheck=sys.argv[1]))
+        args += ["--backend", "python:" + backend]
+    sys.exit(ssmcheck.run(args, cls, ssmcheck=sys.argv[1]))
+
+
+if __name__ == "__main__":
+    main(NumpyGdn, "numpy-gdn")

@@ -13,18 +13,13 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from numpy_gdn import NumpyGdn, silu, ssmcheck  # noqa: E402
+from numpy_gdn import NumpyGdn, conv_silu, main, silu  # noqa: E402
 
 
 def mamba2_step(L, h, win, x, a, z):
     """One token of one Mamba-2 layer; h [nh][hp][ns] and win [conv_dim][d_conv] (float32) updated
     in place. x: xBC before the conv; a: dt before dt_bias."""
-    win[:, :-1] = win[:, 1:]
-    win[:, -1] = x
-    acc = (L.conv_w.astype(np.float64) * win.astype(np.float64)).sum(axis=1)
-    if L.conv_bias is not None:
-        acc += L.conv_bias
-    xbc = silu(acc)
+    xbc = conv_silu(L, win, x)
     nh, hp, ns, ng = L.nh, L.hp, L.ns, L.ng
     di = nh * hp
     xs = xbc[:di].reshape(nh, hp)
@@ -60,9 +55,4 @@ class NumpyMamba2(NumpyGdn):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit("usage: numpy_mamba2.py SSMCHECK SUBCOMMAND [ARGS...]   (--backend python:numpy-mamba2 is added)")
-    args = sys.argv[2:]
-    if "--backend" not in args:
-        args += ["--backend", "python:numpy-mamba2"]
-    sys.exit(ssmcheck.run(args, NumpyMamba2, ssmcheck=sys.argv[1]))
+    main(NumpyMamba2, "numpy-mamba2")
