@@ -1,5 +1,6 @@
 /* ssmcheck_plugin: the C ABI through which ssmcheck drives an implementation it did not build
- * (any language with a C FFI: C, C++, Rust, Zig; Python through python/ssmcheck later). A
+ * (any language with a C FFI: C, C++, Rust, Zig; a Python class through python/ssmcheck, whose
+ * bridge speaks this ABI over pipes: plugin/pipe_plugin.cpp). A
  * plug-in is a shared library exporting one function, ssmcheck_plugin(), that returns a table of
  * function pointers. `--backend plugin:PATH.so[,key=value...]` makes it the system under test of
  * run, check, fuzz, replay and gate; `ssmcheck backends plugin:PATH.so` loads it and says what it
