@@ -8,6 +8,7 @@
 
 #include "core/errors.h"
 #include "core/state.h"
+#include "plugin/config_model.h"
 
 namespace ssm::plugin {
 
@@ -76,62 +77,6 @@ void write_outputs(const StepOutputs& out, ssmp_layer_io* io, const ssmp_ple_io*
 }
 
 void copy_tensor(void* dst, const Tensor& t) { std::memcpy(dst, t.raw(), t.bytes()); }
-
-// Whether a struct of struct_size bytes (an older ssmcheck's may end earlier) holds the member at
-// offset `at` of `size` bytes.
-bool covers(size_t struct_size, size_t at, size_t size) { return struct_size >= at + size; }
-
-Model model_of(const ssmp_config* c) {
-  // an older ssmcheck's config ends before `mamba2` (and carries GDN layers only) or before `ple`
-  if (c->struct_size < offsetof(ssmp_config, mamba2)) throw std::invalid_argument("ssmp_config from an older header");
-  const ssmp_mamba2* mamba2 =
-      covers(c->struct_size, offsetof(ssmp_config, mamba2), sizeof c->mamba2) ? c->mamba2 : nullptr;
-  const ssmp_ple* ple = covers(c->struct_size, offsetof(ssmp_config, ple), sizeof c->ple) ? c->ple : nullptr;
-  Model m;
-  m.spec.name = c->model_name ? c->model_name : "";
-  for (int l = 0; l < c->n_layers; ++l) {
-    const ssmp_layer& L = c->layers[l];
-    LayerSpec s;
-    if (L.kind == SSMP_LAYER_MAMBA2) {
-      if (!mamba2) throw std::invalid_argument("layer " + std::to_string(l) + ": Mamba-2 without ssmp_config.mamba2");
-      const ssmp_mamba2& M = mamba2[l];
-      s.kind = LayerKind::mamba2;
-      s.nh = M.nh, s.hp = M.hp, s.ns = M.ns, s.ng = M.ng;
-      s.norm_before_gate = M.norm_before_gate != 0;
-      s.dt_min = M.dt_min, s.dt_max = M.dt_max;
-    } else if (L.kind == SSMP_LAYER_GDN) {
-      s.nk = L.nk, s.nv = L.nv, s.kd = L.kd, s.vd = L.vd;
-      s.output_gate = L.sigmoid_gate ? OutputGate::sigmoid : OutputGate::silu;
-    } else {
-      throw std::invalid_argument("layer " + std::to_string(l) + ": unknown layer kind " + std::to_string(L.kind));
-    }
-    s.d_conv = L.d_conv;
-    s.conv_bias = L.conv_bias != nullptr;
-    s.eps = L.eps;
-    if (ple && ple[l].channels != 0)
-      s.ple = PleSpec{ple[l].channels, ple[l].ngram_size, ple[l].k_size, ple[l].dilation, ple[l].eos_id};
-    s.validate();
-    // where the ABI carries each weight; the kind's weights() say which it has and their shapes
-    const std::pair<std::vector<float> LayerWeights::*, const float*> given[] = {
-        {&LayerWeights::conv_w, L.conv_w}, {&LayerWeights::conv_bias, L.conv_bias},
-        {&LayerWeights::A_log, L.A_log},   {&LayerWeights::dt_bias, L.dt_bias},
-        {&LayerWeights::norm_w, L.norm_w}, {&LayerWeights::D, mamba2 ? mamba2[l].D : nullptr},
-        {&LayerWeights::ple_w, ple ? ple[l].w : nullptr}};
-    LayerWeights w;
-    for (const WeightField& f : s.weights()) {
-      const float* src = nullptr;
-      for (const auto& [member, p] : given)
-        if (member == f.member) src = p;
-      if (!src) throw std::invalid_argument("layer " + std::to_string(l) + ": weight " + f.name + " is NULL");
-      int64_t n = 1;
-      for (int64_t d : f.shape) n *= d;
-      (w.*f.member).assign(src, src + n);
-    }
-    m.spec.layers.push_back(s);
-    m.weights.push_back(std::move(w));
-  }
-  return m;
-}
 
 PoolConfig pool_of(const ssmp_config* c) {
   PoolConfig pool;

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "plugin/config_model.h"
+
 namespace ssm::plugin {
 
 namespace {
@@ -99,22 +101,16 @@ void set_text(char* dst, size_t n, const std::string& s) {
   dst[n - 1] = '\0';
 }
 
-// One layer's sizes as the ABI lays them out (plugin/ssmcheck_plugin.h): GDN, or Mamba-2 (mamba2).
-struct Layer {
-  bool mamba2 = false;
-  int nk = 0, nv = 0, kd = 0, vd = 0;  // GDN
-  int nh = 0, hp = 0, ns = 0, ng = 0;  // Mamba-2
-  int d_conv = 0;
-  int ple_c = 0, ple_hist = 0, ple_rows = 0;  // a hosted PLE carry: channels, history ids, conv rows
-  size_t conv_dim() const { return size_t(mamba2 ? nh * hp + 2 * ng * ns : 2 * nk * kd + nv * vd); }
-  size_t out() const { return mamba2 ? size_t(nh) * size_t(hp) : size_t(nv) * size_t(vd); }
-  size_t h() const { return mamba2 ? size_t(nh) * size_t(hp) * size_t(ns) : size_t(nv) * size_t(kd) * size_t(vd); }
-  size_t heads() const { return size_t(mamba2 ? nh : nv); }  // the gate inputs a (and GDN's b) per row
-};
+// The width of a per-token input of layer s, 0 when its kind has none (core/layer_geometry.cpp).
+size_t input_width(const LayerSpec& s, std::vector<float> LayerRows::*member) {
+  for (const InputField& f : s.inputs())
+    if (f.member == member) return size_t(f.width);
+  return 0;
+}
 
 struct Instance {
   int64_t id = 0;
-  std::vector<Layer> layers;
+  std::vector<LayerSpec> layers;  // the pool's model (create_pool), whose geometry sizes every array
 };
 Instance& self(void* p) { return *static_cast<Instance*>(p); }
 
@@ -149,17 +145,17 @@ std::vector<Blob> input_blobs(const Instance& I, int entries, int rows, const ss
   std::vector<Blob> v;
   for (int e = 0; e < entries; ++e)
     for (size_t l = 0; l < I.layers.size(); ++l) {
-      const Layer& L = I.layers[l];
+      const LayerSpec& L = I.layers[l];
       const size_t at = size_t(e) * I.layers.size() + l;
       const ssmp_layer_io& x = io[at];
-      const size_t r = size_t(rows);
-      v.push_back(floats(x.x, r * L.conv_dim()));
-      v.push_back(floats(x.a, r * L.heads()));
-      v.push_back(L.mamba2 ? Blob() : floats(x.b, r * L.heads()));  // Mamba-2 has no b: an empty array
-      v.push_back(floats(x.z, r * L.out()));
-      if (L.ple_c && ple) {
+      const size_t r = size_t(rows), b = input_width(L, &LayerRows::b);
+      v.push_back(floats(x.x, r * size_t(L.conv_dim())));
+      v.push_back(floats(x.a, r * input_width(L, &LayerRows::a)));
+      v.push_back(b ? floats(x.b, r * b) : Blob());  // Mamba-2 has no b: an empty array
+      v.push_back(floats(x.z, r * size_t(L.out_dim())));
+      if (L.ple.hosted() && ple) {
         v.push_back(floats(ple[at].tokens, r));
-        v.push_back(floats(ple[at].x, r * size_t(L.ple_c)));
+        v.push_back(floats(ple[at].x, r * size_t(L.ple.channels)));
       }
     }
   return v;
@@ -170,7 +166,7 @@ std::vector<Blob> input_blobs(const Instance& I, int entries, int rows, const ss
 void take_outputs(const Instance& I, int entries, int rows, const std::vector<Blob>& got, ssmp_layer_io* io,
                   const ssmp_ple_io* ple) {
   size_t want = 0;
-  for (const Layer& L : I.layers) want += L.ple_c && ple ? 2 : 1;
+  for (const LayerSpec& L : I.layers) want += L.ple.hosted() && ple ? 2 : 1;
   want *= size_t(entries);
   if (got.size() != want)
     throw std::runtime_error("the Python side returned " + std::to_string(got.size()) + " output arrays, expected " +
@@ -187,10 +183,11 @@ void take_outputs(const Instance& I, int entries, int rows, const std::vector<Bl
   };
   for (int e = 0; e < entries; ++e)
     for (size_t l = 0; l < I.layers.size(); ++l) {
-      const Layer& L = I.layers[l];
+      const LayerSpec& L = I.layers[l];
       const size_t at = size_t(e) * I.layers.size() + l;
-      take(io[at].out, size_t(rows) * L.out(), "layer " + std::to_string(l) + " [rows][out_dim]");
-      if (L.ple_c && ple) take(ple[at].out, size_t(rows) * size_t(L.ple_c), "layer " + std::to_string(l) + " PLE [rows][C]");
+      take(io[at].out, size_t(rows) * size_t(L.out_dim()), "layer " + std::to_string(l) + " [rows][out_dim]");
+      if (L.ple.hosted() && ple)
+        take(ple[at].out, size_t(rows) * size_t(L.ple.channels), "layer " + std::to_string(l) + " PLE [rows][C]");
     }
 }
 
@@ -238,41 +235,36 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
   json layers = json::array();
   std::vector<Blob> w;
   I.layers.clear();
-  for (int l = 0; l < c->n_layers; ++l) {
-    const ssmp_layer& L = c->layers[l];
-    Layer g;
-    g.d_conv = L.d_conv;
-    if (L.kind == SSMP_LAYER_MAMBA2) {  // weights conv_w, [conv_bias], A_log, dt_bias, norm_w, D
-      const ssmp_mamba2& M = c->mamba2[l];
-      g.mamba2 = true;
-      g.nh = M.nh, g.hp = M.hp, g.ns = M.ns, g.ng = M.ng;
-      // JSON has no infinity: an unbounded dt_max travels as null
-      layers.push_back({{"kind", "mamba2"}, {"nh", M.nh}, {"hp", M.hp}, {"ns", M.ns}, {"ng", M.ng},
-                        {"d_conv", L.d_conv}, {"norm_before_gate", M.norm_before_gate != 0}, {"dt_min", M.dt_min},
-                        {"dt_max", std::isinf(M.dt_max) ? json(nullptr) : json(M.dt_max)}, {"eps", L.eps},
-                        {"conv_bias", L.conv_bias != nullptr}});
-    } else {  // weights conv_w, [conv_bias], A_log, dt_bias, norm_w
-      g.nk = L.nk, g.nv = L.nv, g.kd = L.kd, g.vd = L.vd;
-      layers.push_back({{"kind", "gdn"}, {"nk", L.nk}, {"nv", L.nv}, {"kd", L.kd}, {"vd", L.vd},
-                        {"d_conv", L.d_conv}, {"output_gate", L.sigmoid_gate ? "sigmoid" : "silu"}, {"eps", L.eps},
-                        {"conv_bias", L.conv_bias != nullptr}});
-    }
-    w.push_back(floats(L.conv_w, g.conv_dim() * size_t(L.d_conv)));
-    if (L.conv_bias) w.push_back(floats(L.conv_bias, g.conv_dim()));
-    w.push_back(floats(L.A_log, g.heads()));
-    w.push_back(floats(L.dt_bias, g.heads()));
-    w.push_back(floats(L.norm_w, g.mamba2 ? g.out() : size_t(g.vd)));
-    if (g.mamba2) w.push_back(floats(c->mamba2[l].D, g.heads()));
-    const ssmp_ple* P = c->ple && c->ple[l].channels ? &c->ple[l] : nullptr;
-    layers.back()["ple"] = P ? json{{"channels", P->channels}, {"ngram_size", P->ngram_size}, {"k_size", P->k_size},
-                                    {"dilation", P->dilation}, {"eos_id", P->eos_id}}
-                             : json(nullptr);
-    if (P) {  // then its weight [C][k_size]
-      g.ple_c = P->channels, g.ple_hist = P->ngram_size - 1, g.ple_rows = (P->k_size - 1) * P->dilation;
-      w.push_back(floats(P->w, size_t(P->channels) * size_t(P->k_size)));
-    }
-    I.layers.push_back(g);
+  Model m;
+  try {
+    m = model_of(c);  // the shapes and weights (plugin/config_model.h)
+  } catch (const std::exception& e) {
+    set_text(err->message, sizeof err->message, e.what());
+    return SSMP_ERROR;
   }
+  // each layer's description, then its weights in this order: conv_w, [conv_bias], A_log,
+  // dt_bias, norm_w, [D (Mamba-2)], [ple_w (a PLE carry)]
+  for (size_t l = 0; l < m.spec.layers.size(); ++l) {
+    const LayerSpec& L = m.spec.layers[l];
+    const LayerWeights& W = m.weights[l];
+    if (L.kind == LayerKind::mamba2)  // JSON has no infinity: an unbounded dt_max travels as null
+      layers.push_back({{"kind", "mamba2"}, {"nh", L.nh}, {"hp", L.hp}, {"ns", L.ns}, {"ng", L.ng},
+                        {"norm_before_gate", L.norm_before_gate}, {"dt_min", L.dt_min},
+                        {"dt_max", std::isinf(L.dt_max) ? json(nullptr) : json(L.dt_max)}});
+    else
+      layers.push_back({{"kind", "gdn"}, {"nk", L.nk}, {"nv", L.nv}, {"kd", L.kd}, {"vd", L.vd},
+                        {"output_gate", L.output_gate == OutputGate::sigmoid ? "sigmoid" : "silu"}});
+    json& d = layers.back();
+    d["d_conv"] = L.d_conv;
+    d["eps"] = L.eps;
+    d["conv_bias"] = L.conv_bias;
+    d["ple"] = L.ple.hosted() ? json{{"channels", L.ple.channels}, {"ngram_size", L.ple.ngram_size},
+                                     {"k_size", L.ple.k_size}, {"dilation", L.ple.dilation}, {"eos_id", L.ple.eos_id}}
+                              : json(nullptr);
+    for (const std::vector<float>* v : {&W.conv_w, &W.conv_bias, &W.A_log, &W.dt_bias, &W.norm_w, &W.D, &W.ple_w})
+      if (!v->empty()) w.push_back(floats(v->data(), v->size()));
+  }
+  I.layers = m.spec.layers;
   const char* mode = c->h_mode == SSMP_H_F16 ? "f16" : c->h_mode == SSMP_H_F16_POOL ? "f16-pool" : "f32";
   json req = {{"call", "create_pool"},
               {"instance", I.id},
@@ -376,7 +368,7 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
     };
     st->last_verify_k = reply.value("last_verify_k", 0);
     for (size_t l = 0; l < I.layers.size(); ++l) {
-      const Layer& L = I.layers[l];
+      const LayerSpec& L = I.layers[l];
       const json& j = layers[l];
       ssmp_layer_state& o = st->layers[l];
       const std::string at = "layer " + std::to_string(l) + " ";
@@ -393,16 +385,18 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
                                  std::to_string(o.n_conv_intermediates) + " conv intermediates; room for " +
                                  std::to_string(o.h_intermediate_room) + " and " +
                                  std::to_string(o.conv_intermediate_room));
-      const size_t conv = L.conv_dim() * size_t(L.d_conv - ((g_table.flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? 1 : 0));
-      take(o.h, L.h(), o.h_is_f16, at + "h");
+      const size_t conv =
+          size_t(L.conv_dim()) * size_t(L.d_conv - ((g_table.flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? 1 : 0));
+      const size_t h = size_t(L.h_elems());
+      take(o.h, h, o.h_is_f16, at + "h");
       take(o.conv, conv, false, at + "conv");
-      if (o.has_h_checkpoint) take(o.h_checkpoint, L.h(), o.h_checkpoint_is_f16, at + "h_checkpoint");
+      if (o.has_h_checkpoint) take(o.h_checkpoint, h, o.h_checkpoint_is_f16, at + "h_checkpoint");
       if (o.has_conv_checkpoint) take(o.conv_checkpoint, conv, false, at + "conv_checkpoint");
       for (int t = 0; t < o.n_h_intermediates; ++t)
-        take(o.h_intermediates[t], L.h(), o.h_intermediates_are_f16, at + "h_intermediate " + std::to_string(t));
+        take(o.h_intermediates[t], h, o.h_intermediates_are_f16, at + "h_intermediate " + std::to_string(t));
       for (int t = 0; t < o.n_conv_intermediates; ++t)
         take(o.conv_intermediates[t], conv, false, at + "conv_intermediate " + std::to_string(t));
-      if (!L.ple_c || !st->ple) continue;  // a carry: live, checkpoint, snapshots, each history then conv
+      if (!L.ple.hosted() || !st->ple) continue;  // a carry: live, checkpoint, snapshots, each history then conv
       const json& jp = j.at("ple");
       ssmp_ple_state& P = st->ple[l];
       P.has_live = jp.value("has_live", false);
@@ -411,9 +405,9 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
       if (P.n_snapshots < 0 || P.n_snapshots > P.snapshot_room)
         throw std::runtime_error("export_state: " + at + "has " + std::to_string(P.n_snapshots) +
                                  " PLE snapshots; room for " + std::to_string(P.snapshot_room));
-      const size_t pc = size_t(L.ple_rows) * size_t(L.ple_c);
+      const size_t pc = size_t(L.ple.conv_rows()) * size_t(L.ple.channels);
       auto carry = [&](const ssmp_ple_carry& c, const std::string& what) {
-        take(c.history, size_t(L.ple_hist), false, at + what + " history");
+        take(c.history, size_t(L.ple.history_len()), false, at + what + " history");
         take(c.conv, pc, false, at + what + " conv");
       };
       if (P.has_live) carry(P.live, "ple");

@@ -1,0 +1,20 @@
+// The model an ssmp_config describes (plugin/ssmcheck_plugin.h): layer specs and FP32 weights,
+// read through the kinds' geometry (LayerSpec::weights(), core/layer_geometry.cpp), for every side
+// that receives a config: the adapter exposing a Backend as a plug-in (backend_plugin.cpp) and the
+// table that forwards calls to the Python bridge (pipe_plugin.cpp).
+#pragma once
+#include <cstddef>
+
+#include "core/model.h"
+#include "plugin/ssmcheck_plugin.h"
+
+namespace ssm::plugin {
+
+// Whether a struct of struct_size bytes (an older ssmcheck's may end earlier) holds the member at
+// offset `at` of `size` bytes.
+inline bool covers(size_t struct_size, size_t at, size_t size) { return struct_size >= at + size; }
+
+// Throws std::invalid_argument naming the layer for an invalid shape or a missing weight.
+Model model_of(const ssmp_config* c);
+
+}  // namespace ssm::plugin
