@@ -48,9 +48,10 @@ ssmp_h_mode h_mode_of(HMode m) {
   return SSMP_H_F32;
 }
 
-// The required members of the table, by name, for the load check.
+// The required members of the table, by name, for the load check; the *_ple members with
+// SSMP_PLE (only then is the table known to reach them: check_table checks its size first).
 std::vector<std::pair<const char*, bool>> required_members(const ssmp_plugin& t) {
-  return {{"create", t.create != nullptr},
+  std::vector<std::pair<const char*, bool>> m = {{"create", t.create != nullptr},
           {"destroy", t.destroy != nullptr},
           {"create_pool", t.create_pool != nullptr},
           {"alloc", t.alloc != nullptr},
@@ -65,6 +66,11 @@ std::vector<std::pair<const char*, bool>> required_members(const ssmp_plugin& t)
           {"snapshot_save", t.snapshot_save != nullptr},
           {"snapshot_restore", t.snapshot_restore != nullptr},
           {"export_state", t.export_state != nullptr}};
+  if (t.flags & SSMP_PLE)
+    m.insert(m.end(), {{"prefill_ple (SSMP_PLE)", t.prefill_ple != nullptr},
+                       {"decode_ple (SSMP_PLE)", t.decode_ple != nullptr},
+                       {"verify_ple (SSMP_PLE)", t.verify_ple != nullptr}});
+  return m;
 }
 
 std::string slot_text(int slot) { return slot == SSMP_PAD_ROW ? "pad" : std::to_string(slot); }
@@ -128,12 +134,6 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
   std::string missing;
   for (const auto& [name, set] : required_members(*t))
     if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name);
-  if (ple)  // members a table of an older header does not have: read only with the flag
-    for (const auto& [name, set] : std::vector<std::pair<const char*, bool>>{
-             {"prefill_ple", t->prefill_ple != nullptr},
-             {"decode_ple", t->decode_ple != nullptr},
-             {"verify_ple", t->verify_ple != nullptr}})
-      if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name) + " (SSMP_PLE)";
   if (!missing.empty()) throw std::runtime_error(who + ": required members not set: " + missing);
   // the flags of this ABI (plugin/ssmcheck_plugin.h), for the mask and the message alike
   static const std::pair<uint32_t, const char*> flags[] = {
@@ -288,11 +288,12 @@ void PluginBackend::add_io(const StepInputs& in, int rows, StepOutputs& out, std
   // hosting no carry
   auto p = [](const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };
   out.rows = rows;
+  const bool with_ple = model_.spec.hosts_ple();  // out.ple has an entry per layer, or none
   for (size_t l = 0; l < in.layers.size(); ++l) {
     const LayerSpec& s = model_.spec.layers[l];
     const LayerRows& r = in.layers[l];
     out.layers.emplace_back(size_t(rows) * size_t(s.out_dim()), 0.0f);
-    out.ple.emplace_back(size_t(rows) * size_t(s.ple.channels), 0.0f);
+    if (with_ple) out.ple.emplace_back(size_t(rows) * size_t(s.ple.channels), 0.0f);
     io.push_back({p(r.x), p(r.a), p(r.b), p(r.z), out.layers.back().data()});
     ple.push_back(s.ple.hosted() ? ssmp_ple_io{r.ple_tokens.data(), r.ple_x.data(), out.ple.back().data()}
                                  : ssmp_ple_io{nullptr, nullptr, nullptr});
@@ -404,7 +405,6 @@ StepOutputs PluginBackend::prefill(int slot, const StepInputs& in) {
     return model_.spec.hosts_ple() ? lib_->table->prefill_ple(self_, slot, in.rows, io.data(), ple.data(), e)
                                    : lib_->table->prefill(self_, slot, in.rows, io.data(), e);
   });
-  if (!model_.spec.hosts_ple()) out.ple.clear();
   if (!own_legality_) contract_.on_prefill(slot);
   return out;
 }
@@ -447,8 +447,6 @@ std::vector<StepOutputs> PluginBackend::batch(OpKind op, const std::vector<int>&
       return with_ple ? t.verify_ple(self_, n, slots.data(), k, c_arm, io.data(), ple.data(), e)
                       : t.verify(self_, n, slots.data(), k, c_arm, io.data(), e);
     });
-  if (!with_ple)
-    for (StepOutputs& o : out) o.ple.clear();
   if (!own_legality_) {
     for (int s : converts) contract_.on_to_f16(s);
     if (op == OpKind::verify)
