@@ -58,34 +58,47 @@ class Refused(Exception):
         self.kind = kind
 
 
+def _geometry(desc):
+    """(conv_dim, heads, out_dim, h_shape) of a layer description; heads is the width of a."""
+    if desc["kind"] == "mamba2":
+        return desc["nh"] * desc["hp"] + 2 * desc["ng"] * desc["ns"], desc["nh"], desc["nh"] * desc["hp"], \
+            (desc["nh"], desc["hp"], desc["ns"])
+    return 2 * desc["nk"] * desc["kd"] + desc["nv"] * desc["vd"], desc["nv"], desc["nv"] * desc["vd"], \
+        (desc["nv"], desc["kd"], desc["vd"])
+
+
+def _weight_shapes(desc):
+    """The weights of a layer description as ssmcheck sends them (pipe_plugin.cpp's create_pool),
+    in order: [(name, shape)]."""
+    conv_dim, heads, out_dim, _ = _geometry(desc)
+    m2 = desc["kind"] == "mamba2"
+    w = [("conv_w", (conv_dim, desc["d_conv"]))] + ([("conv_bias", (conv_dim,))] if desc["conv_bias"] else [])
+    w += [("A_log", (heads,)), ("dt_bias", (heads,)), ("norm_w", (out_dim,) if m2 else (desc["vd"],))]
+    w += [("D", (heads,))] if m2 else []
+    return w + ([("ple_w", (desc["ple"]["channels"], desc["ple"]["k_size"]))] if desc.get("ple") else [])
+
+
 class Layer:
     """One recurrent layer: geometry and FP32 weights (numpy arrays). kind "gdn": nk, nv, kd, vd,
     output_gate; kind "mamba2" (only for a class that declares ``mamba2 = True``): nh, hp, ns, ng,
     norm_before_gate, dt_min, dt_max (inf: none), D [nh]. Both: d_conv, eps, conv_dim, out_dim,
     heads (the width of a), h_shape, conv_w [conv_dim][d_conv], conv_bias (or None), A_log and
-    dt_bias [heads], norm_w (GDN [vd], Mamba-2 [nh*hp])."""
+    dt_bias [heads], norm_w (GDN [vd], Mamba-2 [nh*hp]), ple (a Ple, or None)."""
 
     def __init__(self, desc, weights):
         self.kind = desc["kind"]
         self.d_conv = desc["d_conv"]
         self.eps = float(desc["eps"])
+        self.conv_dim, self.heads, self.out_dim, self.h_shape = _geometry(desc)
         if self.kind == "mamba2":
             self.nh, self.hp, self.ns, self.ng = desc["nh"], desc["hp"], desc["ns"], desc["ng"]
             self.norm_before_gate = bool(desc["norm_before_gate"])
             self.dt_min = float(desc["dt_min"])
             self.dt_max = float("inf") if desc["dt_max"] is None else float(desc["dt_max"])
-            self.conv_dim = self.nh * self.hp + 2 * self.ng * self.ns
-            self.out_dim = self.nh * self.hp
-            self.heads = self.nh
-            self.h_shape = (self.nh, self.hp, self.ns)
             self.D = weights["D"]
         else:
             self.nk, self.nv, self.kd, self.vd = desc["nk"], desc["nv"], desc["kd"], desc["vd"]
             self.output_gate = desc["output_gate"]  # "silu" (out *= silu(z)) or "sigmoid"
-            self.conv_dim = 2 * self.nk * self.kd + self.nv * self.vd
-            self.out_dim = self.nv * self.vd
-            self.heads = self.nv
-            self.h_shape = (self.nv, self.kd, self.vd)
         self.conv_w = weights["conv_w"].reshape(self.conv_dim, self.d_conv)
         self.conv_bias = weights.get("conv_bias")
         self.A_log, self.dt_bias, self.norm_w = weights["A_log"], weights["dt_bias"], weights["norm_w"]
@@ -319,24 +332,9 @@ class _Server:
         if call == "create_pool":
             layers, i = [], 0
             for d in req["layers"]:
-                m2 = d["kind"] == "mamba2"
-                if m2:
-                    conv_dim, heads, norm = d["nh"] * d["hp"] + 2 * d["ng"] * d["ns"], d["nh"], d["nh"] * d["hp"]
-                else:
-                    conv_dim, heads, norm = 2 * d["nk"] * d["kd"] + d["nv"] * d["vd"], d["nv"], d["vd"]
-                w = dict(conv_w=_floats(blobs[i], (conv_dim, d["d_conv"])).copy())
-                i += 1
-                if d["conv_bias"]:
-                    w["conv_bias"] = _floats(blobs[i], (conv_dim,)).copy()
-                    i += 1
-                w["A_log"], w["dt_bias"] = _floats(blobs[i], (heads,)).copy(), _floats(blobs[i + 1], (heads,)).copy()
-                w["norm_w"] = _floats(blobs[i + 2], (norm,)).copy()
-                i += 3
-                if m2:
-                    w["D"] = _floats(blobs[i], (heads,)).copy()
-                    i += 1
-                if d.get("ple"):
-                    w["ple_w"] = _floats(blobs[i], (d["ple"]["channels"], d["ple"]["k_size"])).copy()
+                w = {}
+                for name, shape in _weight_shapes(d):
+                    w[name] = _floats(blobs[i], shape).copy()
                     i += 1
                 layers.append(Layer(d, w))
             obj.create_pool(layers, Pool(req))
