@@ -1,13 +1,16 @@
-"""A complete system under test in numpy: every transition of the GDN state model (h mode f32),
-PLE carries included,
-served to ssmcheck by the Python bridge. FP64 compute, FP32 storage; ssmcheck judges it against
-its reference under the tolerance classes.
+"""A complete system under test in numpy: every transition of the GDN state model in every h mode
+(f32, f16, f16-pool), PLE carries included, served to ssmcheck by the Python bridge. FP64
+compute; FP32 storage, or FP16 h as STATE-MODEL section 6 has it (rows compute from the stored
+FP16 state and store it clamped to +-65504, NaN -> -65504; prefill runs in FP32, widened, and is
+rounded once by the converter; f16-pool prefills through the slot's FP32 staging blob). ssmcheck
+judges it against its reference under the tolerance classes.
 
     /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck fuzz --h-mode f32 --cases 50
     /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck check --h-mode f32 --ops 'alloc; prefill 3; verify 3; commit 1 3'
+    /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck fuzz --h-mode f16-pool --cases 50
 
 It relies on ssmcheck's legality decisions (own_legality = False), so it never sees an illegal op
-and need not check any. Only h mode f32: create_pool fails for the FP16 modes.
+and need not check any.
 """
 import os
 import sys
@@ -23,6 +26,25 @@ def silu(x):
         return x / (1.0 + np.exp(-x))
 
 
+def to_half(h):
+    """The FP32 -> FP16 converter (to_f16, the f16-pool narrow): round to nearest even, no
+    saturation (overflow gives inf)."""
+    with np.errstate(over="ignore"):
+        return h.astype(np.float32).astype(np.float16)
+
+
+def store(H, dtype, f16_store="saturate"):
+    """A row's store of its new state H (FP64 here) as h's dtype: FP32, or FP16 clamped to
+    [-65504, 65504] with NaN -> -65504 (the contract's "saturate"), or with "inf" torch's
+    conversion (overflow to inf)."""
+    H = H.astype(np.float32)
+    if dtype != np.float16:
+        return H
+    if f16_store == "inf":
+        return to_half(H)
+    return np.where(np.isnan(H), np.float32(-65504.0), np.clip(H, -65504.0, 65504.0)).astype(np.float16)
+
+
 def conv_silu(L, win, x):
     """The conv window update of either layer kind (win [conv_dim][d_conv], column 0 oldest,
     updated in place with x) and silu of the conv's output, in FP64."""
@@ -34,9 +56,11 @@ def conv_silu(L, win, x):
     return silu(acc)
 
 
-def step(L, h, win, x, a, b, z, gates="clamped"):
-    """One token of one layer; h [nv][kd][vd] and win [conv_dim][d_conv] (float32) updated in place.
-    gates: "clamped" (the contract's) or "torch" (softplus linear above 20, no clamps)."""
+def step(L, h, win, x, a, b, z, gates="clamped", f16_store="saturate"):
+    """One token of one layer; h [nv][kd][vd] (float32 or float16) and win [conv_dim][d_conv]
+    (float32) updated in place.
+    gates: "clamped" (the contract's) or "torch" (softplus linear above 20, no clamps); f16_store:
+    how FP16 h is stored (store)."""
     y = conv_silu(L, win, x)
     nk, nv, kd, vd = L.nk, L.nv, L.kd, L.vd
     qk = y[:2 * nk * kd].reshape(2 * nk, kd)
@@ -58,7 +82,7 @@ def step(L, h, win, x, a, b, z, gates="clamped"):
     H = h.astype(np.float64)
     vn = (v - g[:, None] * np.einsum("hkv,hk->hv", H, k)) * beta[:, None]
     H = g[:, None, None] * H + np.einsum("hk,hv->hkv", k, vn)
-    h[...] = H.astype(np.float32)  # the FP32 store; the output reads the stored state
+    h[...] = store(H, h.dtype, f16_store)  # the output reads the stored state
     o = np.einsum("hkv,hk->hv", h.astype(np.float64), q) / np.sqrt(kd)
     r = 1.0 / np.sqrt((o * o).mean(axis=1, keepdims=True) + L.eps)
     zz = z.astype(np.float64).reshape(nv, vd)
@@ -92,8 +116,10 @@ def copy_carries(carries):
 
 
 class Slot:
-    def __init__(self, layers, h_cap, conv_cap):
-        self.h = [np.zeros(L.h_shape, np.float32) for L in layers]
+    def __init__(self, layers, h_cap, conv_cap, h_mode):
+        # f16-pool: FP16 h from allocation, and the slot's FP32 staging blob (shared by its layers)
+        self.h = [np.zeros(L.h_shape, np.float16 if h_mode == "f16-pool" else np.float32) for L in layers]
+        self.stage = np.zeros(max(int(np.prod(L.h_shape)) for L in layers), np.float32) if h_mode == "f16-pool" else None
         self.conv = [np.zeros((L.conv_dim, L.d_conv), np.float32) for L in layers]
         self.ple = [None for _ in layers]  # per layer: its PLE carry (history, conv), None while absent
         self.ple_snaps = [[] for _ in layers]  # per layer: the last verify's carries after t rows, t = 0..K-1
@@ -109,38 +135,55 @@ class NumpyGdn:
     own_legality = False
     bitwise = False
     gates = "clamped"  # the contract's gates; a subclass with "torch" computes (and declares) torch's
+    f16_store = "saturate"  # the contract's FP16 store; a subclass with "inf" computes (and declares) torch's
     ple = True  # runs the PLE carries of the layers that host one
+
+    # options: fault=F, a deliberate bug (python/tests/test_bridge.py): commit_keeps_live (commit
+    # n < k keeps the live state), f16_store_inf (FP16 stores overflow to inf, declared
+    # "saturate"), no_to_f16 (f16 mode: decode on FP32 h without converting it), no_stage
+    # (f16-pool: prefill leaves the staging blob as it was)
+    FAULTS = ("commit_keeps_live", "f16_store_inf", "no_to_f16", "no_stage")
 
     def __init__(self, options=""):
         self.fault = dict(kv.split("=", 1) for kv in options.split(",") if kv).get("fault", "")
+        if self.fault and self.fault not in self.FAULTS:
+            raise ValueError("fault=%s: expected one of %s" % (self.fault, ", ".join(self.FAULTS)))
+        self.f16_math = "inf" if self.fault == "f16_store_inf" else self.f16_store
 
     def step(self, L, h, win, row):
         """One token of layer L (row: its inputs x, a, b, z), h and win updated in place."""
-        return step(L, h, win, row["x"], row["a"], row["b"], row["z"], self.gates)
+        return step(L, h, win, row["x"], row["a"], row["b"], row["z"], self.gates, self.f16_math)
 
     def create_pool(self, layers, pool):
-        if pool.h_mode != "f32":
-            raise NotImplementedError("numpy_gdn implements h mode f32 only, not %s" % pool.h_mode)
         self.layers, self.pool = layers, pool
         caps = pool.h_capacity + [max(pool.h_capacity)]  # the dummy slot runs padding rows
-        self.slots = [Slot(layers, c, pool.conv_capacity) for c in caps]
+        self.slots = [Slot(layers, c, pool.conv_capacity, pool.h_mode) for c in caps]
         self.snaps = [None] * pool.snapshot_slots
 
     def alloc(self, min_capacity):
         free = [i for i in range(self.pool.max_slots) if not self.slots[i].claimed and self.slots[i].h_cap >= min_capacity]
         slot = min(free, key=lambda i: (self.slots[i].h_cap, i))  # smallest that fits, lowest index
-        self.slots[slot] = Slot(self.layers, self.slots[slot].h_cap, self.pool.conv_capacity)
+        self.slots[slot] = Slot(self.layers, self.slots[slot].h_cap, self.pool.conv_capacity, self.pool.h_mode)
         self.slots[slot].claimed = True
         return slot
 
     def release(self, slot):
         self.slots[slot].claimed = False
 
-    def rows(self, slot, inputs, rows, keep):
+    def rows(self, slot, inputs, rows, keep, prefill=False):
         s = self.slots[self.pool.max_slots if slot == -1 else slot]
+        if not prefill and self.pool.h_mode == "f16" and self.fault != "no_to_f16":
+            self.convert(s)  # the first decode step on FP32 h converts it
         outs = []
         for l, L in enumerate(self.layers):
             i = inputs[l]
+            if prefill and s.h[l].dtype == np.float16:
+                # prefill runs in FP32: f16 widens the slot back (exact; FP32 until the next
+                # decode converts it), f16-pool widens into the stage and narrows back below
+                staged = self.pool.h_mode == "f16-pool"
+                s.h[l] = s.h[l].astype(np.float32)
+            else:
+                staged = False
             out = np.zeros((rows, L.out_dim), np.float32)
             P = L.ple
             if P is not None and s.ple[l] is None:
@@ -157,13 +200,17 @@ class NumpyGdn:
                     s.inter[l].append((s.h[l].copy(), s.conv[l].copy()))
                     if P is not None:
                         s.ple_snaps[l] += copy_carries([s.ple[l]])
+            if staged:  # the stage holds this layer's FP32 result until the next layer widens into it
+                if self.fault != "no_stage":
+                    s.stage[:s.h[l].size] = s.h[l].reshape(-1)
+                s.h[l] = to_half(s.h[l])
             outs.append(out if P is None else (out, ple_out))
         if keep:
             s.last_k = rows
         return outs
 
     def prefill(self, slot, inputs):
-        return self.rows(slot, inputs, len(inputs[0]["x"]), False)
+        return self.rows(slot, inputs, len(inputs[0]["x"]), False, prefill=True)
 
     def decode(self, slots, inputs):
         return [self.rows(s, i, 1, False) for s, i in zip(slots, inputs)]
@@ -197,8 +244,12 @@ class NumpyGdn:
         if and_checkpoint:
             self.checkpoint(slot, True)
 
+    @staticmethod
+    def convert(s):
+        s.h = [to_half(h) if h.dtype == np.float32 else h for h in s.h]
+
     def to_f16(self, slot):
-        raise NotImplementedError("to_f16: h mode f32 only")
+        self.convert(self.slots[slot])
 
     def snapshot_save(self, slot, snap):
         s = self.slots[slot]
@@ -222,7 +273,7 @@ class NumpyGdn:
                 conv_intermediates=[p[1] for p in s.inter[l][:n]],
                 ple=s.ple[l], ple_checkpoint=None if s.ckpt is None else s.ckpt[2][l],
                 ple_snapshots=s.ple_snaps[l] if s.last_k > 0 else []))
-        return ssmcheck.State(s.last_k, layers)
+        return ssmcheck.State(s.last_k, layers, prefill_stage=s.stage)
 
 
 def main(cls, backend):

@@ -1,6 +1,6 @@
 """The numpy implementation of python/examples/numpy_gdn.py with Mamba-2 layers too (hybrid models
 included): it declares ``mamba2 = True``, so the Python bridge gives it Mamba-2 layers and its
-campaigns draw the Mamba-2 and mixed presets. FP64 compute, FP32 storage (h mode f32 only);
+campaigns draw the Mamba-2 and mixed presets. FP64 compute, FP32 or FP16 storage (every h mode);
 ssmcheck judges it against its reference under the tolerance classes. The math is
 docs/state-model.md "One token (Mamba-2 math)".
 
@@ -13,12 +13,12 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from numpy_gdn import NumpyGdn, conv_silu, main, silu  # noqa: E402
+from numpy_gdn import NumpyGdn, conv_silu, main, silu, store  # noqa: E402
 
 
-def mamba2_step(L, h, win, x, a, z):
-    """One token of one Mamba-2 layer; h [nh][hp][ns] and win [conv_dim][d_conv] (float32) updated
-    in place. x: xBC before the conv; a: dt before dt_bias."""
+def mamba2_step(L, h, win, x, a, z, f16_store="saturate"):
+    """One token of one Mamba-2 layer; h [nh][hp][ns] (float32 or float16) and win [conv_dim][d_conv]
+    (float32) updated in place. x: xBC before the conv; a: dt before dt_bias."""
     xbc = conv_silu(L, win, x)
     nh, hp, ns, ng = L.nh, L.hp, L.ns, L.ng
     di = nh * hp
@@ -32,7 +32,7 @@ def mamba2_step(L, h, win, x, a, z):
         dt = np.clip(sp, L.dt_min, L.dt_max)
         dA = np.maximum(np.exp(-np.exp(L.A_log.astype(np.float64)) * dt), 2.0 ** -149)
     H = dA[:, None, None] * h.astype(np.float64) + (dt[:, None] * xs)[:, :, None] * B[:, None, :]
-    h[...] = H.astype(np.float32)  # the FP32 store; the output reads the stored state
+    h[...] = store(H, h.dtype, f16_store)  # the output reads the stored state
     y = (np.einsum("hpn,hn->hp", h.astype(np.float64), C) + L.D[:, None] * xs).reshape(-1)
     zz = z.astype(np.float64)
     u = y if L.norm_before_gate else y * silu(zz)
@@ -50,7 +50,7 @@ class NumpyMamba2(NumpyGdn):
 
     def step(self, L, h, win, row):
         if L.kind == "mamba2":
-            return mamba2_step(L, h, win, row["x"], row["a"], row["z"])
+            return mamba2_step(L, h, win, row["x"], row["a"], row["z"], self.f16_math)
         return super().step(L, h, win, row)
 
 

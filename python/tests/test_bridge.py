@@ -6,6 +6,10 @@
 - python/examples/numpy_mamba2.py (declaring mamba2 = True) passes a campaign of drawn GDN,
   Mamba-2 and mixed presets, reaching the Mamba-2 thresholds; one without D x diverges; a class
   that does not declare it is refused a Mamba-2 preset naming the layer;
+- FP16 h: both pass campaigns in h modes f16 and f16-pool, reaching the FP16 store's clamp and
+  the converter's overflow; FP16 stores that overflow to inf, a decode that skips
+  to_f16 and an f16-pool prefill that bypasses the staging blob are caught; a class declaring
+  f16_store = "inf" is judged on it and diverges when forced onto the contract's clamp;
 - its deliberate fault (commit keeps the live state) is caught and shrunk to a short script;
 - a Python exception in a method is a divergence naming the exception; a refusal of the right
   kind from a class with its own legality agrees, one of the wrong kind diverges;
@@ -124,6 +128,12 @@ class Mamba2WithoutD(NumpyMamba2):
         return super().step(L, h, win, row)
 
 
+class F16StoreInf(NumpyGdn):
+    """Computes (and declares) torch's FP16 store: overflow to inf, no clamp."""
+    name = "numpy GDN with torch's FP16 store"
+    f16_store = "inf"
+
+
 class TorchGates(NumpyGdn):
     """Computes (and declares) torch's gates: softplus linear above 20, no clamps."""
     name = "numpy GDN with torch's gates"
@@ -145,6 +155,38 @@ def main():
               "numpy GDN and Mamba-2 passes a %d-case campaign of both kinds through the bridge (rc %d)" % (CASES, rc))
         if rc != 0:
             print(text[-3000:])
+        # FP16 h (numpy_gdn and numpy_mamba2 run every h mode)
+        for mode in ("f16", "f16-pool"):
+            f = ["fuzz", "--h-mode", mode, "--seed", str(SEED), "--cases", str(CASES), "--max-ops", "25", "--out", tmp]
+            rc, text = run(f + ["--backend", "python:numpy-mamba2"], NumpyMamba2, tmp, "campaign_" + mode)
+            axes = next((l for l in text.splitlines() if "thresholds and axes:" in l), "")
+            reached = all(a in axes for a in ("[f16 store clamp]", "[f16 converter overflow]"))  # NaN stores: most seeds
+            check(rc == 0 and ": passed" in text and reached,
+                  "numpy GDN and Mamba-2 passes a %d-case campaign in h mode %s, FP16 store and converter "
+                  "branches reached (rc %d)" % (CASES, mode, rc))
+            if rc != 0 or not reached:
+                print(text[-3000:])
+        rc, text = run(["fuzz", "--h-mode", "f16-pool", "--seed", str(SEED), "--cases", "100", "--max-ops", "25", "--out", tmp,
+                        "--backend", "python:numpy-gdn,fault=f16_store_inf"], NumpyGdn, tmp, "f16_store_inf")
+        script = [l for l in text.splitlines() if l.strip().startswith("script:")]
+        check(rc == 1 and script and "decode" in script[0] and script[0].count(";") <= 3,
+              "FP16 stores overflowing to inf (declared: clamped) are caught and shrunk: %s (rc %d)"
+              % (script[0].strip() if script else "no script", rc))
+        rc, text = run(["check", "--h-mode", "f16", "--ops", "alloc; prefill 2; decode",
+                        "--backend", "python:numpy-gdn,fault=no_to_f16"], NumpyGdn, tmp, "no_to_f16")
+        check(rc == 1 and "h_is_f16 differs" in text, "f16 mode: a decode that skips to_f16 diverges at h_is_f16 (rc %d)" % rc)
+        rc, text = run(["check", "--h-mode", "f16-pool", "--ops", "alloc; prefill 2",
+                        "--backend", "python:numpy-gdn,fault=no_stage"], NumpyGdn, tmp, "no_stage")
+        check(rc == 1 and "FAIL op 1 'prefill 2', seq 0 (slot 0), h_prefill_stage" in text,
+              "f16-pool: a prefill that bypasses the staging blob diverges there (rc %d)" % rc)
+        overflow = ["check", "--preset", "odd-a", "--h-mode", "f16-pool", "--slots", "1", "--capacity", "0",
+                    "--conv-capacity", "0", "--seed", "0", "--decay", "1", "--value-scale", "200000",
+                    "--ops", "alloc; prefill 1; decode", "--backend", "python:f16-store-inf"]
+        rc, text = run(overflow, F16StoreInf, tmp, "f16_store_declared")
+        check(rc == 0 and "--f16-store inf" in text, "a class declaring f16_store = 'inf' is checked on it (rc %d)" % rc)
+        rc, text = run(overflow + ["--f16-store", "saturate"], F16StoreInf, tmp, "f16_store_forced")
+        check(rc == 1 and "DIFFERENT" in text, "the same class forced onto the contract's clamped store diverges (rc %d)" % rc)
+
         rc, text = run(["check", "--preset", "hybrid-odd", "--h-mode", "f32", "--ops",
                         "alloc; prefill 3; verify 3; commit 2 3; decode; rollback 0", "--backend", "python:numpy-mamba2"],
                        NumpyMamba2, tmp, "hybrid")
