@@ -15,8 +15,8 @@
   kind from a class with its own legality agrees, one of the wrong kind diverges;
 - declared numerics: a class computing torch's gates is checked on them, and diverges when forced
   onto the contract's clamped gates;
-- the vLLM and fla adapters import, parse their options, allocate slots as the contract does and
-  declare their conventions; without torch they are exit 2 naming it;
+- the vLLM (GDN and Mamba-2) and fla adapters import, parse their options, allocate slots as the
+  contract does and declare their conventions; without torch they are exit 2 naming it;
 - ssmcheck without the bridge refuses python: backends with exit 2;
 - TraceWriter's traces replay, a wrongly shaped array is a ValueError naming the field, and an
   abandoned capture is recovered by replay.
@@ -254,7 +254,7 @@ def main():
 
         # the third-party adapters (they need torch and a GPU: here only what runs without them)
         import importlib.util
-        from ssmcheck.adapters import common, fla_gdn, vllm_gdn
+        from ssmcheck.adapters import common, fla_gdn, vllm_gdn, vllm_mamba2
         check(common.parse_options("gating=contract,device=cuda:1", dict(gating=("vllm", "contract"), device=None))
               == dict(gating="contract", device="cuda:1"), "adapter options parse")
         try:
@@ -268,9 +268,15 @@ def main():
         check(vllm_gdn.VllmGdn.conv_window == "d_conv-1" and vllm_gdn.VllmGdn.gates == "torch" and
               fla_gdn.FlaGdn.h_layout == "nv,vd,kd" and fla_gdn.FlaGdn.f16_store == "inf",
               "the adapters declare their conventions")
+        m2 = vllm_mamba2.VllmMamba2
+        check(m2.mamba2 and m2.f16_store == "inf" and m2.f16_rows == "carried" and not m2.prefill_stage and
+              getattr(m2, "conv_window", "d_conv") == "d_conv", "the Mamba-2 adapter declares its layers and conventions")
         if importlib.util.find_spec("torch") is None:
             rc, text = run(["check", "--ops", "alloc", "--backend", "python:vllm-gdn"], vllm_gdn.VllmGdn, tmp, "no_torch")
             check(rc == 2 and "torch" in text, "without torch an adapter is exit 2 naming what is missing (rc %d)" % rc)
+            rc, text = run(["check", "--preset", "mamba-tiny", "--ops", "alloc", "--backend", "python:vllm-mamba2"],
+                           vllm_mamba2.VllmMamba2, tmp, "no_torch_mamba2")
+            check(rc == 2 and "No module named 'torch'" in text, "so is the Mamba-2 adapter (rc %d)" % rc)
         else:
             print("skip an adapter without torch: torch is installed here", flush=True)
 
