@@ -268,6 +268,15 @@ def main():
         check(vllm_gdn.VllmGdn.conv_window == "d_conv-1" and vllm_gdn.VllmGdn.gates == "torch" and
               fla_gdn.FlaGdn.h_layout == "nv,vd,kd" and fla_gdn.FlaGdn.f16_store == "inf",
               "the adapters declare their conventions")
+        # vLLM's spec-decode slots (both vLLM adapters): contract slot s owns row slots 6s..6s+4
+        # and home slot 6s+5 when the largest capacity is 4; the kernel starts from column n - 1
+        spec = common.SpecSlots([3, 1, 4, 1])
+        check((spec.M, spec.per, spec.count(4), spec.home(1), spec.row(1, 2), spec.phys(1, -1), spec.phys(1, 2))
+              == (4, 6, 24, 11, 8, 11, 8) and
+              spec.prefill(1, -1, 3) == ([11, 11, 11, 11], 4) and spec.prefill(1, 2, 2) == ([11, 11, 8], 3) and
+              spec.from_draft(0, 1) == ([5, 1], 2) and spec.verify(2, -1) == ([12, 13, 14, 15, 16, 17], 6) and
+              spec.verify(2, 0) == ([12, 13, 14, 15, 16, 17], 1),
+              "the spec-decode slot indices (start column num_accepted - 1, row t's state to column t)")
         m2 = vllm_mamba2.VllmMamba2
         check(m2.mamba2 and m2.f16_store == "inf" and m2.f16_rows == "carried" and not m2.prefill_stage and
               getattr(m2, "conv_window", "d_conv") == "d_conv", "the Mamba-2 adapter declares its layers and conventions")

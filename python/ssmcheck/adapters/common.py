@@ -64,6 +64,48 @@ class SlotPolicy:
         self.claimed[slot] = False
 
 
+class SpecSlots:
+    """vLLM's spec-decode state slots, as both of its recurrent kernels read them
+    (``fused_recurrent_gated_delta_rule``, ``selective_state_update``): a row of state indices
+    with ``num_accepted_tokens`` n starts from the state in column n - 1 and writes the state after
+    row t to column t. Each contract slot s owns M + 1 row slots (the state after draft t in row
+    slot t; M = num_spec, the most drafts a verify carries) and a home slot, where a decode or
+    prefill that starts from an accepted draft writes (glue: the last verify's intermediates stay
+    readable until the next verify, as the contract promises). ``live``: the row slot holding the
+    sequence's state, or -1 for its home slot."""
+
+    def __init__(self, capacities):
+        self.M = max(list(capacities) + [0])
+        self.per = self.M + 2  # pool slots per contract slot
+
+    def count(self, max_slots):
+        return max_slots * self.per
+
+    def range(self, s):
+        return slice(s * self.per, (s + 1) * self.per)
+
+    def row(self, s, t):
+        return s * self.per + t
+
+    def home(self, s):
+        return s * self.per + self.M + 1
+
+    def phys(self, s, live):
+        return self.home(s) if live < 0 else self.row(s, live)
+
+    def prefill(self, s, live, T):
+        """T rows from the live state, every row's state to home: (indices, num_accepted)."""
+        return [self.home(s)] * T + [self.phys(s, live)], T + 1
+
+    def from_draft(self, s, live):
+        """One row from an accepted draft's slot to home: (indices, num_accepted)."""
+        return [self.home(s), self.phys(s, live)], 2
+
+    def verify(self, s, live):
+        """K <= M + 1 rows from the live state, row t's state to row slot t: (indices, num_accepted)."""
+        return [self.row(s, t) for t in range(self.M + 1)] + [self.home(s)], live + 1 if live >= 0 else self.M + 2
+
+
 def contract_gates(torch, L, a, b):
     """The contract's gates in FP64 (docs/state-model.md, 'One token', step 2), returned as the
     log-space decay and beta the kernels take: g = clamp(exp(-exp(min(A_log, 20)) *

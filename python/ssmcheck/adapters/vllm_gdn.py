@@ -46,7 +46,7 @@ float16); mode f16 (an FP32 pool converted by ``to_f16``) has no vLLM counterpar
 """
 import numpy as np
 
-from .common import (SlotPolicy, contract_gates, gated_rms_norm, import_peer, main, parse_options,
+from .common import (SlotPolicy, SpecSlots, contract_gates, gated_rms_norm, import_peer, main, parse_options,
                      stack_inputs, to_device)
 from ..bridge import LayerState, State
 
@@ -104,13 +104,13 @@ class VllmGdn:
                                       "use f32 or f16-pool (mamba_ssm_cache_dtype float32 / float16)")
         self.layers, self.pool = layers, pool
         self.dtype = torch.float16 if pool.h_mode == "f16-pool" else torch.float32
-        self.M = max(pool.h_capacity + [0])  # num_spec: the most drafts a verify can carry
-        self.per = self.M + 2                # pool slots per sequence: M + 1 row slots and a home slot
+        self.spec = SpecSlots(pool.h_capacity)
+        self.M = self.spec.M  # num_spec: the most drafts a verify can carry
         S = pool.max_slots
         to_device(torch, layers, self.dev)
         self.ssm, self.conv = [], []
         for L in layers:
-            self.ssm.append(torch.zeros(S * self.per, L.nv, L.kd, L.vd, dtype=self.dtype, device=self.dev))
+            self.ssm.append(torch.zeros(self.spec.count(S), L.nv, L.kd, L.vd, dtype=self.dtype, device=self.dev))
             width = L.d_conv - 1 + max(self.M, PREFILL_COLUMNS)
             # vLLM keeps [lines, state_len, dim] and hands the kernel its transpose (dim contiguous)
             self.conv.append(torch.zeros(2 * S, width, L.conv_dim, dtype=torch.float32, device=self.dev).transpose(1, 2))
@@ -121,7 +121,7 @@ class VllmGdn:
     def alloc(self, min_capacity):
         s = self.policy.alloc(min_capacity)
         for l in range(len(self.layers)):
-            self.ssm[l][s * self.per:(s + 1) * self.per].zero_()
+            self.ssm[l][self.spec.range(s)].zero_()
             self.conv[l][2 * s:2 * s + 2].zero_()
         self.seqs[s] = _Seq(s)
         return s
@@ -130,11 +130,10 @@ class VllmGdn:
         self.policy.release(slot)
 
     def _home(self, s):
-        return s * self.per + self.M + 1
+        return self.spec.home(s)
 
     def _phys(self, s):
-        q = self.seqs[s]
-        return self._home(s) if q.live < 0 else s * self.per + q.live
+        return self.spec.phys(s, self.seqs[s].live)
 
     def _window(self, l, line, off):
         return self.conv[l][line, :, off:off + self.layers[l].d_conv - 1]
@@ -196,7 +195,7 @@ class VllmGdn:
         T = len(inputs[0]["x"])
         self._free_conv_line(slot)
         q = self.seqs[slot]
-        src, home = self._phys(slot), self._home(slot)
+        rows, accepted = self.spec.prefill(slot, q.live, T)
         outs = []
         line, off = q.line, q.off
         for l, L in enumerate(self.layers):
@@ -209,9 +208,7 @@ class VllmGdn:
                 ys.append(self._conv(l, x[t0:t0 + c].contiguous(), [q], c))
                 q.off = c - 1
             y = torch.cat(ys, dim=0)
-            # state after row t -> home (column t); start state read from column T (num_accepted T + 1)
-            idx = self._idx([[home] * T + [src]])
-            acc = self._idx([T + 1])
+            idx, acc = self._idx([rows]), self._idx([accepted])
             outs.append(self._recurrent(l, y, a, b, z, T, idx, acc))
         q.live = -1
         return outs
@@ -237,8 +234,8 @@ class VllmGdn:
                 res[sel] = self._recurrent(l, y[sel], a[sel], b[sel], z[sel], 1, idx, None)
             if from_draft:
                 sel = torch.tensor(from_draft, device=self.dev)
-                idx = self._idx([[self._home(slots[real[j]]), self._phys(slots[real[j]])] for j in from_draft])
-                acc = self._idx([2] * len(from_draft))
+                pairs = [self.spec.from_draft(slots[real[j]], self.seqs[slots[real[j]]].live) for j in from_draft]
+                idx, acc = self._idx([p[0] for p in pairs]), self._idx([p[1] for p in pairs])
                 res[sel] = self._recurrent(l, y[sel], a[sel], b[sel], z[sel], 1, idx, acc)
             for j, i in enumerate(real):
                 outs[i][l] = res[j:j + 1]
@@ -254,12 +251,8 @@ class VllmGdn:
         if not real:
             return outs
         seqs = [self.seqs[slots[i]] for i in real]
-        rows, acc = [], []
-        for i in real:
-            s, q = slots[i], self.seqs[slots[i]]
-            rows.append([s * self.per + t for t in range(self.M + 1)] + [self._home(s)])
-            acc.append(q.live + 1 if q.live >= 0 else self.M + 2)
-        idx, acc = self._idx(rows), self._idx(acc)
+        pairs = [self.spec.verify(slots[i], self.seqs[slots[i]].live) for i in real]
+        idx, acc = self._idx([p[0] for p in pairs]), self._idx([p[1] for p in pairs])
         for l, L in enumerate(self.layers):
             x, a, b, z = stack_inputs(torch, self.dev, [inputs[i] for i in real], l)
             y = self._conv(l, x, seqs, k)
@@ -322,7 +315,7 @@ class VllmGdn:
                 self.ssm[l][p], self._window(l, q.line, q.off),
                 h_checkpoint=None if q.ckpt is None else q.ckpt[0][l],
                 conv_checkpoint=None if q.ckpt is None else q.ckpt[1][l],
-                h_intermediates=[self.ssm[l][slot * self.per + t] for t in range(n)],
+                h_intermediates=[self.ssm[l][self.spec.row(slot, t)] for t in range(n)],
                 conv_intermediates=[self._window(l, q.verify_line, t) for t in range(n)]))
         return State(q.last_k, layers)
 

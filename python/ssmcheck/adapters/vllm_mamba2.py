@@ -42,7 +42,7 @@ no vLLM counterpart and is refused.
 """
 import numpy as np
 
-from .common import SlotPolicy, import_peer, main, parse_options
+from .common import SlotPolicy, SpecSlots, import_peer, main, parse_options
 from ..bridge import LayerState, State
 
 ENV = "SSMCHECK_VLLM_PATH"
@@ -95,8 +95,7 @@ class VllmMamba2:
                                       "use f32 or f16-pool (mamba_ssm_cache_dtype float32 / float16)")
         self.layers, self.pool = layers, pool
         self.dtype = torch.float16 if pool.h_mode == "f16-pool" else torch.float32
-        self.M = max(pool.h_capacity + [0])  # num_spec: the most drafts a verify can carry
-        self.per = self.M + 2                # pool slots per sequence: M + 1 row slots and a home slot
+        self.spec = SpecSlots(pool.h_capacity)
         S = pool.max_slots
         f32 = dict(device=self.dev, dtype=torch.float32)
         for L in layers:
@@ -110,7 +109,7 @@ class VllmMamba2:
             L.k_D = torch.from_numpy(L.D.copy()).to(**f32)[:, None].expand(L.nh, L.hp)
             L.k_dt_bias = L.t_dt_bias[:, None].expand(L.nh, L.hp)
             L.k_zero_bias = torch.zeros(L.nh, **f32)[:, None].expand(L.nh, L.hp)
-        self.ssm = [torch.zeros(S * self.per, L.nh, L.hp, L.ns, dtype=self.dtype, device=self.dev) for L in layers]
+        self.ssm = [torch.zeros(self.spec.count(S), L.nh, L.hp, L.ns, dtype=self.dtype, device=self.dev) for L in layers]
         self.policy = SlotPolicy(pool.h_capacity)
         self.seqs = [self._fresh() for _ in range(S)]
         self.snaps = [None] * pool.snapshot_slots
@@ -121,19 +120,15 @@ class VllmMamba2:
     def alloc(self, min_capacity):
         s = self.policy.alloc(min_capacity)
         for l in range(len(self.layers)):
-            self.ssm[l][s * self.per:(s + 1) * self.per].zero_()
+            self.ssm[l][self.spec.range(s)].zero_()
         self.seqs[s] = self._fresh()
         return s
 
     def release(self, slot):
         self.policy.release(slot)
 
-    def _home(self, s):
-        return s * self.per + self.M + 1
-
     def _phys(self, s):
-        q = self.seqs[s]
-        return self._home(s) if q.live < 0 else s * self.per + q.live
+        return self.spec.phys(s, self.seqs[s].live)
 
     # --- one layer over a batch of entries of T rows each ----------------------------------------
 
@@ -207,9 +202,9 @@ class VllmMamba2:
     def prefill(self, slot, inputs):
         T = len(inputs[0]["x"])
         q = self.seqs[slot]
-        # state after row t -> home (column t); start state read from column T (num_accepted T + 1)
-        idx = self._idx([[self._home(slot)] * T + [self._phys(slot)]])
-        outs = [self._layer(l, [(q, inputs)], T, idx, self._idx([T + 1]), False) for l in range(len(self.layers))]
+        rows, accepted = self.spec.prefill(slot, q.live, T)
+        idx, acc = self._idx([rows]), self._idx([accepted])
+        outs = [self._layer(l, [(q, inputs)], T, idx, acc, False) for l in range(len(self.layers))]
         q.live = -1
         return outs
 
@@ -223,10 +218,10 @@ class VllmMamba2:
                 continue
             entries = [(self.seqs[slots[i]], inputs[i]) for i in group]
             if spec:
-                idx = self._idx([[self._home(slots[i]), self._phys(slots[i])] for i in group])
-                acc = self._idx([2] * len(group))
+                pairs = [self.spec.from_draft(slots[i], self.seqs[slots[i]].live) for i in group]
+                idx, acc = self._idx([p[0] for p in pairs]), self._idx([p[1] for p in pairs])
             else:
-                idx, acc = self._idx([self._home(slots[i]) for i in group]), None
+                idx, acc = self._idx([self.spec.home(slots[i]) for i in group]), None
             for l in range(len(self.layers)):
                 for i, o in zip(group, self._split(self._layer(l, entries, 1, idx, acc, False), 1, len(group))):
                     outs[i][l] = o
@@ -239,12 +234,8 @@ class VllmMamba2:
         outs = [[np.zeros((k, L.out_dim), np.float32) for L in self.layers] for _ in slots]
         if not real:
             return outs
-        rows, acc = [], []
-        for i in real:
-            s, q = slots[i], self.seqs[slots[i]]
-            rows.append([s * self.per + t for t in range(self.M + 1)] + [self._home(s)])
-            acc.append(q.live + 1 if q.live >= 0 else self.M + 2)
-        idx, acc = self._idx(rows), self._idx(acc)
+        pairs = [self.spec.verify(slots[i], self.seqs[slots[i]].live) for i in real]
+        idx, acc = self._idx([p[0] for p in pairs]), self._idx([p[1] for p in pairs])
         entries = [(self.seqs[slots[i]], inputs[i]) for i in real]
         for l in range(len(self.layers)):
             for i, o in zip(real, self._split(self._layer(l, entries, k, idx, acc, True), k, len(real))):
@@ -271,7 +262,7 @@ class VllmMamba2:
     def _restore(self, slot, saved):
         q = self.seqs[slot]
         for l in range(len(self.layers)):
-            self.ssm[l][self._home(slot)].copy_(saved[0][l])
+            self.ssm[l][self.spec.home(slot)].copy_(saved[0][l])
         q.conv = [w.clone() for w in saved[1]]
         q.live = -1
 
@@ -307,7 +298,7 @@ class VllmMamba2:
                 self.ssm[l][p], q.conv[l],
                 h_checkpoint=None if q.ckpt is None else q.ckpt[0][l],
                 conv_checkpoint=None if q.ckpt is None else q.ckpt[1][l],
-                h_intermediates=[self.ssm[l][slot * self.per + t] for t in range(n)],
+                h_intermediates=[self.ssm[l][self.spec.row(slot, t)] for t in range(n)],
                 conv_intermediates=q.conv_inter[l][:n]))
         return State(q.last_k, layers)
 
