@@ -10,7 +10,9 @@
 //   fault=throw_in_decode     decode fails (SSMP_ERROR): a plug-in that reports an error
 //   fault=ple_not_rolled_back commit n < k restores h and conv but keeps the PLE carry after all K
 //                             rows (bug class 15, through SSMP_PLE)
+#include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -48,19 +50,22 @@ class ReferenceWithFault : public ref::ReferenceBackend {
   std::string fault_;
 };
 
+// the faults of the header comment, by option value
+constexpr const char* kFaults[] = {"commit_keeps_live", "abort_in_commit", "throw_in_decode", "ple_not_rolled_back"};
+
 std::unique_ptr<Backend> make(const std::string& options) {
   std::string fault;
   size_t start = 0;
   while (start < options.size()) {
     const size_t end = std::min(options.find(',', start), options.size());
     const std::string kv = options.substr(start, end - start);
-    if (kv == "fault=commit_keeps_live" || kv == "fault=abort_in_commit" || kv == "fault=throw_in_decode" ||
-        kv == "fault=ple_not_rolled_back")
-      fault = kv.substr(6);
-    else
-      throw std::invalid_argument("unknown option '" + kv +
-                                  "' (known: fault=commit_keeps_live, fault=abort_in_commit, fault=throw_in_decode, "
-                                  "fault=ple_not_rolled_back)");
+    const std::string name = kv.rfind("fault=", 0) == 0 ? kv.substr(6) : "";
+    if (std::find(std::begin(kFaults), std::end(kFaults), name) == std::end(kFaults)) {
+      std::string names;
+      for (const char* f : kFaults) names += std::string(names.empty() ? "" : ", ") + "fault=" + f;
+      throw std::invalid_argument("unknown option '" + kv + "' (known: " + names + ")");
+    }
+    fault = name;
     start = end + 1;
   }
   if (fault.empty()) return std::make_unique<ref::ReferenceBackend>();

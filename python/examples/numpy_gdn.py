@@ -177,13 +177,11 @@ class NumpyGdn:
         outs = []
         for l, L in enumerate(self.layers):
             i = inputs[l]
+            # prefill runs in FP32: f16 widens the slot back (exact; FP32 until the next decode
+            # converts it), f16-pool widens into the stage and narrows back below
+            staged = prefill and self.pool.h_mode == "f16-pool"
             if prefill and s.h[l].dtype == np.float16:
-                # prefill runs in FP32: f16 widens the slot back (exact; FP32 until the next
-                # decode converts it), f16-pool widens into the stage and narrows back below
-                staged = self.pool.h_mode == "f16-pool"
                 s.h[l] = s.h[l].astype(np.float32)
-            else:
-                staged = False
             out = np.zeros((rows, L.out_dim), np.float32)
             P = L.ple
             if P is not None and s.ple[l] is None:

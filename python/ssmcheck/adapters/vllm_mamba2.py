@@ -99,8 +99,9 @@ class VllmMamba2:
         S = pool.max_slots
         f32 = dict(device=self.dev, dtype=torch.float32)
         for L in layers:
-            L.t_conv_w = torch.from_numpy(L.conv_w.copy()).to(self.dev)  # [conv_dim][d_conv]
-            L.t_conv_bias = None if L.conv_bias is None else torch.from_numpy(L.conv_bias.copy()).to(self.dev)
+            # the glue conv accumulates in FP64: [conv_dim][d_conv], [conv_dim]
+            L.t_conv_w = torch.from_numpy(L.conv_w.copy()).to(self.dev).double()
+            L.t_conv_bias = None if L.conv_bias is None else torch.from_numpy(L.conv_bias.copy()).to(self.dev).double()
             L.t_dt_bias = torch.from_numpy(L.dt_bias.copy()).to(self.dev)
             L.t_norm_w = torch.from_numpy(L.norm_w.copy()).to(self.dev)
             A = -torch.exp(torch.from_numpy(L.A_log.copy()).to(**f32))
@@ -137,15 +138,14 @@ class VllmMamba2:
         accumulation), in place on its window; keep: record the windows after rows 0..T-2."""
         torch = self.torch
         L = self.layers[l]
-        w = L.t_conv_w.double()
         ys = []
         if keep:
             q.conv_inter[l] = []
         for t in range(x.shape[0]):
             q.conv[l] = torch.cat([q.conv[l][:, 1:], x[t][:, None]], dim=1)
-            acc = (w * q.conv[l].double()).sum(dim=1)
+            acc = (L.t_conv_w * q.conv[l].double()).sum(dim=1)
             if L.t_conv_bias is not None:
-                acc = acc + L.t_conv_bias.double()
+                acc = acc + L.t_conv_bias
             ys.append(torch.nn.functional.silu(acc).float())
             if keep and t < x.shape[0] - 1:
                 q.conv_inter[l].append(q.conv[l].clone())
