@@ -364,15 +364,10 @@ int resident_ctas(const void* kernel, int threads, size_t smem) {
   std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_tuple(dev, kernel, threads, smem);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  auto o = optin.find(std::make_pair(dev, kernel));
-  if (o == optin.end()) {  // what a block may opt into, less the kernel's static shared memory;
-    cudaFuncAttributes a{};  // recorded only once the attribute is set (a failed set is retried)
-    int most = 0;
-    SSM_CUDA(cudaFuncGetAttributes(&a, kernel));
-    SSM_CUDA(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    most -= int(a.sharedSizeBytes);
-    SSM_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-    o = optin.emplace(std::make_pair(dev, kernel), most).first;
+  auto [o, fresh] = optin.try_emplace(std::make_pair(dev, kernel), 0);
+  if (fresh) {
+    SSM_CUDA(cudaDeviceGetAttribute(&o->second, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    SSM_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, o->second));
   }
   if (smem > size_t(o->second))
     throw std::runtime_error("gdn rows: " + std::to_string(smem) + " bytes of shared memory per block, the device allows " +
