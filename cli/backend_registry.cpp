@@ -6,7 +6,7 @@
 
 #include "cli/device_option.h"
 #include "fuzz/alt_reference.h"
-#include "plugin/pipe_plugin.h"
+#include "plugin/hosted_plugin.h"
 #include "plugin/plugin_backend.h"
 #include "reference/reference_backend.h"
 #ifdef SSMCHECK_HAVE_CUDA
@@ -18,6 +18,7 @@ namespace ssm::cli {
 namespace {
 
 constexpr const char* kPluginPrefix = "plugin:";
+constexpr const char* kInProcessPrefix = "plugin-in-process:";  // debugging: the plug-in in ssmcheck's process
 
 fuzz::BackendFactory reference_factory() {
   return [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
@@ -72,19 +73,21 @@ fuzz::BackendEntry cuda_entry() {
 
 // flag: the whole --backend text; text: what names the plug-in (after "plugin:", or all of it
 // for a registered in-process one).
-fuzz::BackendEntry plugin_entry(const std::string& flag, const std::string& text) {
+fuzz::BackendEntry plugin_entry(const std::string& flag, const std::string& text, bool in_process = false) {
   plugin::PluginSpec spec;
   const plugin::PluginLibrary* lib = nullptr;
   try {
     spec = plugin::PluginSpec::parse(text);
-    lib = &plugin::load_plugin(spec.path);
+    spec.in_process = in_process;
+    lib = in_process ? &plugin::load_plugin_in_process(spec.path) : &plugin::load_plugin(spec.path);
   } catch (const std::exception& e) {
     throw std::invalid_argument("backend '" + flag + "': " + e.what());
   }
   fuzz::BackendEntry e;
   e.name = spec.label();
   e.flag = flag;
-  e.summary = (lib->in_process ? "in-process plug-in " : "plug-in ") + lib->path + ": " + lib->declared();
+  e.summary = (lib->in_process ? "in-process plug-in " : "plug-in (in its host process) ") + lib->path + ": " +
+              lib->declared();
   e.make = [spec] { return std::unique_ptr<Backend>(new plugin::PluginBackend(spec)); };
   e.under_test = e.make;
   e.model = reference_factory();
@@ -112,10 +115,12 @@ bool cuda_probed() { return g_cuda_probed; }
 fuzz::BackendEntry find_backend(const std::string& name) {
   if (name.rfind(kPluginPrefix, 0) == 0)
     return plugin_entry(name, name.substr(std::char_traits<char>::length(kPluginPrefix)));
+  if (name.rfind(kInProcessPrefix, 0) == 0)
+    return plugin_entry(name, name.substr(std::char_traits<char>::length(kInProcessPrefix)), true);
   const std::string head = name.substr(0, name.find(','));
   if (head.rfind(plugin::kPythonScheme, 0) == 0 && !plugin::is_registered(head)) {
-    try {  // a Python class served by the bridge (python/ssmcheck) over pipes
-      plugin::register_plugin(head, plugin::python_plugin_table());
+    try {  // a Python class served by its host process (python/ssmcheck/host.py)
+      plugin::register_plugin(head, plugin::hosted_plugin_table(plugin::python_launch(head)), true);
     } catch (const std::exception& e) {
       throw std::invalid_argument("backend '" + name + "': " + e.what());
     }
@@ -144,7 +149,8 @@ std::vector<fuzz::BackendEntry> select_backends(const std::string& which,
 }
 
 Numerics declared_numerics(const std::string& name) {
-  const bool external = name.rfind(kPluginPrefix, 0) == 0 || name.rfind(plugin::kPythonScheme, 0) == 0;
+  const bool external = name.rfind(kPluginPrefix, 0) == 0 || name.rfind(kInProcessPrefix, 0) == 0 ||
+                        name.rfind(plugin::kPythonScheme, 0) == 0;
   return external ? find_backend(name).numerics : Numerics{};
 }
 

@@ -16,7 +16,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "cli/child_process.h"
+#include "core/child_process.h"
 #include "cli/commands.h"
 #include "cli/device_option.h"
 #include "cli/output_path.h"

@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "cli/child_process.h"
+#include "core/child_process.h"
 #include "cli/commands.h"
 #include "fuzz/campaign_merge.h"
 

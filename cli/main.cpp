@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <exception>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
 #include "core/keep_freed_memory.h"
+#include "plugin/host_process.h"
 
 #ifndef SSMCHECK_VERSION
 #define SSMCHECK_VERSION "unknown"
@@ -80,6 +82,8 @@ std::string did_you_mean(const CLI::App& app, int argc, char** argv) {
            "; subcommands: " + all;
   }
   std::vector<std::string> flags;
+  for (const CLI::Option* o : app.get_options())  // global flags (--call-timeout) go anywhere
+    for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
   for (const CLI::Option* o : sub->get_options())
     for (const std::string& n : o->get_lnames()) flags.push_back("--" + n);
   for (int i = 2; i < argc; ++i) {
@@ -100,6 +104,15 @@ int main(int argc, char** argv) {
   CLI::App app{"ssmcheck: reference-and-verification harness for the recurrent state of hybrid LLMs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ssmcheck " SSMCHECK_VERSION);
+  app.fallthrough();  // global flags are taken after the subcommand too
+  // the time a plug-in or Python class has for one call in its host process (plugin/host_process.h);
+  // kept in the environment so that --jobs workers and their hosts inherit it
+  app.add_option_function<std::string>(
+         "--call-timeout",
+         [](const std::string& s) { ::setenv(ssm::plugin::kCallTimeoutVariable, s.c_str(), 1); },
+         "seconds a plug-in or Python class has for one call before its host process is killed and the call fails "
+         "(default " + std::to_string(int(ssm::plugin::kDefaultCallTimeout)) + ", or $SSMCHECK_CALL_TIMEOUT)")
+      ->check(ssm::cli::finite_seconds());
   int rc = ssm::cli::kExitOk;
   ssm::cli::install_crash_handlers();
   ssm::keep_freed_memory();  // campaigns and replays copy large tensors on every op

@@ -417,7 +417,11 @@ std::vector<std::string> Lockstep::dump(const std::string& prefix) {
     for (int seq : sides[i].second->live_seqs()) {
       cmp::DumpSequence ds;
       ds.seq = seq;
-      ds.state = sides[i].first->export_state(sides[i].second->slot_of(seq));
+      try {
+        ds.state = sides[i].first->export_state(sides[i].second->slot_of(seq));
+      } catch (const std::exception&) {
+        continue;  // a side that crashed or hung has no state to give: the report says why
+      }
       d.sequences.push_back(std::move(ds));
     }
     const std::string path = prefix + suffix[i];

@@ -1,7 +1,7 @@
 // The model an ssmp_config describes (plugin/ssmcheck_plugin.h): layer specs and FP32 weights,
 // read through the kinds' geometry (LayerSpec::weights(), core/layer_geometry.cpp), for every side
 // that receives a config: the adapter exposing a Backend as a plug-in (backend_plugin.cpp) and the
-// table that forwards calls to the Python bridge (pipe_plugin.cpp).
+// C host of a hosted plug-in (host_server.cpp reads the same shapes from the wire).
 #pragma once
 #include <cstddef>
 

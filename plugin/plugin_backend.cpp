@@ -14,6 +14,7 @@
 
 #include "core/errors.h"
 #include "core/state.h"
+#include "plugin/hosted_plugin.h"
 
 namespace ssm::plugin {
 
@@ -171,7 +172,7 @@ std::map<std::string, PluginLibrary>& registered() {
 
 }  // namespace
 
-void register_plugin(const std::string& name, const ssmp_plugin* table) {
+void register_plugin(const std::string& name, const ssmp_plugin* table, bool hosted) {
   const size_t colon = name.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == name.size() || name.rfind("plugin:", 0) == 0 ||
       name.find(',') != std::string::npos)
@@ -181,21 +182,34 @@ void register_plugin(const std::string& name, const ssmp_plugin* table) {
   PluginLibrary lib;
   lib.path = name;
   lib.table = table;
-  lib.in_process = true;
+  lib.in_process = !hosted;
   registered()[name] = lib;
 }
 
 bool is_registered(const std::string& name) { return registered().count(name) > 0; }
 
-const PluginLibrary& load_plugin(const std::string& path) {
-  if (auto it = registered().find(path); it != registered().end()) return it->second;
+namespace {
+std::map<std::string, PluginLibrary>& hosted() {
+  static std::map<std::string, PluginLibrary> m;
+  return m;
+}
+
+// The absolute path of a plug-in file, checked to be one; throws naming `who`.
+std::string plugin_file(const std::string& path, const std::string& who) {
   std::error_code ec;
   const fs::path abs = fs::absolute(path, ec);
   const std::string key = ec ? path : abs.lexically_normal().string();
-  if (auto it = loaded().find(key); it != loaded().end()) return it->second;
-  const std::string who = "plug-in " + path;
   if (!fs::exists(key, ec)) throw std::runtime_error(who + ": no such file");
   if (!fs::is_regular_file(key, ec)) throw std::runtime_error(who + ": not a file");
+  return key;
+}
+}  // namespace
+
+const PluginLibrary& load_plugin_in_process(const std::string& path) {
+  if (auto it = registered().find(path); it != registered().end()) return it->second;
+  const std::string who = "plug-in " + path;
+  const std::string key = plugin_file(path, who);
+  if (auto it = loaded().find(key); it != loaded().end()) return it->second;
   dlerror();
   void* handle = dlopen(key.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -213,10 +227,26 @@ const PluginLibrary& load_plugin(const std::string& path) {
   PluginLibrary lib;
   lib.path = key;
   lib.table = t;
+  lib.in_process = true;
   return loaded().emplace(key, lib).first->second;
 }
 
-PluginBackend::PluginBackend(const PluginSpec& spec) : lib_(&load_plugin(spec.path)), label_(spec.label()) {
+const PluginLibrary& load_plugin(const std::string& path) {
+  if (auto it = registered().find(path); it != registered().end()) return it->second;
+  const std::string who = "plug-in " + path;
+  const std::string key = plugin_file(path, who);
+  if (auto it = hosted().find(key); it != hosted().end()) return it->second;
+  // the host loads and checks the library (a crash or an exit while loading is its death, named)
+  const ssmp_plugin* t = hosted_plugin_table(c_plugin_launch(key, "plugin:" + fs::path(key).stem().string()));
+  check_table(who, t);
+  PluginLibrary lib;
+  lib.path = key;
+  lib.table = t;
+  return hosted().emplace(key, lib).first->second;
+}
+
+PluginBackend::PluginBackend(const PluginSpec& spec)
+    : lib_(spec.in_process ? &load_plugin_in_process(spec.path) : &load_plugin(spec.path)), label_(spec.label()) {
   own_legality_ = lib_->own_legality();
   ssmp_error err{};
   {

@@ -20,15 +20,17 @@ namespace ssm::plugin {
 struct PluginSpec {
   std::string path;
   std::string options;  // "key=value,..." as given, passed to the plug-in's create
+  bool in_process = false;  // plugin-in-process:PATH (debugging): dlopen'ed into ssmcheck's own process
   // Throws std::invalid_argument naming what is malformed (empty path, an option without '=').
   static PluginSpec parse(const std::string& text);
   std::string label() const;  // "plugin:NAME" (the file's stem) or the registered name, for suites and reports
 };
 
-// A loaded plug-in library (loaded once per path and kept for the process's life).
+// A loaded plug-in library (loaded once per path and kept for the process's life): served by its
+// host process (plugin/hosted_plugin.h), or, for debugging or a registered table, in this one.
 struct PluginLibrary {
   std::string path;  // absolute path of the file, or the registered name of an in-process table
-  bool in_process = false;
+  bool in_process = false;  // dlopen'ed here, or a registered table: its crash is ssmcheck's
   const ssmp_plugin* table = nullptr;
   bool own_legality() const { return table->flags & SSMP_OWN_LEGALITY; }
   bool bitwise() const { return table->flags & SSMP_BITWISE; }
@@ -47,15 +49,20 @@ struct PluginLibrary {
   std::string declared() const;  // "name 'x', ABI 1, legality: its own, judged: bitwise"
 };
 
-// Loads PATH and checks it: the file opens, exports ssmcheck_plugin, has this ABI version and a
-// table large enough, every required member set. Throws std::runtime_error naming the file and
-// what is wrong.
-// A name registered with register_plugin is returned as it is.
+// Starts PATH's host process (ssmcheck-plugin-host), which loads and checks it: the file opens,
+// exports ssmcheck_plugin, has this ABI version and a table large enough, every required member
+// set; the table returned forwards every call to the host. Throws std::runtime_error naming the
+// file and what is wrong (or how its host died while loading it). A name registered with
+// register_plugin is returned as it is.
 const PluginLibrary& load_plugin(const std::string& path);
+// The same checks with the library loaded into this process (the host uses it; and
+// `plugin-in-process:PATH`, for debugging a plug-in under gdb or a sanitizer).
+const PluginLibrary& load_plugin_in_process(const std::string& path);
 
 // An in-process table (cli/ssmcheck_lib.h: the Python bridge) under "SCHEME:NAME", checked like a
 // file's; PluginSpec::parse("SCHEME:NAME,key=value") then names it. Throws std::runtime_error.
-void register_plugin(const std::string& name, const ssmp_plugin* table);
+// hosted: the table forwards to a host process (plugin/hosted_plugin.h: a python: backend).
+void register_plugin(const std::string& name, const ssmp_plugin* table, bool hosted = false);
 bool is_registered(const std::string& name);
 
 class PluginBackend : public Backend {

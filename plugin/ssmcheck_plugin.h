@@ -1,6 +1,6 @@
 /* ssmcheck_plugin: the C ABI through which ssmcheck drives an implementation it did not build
  * (any language with a C FFI: C, C++, Rust, Zig; a Python class through python/ssmcheck, whose
- * bridge speaks this ABI over pipes: plugin/pipe_plugin.cpp). A
+ * bridge speaks this ABI from a host process: plugin/hosted_plugin.cpp). A
  * plug-in is a shared library exporting one function, ssmcheck_plugin(), that returns a table of
  * function pointers. `--backend plugin:PATH.so[,key=value...]` makes it the system under test of
  * run, check, fuzz, replay and gate; `ssmcheck backends plugin:PATH.so` loads it and says what it
@@ -19,8 +19,12 @@
  * - A refusal is compared with ssmcheck's own legality decision only when the plug-in sets
  *   SSMP_OWN_LEGALITY. Without it ssmcheck refuses illegal ops itself and the plug-in never sees
  *   one (a plug-in that refuses a legal op is still reported).
- * - A crash inside a call (abort, segfault) ends ssmcheck with exit 2, a message naming the
- *   plug-in and the call, and the JUnit/JSON verdict already armed (--junit, --json).
+ * - The plug-in runs in a process of its own (ssmcheck-plugin-host, plugin/host_server.h), which
+ *   ssmcheck starts: an exit, a crash (abort, segfault, stack overflow), a hang past
+ *   --call-timeout, or a write past an output buffer (fenced by an inaccessible page, canary bytes
+ *   up to it) fails the call it happened in, naming it; output to stdout/stderr is kept apart.
+ *   `plugin-in-process:PATH.so` loads it into ssmcheck's process instead (for a debugger): there a
+ *   crash ends ssmcheck with exit 2 and a message naming the call.
  * - Calls come from one thread, in op order. Slots are the plug-in's own pool indexes
  *   (0..max_slots-1); SSMP_PAD_ROW marks a padding row of a batch, which the plug-in runs on a
  *   slot of its own (the dummy slot) and whose outputs are not compared.

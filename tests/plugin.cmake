@@ -34,3 +34,17 @@ endif()
 add_test(NAME python_bridge COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/python/tests/test_bridge.py)
 set_tests_properties(python_bridge PROPERTIES LABELS cpu TIMEOUT 600
   ENVIRONMENT "SSMCHECK=$<TARGET_FILE:ssmcheck>;PYTHONDONTWRITEBYTECODE=1")
+
+# Plug-ins in their host process: a plug-in that misbehaves in any call, at load, or in a campaign.
+add_library(ssmcheck_hostile_plugin MODULE plugins/hostile_plugin.cpp)
+target_link_libraries(ssmcheck_hostile_plugin PRIVATE ssmcheck_backend_plugin ssmcheck_reference)
+target_include_directories(ssmcheck_hostile_plugin PRIVATE ${PROJECT_SOURCE_DIR})
+set_target_properties(ssmcheck_hostile_plugin PROPERTIES PREFIX lib CXX_VISIBILITY_PRESET hidden
+  VISIBILITY_INLINES_HIDDEN ON)
+ssmcheck_test(hosted_plugin_test LABEL cpu TIMEOUT 600
+  SOURCES hosted_plugin_test.cpp
+  LIBS nlohmann_json::nlohmann_json)
+target_compile_definitions(hosted_plugin_test PRIVATE
+  SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
+  SSMCHECK_HOSTILE_PLUGIN="$<TARGET_FILE:ssmcheck_hostile_plugin>")
+add_dependencies(hosted_plugin_test ssmcheck ssmcheck_hostile_plugin)

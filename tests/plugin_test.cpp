@@ -204,7 +204,8 @@ TEST(PluginCli, BadPluginsAreExitTwoWithAMessage) {
 TEST(PluginCli, ACrashInsideAPluginCallIsExitTwoAndAFailingVerdict) {
   test::TempDir dir("ssmcheck-plugin");
   const std::string junit = dir.file("j.xml");
-  const auto s = sh(std::string(SSMCHECK_BIN) + " check --backend " + q("plugin:" + kRef + ",fault=abort_in_commit") +
+  // in ssmcheck's own process (debugging); in its host, tests/hosted_plugin_test.cpp
+  const auto s = sh(std::string(SSMCHECK_BIN) + " check --backend " + q("plugin-in-process:" + kRef + ",fault=abort_in_commit") +
                     " --junit " + q(junit) + " --ops 'alloc; verify 3; commit 2 3'");
   EXPECT_EQ(s.code, 2) << s.out;
   EXPECT_NE(s.out.find("the plug-in crashed (SIGABRT) inside plugin:libssmcheck_reference_plugin: commit(slot 0, n 2, k 3)"),

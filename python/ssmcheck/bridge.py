@@ -1,12 +1,17 @@
 """A Python class as ssmcheck's system under test (see __init__.py).
 
-``run(args, backend)`` starts the ``ssmcheck`` executable with two pipes and serves its calls:
-ssmcheck's plug-in table for ``--backend python:NAME`` (plugin/pipe_plugin.cpp) forwards every
-call of the C ABI, with its arrays, to this process; the answer goes back the same way. A Python
-exception becomes an error of that call (a divergence, with the traceback in the report), and
-``Refused(kind)`` a refusal of that kind. Wire format: pipe_plugin.h.
+``run(args, backend)`` runs the ``ssmcheck`` executable; for ``--backend python:NAME`` ssmcheck
+starts a host process of its own (``python -m ssmcheck.host``, host.py) that imports the class
+and serves its calls: ssmcheck's plug-in table for hosted backends (plugin/hosted_plugin.cpp)
+forwards every call of the C ABI to it, its arrays through shared memory; the answer goes back
+the same way. So nothing the class does (an exit, os._exit, a crash, a hang, print) can end
+ssmcheck or change its exit code: each is an error of the call it happened in. A Python exception
+becomes an error of that call (a divergence, with the traceback in the report), and
+``Refused(kind)`` a refusal of that kind. Wire format: plugin/host_wire.h.
 
-The class (or a callable taking the options text) is instantiated once per case. Its methods:
+The class (or a function taking the options text) must be importable by the host: defined at the
+top level of a module or script (not inside a function). It is instantiated once per case. Its
+methods:
 
     create_pool(layers: list[Layer], pool: Pool)
     alloc(min_capacity) -> slot
@@ -38,10 +43,13 @@ contract's, or "inf": FP16 stores overflow to inf) and ``f16_rows`` ("stored", t
 "carried": with FP16 state the rows of one op carry it in FP32 and outputs read that).
 """
 import json
+import mmap
 import os
 import shutil
+import socket
 import struct
 import subprocess
+import sys
 import traceback
 
 import numpy as np
@@ -68,7 +76,7 @@ def _geometry(desc):
 
 
 def _weight_shapes(desc):
-    """The weights of a layer description as ssmcheck sends them (pipe_plugin.cpp's create_pool),
+    """The weights of a layer description as ssmcheck sends them (hosted_plugin.cpp's create_pool),
     in order: [(name, shape)]."""
     conv_dim, heads, out_dim, _ = _geometry(desc)
     m2 = desc["kind"] == "mamba2"
@@ -148,36 +156,73 @@ class State:
         self.prefill_stage = prefill_stage  # f16-pool: the FP32 staging blob
 
 
-# --- wire format (plugin/pipe_plugin.h) ---------------------------------------------------
+# --- wire format (plugin/host_wire.h) -------------------------------------------------------
 
-def _read(f, n):
-    b = f.read(n)
-    if b is None or len(b) < n:
-        return None
-    return b
+_HEADER = struct.Struct("<QIIQ")  # json bytes, array count, 0, arena bytes
+_PAIR = struct.Struct("<QQ")      # offset, bytes
+_ALIGN = 64
 
 
-def _recv(f):
-    head = _read(f, 8)
-    if head is None:
-        return None
-    (n,) = struct.unpack("<Q", head)
-    req = json.loads(_read(f, n).decode())
-    (count,) = struct.unpack("<I", _read(f, 4))
-    blobs = []
-    for _ in range(count):
-        (m,) = struct.unpack("<Q", _read(f, 8))
-        blobs.append(_read(f, m) if m else b"")
-    return req, blobs
+class _Channel:
+    """The host's end: control frames on a socket, arrays in the shared arena file."""
 
+    def __init__(self, sock_fd, arena_fd):
+        self.sock = socket.socket(fileno=sock_fd)
+        self.arena_fd = arena_fd
+        self.mm = None
+        self.size = 0
 
-def _send(f, reply, blobs=()):
-    text = json.dumps(reply).encode()
-    parts = [struct.pack("<Q", len(text)), text, struct.pack("<I", len(blobs))]
-    for b in blobs:
-        parts += [struct.pack("<Q", len(b)), b]
-    f.write(b"".join(parts))
-    f.flush()
+    def _read(self, n, eof_ok=False):
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            r = self.sock.recv_into(view[got:], n - got)
+            if r == 0:
+                if eof_ok and got == 0:
+                    return None
+                raise EOFError("the channel closed in the middle of a frame")
+            got += r
+        return bytes(buf)
+
+    def _map(self, n):
+        if n > self.size:
+            self.mm = mmap.mmap(self.arena_fd, n)
+            self.size = n
+
+    def recv(self):
+        """(request, arrays as bytes), or None when ssmcheck closed the channel."""
+        head = self._read(_HEADER.size, eof_ok=True)
+        if head is None:
+            return None
+        n, count, _, arena = _HEADER.unpack(head)
+        body = self._read(n + count * _PAIR.size)
+        self._map(arena)
+        blobs = []
+        for i in range(count):
+            off, m = _PAIR.unpack_from(body, n + i * _PAIR.size)
+            if off + m > self.size:
+                raise ValueError("array %d lies outside the shared arena" % i)
+            blobs.append(self.mm[off:off + m] if m else b"")
+        return json.loads(body[:n].decode()), blobs
+
+    def send(self, reply, arrays=()):
+        """reply with its arrays (numpy arrays or bytes) placed in the arena."""
+        views = [memoryview(np.ascontiguousarray(a)).cast("B") if isinstance(a, np.ndarray) else memoryview(a)
+                 for a in arrays]
+        at, end = [], 0
+        for v in views:
+            at.append((end, v.nbytes))
+            end = (end + v.nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
+        if end > self.size:
+            grown = max(end, self.size + self.size // 2)
+            os.ftruncate(self.arena_fd, grown)
+            self.mm, self.size = mmap.mmap(self.arena_fd, grown), grown
+        for (off, m), v in zip(at, views):
+            if m:
+                self.mm[off:off + m] = v
+        text = json.dumps(reply).encode()
+        parts = [_HEADER.pack(len(text), len(at), 0, self.size), text] + [_PAIR.pack(o, m) for o, m in at]
+        self.sock.sendall(b"".join(parts))
 
 
 def _numpy(x, dtype=None):
@@ -226,12 +271,12 @@ def _outputs(layers, outs, rows, what):
             a = _numpy(x, np.float32)
             if a.size != rows * width:
                 raise ValueError("%s: %s of layer %d has shape %s, expected (%d, %d)" % (what, name, l, a.shape, rows, width))
-            blobs.append(a.tobytes())
+            blobs.append(a)
     return blobs
 
 
 def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
-    """export_state's reply: fields in JSON, arrays in the order pipe_plugin.cpp reads them, in
+    """export_state's reply: fields in JSON, arrays in the order hosted_plugin.cpp reads them, in
     the class's convention profile (checked here: a shape that does not match it is an error)."""
     if len(st.layers) != len(layers):
         raise ValueError("export_state returned %d layers, the model has %d" % (len(st.layers), len(layers)))
@@ -245,7 +290,7 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
         want = (L.h_shape[0], L.h_shape[2], L.h_shape[1]) if h_layout == "nv,vd,kd" else L.h_shape
         if a.shape != want and not (a.ndim == 1 and a.size == int(np.prod(want))):
             raise ValueError("export_state: layer %d %s has shape %s, expected %s (h_layout %s)" % (l, name, a.shape, want, h_layout))
-        blobs.append(a.tobytes())
+        blobs.append(a)
         return a.dtype == np.float16
 
     def conv_like(x, l, name):
@@ -254,7 +299,7 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
         want = (L.conv_dim, L.d_conv - (1 if conv_window == "d_conv-1" else 0))
         if a.shape != want and not (a.ndim == 1 and a.size == want[0] * want[1]):
             raise ValueError("export_state: layer %d %s has shape %s, expected %s (conv_window %s)" % (l, name, a.shape, want, conv_window))
-        blobs.append(a.tobytes())
+        blobs.append(a)
 
     for l, s in enumerate(st.layers):
         j = {}
@@ -279,7 +324,7 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
                     a = _numpy(x, np.float32)
                     if a.size != int(np.prod(shape)):
                         raise ValueError("export_state: layer %d %s %s has shape %s, expected %s" % (l, name, part, a.shape, shape))
-                    blobs.append(a.tobytes())
+                    blobs.append(a)
             j["ple"] = dict(has_live=s.ple is not None, has_checkpoint=s.ple_checkpoint is not None,
                             n_snapshots=len(s.ple_snapshots))
             if s.ple is not None:
@@ -292,7 +337,7 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
     reply = dict(status=SSMP_OK, last_verify_k=int(st.last_verify_k), layers=js,
                  has_prefill_stage=st.prefill_stage is not None)
     if st.prefill_stage is not None:
-        blobs.append(_numpy(st.prefill_stage, np.float32).tobytes())
+        blobs.append(_numpy(st.prefill_stage, np.float32))
     return reply, blobs
 
 
@@ -370,9 +415,9 @@ class _Server:
         simple[call]()
         return dict(status=SSMP_OK), []
 
-    def serve(self, rf, wf):
+    def serve(self, channel):
         while True:
-            msg = _recv(rf)
+            msg = channel.recv()
             if msg is None:
                 return
             req, blobs = msg
@@ -384,7 +429,7 @@ class _Server:
                 tb = traceback.format_exc(limit=4).strip().splitlines()
                 where = " | ".join(line.strip() for line in tb[1:-1][-2:])
                 reply, out = dict(status=SSMP_ERROR, message="python %s: %s: %s (%s)" % (req.get("call"), type(e).__name__, e, where)), []
-            _send(wf, reply, out)
+            channel.send(reply, out)
 
 
 def find_ssmcheck(explicit=None):
@@ -395,24 +440,37 @@ def find_ssmcheck(explicit=None):
     return path
 
 
+def class_spec(backend):
+    """"MODULE:QUALNAME" or "PATH.py:QUALNAME": how the host process imports ``backend``."""
+    qual = getattr(backend, "__qualname__", None)
+    module = getattr(backend, "__module__", None)
+    if not qual or not module or "<" in qual:
+        raise TypeError("ssmcheck.run: %r cannot be imported by the host process: define the class (or a "
+                        "function taking the options text) at the top level of a module or script" % (backend,))
+    if module == "__main__":
+        main = sys.modules["__main__"]
+        spec = getattr(main, "__spec__", None)
+        if spec is not None and spec.name:  # python -m package.module
+            module = spec.name
+        elif getattr(main, "__file__", None):
+            return "%s:%s" % (os.path.abspath(main.__file__), qual)
+        else:
+            raise TypeError("ssmcheck.run: %s is defined in an interactive session; define it in a file" % qual)
+    return "%s:%s" % (module, qual)
+
+
 def run(args, backend, ssmcheck=None, stdout=None, stderr=None):
-    """Runs ``ssmcheck ARGS`` with ``backend`` (a class, or a callable taking the options text)
-    serving ``--backend python:NAME``; returns ssmcheck's exit code (0 ok, 1 diverged, 2 bad
-    input, 5 nothing checked). Output goes to this process's stdout and stderr, or to the files
-    given (as subprocess.Popen takes them)."""
+    """Runs ``ssmcheck ARGS`` with ``backend`` (a class, or a function taking the options text,
+    defined at the top level of a module or script) serving ``--backend python:NAME``; returns
+    ssmcheck's exit code (0 ok, 1 diverged, 2 bad input, 5 nothing checked). ssmcheck runs the
+    class in a host process it starts (``python -m ssmcheck.host``), so nothing the class does
+    changes that code. Output goes to this process's stdout and stderr, or to the files given
+    (as subprocess.Popen takes them); the class's own output is kept apart (shown in the report
+    of a call that failed)."""
     exe = find_ssmcheck(ssmcheck)
-    req_r, req_w = os.pipe()  # ssmcheck -> python: requests
-    rep_r, rep_w = os.pipe()  # python -> ssmcheck: replies
-    env = dict(os.environ, SSMCHECK_PYTHON_FDS="%d,%d" % (rep_r, req_w))
-    try:
-        proc = subprocess.Popen([exe] + [str(a) for a in args], pass_fds=(rep_r, req_w), env=env,
-                                stdout=stdout, stderr=stderr)
-    finally:
-        os.close(rep_r)
-        os.close(req_w)
-    with os.fdopen(req_r, "rb") as rf, os.fdopen(rep_w, "wb") as wf:
-        try:
-            _Server(backend).serve(rf, wf)
-        except BrokenPipeError:
-            pass  # ssmcheck ended while a reply was on its way
-    return proc.wait()
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = [package_root] + [p if p else os.getcwd() for p in sys.path]
+    env = dict(os.environ, SSMCHECK_PYTHON_HOST=json.dumps([sys.executable, "-m", "ssmcheck.host"]),
+               SSMCHECK_PYTHON_CLASS=class_spec(backend), SSMCHECK_PYTHON_PATH=json.dumps(path),
+               PYTHONPATH=os.pathsep.join([package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    return subprocess.call([exe] + [str(a) for a in args], env=env, stdout=stdout, stderr=stderr)

@@ -140,6 +140,10 @@ class TorchGates(NumpyGdn):
     gates = "torch"
 
 
+class BadDeclaration(NumpyGdn):
+    gates = "tanh"
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         fuzz = ["fuzz", "--h-mode", "f32", "--seed", str(SEED), "--cases", str(CASES), "--max-ops", "25", "--out", tmp]
@@ -242,8 +246,6 @@ def main():
         check(rc == 0 and "--gates torch" in text, "a class declaring torch's gates is checked on torch's gates (rc %d)" % rc)
         rc, text = run(extreme + ["--gates", "clamped"], TorchGates, tmp, "torch_gates_forced")
         check(rc == 1 and "DIFFERENT" in text, "the same class forced onto the contract's clamped gates diverges (rc %d)" % rc)
-        class BadDeclaration(NumpyGdn):
-            gates = "tanh"
         rc, text = run(["check", "--ops", "alloc", "--backend", "python:bad"], BadDeclaration, tmp, "bad_declaration")
         check(rc == 2 and "declares gates 'tanh' (expected clamped or torch)" in text,
               "a declaration ssmcheck does not know is exit 2 naming it (rc %d)" % rc)
@@ -290,7 +292,7 @@ def main():
             print("skip an adapter without torch: torch is installed here", flush=True)
 
         p = subprocess.run([SSMCHECK, "check", "--ops", "alloc", "--backend", "python:x"], capture_output=True, text=True)
-        check(p.returncode == 2 and "SSMCHECK_PYTHON_FDS is not set" in p.stderr,
+        check(p.returncode == 2 and "SSMCHECK_PYTHON_HOST and SSMCHECK_PYTHON_CLASS are not set" in p.stderr,
               "without the bridge, python: backends are exit 2 with the reason (rc %d)" % p.returncode)
 
         # the trace writer
@@ -335,4 +337,5 @@ def main():
     print("all python bridge checks passed")
 
 
-main()
+if __name__ == "__main__":  # the host process imports this file for its classes
+    main()

@@ -1,100 +1,45 @@
-// A plug-in served by another process over two pipes (see pipe_plugin.h).
-#include "plugin/pipe_plugin.h"
+// A system under test served by a host process (see hosted_plugin.h).
+#include "plugin/hosted_plugin.h"
 
-#include <errno.h>
-#include <signal.h>
-#include <unistd.h>
-
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "core/child_process.h"
 #include "plugin/config_model.h"
+
+#ifndef SSMCHECK_BUILD_PLUGIN_HOST
+#define SSMCHECK_BUILD_PLUGIN_HOST ""
+#endif
 
 namespace ssm::plugin {
 
 namespace {
 
 using nlohmann::json;
-using Blob = std::string;  // raw bytes
+using Piece = wire::Arena::Piece;
 
-struct Conn {
-  int rfd = -1, wfd = -1;
+// One host and the table that forwards to it.
+struct Host {
+  explicit Host(HostLaunch l) : proc(std::move(l)) {}
+  HostProcess proc;
+  std::string name;
+  json declaration;  // the first hello, which every restart must repeat
+  ssmp_plugin table{};
 };
-Conn g_conn;
-std::string g_name;
-ssmp_plugin g_table;
-
-void write_all(const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t w = ::write(g_conn.wfd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw std::runtime_error("the Python side is gone (writing to it failed: " + std::string(strerror(errno)) + ")");
-    c += w;
-    n -= size_t(w);
-  }
+std::vector<std::unique_ptr<Host>>& hosts() {
+  static std::vector<std::unique_ptr<Host>> v;
+  return v;
 }
-
-void read_all(void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    const ssize_t r = ::read(g_conn.rfd, c, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r == 0) throw std::runtime_error("the Python side closed the pipe (did its process die?)");
-    if (r < 0) throw std::runtime_error("reading from the Python side failed: " + std::string(strerror(errno)));
-    c += r;
-    n -= size_t(r);
-  }
-}
-
-void send(const json& j, const std::vector<const Blob*>& blobs) {
-  const std::string text = j.dump();
-  const uint64_t n = text.size();
-  write_all(&n, sizeof n);
-  write_all(text.data(), text.size());
-  const uint32_t count = uint32_t(blobs.size());
-  write_all(&count, sizeof count);
-  for (const Blob* b : blobs) {
-    const uint64_t len = b->size();
-    write_all(&len, sizeof len);
-    write_all(b->data(), b->size());
-  }
-}
-
-// Replies are bounded so that a confused peer cannot make ssmcheck allocate without limit.
-constexpr uint64_t kMaxMessage = uint64_t(1) << 34;
-
-json receive(std::vector<Blob>* blobs) {
-  uint64_t n = 0;
-  read_all(&n, sizeof n);
-  if (n > kMaxMessage) throw std::runtime_error("the Python side sent a message of " + std::to_string(n) + " bytes");
-  std::string text(n, '\0');
-  read_all(text.data(), n);
-  uint32_t count = 0;
-  read_all(&count, sizeof count);
-  blobs->clear();
-  for (uint32_t i = 0; i < count; ++i) {
-    uint64_t len = 0;
-    read_all(&len, sizeof len);
-    if (len > kMaxMessage) throw std::runtime_error("the Python side sent an array of " + std::to_string(len) + " bytes");
-    Blob b(len, '\0');
-    read_all(b.data(), len);
-    blobs->push_back(std::move(b));
-  }
-  try {
-    return json::parse(text);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(std::string("the Python side sent malformed JSON: ") + e.what());
-  }
-}
-
-Blob floats(const float* p, size_t n) { return Blob(reinterpret_cast<const char*>(p), n * sizeof(float)); }
 
 void set_text(char* dst, size_t n, const std::string& s) {
   std::strncpy(dst, s.c_str(), n - 1);
@@ -109,22 +54,49 @@ size_t input_width(const LayerSpec& s, std::vector<float> LayerRows::*member) {
 }
 
 struct Instance {
+  Host* host = nullptr;
+  int generation = 0;  // the host's start it was created on
   int64_t id = 0;
   std::vector<LayerSpec> layers;  // the pool's model (create_pool), whose geometry sizes every array
 };
 Instance& self(void* p) { return *static_cast<Instance*>(p); }
 
-// One call: sends the request, reads the reply, maps its status; reply blobs in *out.
-int exchange(json req, const std::vector<const Blob*>& blobs, ssmp_error* err, json* reply, std::vector<Blob>* out) {
+Piece floats(const float* p, size_t n) { return {p, n * sizeof(float)}; }
+
+std::string slots_text(const json& req) {
+  std::string s;
+  for (const json& v : req.at("slots")) s += (s.empty() ? "" : ", ") + (v.get<int>() < 0 ? std::string("pad") : v.dump());
+  return s;
+}
+
+// What a request is, for messages: "decode(slots 0, pad)".
+std::string what_of(const json& req) {
+  const std::string call = req.value("call", std::string("?"));
+  std::string args;
+  if (req.contains("slots")) args = "slots " + slots_text(req);
+  else if (req.contains("slot")) args = "slot " + req.at("slot").dump();
+  if (req.contains("rows")) args += ", " + req.at("rows").dump() + " rows";
+  if (req.contains("n")) args += ", n " + req.at("n").dump();
+  if (req.contains("k")) args += ", k " + req.at("k").dump();
+  return call + "(" + args + ")";
+}
+
+// One call of an instance: sends it, maps the reply's status; the reply in *reply. A host that
+// died now or earlier is an error of the call.
+int exchange(Instance& I, json req, const std::vector<Piece>& arrays, ssmp_error* err, HostProcess::Reply* reply) {
+  req["instance"] = I.id;
+  HostProcess& proc = I.host->proc;
   try {
-    send(req, blobs);
-    *reply = receive(out);
-    const int status = reply->value("status", -1);
+    if (!proc.running() || proc.generation() != I.generation)
+      throw HostDied(what_of(req) + ": the host process of this instance is gone (" + proc.last_death() + ")");
+    *reply = proc.call(req, arrays, what_of(req));
+    const int status = reply->msg.value("status", -1);
     if (status == SSMP_OK) return SSMP_OK;
-    set_text(err->kind, sizeof err->kind, reply->value("kind", ""));
-    set_text(err->message, sizeof err->message, reply->value("message", ""));
+    set_text(err->kind, sizeof err->kind, reply->msg.value("kind", ""));
+    set_text(err->message, sizeof err->message, reply->msg.value("message", ""));
     return status == SSMP_REFUSED ? SSMP_REFUSED : SSMP_ERROR;
   } catch (const std::exception& e) {
+    set_text(err->kind, sizeof err->kind, "");
     set_text(err->message, sizeof err->message, e.what());
     return SSMP_ERROR;
   }
@@ -132,17 +104,15 @@ int exchange(json req, const std::vector<const Blob*>& blobs, ssmp_error* err, j
 
 int simple(const char* call, void* p, json args, ssmp_error* err) {
   args["call"] = call;
-  args["instance"] = self(p).id;
-  json reply;
-  std::vector<Blob> out;
-  return exchange(args, {}, err, &reply, &out);
+  HostProcess::Reply reply;
+  return exchange(self(p), args, {}, err, &reply);
 }
 
-// Inputs of `entries` x layers into blobs x, a, b, z each, then ple_tokens and ple_x at a layer
-// hosting a PLE carry (ple: NULL for a model hosting none).
-std::vector<Blob> input_blobs(const Instance& I, int entries, int rows, const ssmp_layer_io* io,
-                              const ssmp_ple_io* ple) {
-  std::vector<Blob> v;
+// Inputs of `entries` x layers: x, a, b, z each, then ple_tokens and ple_x at a layer hosting a
+// PLE carry (ple: NULL for a model hosting none).
+std::vector<Piece> input_pieces(const Instance& I, int entries, int rows, const ssmp_layer_io* io,
+                                const ssmp_ple_io* ple) {
+  std::vector<Piece> v;
   for (int e = 0; e < entries; ++e)
     for (size_t l = 0; l < I.layers.size(); ++l) {
       const LayerSpec& L = I.layers[l];
@@ -151,7 +121,7 @@ std::vector<Blob> input_blobs(const Instance& I, int entries, int rows, const ss
       const size_t r = size_t(rows), b = input_width(L, &LayerRows::b);
       v.push_back(floats(x.x, r * size_t(L.conv_dim())));
       v.push_back(floats(x.a, r * input_width(L, &LayerRows::a)));
-      v.push_back(b ? floats(x.b, r * b) : Blob());  // Mamba-2 has no b: an empty array
+      v.push_back(b ? floats(x.b, r * b) : Piece{nullptr, 0});  // Mamba-2 has no b: an empty array
       v.push_back(floats(x.z, r * size_t(L.out_dim())));
       if (L.ple.hosted() && ple) {
         v.push_back(floats(ple[at].tokens, r));
@@ -163,23 +133,23 @@ std::vector<Blob> input_blobs(const Instance& I, int entries, int rows, const ss
 
 // Copies the reply's outputs (per entry and layer: the output, then the PLE output at a layer
 // hosting a carry) into io[].out and ple[].out.
-void take_outputs(const Instance& I, int entries, int rows, const std::vector<Blob>& got, ssmp_layer_io* io,
+void take_outputs(const Instance& I, int entries, int rows, const HostProcess::Reply& got, ssmp_layer_io* io,
                   const ssmp_ple_io* ple) {
   size_t want = 0;
   for (const LayerSpec& L : I.layers) want += L.ple.hosted() && ple ? 2 : 1;
   want *= size_t(entries);
-  if (got.size() != want)
-    throw std::runtime_error("the Python side returned " + std::to_string(got.size()) + " output arrays, expected " +
+  if (got.arrays.size() != want)
+    throw std::runtime_error("the host returned " + std::to_string(got.arrays.size()) + " output arrays, expected " +
                              std::to_string(want) + " (per entry and layer: the output, and the PLE output of a "
                              "layer hosting a carry)");
   size_t next = 0;
   auto take = [&](float* dst, size_t floats_n, const std::string& what) {
     const size_t bytes = floats_n * sizeof(float);
-    if (got[next].size() != bytes)
-      throw std::runtime_error("output " + std::to_string(next) + " (" + what + ") from the Python side has " +
-                               std::to_string(got[next].size()) + " bytes, expected " + std::to_string(bytes) +
+    if (got.arrays[next].second != bytes)
+      throw std::runtime_error("output " + std::to_string(next) + " (" + what + ") from the host has " +
+                               std::to_string(got.arrays[next].second) + " bytes, expected " + std::to_string(bytes) +
                                " (float32)");
-    std::memcpy(dst, got[next++].data(), bytes);
+    std::memcpy(dst, got.arrays[next++].first, bytes);
   };
   for (int e = 0; e < entries; ++e)
     for (size_t l = 0; l < I.layers.size(); ++l) {
@@ -193,17 +163,12 @@ void take_outputs(const Instance& I, int entries, int rows, const std::vector<Bl
 
 int with_outputs(json req, void* p, int entries, int rows, ssmp_layer_io* io, ssmp_error* err,
                  const ssmp_ple_io* ple = nullptr) {
-  const Instance& I = self(p);
-  req["instance"] = I.id;
-  const std::vector<Blob> in = input_blobs(I, entries, rows, io, ple);
-  std::vector<const Blob*> ptrs;
-  for (const Blob& b : in) ptrs.push_back(&b);
-  json reply;
-  std::vector<Blob> out;
-  const int rc = exchange(req, ptrs, err, &reply, &out);
+  Instance& I = self(p);
+  HostProcess::Reply reply;
+  const int rc = exchange(I, req, input_pieces(I, entries, rows, io, ple), err, &reply);
   if (rc != SSMP_OK) return rc;
   try {
-    take_outputs(I, entries, rows, out, io, ple);
+    take_outputs(I, entries, rows, reply, io, ple);
   } catch (const std::exception& e) {
     set_text(err->message, sizeof err->message, e.what());
     return SSMP_ERROR;
@@ -211,29 +176,50 @@ int with_outputs(json req, void* p, int entries, int rows, ssmp_layer_io* io, ss
   return SSMP_OK;
 }
 
-void* create(const char* options, ssmp_error* err) {
-  json reply;
-  std::vector<Blob> out;
-  if (exchange({{"call", "create"}, {"options", options ? options : ""}}, {}, err, &reply, &out) != SSMP_OK)
+// create of host N (a table member has no context but its host's number).
+void* create_on(Host& H, const char* options, ssmp_error* err) {
+  try {
+    const bool restart = H.proc.generation() > 0 && !H.proc.running();
+    const json& hello = H.proc.start();
+    if (restart && hello != H.declaration)
+      throw std::runtime_error(H.proc.label() + ": its host, started again, declares something else than at first");
+  } catch (const std::exception& e) {
+    set_text(err->message, sizeof err->message, e.what());
     return nullptr;
-  auto* I = new Instance;
-  I->id = reply.value("instance", int64_t(0));
-  return I;
+  }
+  auto I = std::make_unique<Instance>();
+  I->host = &H;
+  I->generation = H.proc.generation();
+  HostProcess::Reply reply;
+  if (exchange(*I, {{"call", "create"}, {"options", options ? options : ""}}, {}, err, &reply) != SSMP_OK)
+    return nullptr;
+  I->id = reply.msg.value("instance", int64_t(0));
+  return I.release();
 }
 
+template <int N>
+void* create_n(const char* options, ssmp_error* err) {
+  return create_on(*hosts().at(N), options, err);
+}
+template <int... N>
+constexpr std::array<void* (*)(const char*, ssmp_error*), sizeof...(N)> creates(std::integer_sequence<int, N...>) {
+  return {create_n<N>...};
+}
+constexpr auto kCreates = creates(std::make_integer_sequence<int, kMaxHosts>());
+
 void destroy(void* p) {
-  ssmp_error err{};
-  try {
+  Instance* I = static_cast<Instance*>(p);
+  if (I->host->proc.running() && I->host->proc.generation() == I->generation) {
+    ssmp_error err{};
     simple("destroy", p, json::object(), &err);
-  } catch (...) {
   }
-  delete static_cast<Instance*>(p);
+  delete I;
 }
 
 int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
   Instance& I = self(p);
   json layers = json::array();
-  std::vector<Blob> w;
+  std::vector<Piece> w;
   I.layers.clear();
   Model m;
   try {
@@ -262,12 +248,11 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
                                      {"k_size", L.ple.k_size}, {"dilation", L.ple.dilation}, {"eos_id", L.ple.eos_id}}
                               : json(nullptr);
     for (const std::vector<float>* v : {&W.conv_w, &W.conv_bias, &W.A_log, &W.dt_bias, &W.norm_w, &W.D, &W.ple_w})
-      if (!v->empty()) w.push_back(floats(v->data(), v->size()));
+      if (!v->empty()) w.push_back(floats(v->data(), v->size()));  // m outlives the call
   }
   I.layers = m.spec.layers;
   const char* mode = c->h_mode == SSMP_H_F16 ? "f16" : c->h_mode == SSMP_H_F16_POOL ? "f16-pool" : "f32";
   json req = {{"call", "create_pool"},
-              {"instance", I.id},
               {"model_name", c->model_name ? c->model_name : ""},
               {"layers", layers},
               {"h_mode", mode},
@@ -275,19 +260,14 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
               {"h_capacity", std::vector<int>(c->h_capacity, c->h_capacity + c->max_slots)},
               {"conv_capacity", c->conv_capacity},
               {"snapshot_slots", c->snapshot_slots}};
-  std::vector<const Blob*> ptrs;
-  for (const Blob& b : w) ptrs.push_back(&b);
-  json reply;
-  std::vector<Blob> out;
-  return exchange(req, ptrs, err, &reply, &out);
+  HostProcess::Reply reply;
+  return exchange(I, req, w, err, &reply);
 }
 
 int alloc(void* p, int min_capacity, int* slot, ssmp_error* err) {
-  json reply;
-  std::vector<Blob> out;
-  const int rc =
-      exchange({{"call", "alloc"}, {"instance", self(p).id}, {"min_capacity", min_capacity}}, {}, err, &reply, &out);
-  if (rc == SSMP_OK) *slot = reply.value("slot", -1);
+  HostProcess::Reply reply;
+  const int rc = exchange(self(p), {{"call", "alloc"}, {"min_capacity", min_capacity}}, {}, err, &reply);
+  if (rc == SSMP_OK) *slot = reply.msg.value("slot", -1);
   return rc;
 }
 
@@ -346,11 +326,12 @@ int snapshot_restore(void* p, int slot, int snap, ssmp_error* err) {
 // Export: the reply says which fields it has; its blobs come in the order h, conv, [h_checkpoint],
 // [conv_checkpoint], h intermediates, conv intermediates (per layer), then [the stage].
 int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
-  const Instance& I = self(p);
-  json reply;
-  std::vector<Blob> got;
-  const int rc = exchange({{"call", "export_state"}, {"instance", I.id}, {"slot", slot}}, {}, err, &reply, &got);
+  Instance& I = self(p);
+  HostProcess::Reply r;
+  const int rc = exchange(I, {{"call", "export_state"}, {"slot", slot}}, {}, err, &r);
   if (rc != SSMP_OK) return rc;
+  const json& reply = r.msg;
+  const auto& got = r.arrays;
   try {
     if (st->n_layers != int(I.layers.size())) throw std::runtime_error("export of another model's layer count");
     const json& layers = reply.at("layers");
@@ -360,10 +341,10 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
     auto take = [&](void* dst, size_t elems, bool f16, const std::string& what) {
       if (next >= got.size()) throw std::runtime_error("export_state: no array for " + what);
       const size_t bytes = elems * (f16 ? 2 : 4);
-      if (got[next].size() != bytes)
-        throw std::runtime_error("export_state: " + what + " has " + std::to_string(got[next].size()) +
+      if (got[next].second != bytes)
+        throw std::runtime_error("export_state: " + what + " has " + std::to_string(got[next].second) +
                                  " bytes, expected " + std::to_string(bytes) + (f16 ? " (float16)" : " (float32)"));
-      std::memcpy(dst, got[next].data(), bytes);
+      std::memcpy(dst, got[next].first, bytes);
       ++next;
     };
     st->last_verify_k = reply.value("last_verify_k", 0);
@@ -386,7 +367,7 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
                                  std::to_string(o.h_intermediate_room) + " and " +
                                  std::to_string(o.conv_intermediate_room));
       const size_t conv =
-          size_t(L.conv_dim()) * size_t(L.d_conv - ((g_table.flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? 1 : 0));
+          size_t(L.conv_dim()) * size_t(L.d_conv - ((I.host->table.flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? 1 : 0));
       const size_t h = size_t(L.h_elems());
       take(o.h, h, o.h_is_f16, at + "h");
       take(o.conv, conv, false, at + "conv");
@@ -428,57 +409,110 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
   return SSMP_OK;
 }
 
+
+
+// Optional async members, for a host whose implementation has them ("async": true in hello).
+int pause_async_copies(void* p, int on) {
+  ssmp_error err{};
+  HostProcess::Reply reply;
+  if (exchange(self(p), {{"call", "pause_async_copies"}, {"on", on != 0}}, {}, &err, &reply) != SSMP_OK) return 0;
+  return reply.msg.value("supported", 0);
+}
+int async_pending(void* p, int slot) {
+  ssmp_error err{};
+  HostProcess::Reply reply;
+  if (exchange(self(p), {{"call", "async_pending"}, {"slot", slot}}, {}, &err, &reply) != SSMP_OK) return 0;
+  return reply.msg.value("pending", 0);
+}
+
+// The flags a hello declares: "flags" (a C host passes its plug-in's), or the string attributes
+// of a Python class (bridge.py's declared()).
+uint32_t declared_flags(const json& hello) {
+  if (hello.contains("flags")) return hello.at("flags").get<uint32_t>();
+  // key, the contract's value, the other value, and the flag that other value sets
+  struct Choice {
+    const char* key;
+    const char* contract;
+    const char* other;
+    uint32_t flag;
+  };
+  static const Choice choices[] = {
+      {"conv_window", "d_conv", "d_conv-1", SSMP_CONV_WINDOW_D_CONV_MINUS_1},
+      {"h_layout", "nv,kd,vd", "nv,vd,kd", SSMP_H_VD_KD},
+      {"gates", "clamped", "torch", SSMP_GATES_TORCH},
+      {"f16_store", "saturate", "inf", SSMP_F16_STORE_INF},
+      {"f16_rows", "stored", "carried", SSMP_F16_ROWS_CARRIED},
+  };
+  uint32_t flags = (hello.value("own_legality", false) ? SSMP_OWN_LEGALITY : 0) |
+                   (hello.value("bitwise", false) ? SSMP_BITWISE : 0) |
+                   (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE) |
+                   (hello.value("mamba2", false) ? SSMP_MAMBA2 : 0) | (hello.value("ple", false) ? SSMP_PLE : 0);
+  for (const Choice& c : choices) {
+    const std::string v = hello.value(c.key, std::string(c.contract));
+    if (v != c.contract && v != c.other)
+      throw std::runtime_error(std::string("the Python side declares ") + c.key + " '" + v + "' (expected " +
+                               c.contract + " or " + c.other + ")");
+    if (v == c.other) flags |= c.flag;
+  }
+  return flags;
+}
+
+std::filesystem::path plugin_host_executable() {
+  if (const char* e = std::getenv("SSMCHECK_PLUGIN_HOST"); e && *e) return e;
+  std::error_code ec;
+  const std::filesystem::path beside = self_executable().parent_path() / "ssmcheck-plugin-host";
+  if (std::filesystem::exists(beside, ec)) return beside;
+  return SSMCHECK_BUILD_PLUGIN_HOST;
+}
+
 }  // namespace
 
-const ssmp_plugin* python_plugin_table() {
-  static const ssmp_plugin* table = [] {
-    const char* fds = std::getenv("SSMCHECK_PYTHON_FDS");
-    int r = -1, w = -1;
-    if (!fds || std::sscanf(fds, "%d,%d", &r, &w) != 2 || r < 0 || w < 0)
-      throw std::runtime_error(
-          "python: backends are served by the Python bridge: run ssmcheck through ssmcheck.run(...) of "
-          "python/ssmcheck (docs/plugins.md, \"Python\"); SSMCHECK_PYTHON_FDS is not set");
-    g_conn = {r, w};
-    ::signal(SIGPIPE, SIG_IGN);  // a dead peer is an error reply, never a silent death
-    send({{"call", "hello"}, {"abi", SSMP_ABI_VERSION}}, {});
-    std::vector<Blob> none;
-    const json hello = receive(&none);
-    if (hello.value("status", -1) != SSMP_OK)
-      throw std::runtime_error("the Python side refused the handshake: " + hello.value("message", std::string()));
-    g_name = hello.value("name", std::string("python"));
-    // The string declarations of the class (bridge.py's declared()): key, the contract's value,
-    // the other value, and the flag that other value sets.
-    struct Choice {
-      const char* key;
-      const char* contract;
-      const char* other;
-      uint32_t flag;
-    };
-    static const Choice choices[] = {
-        {"conv_window", "d_conv", "d_conv-1", SSMP_CONV_WINDOW_D_CONV_MINUS_1},
-        {"h_layout", "nv,kd,vd", "nv,vd,kd", SSMP_H_VD_KD},
-        {"gates", "clamped", "torch", SSMP_GATES_TORCH},
-        {"f16_store", "saturate", "inf", SSMP_F16_STORE_INF},
-        {"f16_rows", "stored", "carried", SSMP_F16_ROWS_CARRIED},
-    };
-    uint32_t flags = (hello.value("own_legality", false) ? SSMP_OWN_LEGALITY : 0) |
-                     (hello.value("bitwise", false) ? SSMP_BITWISE : 0) |
-                     (hello.value("prefill_stage", true) ? 0 : SSMP_NO_PREFILL_STAGE) |
-                     (hello.value("mamba2", false) ? SSMP_MAMBA2 : 0) | (hello.value("ple", false) ? SSMP_PLE : 0);
-    for (const Choice& c : choices) {
-      const std::string v = hello.value(c.key, std::string(c.contract));
-      if (v != c.contract && v != c.other)
-        throw std::runtime_error(std::string("the Python side declares ") + c.key + " '" + v + "' (expected " +
-                                 c.contract + " or " + c.other + ")");
-      if (v == c.other) flags |= c.flag;
-    }
-    g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_name.c_str(), flags,
-                          create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
-                          rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr,
-                          prefill_ple, decode_ple, verify_ple};  // no async path
-    return &g_table;
-  }();
-  return table;
+const ssmp_plugin* hosted_plugin_table(HostLaunch launch) {
+  if (int(hosts().size()) >= kMaxHosts)
+    throw std::runtime_error(launch.label + ": more than " + std::to_string(kMaxHosts) + " hosted plug-ins in one process");
+  auto H = std::make_unique<Host>(std::move(launch));
+  H->declaration = H->proc.start();
+  const json& hello = H->declaration;
+  H->name = hello.value("name", std::string("hosted"));
+  ssmp_plugin& t = H->table;
+  t = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), H->name.c_str(), declared_flags(hello),
+                  kCreates[hosts().size()], destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint,
+                  commit, rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr,
+                  prefill_ple, decode_ple, verify_ple};
+  if (hello.value("async", false)) {
+    t.pause_async_copies = pause_async_copies;
+    t.async_pending = async_pending;
+  }
+  hosts().push_back(std::move(H));
+  return &t;
+}
+
+HostLaunch c_plugin_launch(const std::string& path, const std::string& label) {
+  const std::filesystem::path host = plugin_host_executable();
+  std::error_code ec;
+  if (host.empty() || !std::filesystem::exists(host, ec))
+    throw std::runtime_error(label + ": ssmcheck-plugin-host, which runs plug-ins in their own process, is not "
+                             "beside this executable; set SSMCHECK_PLUGIN_HOST to it, or run the plug-in in "
+                             "ssmcheck's process with plugin-in-process:" + path + " (debugging only)");
+  return {label, {host.string(), path}, {}};
+}
+
+HostLaunch python_launch(const std::string& name) {
+  const char* argv_json = std::getenv("SSMCHECK_PYTHON_HOST");
+  const char* cls = std::getenv("SSMCHECK_PYTHON_CLASS");
+  if (!argv_json || !*argv_json || !cls || !*cls)
+    throw std::runtime_error(
+        "python: backends are served by the Python bridge: run ssmcheck through ssmcheck.run(...) of "
+        "python/ssmcheck (docs/plugins.md, \"Python\"); SSMCHECK_PYTHON_HOST and SSMCHECK_PYTHON_CLASS are not set");
+  HostLaunch l;
+  l.label = name;
+  try {
+    l.argv = json::parse(argv_json).get<std::vector<std::string>>();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("SSMCHECK_PYTHON_HOST is not a JSON list of strings: ") + e.what());
+  }
+  if (l.argv.empty()) throw std::runtime_error("SSMCHECK_PYTHON_HOST is an empty list");
+  return l;
 }
 
 }  // namespace ssm::plugin

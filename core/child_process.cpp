@@ -1,4 +1,4 @@
-#include "cli/child_process.h"
+#include "core/child_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 
 extern char** environ;
 
-namespace ssm::cli {
+namespace ssm {
 
 std::filesystem::path self_executable() {
   std::error_code ec;
@@ -36,7 +36,11 @@ std::vector<std::string> environment_with(const std::string& name, const std::st
   return env;
 }
 
-pid_t start_child(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log) {
+namespace {
+
+// posix_spawn with the file actions `add` sets up.
+template <class Actions>
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, Actions&& add) {
   std::vector<std::string> argv_s = argv, env_s = env;
   std::vector<char*> args, envp;
   for (auto& s : argv_s) args.push_back(s.data());
@@ -45,13 +49,32 @@ pid_t start_child(const std::vector<std::string>& argv, const std::vector<std::s
   envp.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  add(&fa);
   pid_t pid = 0;
   const int err = posix_spawn(&pid, args[0], &fa, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);
   if (err != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(err));
   return pid;
+}
+
+}  // namespace
+
+pid_t start_child(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log) {
+  return spawn(argv, env, [&](posix_spawn_file_actions_t* fa) {
+    posix_spawn_file_actions_addopen(fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(fa, 1, 2);
+  });
+}
+
+pid_t start_child(const std::vector<std::string>& argv, const std::vector<std::string>& env, int log_fd,
+                  const std::vector<std::pair<int, int>>& fds) {
+  return spawn(argv, env, [&](posix_spawn_file_actions_t* fa) {
+    posix_spawn_file_actions_adddup2(fa, log_fd, 1);
+    posix_spawn_file_actions_adddup2(fa, log_fd, 2);
+    // dup2 clears FD_CLOEXEC on the copy; a descriptor already at its number keeps its flag, so
+    // callers pass descriptors numbered above every child_fd
+    for (const auto& [child, parent] : fds) posix_spawn_file_actions_adddup2(fa, parent, child);
+  });
 }
 
 bool child_ended(pid_t pid, int* status) { return waitpid(pid, status, WNOHANG) == pid; }
@@ -78,4 +101,4 @@ std::string describe_wait_status(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-}  // namespace ssm::cli
+}  // namespace ssm

@@ -1,0 +1,601 @@
+// ssmcheck-plugin-host's server (see host_server.h).
+#include "plugin/host_server.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/layer_spec.h"
+#include "core/model.h"
+#include "plugin/host_wire.h"
+#include "plugin/plugin_backend.h"
+
+namespace ssm::plugin {
+
+namespace {
+
+using nlohmann::json;
+
+// --- fenced output buffers -----------------------------------------------------------------
+
+const size_t kPage = size_t(::sysconf(_SC_PAGESIZE));
+constexpr unsigned char kCanary = 0xA5;
+
+// What the fatal-signal handler reports: the running call, and the fences by address.
+char g_call[256] = "start-up (loading the plug-in)";
+struct FenceName {
+  const char* lo;
+  const char* hi;
+  char name[96];
+};
+constexpr int kMaxFences = 8192;
+FenceName g_fences[kMaxFences];
+int g_n_fences = 0;
+
+// A buffer whose end lies just below an inaccessible page (16-byte aligned start, canary bytes in
+// the gap), with an inaccessible page before it too.
+class Fenced {
+ public:
+  Fenced() = default;
+  ~Fenced() {
+    if (map_) ::munmap(map_, map_bytes_);
+  }
+  Fenced(const Fenced&) = delete;
+  Fenced& operator=(const Fenced&) = delete;
+  Fenced(Fenced&& o) noexcept { *this = std::move(o); }
+  Fenced& operator=(Fenced&& o) noexcept {
+    std::swap(map_, o.map_);
+    std::swap(map_bytes_, o.map_bytes_);
+    std::swap(data_, o.data_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  // Room for `bytes`, named for the reports; canaries set.
+  char* take(size_t bytes, const std::string& name, int fence) {
+    const size_t room = (bytes + 15) / 16 * 16;
+    if (!map_ || room > map_bytes_ - 2 * kPage) {
+      // at least twice the room it had: buffers reused across layers of several sizes settle fast
+      const size_t had = map_ ? map_bytes_ - 2 * kPage : 0;
+      if (map_) ::munmap(map_, map_bytes_);
+      map_bytes_ = (std::max(room, 2 * had) + kPage - 1) / kPage * kPage + 2 * kPage;
+      void* p = ::mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::runtime_error("the host cannot map " + std::to_string(map_bytes_) + " bytes");
+      map_ = static_cast<char*>(p);
+      ::mprotect(map_, kPage, PROT_NONE);
+      ::mprotect(map_ + map_bytes_ - kPage, kPage, PROT_NONE);
+    }
+    char* upper = map_ + map_bytes_ - kPage;
+    data_ = upper - room;
+    bytes_ = bytes;
+    std::memset(data_ + bytes, kCanary, room - bytes);
+    if (fence < kMaxFences) {
+      FenceName& f = g_fences[fence];
+      f.lo = map_;
+      f.hi = map_ + map_bytes_;
+      std::snprintf(f.name, sizeof f.name, "%s", name.c_str());
+      if (fence >= g_n_fences) g_n_fences = fence + 1;
+    }
+    return data_;
+  }
+  bool canary_intact() const {
+    const size_t room = (bytes_ + 15) / 16 * 16;
+    for (size_t i = bytes_; i < room; ++i)
+      if (static_cast<unsigned char>(data_[i]) != kCanary) return false;
+    return true;
+  }
+  const char* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  char* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  char* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// The buffers of one call, in order, reused across calls.
+class FencedSet {
+ public:
+  void begin() { used_ = 0; }
+  char* take(size_t bytes, const std::string& name) {
+    if (used_ == bufs_.size()) bufs_.emplace_back();
+    names_.resize(bufs_.size());
+    names_[used_] = name;
+    const size_t i = used_++;
+    return bufs_[i].take(bytes, name, int(i));
+  }
+  // "" when every canary is intact, else the buffers written past
+  std::string overrun() const {
+    std::string s;
+    for (size_t i = 0; i < used_; ++i)
+      if (!bufs_[i].canary_intact()) s += (s.empty() ? "" : ", ") + names_[i];
+    return s;
+  }
+
+ private:
+  std::vector<Fenced> bufs_;
+  std::vector<std::string> names_;
+  size_t used_ = 0;
+};
+
+// --- fatal signals ----------------------------------------------------------------------------
+
+void say(const char* s) { (void)!::write(2, s, std::strlen(s)); }
+
+void on_fatal(int sig, siginfo_t* info, void*) {
+  say("ssmcheck-plugin-host: fatal signal ");
+  char num[32];
+  std::snprintf(num, sizeof num, "%d (%s)", sig, sigdescr_np(sig) ? sigdescr_np(sig) : "?");
+  say(num);
+  say(" during ");
+  say(g_call);
+  if ((sig == SIGSEGV || sig == SIGBUS) && info) {
+    const char* a = static_cast<const char*>(info->si_addr);
+    for (int i = 0; i < g_n_fences; ++i)
+      if (a >= g_fences[i].lo && a < g_fences[i].hi) {
+        say(a >= g_fences[i].hi - kPage ? ": a write past the end of " : ": an access before the start of ");
+        say(g_fences[i].name);
+        break;
+      }
+  }
+  say("\n");
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void install_fatal_handlers() {
+  static std::vector<char> alt(1 << 16);  // a stack overflow still gets its message
+  stack_t ss{};
+  ss.ss_sp = alt.data();
+  ss.ss_size = alt.size();
+  ::sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_sigaction = on_fatal;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  for (int s : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) ::sigaction(s, &sa, nullptr);
+}
+
+// --- the model of create_pool -------------------------------------------------------------------
+
+struct PoolOf {
+  std::vector<LayerSpec> layers;
+  PoolConfig pool;
+};
+
+LayerSpec layer_of(const json& d) {
+  LayerSpec s;
+  s.kind = parse_layer_kind(d.at("kind").get<std::string>());
+  if (s.kind == LayerKind::mamba2) {
+    s.nh = d.at("nh");
+    s.hp = d.at("hp");
+    s.ns = d.at("ns");
+    s.ng = d.at("ng");
+    s.norm_before_gate = d.at("norm_before_gate");
+    s.dt_min = d.at("dt_min");
+    s.dt_max = d.at("dt_max").is_null() ? std::numeric_limits<float>::infinity() : d.at("dt_max").get<float>();
+  } else {
+    s.nk = d.at("nk");
+    s.nv = d.at("nv");
+    s.kd = d.at("kd");
+    s.vd = d.at("vd");
+    s.output_gate = d.at("output_gate") == "sigmoid" ? OutputGate::sigmoid : OutputGate::silu;
+  }
+  s.d_conv = d.at("d_conv");
+  s.eps = d.at("eps");
+  s.conv_bias = d.at("conv_bias");
+  if (!d.at("ple").is_null()) {
+    const json& p = d.at("ple");
+    s.ple.channels = p.at("channels");
+    s.ple.ngram_size = p.at("ngram_size");
+    s.ple.k_size = p.at("k_size");
+    s.ple.dilation = p.at("dilation");
+    s.ple.eos_id = p.at("eos_id");
+  }
+  s.validate();
+  return s;
+}
+
+// --- the server -----------------------------------------------------------------------------------
+
+class Server {
+ public:
+  Server(const ssmp_plugin* t, int channel, wire::Arena arena) : t_(t), channel_(channel), arena_(std::move(arena)) {}
+
+  void run() {
+    wire::Frame f;
+    while (wire::read_frame(channel_, &f)) {
+      arena_.follow(f.arena_bytes);
+      json reply;
+      std::vector<wire::Arena::Piece> out;
+      try {
+        reply = handle(f, &out);
+      } catch (const std::exception& e) {
+        reply = {{"status", SSMP_ERROR}, {"message", std::string("ssmcheck-plugin-host: ") + e.what()}};
+        out.clear();
+      }
+      std::snprintf(g_call, sizeof g_call, "%s", "(between calls)");
+      const auto at = arena_.put(out);
+      wire::write_frame(channel_, reply, at, arena_.size());
+    }
+  }
+
+ private:
+  struct Inst {
+    void* self = nullptr;
+    PoolOf pool;
+    bool has_pool = false;
+  };
+
+  const float* in(const wire::Frame& f, size_t i, const std::string& what) {
+    if (i >= f.arrays.size()) throw std::runtime_error("the request has no array for " + what);
+    const auto [off, bytes] = f.arrays[i];
+    return bytes ? reinterpret_cast<const float*>(arena_.at(off, bytes, what)) : nullptr;
+  }
+
+  static json status_of(int rc, const ssmp_error& err) {
+    if (rc == SSMP_OK) return {{"status", SSMP_OK}};
+    return {{"status", rc},
+            {"kind", std::string(err.kind, strnlen(err.kind, sizeof err.kind))},
+            {"message", std::string(err.message, strnlen(err.message, sizeof err.message))}};
+  }
+
+  // A call's status, or an error naming the buffers the plug-in wrote past.
+  json checked(int rc, const ssmp_error& err, const std::string& call) {
+    const std::string over = fenced_.overrun();
+    if (!over.empty())
+      return {{"status", SSMP_ERROR},
+              {"message", call + " wrote past the end of " + over + " (caught by the host's canary bytes)"}};
+    return status_of(rc, err);
+  }
+
+  void mark(const json& req) {
+    std::snprintf(g_call, sizeof g_call, "%s", wire::dump(req).substr(0, sizeof g_call - 1).c_str());
+  }
+
+  json handle(const wire::Frame& f, std::vector<wire::Arena::Piece>* out) {
+    const json& req = f.msg;
+    const std::string call = req.at("call");
+    mark(req);
+    ssmp_error err{};
+    if (call == "hello")
+      return {{"status", SSMP_OK},
+              {"name", t_->name ? t_->name : ""},
+              {"flags", t_->flags},
+              {"async", t_->pause_async_copies != nullptr && t_->async_pending != nullptr}};
+    if (call == "create") {
+      const std::string options = req.at("options");
+      void* self = t_->create(options.c_str(), &err);
+      if (!self) return status_of(SSMP_ERROR, err);
+      const int64_t id = next_id_++;
+      insts_[id].self = self;
+      return {{"status", SSMP_OK}, {"instance", id}};
+    }
+    const int64_t id = req.at("instance");
+    auto it = insts_.find(id);
+    if (it == insts_.end()) throw std::runtime_error("no instance " + std::to_string(id));
+    Inst& I = it->second;
+    if (call == "destroy") {
+      t_->destroy(I.self);
+      insts_.erase(it);
+      return {{"status", SSMP_OK}};
+    }
+    if (call == "create_pool") return create_pool(I, f, &err);
+    if (call == "alloc") {
+      int slot = -1;
+      const int rc = t_->alloc(I.self, req.at("min_capacity"), &slot, &err);
+      json r = status_of(rc, err);
+      r["slot"] = slot;
+      return r;
+    }
+    auto slot = [&] { return req.at("slot").get<int>(); };
+    if (call == "release") return status_of(t_->release(I.self, slot(), &err), err);
+    if (call == "checkpoint") return status_of(t_->checkpoint(I.self, slot(), req.at("async") ? 1 : 0, &err), err);
+    if (call == "commit") return status_of(t_->commit(I.self, slot(), req.at("n"), req.at("k"), &err), err);
+    if (call == "rollback")
+      return status_of(t_->rollback(I.self, slot(), req.at("n"), req.at("and_checkpoint") ? 1 : 0, &err), err);
+    if (call == "to_f16") return status_of(t_->to_f16(I.self, slot(), &err), err);
+    if (call == "snapshot_save") return status_of(t_->snapshot_save(I.self, slot(), req.at("snap"), &err), err);
+    if (call == "snapshot_restore") return status_of(t_->snapshot_restore(I.self, slot(), req.at("snap"), &err), err);
+    if (call == "pause_async_copies")
+      return {{"status", SSMP_OK}, {"supported", t_->pause_async_copies ? t_->pause_async_copies(I.self, req.at("on") ? 1 : 0) : 0}};
+    if (call == "async_pending")
+      return {{"status", SSMP_OK}, {"pending", t_->async_pending ? t_->async_pending(I.self, slot()) : 0}};
+    if (!I.has_pool) throw std::runtime_error(call + " before create_pool");
+    if (call == "prefill" || call == "decode" || call == "verify") return rows_call(I, f, out, &err);
+    if (call == "export_state") return export_state(I, slot(), out, &err);
+    throw std::runtime_error("unknown call '" + call + "'");
+  }
+
+  json create_pool(Inst& I, const wire::Frame& f, ssmp_error* err) {
+    const json& req = f.msg;
+    PoolOf p;
+    for (const json& d : req.at("layers")) p.layers.push_back(layer_of(d));
+    const std::string mode = req.at("h_mode");
+    p.pool.h_mode = mode == "f16" ? HMode::f16 : mode == "f16-pool" ? HMode::f16_pool : HMode::f32;
+    p.pool.max_slots = req.at("max_slots");
+    p.pool.h_capacity = req.at("h_capacity").get<std::vector<int>>();
+    p.pool.conv_capacity = req.at("conv_capacity");
+    p.pool.snapshot_slots = req.at("snapshot_slots");
+    p.pool.validate();
+    const size_t n = p.layers.size();
+    std::vector<ssmp_layer> layers(n);
+    std::vector<ssmp_mamba2> m2(n, ssmp_mamba2{});
+    std::vector<ssmp_ple> ple(n, ssmp_ple{});
+    bool any_m2 = false, any_ple = false;
+    size_t next = 0;
+    for (size_t l = 0; l < n; ++l) {
+      const LayerSpec& s = p.layers[l];
+      const std::string at = "layer " + std::to_string(l) + " ";
+      // the weights in the wire's order: conv_w, [conv_bias], A_log, dt_bias, norm_w, [D], [ple_w]
+      ssmp_layer& L = layers[l];
+      L.kind = s.kind == LayerKind::mamba2 ? SSMP_LAYER_MAMBA2 : SSMP_LAYER_GDN;
+      if (s.kind == LayerKind::gdn) {
+        L.nk = s.nk, L.nv = s.nv, L.kd = s.kd, L.vd = s.vd;
+        L.sigmoid_gate = s.output_gate == OutputGate::sigmoid ? 1 : 0;
+      }
+      L.d_conv = s.d_conv;
+      L.eps = s.eps;
+      L.conv_w = in(f, next++, at + "conv_w");
+      L.conv_bias = s.conv_bias ? in(f, next++, at + "conv_bias") : nullptr;
+      L.A_log = in(f, next++, at + "A_log");
+      L.dt_bias = in(f, next++, at + "dt_bias");
+      L.norm_w = in(f, next++, at + "norm_w");
+      if (s.kind == LayerKind::mamba2) {
+        m2[l] = {s.nh, s.hp, s.ns, s.ng, s.norm_before_gate ? 1 : 0, s.dt_min, s.dt_max, in(f, next++, at + "D")};
+        any_m2 = true;
+      }
+      if (s.ple.hosted()) {
+        ple[l] = {s.ple.channels, s.ple.ngram_size, s.ple.k_size, s.ple.dilation, s.ple.eos_id, in(f, next++, at + "ple_w")};
+        any_ple = true;
+      }
+    }
+    const std::string name = req.value("model_name", std::string());
+    ssmp_config c{};
+    c.struct_size = sizeof c;
+    c.model_name = name.c_str();
+    c.n_layers = int(n);
+    c.layers = layers.data();
+    c.h_mode = p.pool.h_mode == HMode::f16 ? SSMP_H_F16 : p.pool.h_mode == HMode::f16_pool ? SSMP_H_F16_POOL : SSMP_H_F32;
+    c.max_slots = p.pool.max_slots;
+    c.h_capacity = p.pool.h_capacity.data();
+    c.conv_capacity = p.pool.conv_capacity;
+    c.snapshot_slots = p.pool.snapshot_slots;
+    c.mamba2 = any_m2 ? m2.data() : nullptr;
+    c.ple = any_ple ? ple.data() : nullptr;
+    I.has_pool = false;
+    const int rc = t_->create_pool(I.self, &c, err);
+    if (rc == SSMP_OK) {
+      I.pool = std::move(p);
+      I.has_pool = true;
+    }
+    return status_of(rc, *err);
+  }
+
+  static bool hosts_ple(const PoolOf& p) {
+    for (const LayerSpec& s : p.layers)
+      if (s.ple.hosted()) return true;
+    return false;
+  }
+
+  json rows_call(Inst& I, const wire::Frame& f, std::vector<wire::Arena::Piece>* out, ssmp_error* err) {
+    const json& req = f.msg;
+    const std::string call = req.at("call");
+    const bool prefill = call == "prefill";
+    std::vector<int> slots = prefill ? std::vector<int>{req.at("slot").get<int>()} : req.at("slots").get<std::vector<int>>();
+    const int rows = prefill ? req.at("rows").get<int>() : call == "decode" ? 1 : req.at("k").get<int>();
+    if (rows < 1 || slots.empty()) throw std::runtime_error(call + " of " + std::to_string(rows) + " rows");
+    const bool with_ple = hosts_ple(I.pool);
+    const size_t n = I.pool.layers.size(), entries = slots.size();
+    std::vector<ssmp_layer_io> io(entries * n);
+    std::vector<ssmp_ple_io> ple(entries * n, ssmp_ple_io{nullptr, nullptr, nullptr});
+    std::vector<std::pair<const char*, size_t>> outs;  // fenced outputs, in reply order
+    fenced_.begin();
+    size_t next = 0;
+    for (size_t e = 0; e < entries; ++e)
+      for (size_t l = 0; l < n; ++l) {
+        const LayerSpec& s = I.pool.layers[l];
+        const std::string at = "entry " + std::to_string(e) + " layer " + std::to_string(l) + " ";
+        ssmp_layer_io& x = io[e * n + l];
+        x.x = in(f, next++, at + "x");
+        x.a = in(f, next++, at + "a");
+        x.b = in(f, next++, at + "b");
+        x.z = in(f, next++, at + "z");
+        const size_t bytes = size_t(rows) * size_t(s.out_dim()) * sizeof(float);
+        x.out = reinterpret_cast<float*>(fenced_.take(bytes, "the output of " + at + "([rows][out_dim])"));
+        outs.emplace_back(reinterpret_cast<const char*>(x.out), bytes);
+        if (s.ple.hosted() && with_ple) {
+          ssmp_ple_io& p = ple[e * n + l];
+          p.tokens = in(f, next++, at + "ple_tokens");
+          p.x = in(f, next++, at + "ple_x");
+          const size_t pb = size_t(rows) * size_t(s.ple.channels) * sizeof(float);
+          p.out = reinterpret_cast<float*>(fenced_.take(pb, "the PLE output of " + at + "([rows][C])"));
+          outs.emplace_back(reinterpret_cast<const char*>(p.out), pb);
+        }
+      }
+    int rc;
+    const int k = rows;
+    const int arm = req.value("arm", std::string("exact")) == "wy" ? SSMP_ARM_WY : SSMP_ARM_EXACT;
+    if (prefill)
+      rc = with_ple ? t_->prefill_ple(I.self, slots[0], rows, io.data(), ple.data(), err)
+                    : t_->prefill(I.self, slots[0], rows, io.data(), err);
+    else if (call == "decode")
+      rc = with_ple ? t_->decode_ple(I.self, int(entries), slots.data(), io.data(), ple.data(), err)
+                    : t_->decode(I.self, int(entries), slots.data(), io.data(), err);
+    else
+      rc = with_ple ? t_->verify_ple(I.self, int(entries), slots.data(), k, arm, io.data(), ple.data(), err)
+                    : t_->verify(I.self, int(entries), slots.data(), k, arm, io.data(), err);
+    json r = checked(rc, *err, call);
+    if (r.at("status") == SSMP_OK)
+      for (const auto& [p, bytes] : outs) out->push_back({p, bytes});
+    return r;
+  }
+
+  json export_state(Inst& I, int slot, std::vector<wire::Arena::Piece>* out, ssmp_error* err) {
+    const PoolOf& P = I.pool;
+    const size_t n = P.layers.size();
+    const int h_room = P.pool.max_capacity(), conv_room = P.pool.conv_capacity;
+    fenced_.begin();
+    std::vector<ssmp_layer_state> ls(n, ssmp_layer_state{});
+    std::vector<std::vector<void*>> h_inter(n);
+    std::vector<std::vector<float*>> conv_inter(n);
+    std::vector<ssmp_ple_state> ps(n, ssmp_ple_state{});
+    std::vector<std::vector<ssmp_ple_carry>> snaps(n);
+    const bool with_ple = hosts_ple(P) && (t_->flags & SSMP_PLE);
+    auto fl = [&](size_t elems, const std::string& what) {
+      return reinterpret_cast<float*>(fenced_.take(elems * sizeof(float), what));
+    };
+    for (size_t l = 0; l < n; ++l) {
+      const LayerSpec& s = P.layers[l];
+      const std::string at = "layer " + std::to_string(l) + " ";
+      const size_t h = size_t(s.h_elems()), conv = size_t(s.conv_elems());
+      ssmp_layer_state& o = ls[l];
+      o.h = fl(h, "export_state's " + at + "h");
+      o.conv = fl(conv, "export_state's " + at + "conv");
+      o.h_checkpoint = fl(h, "export_state's " + at + "h_checkpoint");
+      o.conv_checkpoint = fl(conv, "export_state's " + at + "conv_checkpoint");
+      for (int t = 0; t < h_room; ++t) h_inter[l].push_back(fl(h, "export_state's " + at + "h_intermediate " + std::to_string(t)));
+      for (int t = 0; t < conv_room; ++t)
+        conv_inter[l].push_back(fl(conv, "export_state's " + at + "conv_intermediate " + std::to_string(t)));
+      o.h_intermediates = h_inter[l].data();
+      o.conv_intermediates = conv_inter[l].data();
+      o.h_intermediate_room = h_room;
+      o.conv_intermediate_room = conv_room;
+      if (with_ple && s.ple.hosted()) {
+        const size_t hist = size_t(s.ple.history_len()), pc = size_t(s.ple.conv_rows()) * size_t(s.ple.channels);
+        ps[l].live = {fl(hist, "export_state's " + at + "PLE history"), fl(pc, "export_state's " + at + "PLE conv")};
+        ps[l].checkpoint = {fl(hist, "export_state's " + at + "PLE checkpoint history"),
+                            fl(pc, "export_state's " + at + "PLE checkpoint conv")};
+        for (int t = 0; t < h_room + 1; ++t)
+          snaps[l].push_back({fl(hist, "export_state's " + at + "PLE snapshot history"),
+                              fl(pc, "export_state's " + at + "PLE snapshot conv")});
+        ps[l].snapshots = snaps[l].data();
+        ps[l].snapshot_room = h_room + 1;
+      }
+    }
+    int64_t stage = 0;
+    for (const LayerSpec& s : P.layers) stage = std::max(stage, s.h_elems());
+    ssmp_state st{};
+    st.struct_size = sizeof st;
+    st.n_layers = int(n);
+    st.layers = ls.data();
+    st.h_prefill_stage = P.pool.h_mode == HMode::f16_pool ? fl(size_t(stage), "export_state's h_prefill_stage") : nullptr;
+    st.stage_elems = P.pool.h_mode == HMode::f16_pool ? stage : 0;
+    st.ple = with_ple ? ps.data() : nullptr;
+    const int rc = t_->export_state(I.self, slot, &st, err);
+    json r = checked(rc, *err, "export_state");
+    if (r.at("status") != SSMP_OK) return r;
+    // the reply: the fields it has, arrays in the order hosted_plugin.cpp reads them
+    auto limit = [](int v, int room, const std::string& what) {
+      if (v < 0 || v > room)
+        throw std::runtime_error("export_state: " + what + " " + std::to_string(v) + " (room for " + std::to_string(room) + ")");
+    };
+    json layers = json::array();
+    for (size_t l = 0; l < n; ++l) {
+      const LayerSpec& s = P.layers[l];
+      const ssmp_layer_state& o = ls[l];
+      const std::string at = "layer " + std::to_string(l) + " ";
+      limit(o.n_h_intermediates, o.h_intermediate_room, at + "n_h_intermediates");
+      limit(o.n_conv_intermediates, o.conv_intermediate_room, at + "n_conv_intermediates");
+      const size_t h = size_t(s.h_elems());
+      const size_t conv = size_t(s.conv_dim()) * size_t(s.d_conv - ((t_->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? 1 : 0));
+      auto hb = [&](bool f16) { return h * (f16 ? 2 : 4); };
+      json j = {{"h_is_f16", o.h_is_f16 != 0},
+                {"has_h_checkpoint", o.has_h_checkpoint != 0},
+                {"h_checkpoint_is_f16", o.h_checkpoint_is_f16 != 0},
+                {"has_conv_checkpoint", o.has_conv_checkpoint != 0},
+                {"n_h_intermediates", o.n_h_intermediates},
+                {"n_conv_intermediates", o.n_conv_intermediates},
+                {"h_intermediates_are_f16", o.h_intermediates_are_f16 != 0}};
+      out->push_back({o.h, hb(o.h_is_f16)});
+      out->push_back({o.conv, conv * 4});
+      if (o.has_h_checkpoint) out->push_back({o.h_checkpoint, hb(o.h_checkpoint_is_f16)});
+      if (o.has_conv_checkpoint) out->push_back({o.conv_checkpoint, conv * 4});
+      for (int t = 0; t < o.n_h_intermediates; ++t) out->push_back({o.h_intermediates[t], hb(o.h_intermediates_are_f16)});
+      for (int t = 0; t < o.n_conv_intermediates; ++t) out->push_back({o.conv_intermediates[t], conv * 4});
+      if (with_ple && s.ple.hosted()) {
+        const ssmp_ple_state& p = ps[l];
+        limit(p.n_snapshots, p.snapshot_room, at + "PLE n_snapshots");
+        j["ple"] = {{"has_live", p.has_live != 0}, {"has_checkpoint", p.has_checkpoint != 0}, {"n_snapshots", p.n_snapshots}};
+        const size_t hist = size_t(s.ple.history_len()) * 4, pc = size_t(s.ple.conv_rows()) * size_t(s.ple.channels) * 4;
+        auto carry = [&](const ssmp_ple_carry& c) {
+          out->push_back({c.history, hist});
+          out->push_back({c.conv, pc});
+        };
+        if (p.has_live) carry(p.live);
+        if (p.has_checkpoint) carry(p.checkpoint);
+        for (int t = 0; t < p.n_snapshots; ++t) carry(p.snapshots[t]);
+      }
+      layers.push_back(j);
+    }
+    r["last_verify_k"] = st.last_verify_k;
+    r["layers"] = layers;
+    r["has_prefill_stage"] = st.has_prefill_stage != 0 && st.h_prefill_stage;
+    if (st.has_prefill_stage && st.h_prefill_stage) out->push_back({st.h_prefill_stage, size_t(stage) * 4});
+    return r;
+  }
+
+  const ssmp_plugin* t_;
+  int channel_;
+  wire::Arena arena_;
+  std::map<int64_t, Inst> insts_;
+  int64_t next_id_ = 1;
+  FencedSet fenced_;
+};
+
+// The channel and arena descriptors, and the parent-death request; false when not started by ssmcheck.
+bool adopt_parent() {
+  const char* fds = std::getenv("SSMCHECK_HOST_FDS");
+  const char* parent = std::getenv("SSMCHECK_HOST_PARENT");
+  if (!fds || std::strcmp(fds, "3,4") != 0 || !parent) return false;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  return ::getppid() == pid_t(std::atol(parent));  // the parent may have ended before the request
+}
+
+}  // namespace
+
+int serve_plugin(const std::string& path) {
+  if (!adopt_parent()) {
+    std::fprintf(stderr, "ssmcheck-plugin-host: not started by ssmcheck (SSMCHECK_HOST_FDS, SSMCHECK_HOST_PARENT)\n");
+    return 2;
+  }
+  install_fatal_handlers();
+  const int channel = 3;
+  wire::Arena arena(4);
+  const ssmp_plugin* t = nullptr;
+  std::string load_error;
+  try {
+    t = load_plugin_in_process(path).table;
+  } catch (const std::exception& e) {
+    load_error = e.what();
+  }
+  std::snprintf(g_call, sizeof g_call, "%s", "(between calls)");
+  try {
+    if (!t) {  // the hello is answered with why, then the host ends
+      wire::Frame f;
+      if (wire::read_frame(channel, &f))
+        wire::write_frame(channel, {{"status", SSMP_ERROR}, {"message", load_error}}, {}, arena.size());
+      return 2;
+    }
+    Server(t, channel, std::move(arena)).run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ssmcheck-plugin-host: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace ssm::plugin

@@ -1,0 +1,170 @@
+// The wire between ssmcheck and a host process (see host_wire.h).
+#include "plugin/host_wire.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace ssm::plugin::wire {
+
+namespace {
+
+std::string err_text() { return std::strerror(errno); }
+
+void write_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    // MSG_NOSIGNAL: a peer that is gone is an error here, never a SIGPIPE
+    const ssize_t w = ::send(fd, c, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) throw WireError("the host channel is closed (writing failed: " + err_text() + ")");
+    c += w;
+    n -= size_t(w);
+  }
+}
+
+// false when the channel closed before the first byte (and `eof_ok`); throws on a short read.
+bool read_all(int fd, void* p, size_t n, const WaitReadable& wait, bool eof_ok) {
+  char* c = static_cast<char*>(p);
+  const size_t want = n;
+  while (n > 0) {
+    if (wait) wait(fd);
+    const ssize_t r = ::read(fd, c, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r == 0) {
+      if (eof_ok && n == want) return false;
+      throw WireError("the host channel closed in the middle of a frame");
+    }
+    if (r < 0) throw WireError("reading the host channel failed: " + err_text());
+    c += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
+struct Header {
+  uint64_t json_bytes;
+  uint32_t n_arrays;
+  uint32_t zero;
+  uint64_t arena_bytes;
+};
+static_assert(sizeof(Header) == 24, "the frame header is 24 bytes");
+
+constexpr uint64_t kAlign = 64;
+uint64_t aligned(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+}  // namespace
+
+Arena::Arena(int fd) : fd_(fd) {}
+
+Arena Arena::create() {
+  const int fd = ::memfd_create("ssmcheck-arena", MFD_CLOEXEC);
+  if (fd < 0) throw WireError("cannot create the shared arena (memfd_create): " + err_text());
+  return Arena(fd);
+}
+
+Arena::~Arena() {
+  if (base_) ::munmap(base_, size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Arena::Arena(Arena&& o) noexcept : fd_(o.fd_), base_(o.base_), size_(o.size_) {
+  o.fd_ = -1;
+  o.base_ = nullptr;
+  o.size_ = 0;
+}
+
+Arena& Arena::operator=(Arena&& o) noexcept {
+  if (this != &o) {
+    this->~Arena();
+    new (this) Arena(std::move(o));
+  }
+  return *this;
+}
+
+void Arena::map(uint64_t bytes) {
+  if (base_) ::munmap(base_, size_);
+  base_ = nullptr;
+  size_ = 0;
+  if (bytes == 0) return;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) throw WireError("cannot map the shared arena (" + std::to_string(bytes) + " bytes): " + err_text());
+  base_ = static_cast<char*>(p);
+  size_ = bytes;
+}
+
+void Arena::follow(uint64_t bytes) {
+  if (bytes > kMaxArena) throw WireError("the peer announced an arena of " + std::to_string(bytes) + " bytes");
+  if (bytes > size_) map(bytes);
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Arena::put(const std::vector<Piece>& pieces) {
+  std::vector<std::pair<uint64_t, uint64_t>> at;
+  uint64_t end = 0;
+  for (const Piece& p : pieces) {
+    at.emplace_back(end, p.bytes);
+    end = aligned(end + p.bytes);
+  }
+  if (end > kMaxArena) throw WireError("arrays of " + std::to_string(end) + " bytes do not fit the shared arena");
+  if (end > size_) {
+    const uint64_t grown = std::max<uint64_t>(end, size_ + size_ / 2);
+    if (::ftruncate(fd_, off_t(grown)) != 0)
+      throw WireError("cannot grow the shared arena to " + std::to_string(grown) + " bytes: " + err_text());
+    map(grown);
+  }
+  for (size_t i = 0; i < pieces.size(); ++i)
+    if (pieces[i].bytes) std::memcpy(base_ + at[i].first, pieces[i].data, pieces[i].bytes);
+  return at;
+}
+
+const char* Arena::at(uint64_t offset, uint64_t bytes, const std::string& what) const {
+  if (offset > size_ || bytes > size_ - offset)
+    throw WireError(what + ": " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+                    " lie outside the shared arena (" + std::to_string(size_) + " bytes)");
+  return base_ + offset;
+}
+
+std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+void write_frame(int fd, const nlohmann::json& msg, const std::vector<std::pair<uint64_t, uint64_t>>& arrays,
+                 uint64_t arena_bytes) {
+  const std::string text = dump(msg);
+  Header h{text.size(), uint32_t(arrays.size()), 0, arena_bytes};
+  std::string buf(reinterpret_cast<const char*>(&h), sizeof h);
+  buf += text;
+  for (const auto& [off, n] : arrays) {
+    buf.append(reinterpret_cast<const char*>(&off), sizeof off);
+    buf.append(reinterpret_cast<const char*>(&n), sizeof n);
+  }
+  write_all(fd, buf.data(), buf.size());
+}
+
+bool read_frame(int fd, Frame* f, const WaitReadable& wait) {
+  Header h{};
+  if (!read_all(fd, &h, sizeof h, wait, true)) return false;
+  if (h.json_bytes > kMaxJson || h.n_arrays > kMaxArrays || h.zero != 0)
+    throw WireError("the peer sent a malformed frame header (" + std::to_string(h.json_bytes) + " bytes of JSON, " +
+                    std::to_string(h.n_arrays) + " arrays)");
+  // the JSON text and the array table in one read (a frame of many arrays is one system call)
+  std::string body(h.json_bytes + uint64_t(h.n_arrays) * 16, '\0');
+  read_all(fd, body.data(), body.size(), wait, false);
+  const std::string text = body.substr(0, h.json_bytes);
+  f->arrays.assign(h.n_arrays, {0, 0});
+  for (uint32_t i = 0; i < h.n_arrays; ++i) {
+    uint64_t pair[2];
+    std::memcpy(pair, body.data() + h.json_bytes + uint64_t(i) * 16, sizeof pair);
+    f->arrays[i] = {pair[0], pair[1]};
+  }
+  f->arena_bytes = h.arena_bytes;
+  try {
+    f->msg = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw WireError(std::string("the peer sent malformed JSON: ") + e.what());
+  }
+  return true;
+}
+
+}  // namespace ssm::plugin::wire

@@ -1,0 +1,87 @@
+// The wire between ssmcheck and the host process that runs a system under test (a C plug-in in
+// ssmcheck-plugin-host, a Python class in python/ssmcheck/host.py): control messages on a stream
+// socket, arrays in one shared file both processes map (the arena), written in place, never
+// serialised. Counterparts: plugin/host_process.h (ssmcheck's side), plugin/host_server.h (the C
+// host), python/ssmcheck/bridge.py (the Python host); docs/plugins.md, "The host process".
+//
+// A frame, either direction (little-endian): u64 json_bytes, u32 n_arrays, u32 0, u64 arena_bytes,
+// the JSON text, then n_arrays x {u64 offset, u64 bytes} into the arena. arena_bytes is the
+// arena's size as the writer left it: a writer that needs more room grows the file, and the
+// reader maps it again before reading. Requests are {"call": NAME, "instance": ID, ...}, replies
+// {"status": 0|1|2, "kind", "message", ...}. Arrays start at 64-byte aligned offsets; a reply's
+// arrays may overwrite the request's (each side copies what it keeps).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ssm::plugin::wire {
+
+// The channel failed (the peer is gone, or sent something that is not a frame).
+struct WireError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Frames are bounded so that a confused peer cannot make either side allocate without limit.
+constexpr uint64_t kMaxJson = uint64_t(1) << 26;     // 64 MiB of JSON
+constexpr uint64_t kMaxArena = uint64_t(1) << 36;    // 64 GiB of arrays
+constexpr uint32_t kMaxArrays = 1u << 22;
+
+// The shared file: created by ssmcheck (memfd), inherited by the host as a descriptor.
+class Arena {
+ public:
+  Arena() = default;
+  explicit Arena(int fd);  // adopts fd (the host's side)
+  static Arena create();   // a new, empty memfd (ssmcheck's side); throws WireError
+  ~Arena();
+  Arena(Arena&& o) noexcept;
+  Arena& operator=(Arena&& o) noexcept;
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+  char* base() { return base_; }
+  // Maps at least `bytes` (the peer grew the file to that); throws WireError.
+  void follow(uint64_t bytes);
+  // Places the arrays one after another from offset 0 (64-byte aligned), growing the file when
+  // they do not fit, and copies them in; returns where each went.
+  struct Piece {
+    const void* data;
+    uint64_t bytes;
+  };
+  std::vector<std::pair<uint64_t, uint64_t>> put(const std::vector<Piece>& pieces);
+  // A received array, checked to lie inside the arena; throws WireError naming `what`.
+  const char* at(uint64_t offset, uint64_t bytes, const std::string& what) const;
+
+ private:
+  void map(uint64_t bytes);
+  int fd_ = -1;
+  char* base_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+struct Frame {
+  nlohmann::json msg;
+  std::vector<std::pair<uint64_t, uint64_t>> arrays;  // offset, bytes
+  uint64_t arena_bytes = 0;
+};
+
+// Waits until fd can be read (or throws): ssmcheck's side puts its timeout and the host's
+// liveness here; an empty one blocks.
+using WaitReadable = std::function<void(int fd)>;
+
+void write_frame(int fd, const nlohmann::json& msg, const std::vector<std::pair<uint64_t, uint64_t>>& arrays,
+                 uint64_t arena_bytes);
+// false: the peer closed the channel before a frame began. Throws WireError on a broken frame.
+bool read_frame(int fd, Frame* f, const WaitReadable& wait = {});
+
+// JSON text that is always valid UTF-8 (invalid bytes replaced), for messages from the other side.
+std::string dump(const nlohmann::json& j);
+
+}  // namespace ssm::plugin::wire
