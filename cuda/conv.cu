@@ -129,14 +129,16 @@ __global__ void conv_kernel(ConvParams p) {
 }
 }  // namespace
 
-void launch_conv(const ConvParams& p, cudaStream_t stream) {
+void launch_conv(const ConvParams& p, cudaStream_t stream, bool dependent) {
   if (p.d_conv < 1 || p.d_conv > kMaxDConv) throw std::invalid_argument("conv: d_conv out of range");
   const int cb = p.norm_heads > 0 ? (p.norm_width + 31) / 32 * 32 : 128;
   const int rest = p.conv_dim - p.norm_heads * p.norm_width;
   const int chunks = p.norm_heads + (rest + cb - 1) / cb;
   const dim3 grid(unsigned(chunks + 1), unsigned(p.B));  // + the gates block
-  if (p.d_conv == 4) launch_dependent("conv_kernel", &conv_kernel<4>, grid, dim3(unsigned(cb)), 0, stream, p);
-  else launch_dependent("conv_kernel", &conv_kernel<0>, grid, dim3(unsigned(cb)), 0, stream, p);
+  void (*kernel)(ConvParams) = p.d_conv == 4 ? &conv_kernel<4> : &conv_kernel<0>;
+  if (dependent) return launch_dependent("conv_kernel", kernel, grid, dim3(unsigned(cb)), 0, stream, p);
+  kernel<<<grid, dim3(unsigned(cb)), 0, stream>>>(p);  // its waits return at once
+  SSM_CUDA_LAUNCHED("conv_kernel");
 }
 
 }  // namespace ssm::cuda

@@ -28,6 +28,8 @@ struct ConvParams {
   int mutants;  // device mutant bits (cuda/mutant_bits.h): 0 in shipped builds
 };
 
-void launch_conv(const ConvParams& p, cudaStream_t stream);
+// dependent = false: a plain launch, for when the kernel before wrote the H that the row kernel
+// after it loads before its wait (this kernel lets that one launch before waiting itself)
+void launch_conv(const ConvParams& p, cudaStream_t stream, bool dependent = true);
 
 }  // namespace ssm::cuda

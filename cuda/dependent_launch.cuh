@@ -2,7 +2,9 @@
 // may start while the kernel before it on the stream is still running, once every CTA of that
 // kernel has called allow_dependents() (or exited). Until it calls wait_for_previous(), it may
 // only read memory that the previous kernel does not write; after it, it sees every write of
-// the previous kernel (and, transitively, of everything before). Used on the GDN layer's chain:
+// the previous kernel (and, transitively, of everything before). Before the wait nothing is
+// transitive: a kernel that calls allow_dependents() before its own wait (conv) lets its dependent
+// start before the kernel before it is known complete. Used on the GDN layer's chain:
 // conv -> rows (the row kernel prefetches its first H tiles while conv runs) -> output norm (its
 // launch overlaps the row kernel's tail). On older GPUs the calls compile to nothing and the
 // launch attribute orders kernels as a plain launch does.

@@ -266,7 +266,7 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
   cp.dt_min = s.dt_min;
   cp.dt_max = s.dt_max;
   cp.mutants = device_mutant_bits();
-  launch_conv(cp, main_);
+  launch_conv(cp, main_, !h_widened_);
 
   const int min_ctas = 2 * sm_count_;
   float* out = reinterpret_cast<float*>(out_.get()) + io_off_[size_t(l)].out;
@@ -468,6 +468,7 @@ StepOutputs Engine::prefill(int slot, const StepInputs& in) {
   const int T = in.rows;
   launch_copies(ple_fresh_copies({slot}), main_);
   stage_inputs({slot}, {in}, T);
+  h_widened_ = mode == HMode::f16_pool || contract_.prefill_widens(slot);  // issue 41
   if (mode == HMode::f16_pool) {
     // widen into the slot's FP32 stage, run there, narrow back with the converter
     char* stage = pool_.stage(slot);
@@ -489,6 +490,7 @@ StepOutputs Engine::prefill(int slot, const StepInputs& in) {
     }
     enqueue_rows(T, 0, VerifyArm::exact, false);
   }
+  h_widened_ = false;
   StepOutputs out = std::move(download_outputs(T)[0]);
   contract_.on_prefill(slot);
   return out;

@@ -90,6 +90,7 @@ class Engine {
   // layer): live, the checkpoint's copy, each snapshot slot's copy.
   std::vector<uint8_t> ple_live_, ple_checkpoint_, ple_saved_;
   int ple_snaps_ = 0;  // verify snapshots the next enqueue_rows writes (K of a verify, else 0)
+  bool h_widened_ = false;  // a prefill's widen wrote H right before the conv kernel: launch it plainly
   // A fresh carry (EOS history, zero conv) for each of `pool_slots` whose carry is absent: created
   // on first use. Marks them present.
   std::vector<CopyDesc> ple_fresh_copies(const std::vector<int>& pool_slots);

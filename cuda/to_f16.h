@@ -13,4 +13,9 @@ void launch_narrow_f16(const float* src, uint16_t* dst, size_t n, cudaStream_t s
 // dst[i] = half_to_float(src[i]), exact (f16 prefill widen, f16-pool stage widen).
 void launch_widen_f16(const uint16_t* src, float* dst, size_t n, cudaStream_t stream);
 
+// Tests only (0: off): widens launch as programmatic dependents that let the next kernel start at
+// once and store after `ns` nanoseconds, so a kernel reading a widen's output before it is
+// ordered after it fails on every run, not by chance (issue 41: the f16-pool prefill divergence).
+void late_widen_stores_for_tests(unsigned ns);
+
 }  // namespace ssm::cuda

@@ -5,6 +5,7 @@
 
 #include <tuple>
 
+#include "cuda/to_f16.h"
 #include "cuda_test_support.h"
 
 namespace ssm::test {
@@ -152,6 +153,36 @@ TEST_F(ConvertersGpu, ToF16IsTheReferenceConverter) {
     EXPECT_EQ(cb.check_guards(), "");
   }
 }
+
+// A prefill that widens FP16 h (f16-pool: into the slot's stage; f16: on FP16 h) before each
+// layer's chain, with widens that store late on purpose: the conv kernel, which lets the row kernel
+// launch before it waits itself, must not be a programmatic dependent of the widen, or the row
+// kernel loads the H tiles it reads before its wait from before the widen (issue 41's
+// non-reproducible f16-pool divergence, made reproducible: it failed every run before the fix).
+class LateWidenGpu : public GpuTestP<std::tuple<std::string, HMode>> {};
+
+TEST_P(LateWidenGpu, RowKernelsReadTheWidenedH) {
+  struct Reset {
+    ~Reset() { cuda::late_widen_stores_for_tests(0); }
+  } reset;
+  cuda::late_widen_stores_for_tests(50000);
+  GpuCase c;
+  c.preset = std::get<0>(GetParam());
+  c.mode = std::get<1>(GetParam());
+  c.seed = 23;
+  // the second prefill onward widens a non-zero h (after alloc both are zero)
+  run_pair(c, "alloc; prefill 3; decode; prefill 2; decode; prefill 1; verify 2; commit 2 2; prefill 4");
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, LateWidenGpu,
+                         ::testing::Values(std::make_tuple("mamba-wide", HMode::f16_pool),
+                                           std::make_tuple("odd-a", HMode::f16_pool),
+                                           std::make_tuple("hybrid-odd", HMode::f16_pool),
+                                           std::make_tuple("odd-a", HMode::f16),
+                                           std::make_tuple("odd-c", HMode::f16)),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, HMode>>& i) {
+                           return gtest_name(std::get<0>(i.param) + "_" + to_string(std::get<1>(i.param)));
+                         });
 
 // f16-pool prefill narrows the FP32 stage with the converter: the last layer's FP16 h equals
 // float_to_half_rne of the stage, also on a continuation prefill that widened FP16 h first.
