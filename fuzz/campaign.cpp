@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -413,8 +414,22 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     Listener listener;
     const auto property = [&] {
       const CaseConfig cfg = gen_config(o);
-      Lockstep lock(cfg, model, sut, o.tolerances, o.strictness, o.sut_invariant, o.pause_async,
-                    /*skip_unchanged=*/true, o.concurrent_sides);
+      // A case the implementation cannot set up (create_pool refuses or crashes: a plug-in that
+      // runs f32 only, say) fails as itself: its drawn configuration and the implementation's
+      // message, with an empty script (its rerun line fails the same way, at set-up).
+      std::unique_ptr<Lockstep> made;
+      try {
+        made = std::make_unique<Lockstep>(cfg, model, sut, o.tolerances, o.strictness, o.sut_invariant, o.pause_async,
+                                          /*skip_unchanged=*/true, o.concurrent_sides);
+      } catch (const std::exception& e) {
+        g_ctx->failing = true;
+        g_ctx->config = cfg;
+        g_ctx->script.clear();
+        g_ctx->length = 0;
+        g_ctx->report = std::string("setting up the case failed: ") + e.what();
+        RC_FAIL(g_ctx->report);
+      }
+      Lockstep& lock = *made;
       struct KeepTimes {  // a failing run leaves by an exception: its time counts too
         Lockstep& lock;
         Context& ctx;
@@ -517,7 +532,7 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
   }
   result.seconds = elapsed();
   check_campaign_coverage(o, result);
-  if (result.failed && !o.out_dir.empty()) {
+  if (result.failed && !o.out_dir.empty() && result.script_length > 0) {  // (a set-up failure has no state)
     // replay the minimal case once more to write both sides' states at the failing op
     std::filesystem::create_directories(o.out_dir);
     const std::string prefix = o.out_dir + "/case-seed" + std::to_string(o.seed);

@@ -159,6 +159,25 @@ TEST_F(Hosted, ACrashInACampaignIsShrunkAndItsRerunReproducesIt) {
   EXPECT_EQ(processes_mentioning(plugin_), 0);
 }
 
+// A case the plug-in cannot set up (create_pool crashes) fails as itself: its drawn configuration
+// and the plug-in's message, and its rerun line fails the same way (exit 2: the set-up).
+TEST_F(Hosted, ACaseThatCannotBeSetUpIsReportedAsItself) {
+  const auto s = sh(std::string(SSMCHECK_BIN) + " fuzz --cases 20 --seed 4 --backend " +
+                    backend("fault=segv,at=create_pool"));
+  ASSERT_EQ(s.code, 1) << s.out;
+  EXPECT_NE(s.out.find("setting up the case failed: "), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("killed by signal 11 (Segmentation fault) during create_pool("), std::string::npos) << s.out;
+  const size_t at = s.out.find("rerun:");
+  ASSERT_NE(at, std::string::npos) << s.out;
+  std::string rerun = s.out.substr(at + 6, s.out.find('\n', at) - at - 6);
+  rerun = rerun.substr(rerun.find("ssmcheck ") + 8);
+  EXPECT_NE(rerun.find("--ops ''"), std::string::npos) << rerun;
+  const auto again = sh(std::string(SSMCHECK_BIN) + rerun);
+  EXPECT_EQ(again.code, 2) << rerun << "\n" << again.out;
+  EXPECT_NE(again.out.find("killed by signal 11 (Segmentation fault) during create_pool("), std::string::npos)
+      << again.out;
+}
+
 // A correct plug-in through its host agrees bit for bit, as in ssmcheck's own process.
 TEST_F(Hosted, ACorrectPluginAgreesBitwiseInAndOutOfProcess) {
   for (const std::string scheme : {"plugin:", "plugin-in-process:"}) {

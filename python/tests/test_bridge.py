@@ -24,10 +24,12 @@
     SSMCHECK=build/ssmcheck /usr/bin/python3 python/tests/test_bridge.py
 Seed: $SSMCHECK_SEED (printed); cases: $SSMCHECK_CASES.
 """
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -64,6 +66,57 @@ class Boom(NumpyGdn):
 
     def decode(self, slots, inputs):
         raise ZeroDivisionError("boom in decode")
+
+
+class Hostile(NumpyGdn):
+    """Misbehaves once, in one call (options fault=KIND,at=CALL): ends its process, crashes, hangs,
+    raises a BaseException or prints; the rest is NumpyGdn. Run in its host process, none of it
+    may end ssmcheck, change its exit code or reach its stdout."""
+    name = "numpy GDN that misbehaves"
+
+    def __init__(self, options=""):
+        super().__init__("")
+        opts = dict(kv.split("=", 1) for kv in options.split(",") if kv)
+        self.fault, self.at = opts.get("fault"), opts.get("at")
+
+    def _fault(self, call):
+        if call != self.at:
+            return
+        f = self.fault
+        if f == "sys_exit0":
+            sys.exit(0)
+        if f == "os_exit0":
+            os._exit(0)
+        if f == "keyboard_interrupt":
+            raise KeyboardInterrupt()
+        if f == "segv":
+            import ctypes
+            ctypes.string_at(0)
+        if f == "hang":
+            time.sleep(1e6)
+        if f == "print":
+            for _ in range(2000):
+                print("x" * 100)
+
+    def create_pool(self, layers, pool):
+        self._fault("create_pool")
+        return super().create_pool(layers, pool)
+
+    def prefill(self, slot, inputs):
+        self._fault("prefill")
+        return super().prefill(slot, inputs)
+
+    def decode(self, slots, inputs):
+        self._fault("decode")
+        return super().decode(slots, inputs)
+
+    def commit(self, slot, n, k):
+        self._fault("commit")
+        return super().commit(slot, n, k)
+
+    def export_state(self, slot):
+        self._fault("export_state")
+        return super().export_state(slot)
 
 
 class OwnLegality(NumpyGdn):
@@ -226,6 +279,36 @@ def main():
 
         rc, text = run(["check", "--h-mode", "f32", "--ops", "alloc; decode", "--backend", "python:boom"], Boom, tmp, "boom")
         check(rc == 1 and "ZeroDivisionError: boom in decode" in text, "a Python exception is a divergence naming it (rc %d)" % rc)
+
+        # containment: whatever the class does in a call, ssmcheck's exit code and verdict stand
+        script = ["check", "--h-mode", "f32", "--ops", "alloc; prefill 3; verify 3; commit 2 3; decode"]
+        says = dict(sys_exit0="exited 0", os_exit0="exited 0", keyboard_interrupt="killed by signal 2 (Interrupt)",
+                    segv="killed by signal 11", hang="did not answer within 2 s (--call-timeout) and was killed")
+        for fault, expected in says.items():
+            for call in ("prefill", "commit", "decode", "export_state"):
+                rc, text = run(["--call-timeout", "2"] + script + ["--backend", "python:hostile,fault=%s,at=%s" % (fault, call)],
+                               Hostile, tmp, "hostile_%s_%s" % (fault, call))
+                check(rc == 1 and expected in text and " during %s(" % call in text,
+                      "a class whose %s does %s: exit 1 naming the call (rc %d)" % (call, fault, rc))
+        rc, text = run(script + ["--backend", "python:hostile,fault=os_exit0,at=create_pool"], Hostile, tmp, "hostile_pool")
+        check(rc == 2 and "exited 0" in text and " during create_pool(" in text,
+              "a class that ends its process in create_pool: exit 2 naming it (rc %d)" % rc)
+        out = os.path.join(tmp, "verdict.json")
+        with open(out, "w") as f:
+            rc = ssmcheck.run(script + ["--json", "-", "--backend", "python:hostile,fault=print,at=decode"], Hostile,
+                              ssmcheck=SSMCHECK, stdout=f, stderr=subprocess.DEVNULL)
+        text = open(out).read()
+        try:
+            json.loads(text)
+            parsed = True
+        except ValueError:
+            parsed = False
+        check(rc == 0 and parsed and "xxxxxxxx" not in text, "what a class prints never reaches --json - (rc %d)" % rc)
+        try:
+            ssmcheck.run(["backends"], lambda options: NumpyGdn(options), ssmcheck=SSMCHECK)
+            check(False, "a lambda is refused")
+        except TypeError as e:
+            check("top level" in str(e), "a class the host cannot import is refused naming why: %s" % e)
 
         script = ["check", "--h-mode", "f32", "--ops", "alloc; verify 2; commit 0 2; commit 1 2"]
         rc, text = run(script + ["--backend", "python:own"], OwnLegality, tmp, "own")
