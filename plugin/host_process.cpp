@@ -68,6 +68,8 @@ void HostProcess::stop() {
   if (log_ >= 0) ::close(log_);
   log_ = -1;
   arena_ = wire::Arena();
+  bell_ = wire::Bell();
+  use_bell_ = false;
 }
 
 std::string HostProcess::output_tail() const {
@@ -120,6 +122,11 @@ const nlohmann::json& HostProcess::start() {
   const int host_end = high_fd(sv[1]);
   arena_ = wire::Arena::create();
   const int arena_fd = high_fd(::dup(arena_.fd()));
+  int bell_fd = -1;
+  if (launch_.bell) {
+    bell_ = wire::Bell::create();
+    bell_fd = high_fd(::dup(bell_.fd()));
+  }
   const std::string tmp = (std::filesystem::temp_directory_path() / "ssmcheck-host-XXXXXX").string();
   std::string name = tmp;
   const int log = ::mkostemp(name.data(), O_CLOEXEC | O_APPEND);
@@ -134,6 +141,7 @@ const nlohmann::json& HostProcess::start() {
   std::vector<std::pair<std::string, std::string>> vars = launch_.env;
   vars.emplace_back("SSMCHECK_HOST_FDS", "3,4");
   vars.emplace_back("SSMCHECK_HOST_PARENT", std::to_string(::getpid()));
+  if (bell_fd >= 0) vars.emplace_back("SSMCHECK_HOST_BELL", "5");
   for (const auto& [k, v] : vars) {
     const std::string prefix = k + "=";
     std::vector<std::string> kept;
@@ -142,16 +150,21 @@ const nlohmann::json& HostProcess::start() {
     kept.push_back(prefix + v);
     env.swap(kept);
   }
-  try {
-    pid_ = start_child(launch_.argv, env, log_, {{3, host_end}, {4, arena_fd}});
-  } catch (...) {
+  std::vector<std::pair<int, int>> fds = {{3, host_end}, {4, arena_fd}};
+  if (bell_fd >= 0) fds.emplace_back(5, bell_fd);
+  auto close_ends = [&] {
     ::close(host_end);
     ::close(arena_fd);
+    if (bell_fd >= 0) ::close(bell_fd);
+  };
+  try {
+    pid_ = start_child(launch_.argv, env, log_, fds);
+  } catch (...) {
+    close_ends();
     stop();
     throw;
   }
-  ::close(host_end);
-  ::close(arena_fd);
+  close_ends();
   ++generation_;
   Reply r = call({{"call", "hello"}, {"abi", 1}}, {}, "start-up (loading " + launch_.label + ")");
   if (r.msg.value("status", -1) != 0) {
@@ -160,6 +173,8 @@ const nlohmann::json& HostProcess::start() {
     throw std::runtime_error(launch_.label + ": its host refused to start: " + why);
   }
   hello_ = r.msg;
+  use_bell_ = launch_.bell && hello_.value("bell", false);
+  hello_.erase("bell");  // how frames travel is not part of what the host declares
   return hello_;
 }
 
@@ -171,38 +186,51 @@ HostProcess::Reply HostProcess::call(const nlohmann::json& request, const std::v
   if (::fstat(log_, &st) == 0 && st.st_size > kLogKeep) (void)!::ftruncate(log_, 0);
   const double timeout = call_timeout_s();
   try {
-    const auto at = arena_.put(arrays);
-    wire::write_frame(channel_, request, at, arena_.size());
+    if (use_bell_) {
+      bell_.send(wire::Bell::kToHost, arena_, request, arrays);
+    } else {
+      const auto at = arena_.put(arrays);
+      wire::write_frame(channel_, request, at, arena_.size());
+    }
   } catch (const wire::WireError&) {
     died(what, "");
   }
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
   bool timed_out = false;
+  // throws when the call's time is up or the host ended (then pid_ is -1 and last_death_ says how)
+  auto check_alive = [&] {
+    if (Clock::now() >= deadline) {
+      timed_out = true;
+      throw wire::WireError("timeout");
+    }
+    int ws = 0;
+    if (::waitpid(pid_, &ws, WNOHANG) == pid_) {
+      pid_ = -1;
+      last_death_ = describe_wait_status(ws);
+      throw wire::WireError("ended");
+    }
+  };
   auto wait = [&](int fd) {
     for (;;) {
       const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-      if (left <= 0) {
-        timed_out = true;
-        throw wire::WireError("timeout");
-      }
+      if (left <= 0) check_alive();
       pollfd p{fd, POLLIN, 0};
       // wake at least every 100 ms to see whether the host ended (a host whose children keep the
       // channel open never closes it)
       const int r = ::poll(&p, 1, int(std::min(left * 1000.0, 100.0)) + 1);
       if (r > 0) return;
       if (r < 0 && errno != EINTR) throw wire::WireError(std::string("poll: ") + std::strerror(errno));
-      int ws = 0;
-      if (::waitpid(pid_, &ws, WNOHANG) == pid_) {
-        pid_ = -1;
-        last_death_ = describe_wait_status(ws);
-        throw wire::WireError("ended");
-      }
+      check_alive();
     }
   };
   wire::Frame f;
   try {
-    if (!wire::read_frame(channel_, &f, wait)) died(what, "");
-    arena_.follow(f.arena_bytes);
+    if (use_bell_) {
+      bell_.receive(wire::Bell::kToClient, arena_, &f, check_alive);
+    } else {
+      if (!wire::read_frame(channel_, &f, wait)) died(what, "");
+      arena_.follow(f.arena_bytes);
+    }
     Reply r;
     r.msg = std::move(f.msg);
     for (size_t i = 0; i < f.arrays.size(); ++i)

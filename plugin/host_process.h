@@ -38,6 +38,9 @@ struct HostLaunch {
   std::string label;  // "plugin:x", "python:y": who the host runs, for messages
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
+  // the host takes a doorbell (host_wire.h) as descriptor 5 (SSMCHECK_HOST_BELL=5) and says so
+  // in its hello; frames then go through the arena (ssmcheck-plugin-host does, Python does not)
+  bool bell = false;
 };
 
 class HostProcess {
@@ -79,6 +82,8 @@ class HostProcess {
   int channel_ = -1;
   int log_ = -1;  // the host's stdout and stderr (an unlinked temporary file)
   wire::Arena arena_;
+  wire::Bell bell_;
+  bool use_bell_ = false;  // the host answered the hello with "bell": true
   nlohmann::json hello_;
   int generation_ = 0;
   std::string last_death_;

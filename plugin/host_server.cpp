@@ -213,12 +213,21 @@ LayerSpec layer_of(const json& d) {
 
 class Server {
  public:
-  Server(const ssmp_plugin* t, int channel, wire::Arena arena) : t_(t), channel_(channel), arena_(std::move(arena)) {}
+  Server(const ssmp_plugin* t, int channel, wire::Arena arena, wire::Bell bell)
+      : t_(t), channel_(channel), arena_(std::move(arena)), bell_(std::move(bell)) {}
 
+  // The hello on the socket; then, with a doorbell, every frame through the arena (until ssmcheck
+  // ends this process), else on the socket until ssmcheck closes it.
   void run() {
     wire::Frame f;
-    while (wire::read_frame(channel_, &f)) {
-      arena_.follow(f.arena_bytes);
+    bool via_bell = false;
+    for (;;) {
+      if (via_bell) {
+        bell_.receive(wire::Bell::kToHost, arena_, &f, {});
+      } else {
+        if (!wire::read_frame(channel_, &f)) return;
+        arena_.follow(f.arena_bytes);
+      }
       json reply;
       std::vector<wire::Arena::Piece> out;
       try {
@@ -228,8 +237,15 @@ class Server {
         out.clear();
       }
       std::snprintf(g_call, sizeof g_call, "%s", "(between calls)");
-      const auto at = arena_.put(out);
-      wire::write_frame(channel_, reply, at, arena_.size());
+      const bool hello = f.msg.value("call", std::string()) == "hello";
+      if (hello && bell_.on()) reply["bell"] = true;
+      if (via_bell) {
+        bell_.send(wire::Bell::kToClient, arena_, reply, out);
+      } else {
+        const auto at = arena_.put(out);
+        wire::write_frame(channel_, reply, at, arena_.size());
+      }
+      via_bell = via_bell || (hello && bell_.on());
     }
   }
 
@@ -551,6 +567,7 @@ class Server {
   const ssmp_plugin* t_;
   int channel_;
   wire::Arena arena_;
+  wire::Bell bell_;
   std::map<int64_t, Inst> insts_;
   int64_t next_id_ = 1;
   FencedSet fenced_;
@@ -590,7 +607,8 @@ int serve_plugin(const std::string& path) {
         wire::write_frame(channel, {{"status", SSMP_ERROR}, {"message", load_error}}, {}, arena.size());
       return 2;
     }
-    Server(t, channel, std::move(arena)).run();
+    const char* bell = std::getenv("SSMCHECK_HOST_BELL");
+    Server(t, channel, std::move(arena), bell && std::strcmp(bell, "5") == 0 ? wire::Bell(5) : wire::Bell()).run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ssmcheck-plugin-host: %s\n", e.what());
     return 2;

@@ -2,10 +2,16 @@
 #include "plugin/host_wire.h"
 
 #include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
+#include <climits>
 #include <cstring>
 
 namespace ssm::plugin::wire {
@@ -45,7 +51,7 @@ bool read_all(int fd, void* p, size_t n, const WaitReadable& wait, bool eof_ok) 
   return true;
 }
 
-struct Header {
+struct Header {  // (offsetof arena_bytes is part of the wire: Bell::send writes it in place)
   uint64_t json_bytes;
   uint32_t n_arrays;
   uint32_t zero;
@@ -120,6 +126,18 @@ std::vector<std::pair<uint64_t, uint64_t>> Arena::put(const std::vector<Piece>& 
   return at;
 }
 
+void Arena::place(uint64_t offset, const void* data, uint64_t bytes) {
+  const uint64_t end = offset + bytes;
+  if (end > kMaxArena) throw WireError("a frame of " + std::to_string(end) + " bytes does not fit the shared arena");
+  if (end > size_) {
+    const uint64_t grown = std::max<uint64_t>(end, size_ + size_ / 2);
+    if (::ftruncate(fd_, off_t(grown)) != 0)
+      throw WireError("cannot grow the shared arena to " + std::to_string(grown) + " bytes: " + err_text());
+    map(grown);
+  }
+  std::memcpy(base_ + offset, data, bytes);
+}
+
 const char* Arena::at(uint64_t offset, uint64_t bytes, const std::string& what) const {
   if (offset > size_ || bytes > size_ - offset)
     throw WireError(what + ": " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
@@ -129,8 +147,8 @@ const char* Arena::at(uint64_t offset, uint64_t bytes, const std::string& what) 
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
-void write_frame(int fd, const nlohmann::json& msg, const std::vector<std::pair<uint64_t, uint64_t>>& arrays,
-                 uint64_t arena_bytes) {
+std::string encode_frame(const nlohmann::json& msg, const std::vector<std::pair<uint64_t, uint64_t>>& arrays,
+                         uint64_t arena_bytes) {
   const std::string text = dump(msg);
   Header h{text.size(), uint32_t(arrays.size()), 0, arena_bytes};
   std::string buf(reinterpret_cast<const char*>(&h), sizeof h);
@@ -139,32 +157,157 @@ void write_frame(int fd, const nlohmann::json& msg, const std::vector<std::pair<
     buf.append(reinterpret_cast<const char*>(&off), sizeof off);
     buf.append(reinterpret_cast<const char*>(&n), sizeof n);
   }
+  return buf;
+}
+
+void write_frame(int fd, const nlohmann::json& msg, const std::vector<std::pair<uint64_t, uint64_t>>& arrays,
+                 uint64_t arena_bytes) {
+  const std::string buf = encode_frame(msg, arrays, arena_bytes);
   write_all(fd, buf.data(), buf.size());
+}
+
+namespace {
+void check_header(const Header& h) {
+  if (h.json_bytes > kMaxJson || h.n_arrays > kMaxArrays || h.zero != 0)
+    throw WireError("the peer sent a malformed frame header (" + std::to_string(h.json_bytes) + " bytes of JSON, " +
+                    std::to_string(h.n_arrays) + " arrays)");
+}
+
+// The JSON text and the array table after a header.
+void decode_body(const Header& h, const char* body, Frame* f) {
+  f->arrays.assign(h.n_arrays, {0, 0});
+  for (uint32_t i = 0; i < h.n_arrays; ++i) {
+    uint64_t pair[2];
+    std::memcpy(pair, body + h.json_bytes + uint64_t(i) * 16, sizeof pair);
+    f->arrays[i] = {pair[0], pair[1]};
+  }
+  f->arena_bytes = h.arena_bytes;
+  try {
+    f->msg = nlohmann::json::parse(body, body + h.json_bytes);
+  } catch (const std::exception& e) {
+    throw WireError(std::string("the peer sent malformed JSON: ") + e.what());
+  }
+}
+}  // namespace
+
+void decode_frame(const char* p, uint64_t n, Frame* f) {
+  Header h{};
+  if (n < sizeof h) throw WireError("a frame of " + std::to_string(n) + " bytes");
+  std::memcpy(&h, p, sizeof h);
+  check_header(h);
+  if (n != sizeof h + h.json_bytes + uint64_t(h.n_arrays) * 16)
+    throw WireError("a frame of " + std::to_string(n) + " bytes does not match its header");
+  decode_body(h, p + sizeof h, f);
 }
 
 bool read_frame(int fd, Frame* f, const WaitReadable& wait) {
   Header h{};
   if (!read_all(fd, &h, sizeof h, wait, true)) return false;
-  if (h.json_bytes > kMaxJson || h.n_arrays > kMaxArrays || h.zero != 0)
-    throw WireError("the peer sent a malformed frame header (" + std::to_string(h.json_bytes) + " bytes of JSON, " +
-                    std::to_string(h.n_arrays) + " arrays)");
+  check_header(h);
   // the JSON text and the array table in one read (a frame of many arrays is one system call)
   std::string body(h.json_bytes + uint64_t(h.n_arrays) * 16, '\0');
   read_all(fd, body.data(), body.size(), wait, false);
-  const std::string text = body.substr(0, h.json_bytes);
-  f->arrays.assign(h.n_arrays, {0, 0});
-  for (uint32_t i = 0; i < h.n_arrays; ++i) {
-    uint64_t pair[2];
-    std::memcpy(pair, body.data() + h.json_bytes + uint64_t(i) * 16, sizeof pair);
-    f->arrays[i] = {pair[0], pair[1]};
-  }
-  f->arena_bytes = h.arena_bytes;
-  try {
-    f->msg = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw WireError(std::string("the peer sent malformed JSON: ") + e.what());
-  }
+  decode_body(h, body.data(), f);
   return true;
+}
+
+// --- the doorbell ---------------------------------------------------------------------------------
+
+struct Bell::Block {
+  std::atomic<uint32_t> seq[2];
+  std::atomic<uint32_t> asleep[2];
+  uint64_t frame_offset[2], frame_bytes[2], arena_bytes[2];
+};
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "the doorbell needs lock-free words");
+
+namespace {
+constexpr size_t kBellBytes = 4096;
+// Spinning: the peer's answer to a call of a small model comes within tens of microseconds;
+// past the spin the waiter sleeps on the word (futex), so a long call costs no CPU.
+constexpr auto kSpinHot = std::chrono::microseconds(10);    // busy, then
+constexpr auto kSpinYield = std::chrono::microseconds(200); // yielding the core between looks
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* t) {
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, t, nullptr, 0);
+}
+}  // namespace
+
+Bell::Bell(int fd) : fd_(fd) {
+  void* p = ::mmap(nullptr, kBellBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (p == MAP_FAILED) throw WireError("cannot map the doorbell: " + err_text());
+  block_ = static_cast<Block*>(p);
+}
+
+Bell Bell::create() {
+  const int fd = ::memfd_create("ssmcheck-bell", MFD_CLOEXEC);
+  if (fd < 0 || ::ftruncate(fd, kBellBytes) != 0) throw WireError("cannot create the doorbell: " + err_text());
+  return Bell(fd);  // a new file reads as zeros: no frame sent, nobody asleep
+}
+
+Bell::~Bell() {
+  if (block_) ::munmap(block_, kBellBytes);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Bell::Bell(Bell&& o) noexcept : fd_(o.fd_), block_(o.block_) {
+  std::memcpy(sent_, o.sent_, sizeof sent_);
+  std::memcpy(seen_, o.seen_, sizeof seen_);
+  o.fd_ = -1;
+  o.block_ = nullptr;
+}
+
+Bell& Bell::operator=(Bell&& o) noexcept {
+  if (this != &o) {
+    this->~Bell();
+    new (this) Bell(std::move(o));
+  }
+  return *this;
+}
+
+void Bell::send(int d, Arena& arena, const nlohmann::json& msg, const std::vector<Arena::Piece>& arrays) {
+  const auto at = arena.put(arrays);
+  uint64_t end = 0;
+  for (const auto& [off, n] : at) end = std::max(end, (off + n + 63) / 64 * 64);
+  // the frame's own arena size is the size after the frame is placed: place first, then encode
+  // with a size field that the placement cannot change (the header is fixed-size)
+  std::string frame = encode_frame(msg, at, 0);
+  arena.place(end, frame.data(), frame.size());
+  const uint64_t size = arena.size();
+  std::memcpy(arena.base() + end + offsetof(Header, arena_bytes), &size, sizeof size);
+  block_->frame_offset[d] = end;
+  block_->frame_bytes[d] = frame.size();
+  block_->arena_bytes[d] = size;
+  block_->seq[d].store(++sent_[d], std::memory_order_seq_cst);
+  if (block_->asleep[d].load(std::memory_order_seq_cst)) futex(&block_->seq[d], FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void Bell::receive(int d, Arena& arena, Frame* f, const std::function<void()>& tick) {
+  const uint32_t last = seen_[d];
+  std::atomic<uint32_t>& word = block_->seq[d];
+  const auto start = std::chrono::steady_clock::now();
+  for (uint32_t i = 0; word.load(std::memory_order_acquire) == last; ++i) {
+    const auto spent = std::chrono::steady_clock::now() - start;
+    if (spent < kSpinHot) continue;
+    if (spent < kSpinYield) {
+      ::sched_yield();
+      continue;
+    }
+    block_->asleep[d].store(1, std::memory_order_seq_cst);
+    if (word.load(std::memory_order_seq_cst) == last) {
+      const timespec t{0, 100 * 1000 * 1000};
+      const long r = futex(&word, FUTEX_WAIT, last, &t);
+      if (r != 0 && errno == ETIMEDOUT) {
+        block_->asleep[d].store(0, std::memory_order_seq_cst);
+        if (tick) tick();
+        continue;
+      }
+    }
+    block_->asleep[d].store(0, std::memory_order_seq_cst);
+  }
+  seen_[d] = word.load(std::memory_order_acquire);
+  if (seen_[d] != last + 1) throw WireError("the doorbell skipped a frame");
+  arena.follow(block_->arena_bytes[d]);
+  decode_frame(arena.at(block_->frame_offset[d], block_->frame_bytes[d], "the frame"), block_->frame_bytes[d], f);
 }
 
 }  // namespace ssm::plugin::wire

@@ -4,6 +4,11 @@
 // serialised. Counterparts: plugin/host_process.h (ssmcheck's side), plugin/host_server.h (the C
 // host), python/ssmcheck/bridge.py (the Python host); docs/plugins.md, "The host process".
 //
+// A C host also takes a doorbell (Bell, below): after the hello, frames go into the arena and
+// each side rings a shared word instead of writing the socket, and waits by watching the peer's
+// word for a while before it sleeps on it (futex), so a call costs no system call while the peer
+// answers within the spin window.
+//
 // A frame, either direction (little-endian): u64 json_bytes, u32 n_arrays, u32 0, u64 arena_bytes,
 // the JSON text, then n_arrays x {u64 offset, u64 bytes} into the arena. arena_bytes is the
 // arena's size as the writer left it: a writer that needs more room grows the file, and the
@@ -56,6 +61,8 @@ class Arena {
     uint64_t bytes;
   };
   std::vector<std::pair<uint64_t, uint64_t>> put(const std::vector<Piece>& pieces);
+  // Copies `bytes` to `offset`, growing the file when they do not fit.
+  void place(uint64_t offset, const void* data, uint64_t bytes);
   // A received array, checked to lie inside the arena; throws WireError naming `what`.
   const char* at(uint64_t offset, uint64_t bytes, const std::string& what) const;
 
@@ -80,6 +87,40 @@ void write_frame(int fd, const nlohmann::json& msg, const std::vector<std::pair<
                  uint64_t arena_bytes);
 // false: the peer closed the channel before a frame began. Throws WireError on a broken frame.
 bool read_frame(int fd, Frame* f, const WaitReadable& wait = {});
+
+// A frame's bytes, and the frame in bytes (throws WireError naming what is malformed).
+std::string encode_frame(const nlohmann::json& msg, const std::vector<std::pair<uint64_t, uint64_t>>& arrays,
+                         uint64_t arena_bytes);
+void decode_frame(const char* p, uint64_t n, Frame* f);
+
+// The doorbell: a shared page with, per direction (0: to the host, 1: to ssmcheck), the number of
+// frames sent, whether the receiver sleeps, and where the last frame lies in the arena.
+class Bell {
+ public:
+  static constexpr int kToHost = 0, kToClient = 1;
+  Bell() = default;
+  explicit Bell(int fd);  // adopts and maps fd (the host's side)
+  static Bell create();   // a new page (ssmcheck's side); throws WireError
+  ~Bell();
+  Bell(Bell&& o) noexcept;
+  Bell& operator=(Bell&& o) noexcept;
+  Bell(const Bell&) = delete;
+  Bell& operator=(const Bell&) = delete;
+  int fd() const { return fd_; }
+  bool on() const { return block_ != nullptr; }
+
+  // Places the arrays and the frame in the arena and rings direction d.
+  void send(int d, Arena& arena, const nlohmann::json& msg, const std::vector<Arena::Piece>& arrays);
+  // Waits for the next frame of direction d (spinning first, then sleeping); every ~100 ms of
+  // sleep calls `tick`, which may throw to give up. The frame's arrays lie in the arena.
+  void receive(int d, Arena& arena, Frame* f, const std::function<void()>& tick);
+
+ private:
+  struct Block;
+  int fd_ = -1;
+  Block* block_ = nullptr;
+  uint32_t sent_[2] = {0, 0}, seen_[2] = {0, 0};
+};
 
 // JSON text that is always valid UTF-8 (invalid bytes replaced), for messages from the other side.
 std::string dump(const nlohmann::json& j);

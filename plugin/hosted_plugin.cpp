@@ -494,7 +494,7 @@ HostLaunch c_plugin_launch(const std::string& path, const std::string& label) {
     throw std::runtime_error(label + ": ssmcheck-plugin-host, which runs plug-ins in their own process, is not "
                              "beside this executable; set SSMCHECK_PLUGIN_HOST to it, or run the plug-in in "
                              "ssmcheck's process with plugin-in-process:" + path + " (debugging only)");
-  return {label, {host.string(), path}, {}};
+  return {label, {host.string(), path}, {}, /*bell=*/true};
 }
 
 HostLaunch python_launch(const std::string& name) {
