@@ -193,7 +193,8 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
     }
     base.push_back(args[i]);
   }
-  const std::vector<std::string> env = environment_with("OMP_NUM_THREADS", omp_threads_per_job(jobs));
+  std::vector<std::string> env = environment_with("OMP_NUM_THREADS", omp_threads_per_job(jobs));
+  env.push_back(std::string(kDieWithParentVariable) + "=" + std::to_string(::getpid()));
   std::vector<Job> procs(static_cast<size_t>(jobs));
   const StopOnLeave stop_on_leave{procs};
   for (int j = 0; j < jobs; ++j) {

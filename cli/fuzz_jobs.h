@@ -15,6 +15,10 @@
 
 namespace ssm::cli {
 
+// Set by run_campaign_in_processes on its workers (to its pid): main() of a worker then asks the
+// kernel to kill it when that process ends.
+constexpr const char* kDieWithParentVariable = "SSMCHECK_DIE_WITH_PARENT";
+
 // `args`: this command line (argv, program first); the flags that name outputs, the partition,
 // the device and shrinking are replaced in the processes' copies. Throws std::runtime_error when a
 // process fails otherwise than by a failing case (its log is kept and named).

@@ -1,4 +1,8 @@
 // ssmcheck: command line entry point; subcommands live in cli/cmd_*.cpp.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +14,7 @@
 #include "cli/backend_registry.h"
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
+#include "cli/fuzz_jobs.h"
 #include "core/keep_freed_memory.h"
 #include "plugin/host_process.h"
 
@@ -101,6 +106,12 @@ std::string did_you_mean(const CLI::App& app, int argc, char** argv) {
 }  // namespace ssm::cli
 
 int main(int argc, char** argv) {
+  // a --jobs worker ends with the ssmcheck that started it, however that one ends (SIGKILL too),
+  // and so do its plug-ins' hosts (plugin/host_process.h): no process outlives a campaign
+  if (const char* parent = std::getenv(ssm::cli::kDieWithParentVariable)) {
+    if (std::atol(parent) == long(::getppid())) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::unsetenv(ssm::cli::kDieWithParentVariable);
+  }
   CLI::App app{"ssmcheck: reference-and-verification harness for the recurrent state of hybrid LLMs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ssmcheck " SSMCHECK_VERSION);

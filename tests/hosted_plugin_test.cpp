@@ -5,6 +5,7 @@
 // like any other, shrunk, with a rerun line that reproduces it. Uses tests/plugins/hostile_plugin.cpp.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -176,6 +177,32 @@ TEST_F(Hosted, ACaseThatCannotBeSetUpIsReportedAsItself) {
   EXPECT_EQ(again.code, 2) << rerun << "\n" << again.out;
   EXPECT_NE(again.out.find("killed by signal 11 (Segmentation fault) during create_pool("), std::string::npos)
       << again.out;
+}
+
+// No process outlives ssmcheck, however it ends: SIGKILL of a `fuzz --jobs 2` whose plug-in hangs
+// takes its workers and their hosts with it.
+TEST_F(Hosted, NoProcessOutlivesAKilledSsmcheck) {
+  for (const std::string jobs : {"1", "2"}) {
+    const auto s = sh(std::string(SSMCHECK_BIN) + " fuzz --cases 50 --jobs " + jobs + " --backend " +
+                      backend("fault=hang,at=decode") + " > /dev/null 2>&1 & echo $!");
+    const int pid = std::atoi(s.out.c_str());
+    ASSERT_GT(pid, 0) << s.out;
+    // the hosts (one per worker) are up and hanging
+    int up = 0;
+    for (int i = 0; i < 200 && up < std::stoi(jobs); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      up = 0;
+      DIR* d = opendir("/proc");
+      while (dirent* e = d ? readdir(d) : nullptr) {
+        const std::string cmd = read(std::string("/proc/") + e->d_name + "/cmdline");
+        if (cmd.rfind(std::string(SSMCHECK_BIN) + "-plugin-host", 0) == 0 && cmd.find(plugin_) != std::string::npos) ++up;
+      }
+      if (d) closedir(d);
+    }
+    EXPECT_EQ(up, std::stoi(jobs)) << "hosts running before the kill, --jobs " << jobs;
+    ::kill(pid_t(pid), SIGKILL);
+    EXPECT_EQ(processes_mentioning(plugin_), 0) << "--jobs " << jobs;
+  }
 }
 
 // A correct plug-in through its host agrees bit for bit, as in ssmcheck's own process.
