@@ -187,7 +187,8 @@ TEST_F(Hosted, NoProcessOutlivesAKilledSsmcheck) {
                       backend("fault=hang,at=decode") + " > /dev/null 2>&1 & echo $!");
     const int pid = std::atoi(s.out.c_str());
     ASSERT_GT(pid, 0) << s.out;
-    // the hosts (one per worker) are up and hanging
+    // the hosts are up, one per worker hanging (and, with --jobs, the parent's own, which checked
+    // that the plug-in loads)
     int up = 0;
     for (int i = 0; i < 200 && up < std::stoi(jobs); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -199,7 +200,7 @@ TEST_F(Hosted, NoProcessOutlivesAKilledSsmcheck) {
       }
       if (d) closedir(d);
     }
-    EXPECT_EQ(up, std::stoi(jobs)) << "hosts running before the kill, --jobs " << jobs;
+    EXPECT_GE(up, std::stoi(jobs)) << "hosts running before the kill, --jobs " << jobs;
     ::kill(pid_t(pid), SIGKILL);
     EXPECT_EQ(processes_mentioning(plugin_), 0) << "--jobs " << jobs;
   }
