@@ -109,7 +109,8 @@ int main(int argc, char** argv) {
   // a --jobs worker ends with the ssmcheck that started it, however that one ends (SIGKILL too),
   // and so do its plug-ins' hosts (plugin/host_process.h): no process outlives a campaign
   if (const char* parent = std::getenv(ssm::cli::kDieWithParentVariable)) {
-    if (std::atol(parent) == long(::getppid())) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (std::atol(parent) != long(::getppid())) ::_exit(ssm::cli::kExitBadInput);  // it ended before that
     ::unsetenv(ssm::cli::kDieWithParentVariable);
   }
   CLI::App app{"ssmcheck: reference-and-verification harness for the recurrent state of hybrid LLMs"};
