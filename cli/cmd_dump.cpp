@@ -2,6 +2,8 @@
 // the final state of every live sequence to an HDF5 dump (schema: docs/dump-format.md).
 #include <fmt/core.h>
 
+#include <stdexcept>
+
 #include "cli/backend_registry.h"
 #include "cli/case_options.h"
 #include "cli/commands.h"
@@ -41,7 +43,11 @@ int dump_script(const CaseOptions& opt, const std::string& ops, const std::strin
   d.provenance.ops = to_string(script);
   d.provenance.case_name = opt.name() + " --backend " + opt.backend;
   for (int seq : runner.live_seqs()) d.sequences.push_back({seq, backend->export_state(runner.slot_of(seq))});
-  cmp::write_dump(out, d);
+  try {
+    cmp::write_dump(out, d);
+  } catch (const cmp::FormatError& e) {
+    throw std::invalid_argument(std::string("-o ") + e.what());  // "-o PATH: /: cannot write: ..."
+  }
   fmt::print("ssmcheck dump: wrote {} ({} sequence{}, {} layers of {}, h mode {}, backend {}, after op {})\n", out,
              d.sequences.size(), d.sequences.size() == 1 ? "" : "s", spec.layers.size(), spec.name,
              to_string(pool.h_mode), d.provenance.backend, d.provenance.op_index);
@@ -57,7 +63,7 @@ void add_dump_command(CLI::App& app, int* rc) {
   auto out = std::make_shared<std::string>();
   opt->add_to(cmd);
   cmd->add_option("--ops", *ops, "op script (or @FILE), e.g. 'alloc; prefill 17; verify 4; commit 2 4'")->capture_default_str();
-  cmd->add_option("-o,--output", *out, "HDF5 file to write (written to a temporary name, then renamed)")
+  cmd->add_option("-o,--output", *out, "HDF5 file to write (a file is replaced through a temporary name, a device written through)")
       ->required();
   cmd->callback([=] { *rc = dump_script(*opt, *ops, *out); });
 }

@@ -1,7 +1,6 @@
 // The crash verdict (see crash_verdict.h).
 #include "cli/crash_verdict.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,6 +9,7 @@
 #include <deque>
 
 #include "cli/commands.h"
+#include "formats/output_file.h"
 #include "plugin/plugin_backend.h"
 
 namespace ssm::cli {
@@ -17,31 +17,34 @@ namespace ssm::cli {
 namespace {
 
 struct Armed {
-  std::string path;
+  files::PreparedOutput out;  // decided when armed: the handler only makes system calls
+  bool ready = false;
   std::atomic<const std::string*> text{nullptr};
 };
 Armed g_files[2];
 std::deque<std::string> g_texts;  // every rendered text stays alive while armed (a handler may read it)
 
-void write_all(const char* path, const std::string* text) {
-  if (!path || !*path || !text || (path[0] == '-' && path[1] == '\0')) return;  // "-": stdout, not a file
-  const int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return;
-  const char* p = text->data();
-  size_t left = text->size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n <= 0) break;
-    p += n;
-    left -= size_t(n);
+void arm(Armed& a, const std::string& path) {
+  a.ready = false;
+  if (path.empty() || path == "-") return;  // "-": stdout, not a file
+  try {
+    a.out = files::prepare_output(path);  // the outputs rule (formats/output_file.h)
+    a.ready = true;
+  } catch (const files::OutputError&) {
+    // not writable as a file: the normal write names the flag and the reason
   }
-  ::close(fd);
+}
+
+void write_all(const Armed& a) {
+  const std::string* text = a.text.load();
+  if (!a.ready || !text) return;
+  (void)files::write_prepared(a.out, text->data(), text->size());
 }
 
 void say(const char* s) { (void)!::write(2, s, std::strlen(s)); }
 
 extern "C" void on_fatal_signal(int sig) {
-  for (Armed& a : g_files) write_all(a.path.c_str(), a.text.load());
+  for (const Armed& a : g_files) write_all(a);
   if (const char* call = plugin::plugin_call_in_progress()) {
     // the plug-in crashed, not ssmcheck: a bad plug-in is bad input (exit 2), with the call named
     say("ssmcheck: error: the plug-in crashed (");
@@ -67,8 +70,8 @@ void install_crash_handlers() {
 }
 
 CrashVerdict::CrashVerdict(const std::string& junit_path, const std::string& json_path) {
-  g_files[0].path = junit_path;
-  g_files[1].path = json_path;
+  arm(g_files[0], junit_path);
+  arm(g_files[1], json_path);
   install_crash_handlers();
 }
 

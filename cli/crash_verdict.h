@@ -2,8 +2,9 @@
 // files must say if the process dies on a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
 // SIGABRT) in the middle of a check, and updates it before each check starts (the checks done
 // so far, and the running one marked as crashed). The signal handler only writes those
-// pre-rendered bytes with open/write/close (async-signal-safe), then lets the signal kill the
-// process as before, so CI still sees the crash and also finds a failing verdict naming the
+// pre-rendered bytes with system calls (async-signal-safe), by the outputs rule of
+// formats/output_file.h decided when the files were armed (an exclusive temporary renamed over a
+// regular file, a device written through), then lets the signal kill the process as before, so CI still sees the crash and also finds a failing verdict naming the
 // check that crashed. A crash inside a plug-in's call (plugin/plugin_backend.h) is the plug-in's
 // fault, not ssmcheck's: the handler then names the call and exits 2 (bad input).
 #pragma once

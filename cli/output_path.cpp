@@ -1,6 +1,8 @@
 // Output paths checked before any work (see output_path.h).
 #include "cli/output_path.h"
 
+#include "formats/output_file.h"
+
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -25,25 +27,30 @@ void make_dir(const fs::path& dir, const std::string& flag, const std::string& p
   fmt::print(stderr, "ssmcheck: created directory {} for {}\n", dir.string(), flag);
 }
 
-// A file can be created in dir: probe with a temporary name, removed at once.
+// A file can be created in dir: probed with an exclusive temporary (output_file.h), removed at once.
 void check_writable_dir(const fs::path& dir, const std::string& flag, const std::string& path) {
-  const fs::path probe = (dir.empty() ? fs::path(".") : dir) / fmt::format(".ssmcheck-probe-{}", getpid());
-  {
-    std::ofstream f(probe);
-    if (!f) throw std::invalid_argument(flag + " " + path + ": cannot write in " + (dir.empty() ? "." : dir.string()));
-  }
-  std::error_code ec;
-  fs::remove(probe, ec);
+  std::string why;
+  if (!files::can_create_in(dir.string(), &why))
+    throw std::invalid_argument(flag + " " + path + ": cannot write in " + (dir.empty() ? "." : dir.string()) + ": " + why);
 }
 }  // namespace
 
 void prepare_output_file(const std::string& path, const std::string& flag) {
   if (path.empty() || path == "-") return;
-  const fs::path p(path);
-  std::error_code ec;
-  if (fs::is_directory(p, ec)) throw std::invalid_argument(flag + " " + path + ": is a directory");
+  files::OutputTarget t;
+  try {
+    t = files::resolve_output(path);
+  } catch (const files::OutputError& e) {
+    throw std::invalid_argument(flag + " " + path + ": " + e.what());
+  }
+  if (t.placement == files::Placement::through) {  // a device or FIFO: written through, never replaced
+    if (::access(t.path.c_str(), W_OK) != 0)
+      throw std::invalid_argument(flag + " " + path + ": cannot write (permission denied)");
+    return;
+  }
+  const fs::path p(t.path);  // a symlink's final target: the file that will be replaced
   make_dir(p.parent_path(), flag, path);
-  if (fs::exists(p, ec) && ::access(path.c_str(), W_OK) != 0)
+  if (t.exists && ::access(t.path.c_str(), W_OK) != 0)
     throw std::invalid_argument(flag + " " + path + ": cannot write (permission denied)");
   check_writable_dir(p.parent_path(), flag, path);
 }
@@ -79,23 +86,10 @@ void write_text_atomically(const std::string& path, const std::string& text, con
     }
     return;
   }
-  const std::string tmp = path + fmt::format(".tmp-{}", getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    out << text;
-    out.flush();
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw std::invalid_argument(flag + " " + path + ": cannot write (disk full?)");
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw std::invalid_argument(flag + " " + path + ": cannot write: " + ec.message());
+  try {
+    files::write_output(path, text);
+  } catch (const files::OutputError& e) {
+    throw std::invalid_argument(flag + " " + path + ": " + e.what());
   }
 }
 

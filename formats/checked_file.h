@@ -2,13 +2,11 @@
 // (formats/format_error.h), "FILE: OBJECT: what". OBJECT is an HDF5 path: "/" for the file
 // itself, "/model/layer0" for a group or dataset, "/model/layer0@nk" for an attribute.
 // CheckedReader reads (h5::Error and out-of-range values become FormatError), write_atomically
-// writes under a temporary name and renames, errors_as turns whatever else escapes into
-// FormatError. Users: formats/dump.cpp and formats/trace.cpp (their readers derive from
-// CheckedReader), formats/model_attrs.cpp.
+// writes by the outputs rule (formats/output_file.h: an exclusive temporary renamed into place),
+// errors_as turns whatever else escapes into FormatError. Users: formats/dump.cpp and
+// formats/trace.cpp (their readers derive from CheckedReader), formats/model_attrs.cpp.
 #pragma once
 #include <hdf5.h>
-
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +19,7 @@
 
 #include "formats/format_error.h"
 #include "formats/hdf5_file.h"
+#include "formats/output_file.h"
 
 namespace ssm::cmp {
 
@@ -126,29 +125,26 @@ auto errors_as(const std::string& file, const std::string& obj, F f) -> decltype
   }
 }
 
-// Creates "PATH.tmp-PID", lets body(file) fill it, closes and renames it to `path`, so a crash
-// never leaves a half file at `path`. The temporary is removed on any failure; an h5::Error
-// from body becomes FormatError(path, obj, "writing failed: ..."), a failed rename
-// FormatError(path, "/", ...).
+// Writes an HDF5 file to `path` by the outputs rule (formats/output_file.h): body(file) fills a
+// file created exclusively under a temporary name, which is then renamed over a regular file (a
+// crash never leaves a half file at `path`; a symlink is kept and its target replaced) or copied
+// through to a device or FIFO (never replaced). The temporary is removed on any failure; an
+// h5::Error from body becomes FormatError(path, obj, "writing failed: ..."), a failure to place
+// the file FormatError(path, "/", ...).
 template <class Body>
 void write_atomically(const std::string& path, const std::string& obj, Body body) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   try {
-    h5::Handle f = h5::create_file(tmp);
-    body(hid_t(f));
-    f.close("close " + tmp);
-  } catch (const h5::Error& e) {
-    std::remove(tmp.c_str());
-    throw FormatError(path, obj, std::string("writing failed: ") + e.what());
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw FormatError(path, "/", "rename from " + tmp + " failed: " + ec.message());
+    files::write_output_with(path, [&](const std::string& tmp) {
+      try {
+        h5::Handle f = h5::create_file(tmp, /*exclusive=*/true);
+        body(hid_t(f));
+        f.close("close " + tmp);
+      } catch (const h5::Error& e) {
+        throw FormatError(path, obj, std::string("writing failed: ") + e.what());
+      }
+    });
+  } catch (const files::OutputError& e) {
+    throw FormatError(path, "/", e.what());
   }
 }
 

@@ -54,8 +54,9 @@ struct Dump {
 // object. Non-finite values are checked only when check_finite.
 void validate_dump(const Dump& dump, const std::string& file, bool check_finite);
 
-// Writes to "PATH.tmp-PID" and renames, so a crash never leaves a half file at PATH. Byte
-// identical for identical content. Non-finite values are written as they are (evidence).
+// Writes by the outputs rule (formats/output_file.h): a file is replaced through an exclusive
+// temporary renamed into place, so a crash never leaves a half file at PATH; a device is written
+// through. Byte identical for identical content. Non-finite values are written as they are (evidence).
 // Throws FormatError.
 void write_dump(const std::string& path, const Dump& dump);
 

@@ -131,7 +131,7 @@ Handle half_type() {
   return t;
 }
 
-Handle create_file(const std::string& path) {
+Handle create_file(const std::string& path, bool exclusive) {
   silence_errors();
   Handle fcpl = plist(H5P_FILE_CREATE, "file creation plist");
   check(H5Pset_obj_track_times(fcpl, 0), "H5Pset_obj_track_times");
@@ -141,7 +141,7 @@ Handle create_file(const std::string& path) {
   check(H5Pset_attr_phase_change(fcpl, 0, 0), "H5Pset_attr_phase_change");
   Handle fapl = plist(H5P_FILE_ACCESS, "file access plist");
   check(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), "H5Pset_libver_bounds");
-  return Handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), H5Fclose, "create " + path);
+  return Handle(H5Fcreate(path.c_str(), exclusive ? H5F_ACC_EXCL : H5F_ACC_TRUNC, fcpl, fapl), H5Fclose, "create " + path);
 }
 
 Handle create_group(hid_t loc, const std::string& name) {

@@ -50,7 +50,8 @@ class Handle {
 Handle half_type();  // IEEE binary16, little endian, as h5py's float16
 
 // Writing. Creation property lists turn object time tracking off: same content, same bytes.
-Handle create_file(const std::string& path);
+// exclusive: fail when anything is at path (O_CREAT|O_EXCL, never following a symlink), else truncate.
+Handle create_file(const std::string& path, bool exclusive = false);
 Handle create_group(hid_t loc, const std::string& name);
 void write_attr_str(hid_t loc, const std::string& name, const std::string& value);  // fixed-length ASCII
 void write_attr_i64(hid_t loc, const std::string& name, int64_t value);

@@ -90,9 +90,10 @@ std::string trace_op_name(int index);
 std::string trace_partial_dir(const std::string& path);
 
 // Crash-safe writer. The capture lives in PATH.partial/ as self-contained files: header.h5,
-// then one op-NNNNNN.h5 per op, each written under a temporary name and renamed, so an op is
-// durable once append() returns. close() merges everything into PATH (temporary name, then
-// rename) and removes the directory. A writer destroyed without close() (or a crashed process)
+// then one op-NNNNNN.h5 per op, each written under a temporary name, fsync'ed and renamed, so an
+// op is durable once append() returns. close() merges everything into PATH (by the outputs rule
+// of formats/output_file.h: a temporary renamed into place, a device written through) and removes
+// the directory. A writer destroyed without close() (or a crashed process)
 // leaves PATH.partial/, which read_trace recovers up to the last complete op. A new writer of the
 // same PATH never deletes such an unfinished capture: it moves it aside to PATH.partial.N (the
 // first free N), still readable by read_trace, and says where (moved_aside()).

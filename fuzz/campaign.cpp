@@ -12,10 +12,10 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "formats/output_file.h"
 #include "fuzz/op_model.h"
 
 namespace ssm::fuzz {
@@ -539,10 +539,13 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     check_script(result.config, parse_script(result.script), model, sut, o.tolerances, o.strictness, prefix,
                  o.sut_invariant, o.pause_async);
     result.files = {prefix + ".model.h5", prefix + ".sut.h5", prefix + ".txt"};
-    std::ofstream txt(prefix + ".txt");
-    txt << "# ssmcheck: minimal failing case of the campaign with seed " << o.seed << "\n"
-        << "# rerun: " << result.rerun << "\n"
-        << result.report;
+    const std::string txt = prefix + ".txt";
+    try {
+      files::write_output(txt, "# ssmcheck: minimal failing case of the campaign with seed " + std::to_string(o.seed) +
+                                   "\n# rerun: " + result.rerun + "\n" + result.report);
+    } catch (const files::OutputError& e) {
+      throw files::OutputError(txt + ": " + e.what());
+    }
   }
   return result;
 }

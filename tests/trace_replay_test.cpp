@@ -1,7 +1,8 @@
 // Replay (replay/replay.h) and the trace command line: every golden trace under
 // fixtures/traces replays on the reference; every faulty one is pinpointed at its documented
 // op, layer and tensor; a trace written by python/examples/write_trace.py (ssmcheck.TraceWriter) replays;
-// record -> replay round trips, --keep-going, and the gate with its JUnit XML and JSON.
+// record -> replay round trips, --keep-going, the gate with its JUnit XML and JSON, and outputs
+// that never clobber (formats/output_file.h: device nodes, symlinks, planted temporaries).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +13,13 @@
 #include <thread>
 #include <tuple>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
 #include "formats/dump.h"
+#include "formats/hdf5_file.h"
+#include "formats/output_file.h"
 #include "replay/replay.h"
 #include "tests/support/summary_text.h"
 #include "tests/support/trace_support.h"
@@ -527,6 +534,170 @@ TEST(Gate, OutputPathsAreCheckedBeforeAnyWork) {
                      q(dir.file("new/sub/g.json")));
   EXPECT_NE(g.out.find("created directory"), std::string::npos) << g.out;
   EXPECT_TRUE(fs::exists(dir.file("new/sub/g.json")));
+}
+
+// Outputs never clobber (formats/output_file.h, README "Command line"). Device nodes are private
+// ones made with mknod in the test's own directory: as root, a test writing to the system's
+// /dev/null or /dev/full through a write-then-rename would replace the machine's device node.
+namespace outputs {
+
+// A character device node `name` (major, minor) in dir; skips (with the reason) where mknod is
+// not allowed. CI and the development machines run these tests as root.
+bool make_char_device(const TempDir& dir, const std::string& name, unsigned major, unsigned minor,
+                      std::string* skip) {
+  if (::geteuid() != 0) {
+    *skip = "mknod of a private device node needs root (CI and the development machines run as root)";
+    return false;
+  }
+  if (::mknod(dir.file(name).c_str(), S_IFCHR | 0666, ::makedev(major, minor)) != 0) {
+    *skip = "mknod " + dir.file(name) + " failed: " + std::strerror(errno) + " (no CAP_MKNOD here?)";
+    return false;
+  }
+  return true;
+}
+
+bool is_char_device(const std::string& path, unsigned major, unsigned minor) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode) && ::major(st.st_rdev) == major &&
+         ::minor(st.st_rdev) == minor;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+// Names in dir that look like a temporary of the outputs rule (PATH.tmp-...), except `keep`.
+std::vector<std::string> temporaries(const TempDir& dir, const std::string& keep = "") {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(dir.path())) {
+    const std::string n = e.path().filename().string();
+    if (n.find(".tmp-") != std::string::npos && n != keep) v.push_back(n);
+  }
+  return v;
+}
+
+const std::string kGood = "/tiny_f32_every_op.h5";            // replays: exit 0
+const std::string kFaulty = "/faulty/flip_h_after_commit.h5";  // diverges: exit 1
+
+}  // namespace outputs
+
+// A private null device (c 1 3) at PATH stays a device after --json/--junit/--html/-o PATH, and
+// the exit code is the verdict's; a private full device (c 1 7) is exit 2 naming the flag and
+// stays a device too.
+TEST(Outputs, DeviceNodesAreWrittenThroughNeverReplaced) {
+  using namespace outputs;
+  TempDir dir;
+  std::string skip;
+  if (!make_char_device(dir, "null", 1, 3, &skip) || !make_char_device(dir, "full", 1, 7, &skip)) GTEST_SKIP() << skip;
+  const std::string null = dir.file("null"), full = dir.file("full"), bin = SSMCHECK_BIN;
+  const Shell good = sh(bin + " replay " + q(traces_dir() + kGood) + " --json " + q(null) + " --junit " + q(null) +
+                        " --html " + q(null));
+  EXPECT_EQ(good.code, 0) << good.out;
+  EXPECT_TRUE(is_char_device(null, 1, 3)) << "--json/--junit/--html replaced the device node";
+  const Shell bad = sh(bin + " replay " + q(traces_dir() + kFaulty) + " --json " + q(null));
+  EXPECT_EQ(bad.code, 1) << "the verdict, not the output, decides the exit code: " << bad.out;
+  EXPECT_TRUE(is_char_device(null, 1, 3));
+  const Shell dump = sh(bin + " dump --ops alloc -o " + q(null));
+  EXPECT_EQ(dump.code, 0) << dump.out;
+  EXPECT_TRUE(is_char_device(null, 1, 3)) << "dump -o replaced the device node";
+
+  const Shell f = sh(bin + " replay " + q(traces_dir() + kGood) + " --json " + q(full));
+  EXPECT_EQ(f.code, 2) << f.out;
+  EXPECT_NE(f.out.find("--json " + full + ": cannot write: No space left on device"), std::string::npos) << f.out;
+  EXPECT_TRUE(is_char_device(full, 1, 7));
+  const Shell fd = sh(bin + " dump --ops alloc -o " + q(full));
+  EXPECT_EQ(fd.code, 2) << fd.out;
+  EXPECT_NE(fd.out.find("-o " + full + ": "), std::string::npos) << fd.out;
+  EXPECT_NE(fd.out.find("No space left on device"), std::string::npos) << fd.out;
+  EXPECT_TRUE(is_char_device(full, 1, 7));
+  EXPECT_EQ(temporaries(dir), std::vector<std::string>{});
+}
+
+// A symlink at PATH stays a symlink: its target gets the content (a regular file replaced, a
+// device written through, a dangling link's target created).
+TEST(Outputs, SymlinksAreKeptAndTheirTargetWritten) {
+  using namespace outputs;
+  TempDir dir;
+  const std::string bin = SSMCHECK_BIN;
+  { std::ofstream(dir.file("target.json")) << "old content"; }
+  fs::create_symlink("target.json", dir.file("link.json"));
+  fs::create_symlink("link.json", dir.file("chain.json"));
+  fs::create_symlink("created.h5", dir.file("dangling.h5"));
+  const Shell s = sh(bin + " replay " + q(traces_dir() + kGood) + " --json " + q(dir.file("chain.json")));
+  EXPECT_EQ(s.code, 0) << s.out;
+  ASSERT_TRUE(fs::is_symlink(dir.file("chain.json")));
+  ASSERT_TRUE(fs::is_symlink(dir.file("link.json")));
+  EXPECT_EQ(fs::read_symlink(dir.file("link.json")), "target.json");
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(dir.file("target.json"))));
+  const nlohmann::json j = nlohmann::json::parse(read_all(dir.file("target.json")));
+  EXPECT_TRUE(j.at("pass").get<bool>()) << j.dump();
+  const Shell d = sh(bin + " dump --ops alloc -o " + q(dir.file("dangling.h5")));
+  EXPECT_EQ(d.code, 0) << d.out;
+  EXPECT_TRUE(fs::is_symlink(dir.file("dangling.h5")));
+  EXPECT_EQ(cmp::read_dump(dir.file("created.h5")).provenance.backend, "reference");
+  std::string skip;
+  if (make_char_device(dir, "null", 1, 3, &skip)) {
+    fs::create_symlink("null", dir.file("to-null.json"));
+    EXPECT_EQ(sh(bin + " replay " + q(traces_dir() + kGood) + " --json " + q(dir.file("to-null.json"))).code, 0);
+    EXPECT_TRUE(fs::is_symlink(dir.file("to-null.json")));
+    EXPECT_TRUE(is_char_device(dir.file("null"), 1, 3));
+  }
+  EXPECT_EQ(temporaries(dir), std::vector<std::string>{});
+}
+
+// A regular file is replaced (a new file renamed over it: a hard link to the old one keeps the old
+// content); no temporary is left behind.
+TEST(Outputs, ARegularFileIsReplacedAndNoTemporaryIsLeft) {
+  using namespace outputs;
+  TempDir dir;
+  const std::string out = dir.file("v.json"), bin = SSMCHECK_BIN;
+  { std::ofstream(out) << "old content"; }
+  fs::create_hard_link(out, dir.file("old.json"));
+  const Shell s = sh(bin + " replay " + q(traces_dir() + kFaulty) + " --json " + q(out));
+  EXPECT_EQ(s.code, 1) << s.out;
+  EXPECT_FALSE(nlohmann::json::parse(read_all(out)).at("pass").get<bool>());
+  EXPECT_EQ(read_all(dir.file("old.json")), "old content") << "the file was rewritten in place, not replaced";
+  EXPECT_EQ(temporaries(dir), std::vector<std::string>{});
+  // a directory at PATH is bad input naming the flag
+  fs::create_directory(dir.file("d.json"));
+  const Shell d = sh(bin + " replay " + q(traces_dir() + kGood) + " --json " + q(dir.file("d.json")));
+  EXPECT_EQ(d.code, 2) << d.out;
+  EXPECT_NE(d.out.find("--json " + dir.file("d.json") + ": is a directory"), std::string::npos) << d.out;
+}
+
+// A symlink planted at a would-be temporary name is never followed: at the name the old writer
+// used (PATH.tmp-PID: the shell plants it, then execs ssmcheck with that PID), and at the exact
+// name the rule is about to create (a prepared output, as the crash handler uses; HDF5's exclusive
+// create).
+TEST(Outputs, APlantedTemporarySymlinkIsNeverFollowed) {
+  using namespace outputs;
+  TempDir dir;
+  const std::string victim = dir.file("victim"), bin = SSMCHECK_BIN;
+  { std::ofstream(victim) << "precious"; }
+  for (const std::string& flags : {std::string("replay ") + q(traces_dir() + kGood) + " --json " + q(dir.file("o.json")),
+                                   std::string("dump --ops alloc -o ") + q(dir.file("o.h5"))}) {
+    const std::string out = dir.file(flags.rfind("dump", 0) == 0 ? "o.h5" : "o.json");
+    const Shell s = sh("sh -c " + q("ln -s " + victim + " " + out + ".tmp-$$ && exec " + bin + " " + flags));
+    EXPECT_EQ(s.code, 0) << flags << ": " << s.out;
+    EXPECT_EQ(read_all(victim), "precious") << flags << " followed the planted symlink";
+    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(out))) << flags;
+  }
+  // the temporary name the rule picked is taken by a planted symlink: the exclusive create fails,
+  // nothing is written through it, the target is unchanged
+  files::PreparedOutput p = files::prepare_output(dir.file("crash.json"));
+  ASSERT_EQ(p.target.placement, files::Placement::replace);
+  fs::create_symlink(victim, p.temp);
+  const std::string text = "verdict";
+  EXPECT_EQ(files::write_prepared(p, text.data(), text.size()), EEXIST);
+  EXPECT_EQ(read_all(victim), "precious");
+  EXPECT_FALSE(fs::exists(fs::symlink_status(dir.file("crash.json"))));
+  EXPECT_THROW(h5::create_file(p.temp, /*exclusive=*/true), h5::Error);
+  EXPECT_EQ(read_all(victim), "precious");
+  // and with a free name the same prepared output is written and renamed into place
+  p.temp = files::temporary_name(p.target.path);
+  EXPECT_EQ(files::write_prepared(p, text.data(), text.size()), 0);
+  EXPECT_EQ(read_all(dir.file("crash.json")), text);
 }
 
 TEST(Gate, FailsWhenAFaultyTraceIsNotPinpointed) {
