@@ -151,7 +151,7 @@ struct TensorReport {
   std::string shape;               // "[2, 8, 12] f16" (of the reference)
   std::vector<std::string> axes;   // names of the logical index axes
   DType dtype = DType::f32;
-  bool zero_ref = false;           // reference all zero (allowed): got must be all zero too
+  bool zero_ref = false;           // reference all zero (allowed, or got identical): got must be all zero too
   bool measured = false;           // metrics below were computed (not for shape/dtype/non-finite)
   int64_t elements = 0, mismatched = 0;
   double max_abs = 0, max_rel = 0, max_ulp = 0, nrmse = 0;
@@ -199,8 +199,10 @@ bool scan_lanes_available();  // the CPU has AVX2
 // Compare one tensor. NaN/Inf in either side fails first, naming the element, unless both sides
 // hold the same non-finite value there (the same infinity, or NaN and NaN: an FP16 overflow the
 // contract allows, reproduced), which is matched and left out of every metric; a reference that
-// is all zero or non-finite is itself a failure (nothing passes vacuously) unless allow_zero_ref
-// (legitimately zero tensors: fresh state, zero checkpoints): then got must be all zero as well.
+// is all zero or non-finite is itself a failure (nothing passes vacuously: a tolerance would
+// accept small garbage against it) unless got is bit for bit identical (no tolerance is used: an
+// agreement in every class) or allow_zero_ref (legitimately zero tensors: fresh state, zero
+// checkpoints): then got must be all zero as well.
 // Different dtype or shape fails before anything else.
 // condition (optional, f32): the model side's condition of each element (see Tolerance::cond),
 // in the tensor's shape, or per column ([nv][vd] for a tensor [nv][kd][vd]: every row of a column
@@ -253,7 +255,8 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
 // FP32 h-like field may descend from FP16 storage, so it is judged as such; in f32 mode none does.
 FieldLineage assumed_lineage(HMode mode);
 // Outputs of every layer as [rows][nv][vd] under `output`, or `output_f16` when the step read
-// state that descends from FP16 storage (fp16_lineage); an all-zero reference fails.
+// state that descends from FP16 storage (fp16_lineage); an all-zero reference fails unless the
+// model certifies it with its condition or got is bit for bit identical (compare_tensor).
 StateReport compare_outputs(const ModelSpec& spec, const StepOutputs& ref, const StepOutputs& got,
                             const Tolerances& tol, const Where& base,
                             Strictness strictness = Strictness::classes, bool fp16_lineage = false);

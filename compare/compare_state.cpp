@@ -272,8 +272,8 @@ void compare_output(StateReport& rep, const std::string& tensor, const std::vect
   w.layer = int(l);
   w.tensor = tensor;
   ++rep.tensors;
-  // An all-zero reference output fails (nothing passes vacuously) unless the model certifies it
-  // with its condition: an all-zero condition (state and values exactly zero: silu of a large
+  // An all-zero reference output fails (nothing passes vacuously) unless got is bit for bit
+  // identical (compare_tensor: no tolerance is used) or the model certifies it with its condition: an all-zero condition (state and values exactly zero: silu of a large
   // negative input underflows to 0; a norm over an infinite element scales the finite ones to 0),
   // nothing an implementation could round, or a condition C with u C below FP32's normal range
   // (C bounds the value's own magnitude too, so the value lives at the bottom of FP32's range,

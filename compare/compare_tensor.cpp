@@ -104,8 +104,10 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   // every element: below, the scan for unmatched non-finite values and the elementwise loop are
   // skipped; what they would add (ref^2 in the same order, the condition's squares, one histogram
   // count per element; every maximum, count and worst list stays 0) is added directly.
-  const bool identical = g_identical_fast_path && ref.bytes() == got.bytes() &&
-                         std::memcmp(ref.raw(), got.raw(), ref.bytes()) == 0;
+  // same_bits decides verdicts (below: an all-zero reference); identical only takes the shortcut
+  // (off under detail::set_identical_fast_path(false), which must give the same report)
+  const bool same_bits = ref.bytes() == got.bytes() && std::memcmp(ref.raw(), got.raw(), ref.bytes()) == 0;
+  const bool identical = g_identical_fast_path && same_bits;
   const bool f16 = ref.dtype() == DType::f16;
   const bool non_finite = scan::any_non_finite_in(ref, got);
   std::vector<bool> matched_nf;
@@ -156,7 +158,11 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     r.measured = true;
     return r;
   }
-  if (ref_zero && !allow_zero_ref)
+  // An all-zero reference is refused (nothing passes vacuously) because a tolerance would let it
+  // accept whatever small values got holds: atol admits a got that was never computed against a
+  // reference that was never written. Bit-identical sides use no tolerance: an agreement in every
+  // class (the legitimately zero output of an exact arm, docs/tolerances.md "All-zero references").
+  if (ref_zero && !allow_zero_ref && !same_bits)
     return fail(where.ref_side + (finite_n ? " is all zero: nothing would be checked"
                                            : " has no finite element: nothing would be checked"));
   r.zero_ref = ref_zero;

@@ -316,14 +316,39 @@ TEST(compare_tensor, one_wrong_element_in_a_million) {
   EXPECT_EQ(total, r.elements);
 }
 
+// An all-zero reference is refused where a tolerance could accept small garbage against it; got
+// bit for bit identical uses no tolerance and is an agreement in every class. Found by `ssmcheck
+// fuzz --seed 3 --cases 3000`, case 2955: `check --preset mamba-odd-c --h-mode f16-pool --slots 2
+// --capacity 0,0 --conv-capacity 0 --snapshots 2 --seed 937742473 --decay 1 --value-scale 2000
+// --ops "alloc; prefill 1"` against the alternate path (class exact): layer 3's output all zero
+// on both sides, bit for bit, was refused as "nothing would be checked".
 TEST(compare_tensor, all_zero_reference) {
   const Tensor zero = Tensor::zeros(DType::f32, {2, 3, 4});
   const Tolerances tol = Tolerances::defaults();
-  for (TolClass c : {TolClass::exact, TolClass::fp32_state, TolClass::output}) {
-    const TensorReport r = compare_tensor(zero, zero, c, tol, where_h());
-    EXPECT_FALSE(r.pass) << "an all-zero reference must not pass vacuously (" << to_string(c) << ")";
-    EXPECT_NE(r.failure.find("all zero"), std::string::npos) << r.failure;
+  for (TolClass c : {TolClass::exact, TolClass::fp32_state, TolClass::output, TolClass::output_f16}) {
+    const TensorReport same = compare_tensor(zero, zero, c, tol, where_h());
+    EXPECT_TRUE(same.pass) << "identical bits are an agreement (" << to_string(c) << "): " << same.text();
+    EXPECT_TRUE(same.zero_ref);
+    EXPECT_EQ(same.error_ratio, 0.0);
+    // ...with the elementwise loop too (the shortcut for identical sides is not what decides)
+    detail::set_identical_fast_path(false);
+    EXPECT_TRUE(compare_tensor(zero, zero, c, tol, where_h()).pass) << to_string(c);
+    detail::set_identical_fast_path(true);
   }
+  // The protection kept: got not identical to an all-zero reference, even within atol (or a zero
+  // of the other sign), is refused in every tolerance class: the tolerance would pass it vacuously.
+  for (TolClass c : {TolClass::fp32_state, TolClass::output, TolClass::output_f16}) {
+    for (const float v : {1e-9f, -0.0f}) {
+      Tensor near = zero;
+      near.f32()[7] = v;
+      const TensorReport r = compare_tensor(zero, near, c, tol, where_h());
+      EXPECT_FALSE(r.pass) << "an all-zero reference must not pass vacuously (" << to_string(c) << ", got " << v << ")";
+      EXPECT_NE(r.failure.find("is all zero: nothing would be checked"), std::string::npos) << r.failure;
+    }
+  }
+  Tensor one = zero;
+  one.f32()[7] = 1e-9f;
+  EXPECT_FALSE(compare_tensor(zero, one, TolClass::exact, tol, where_h()).pass);
   // Legitimately zero (fresh state): passes only against zeros.
   EXPECT_TRUE(compare_tensor(zero, zero, TolClass::fp32_state, tol, where_h(), true).pass);
   Tensor tiny = zero;
@@ -333,8 +358,11 @@ TEST(compare_tensor, all_zero_reference) {
   EXPECT_EQ(r.mismatched, 1);
   EXPECT_EQ(r.worst.at(0).index, (std::vector<int64_t>{0, 1, 3}));
   const Tensor zero16 = Tensor::zeros(DType::f16, {2, 3, 4});
-  EXPECT_FALSE(compare_tensor(zero16, zero16, TolClass::fp16_state, tol, where_h()).pass);
+  EXPECT_TRUE(compare_tensor(zero16, zero16, TolClass::fp16_state, tol, where_h()).pass);
   EXPECT_TRUE(compare_tensor(zero16, zero16, TolClass::fp16_state, tol, where_h(), true).pass);
+  Tensor sub16 = zero16;
+  sub16.f16()[3] = 0x0001;  // the smallest subnormal: 1 ULP, within max_ulp, still refused
+  EXPECT_FALSE(compare_tensor(zero16, sub16, TolClass::fp16_state, tol, where_h()).pass);
 }
 
 TEST(compare_tensor, elementwise_bound_edges_and_smallest_passing) {
