@@ -158,6 +158,9 @@ struct TensorReport {
   double max_ulp_scaled = 0;       // fp16_state: the judged ULP count (see TolClass)
   bool conditioned = false;        // a condition tensor widened the output limits (Tolerance::cond)
   int64_t non_finite_matched = 0;  // elements where both sides hold the same inf (or both NaN): matched
+  // FP16 elements inf on one side and the same-signed 65504 on the other, in a class that admits one
+  // FP16 step at 65504: a rounding across the overflow threshold 65520, matched (docs/tolerances.md)
+  int64_t overflow_boundary = 0;
   double max_cond_ratio = 0;       // max |d| / (u * C): the cond that alone would cover every element
   double nrmse_allowed = 0;        // max_nrmse plus the condition's share (what nrmse was judged against)
   std::vector<Element> worst;      // worst few, largest error first
@@ -198,7 +201,9 @@ bool scan_lanes_available();  // the CPU has AVX2
 
 // Compare one tensor. NaN/Inf in either side fails first, naming the element, unless both sides
 // hold the same non-finite value there (the same infinity, or NaN and NaN: an FP16 overflow the
-// contract allows, reproduced), which is matched and left out of every metric; a reference that
+// contract allows, reproduced), or (FP16 tensors whose class admits one FP16 step at 65504) inf
+// on one side and the same-signed 65504 on the other (FP16's overflow boundary: pre-store values
+// one FP32 rounding apart across 65520); both are matched and left out of every metric; a reference that
 // is all zero or non-finite is itself a failure (nothing passes vacuously: a tolerance would
 // accept small garbage against it) unless got is bit for bit identical (no tolerance is used: an
 // agreement in every class) or allow_zero_ref (legitimately zero tensors: fresh state, zero

@@ -45,6 +45,33 @@ bool same_non_finite(const Tensor& a, const Tensor& b, int64_t i) {
   return std::isinf(x) && std::isinf(y) && (x > 0) == (y > 0);
 }
 
+// FP16's overflow boundary (docs/tolerances.md "FP16's overflow boundary"): round to nearest even
+// sends |x| >= 65520, the midpoint between 65504 (the largest finite value) and 2^16, to inf, so
+// two pre-store values one FP32 rounding apart (65520.004 and 65519.996) store as inf and 65504.
+// The pair: inf on one side, 65504 of the same sign on the other.
+bool overflow_boundary_pair(uint16_t a, uint16_t b) {
+  constexpr uint16_t kMaxFinite = 0x7bff, kInf = 0x7c00, kSign = 0x8000, kMagnitude = 0x7fff;
+  if ((a & kSign) != (b & kSign)) return false;
+  const uint16_t ma = a & kMagnitude, mb = b & kMagnitude;
+  return (ma == kInf && mb == kMaxFinite) || (ma == kMaxFinite && mb == kInf);
+}
+
+// Stored, the pair is one FP16 step at 65504: 2^16 - 65504 = 32 = half_ulp_at(65504), one FP16 ULP
+// (the inf counted as the 2^16 that rounding produced before the format ran out of exponent).
+// Whether the class's elementwise limit at 65504 admits that step: fp16-state by max_ulp (>= 1) or
+// its atol + rtol |ref|; the FP32-judged classes by atol + rtol |ref| (with no condition: the
+// judge has none for the pre-store value); exact never.
+constexpr double kBoundaryRef = 65504.0, kBoundaryStep = 32.0;
+double boundary_step_ratio(TolClass cls, const Tolerance& t) {  // the step over its limit: <= 1 admits
+  const double bound = t.atol + t.rtol * kBoundaryRef;
+  switch (cls) {
+    case TolClass::exact: return kInf;
+    case TolClass::fp16_state: return std::min(scan::over(kBoundaryStep / half_ulp_at(kBoundaryRef), t.max_ulp),
+                                               scan::over(kBoundaryStep, bound));
+    default: return scan::over(kBoundaryStep, bound);
+  }
+}
+
 bool finite_at(const Tensor& t, int64_t i) {
   return t.dtype() == DType::f16 ? half_is_finite(t.f16()[size_t(i)]) : std::isfinite(t.f32()[size_t(i)]);
 }
@@ -110,13 +137,20 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   const bool identical = g_identical_fast_path && same_bits;
   const bool f16 = ref.dtype() == DType::f16;
   const bool non_finite = scan::any_non_finite_in(ref, got);
+  // an FP16 tensor whose class admits one FP16 step at 65504 matches FP16's overflow boundary pair
+  const double boundary_ratio = f16 ? boundary_step_ratio(cls, r.tol) : kInf;
+  const bool boundary_admitted = boundary_ratio <= 1.0;
   std::vector<bool> matched_nf;
-  for (int64_t i = 0; i < (non_finite ? ref.size() : 0); ++i)
-    if (!finite_at(ref, i) && (identical || same_non_finite(ref, got, i))) {
-      if (matched_nf.empty()) matched_nf.assign(size_t(ref.size()), false);
-      matched_nf[size_t(i)] = true;
-      ++r.non_finite_matched;
-    }
+  auto match = [&](int64_t i, int64_t& count) {
+    if (matched_nf.empty()) matched_nf.assign(size_t(ref.size()), false);
+    matched_nf[size_t(i)] = true;
+    ++count;
+  };
+  for (int64_t i = 0; i < (non_finite ? ref.size() : 0); ++i) {
+    if (!finite_at(ref, i) && (identical || same_non_finite(ref, got, i))) match(i, r.non_finite_matched);
+    else if (boundary_admitted && overflow_boundary_pair(ref.f16()[size_t(i)], got.f16()[size_t(i)]))
+      match(i, r.overflow_boundary);
+  }
   auto is_matched = [&](int64_t i) { return !matched_nf.empty() && matched_nf[size_t(i)]; };
   for (const Tensor* side : {&ref, &got}) {
     if (identical || !non_finite) break;
@@ -154,8 +188,9 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   const double ref_rms = finite_n ? std::sqrt(ref_sq / double(finite_n)) : 0.0;
   // Every element non-finite and the same on both sides (a step on overflowed state gives NaN
   // everywhere): positions and values were compared, and they agree.
-  if (finite_n == 0 && r.non_finite_matched == ref.size()) {
+  if (finite_n == 0 && r.non_finite_matched + r.overflow_boundary == ref.size()) {
     r.measured = true;
+    if (r.overflow_boundary > 0) r.error_ratio = boundary_ratio;
     return r;
   }
   // An all-zero reference is refused (nothing passes vacuously) because a tolerance would let it
@@ -204,6 +239,12 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
     e.ref_bits = bits_of(ref, i);
     e.got_bits = bits_of(got, i);
     r.worst.push_back(e);
+  }
+
+  if (r.overflow_boundary > 0) {  // matched, one FP16 step apart: what it costs against the limit
+    r.error_ratio = std::max(r.error_ratio, boundary_ratio);
+    if (cls == TolClass::fp16_state && kBoundaryStep > t.atol + t.rtol * kBoundaryRef)
+      need_ulp = std::max(need_ulp, kBoundaryStep / half_ulp_at(kBoundaryRef));
   }
 
   r.measured = true;

@@ -59,6 +59,10 @@ std::string TensorReport::text() const {
   std::string s = fmt::format("{} {} | {} | class {} ({})\n", pass ? "PASS" : "FAIL", where.text(),
                               shape.empty() ? "-" : shape, to_string(cls), limits_text(cls, tol, conditioned));
   if (!failure.empty()) s += "  reason: " + failure + "\n";
+  if (overflow_boundary > 0)
+    s += fmt::format("  FP16 overflow boundary: {} element{} inf on one side, the same-signed 65504 on the other "
+                     "(a rounding across 65520; matched, one FP16 step)\n",
+                     overflow_boundary, overflow_boundary > 1 ? "s" : "");
   if (measured) {
     s += fmt::format("  mismatched {} / {} ({:.4g}%); max abs {}, max rel {}, max ulp {:.0f}{}, nrmse {}\n", mismatched,
                      elements, elements ? 100.0 * double(mismatched) / double(elements) : 0.0, g(max_abs), g(max_rel),
@@ -124,6 +128,7 @@ nlohmann::json TensorReport::json() const {
                  {"max_nrmse", num(tol.max_nrmse)}, {"cond", num(tol.cond)}};
   j["conditioned"] = conditioned;
   j["non_finite_matched"] = non_finite_matched;
+  j["overflow_boundary"] = overflow_boundary;
   if (conditioned) {
     j["max_cond_ratio"] = num(max_cond_ratio);
     j["nrmse_allowed"] = num(nrmse_allowed);

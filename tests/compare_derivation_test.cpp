@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "compare/compare.h"
+#include "core/half.h"
 #include "fixtures/generators.h"
 #include "reference/gdn_math.h"
 
@@ -418,6 +419,48 @@ TEST(compare_derivation, erased_memory_passes_with_the_state_condition_and_a_sta
   std::printf("a state bias of 1 ULP per row fails at row %d (at row %d under the fixed limits alone)\n", failed_at,
               failed_plain_at);
   EXPECT_GE(failed_at, 0) << "a bias of one ULP per row in the state passed 1024 rows under the conditioned limits";
+}
+
+// FP16's overflow boundary (docs/tolerances.md), the measurement: `fuzz --backend cuda --preset
+// mamba-wide --seed 1`, case 218, stored one FP16 h element as inf in the reference, whose FP32
+// pre-store value was 65520.004, and as 65504 on CUDA. The numbers the judge's rule rests on:
+TEST(compare_derivation, fp16_overflow_boundary_is_one_fp32_rounding_and_one_fp16_step) {
+  const float threshold = 65520.0f;  // the midpoint between 65504 and 2^16: ties to even 2^16, inf
+  const float above = std::nextafter(threshold, INFINITY), below = std::nextafter(threshold, 0.0f);
+  // FP32 spacing in [2^15, 2^16) is 2^-8; one FP32 rounding moves a value by at most half of it,
+  // 2^-9, within the textbook bound u |x| = 2^-24 65520 = 0.0039 (just under 2^-8); every FP32
+  // operation before the store rounds once
+  EXPECT_EQ(double(above) - double(threshold), std::ldexp(1.0, -8));
+  EXPECT_EQ(double(threshold) - double(below), std::ldexp(1.0, -8));
+  EXPECT_GE(kUnitRoundoffF32 * 65520.0, std::ldexp(1.0, -9));
+  EXPECT_LT(kUnitRoundoffF32 * 65520.0, std::ldexp(1.0, -8));
+  EXPECT_NEAR(above, 65520.004f, 1e-3f);  // the reference's pre-store value in case 218
+  // round to nearest even (the converter, --f16-store inf) puts the threshold itself and the
+  // value one FP32 step above it at inf, one FP32 step below at 65504: values one FP32 spacing
+  // apart (two roundings of one exact value near 65520) can store on both sides
+  EXPECT_EQ(float_to_half_rne(threshold), 0x7c00);
+  EXPECT_EQ(float_to_half_rne(above), 0x7c00);
+  EXPECT_EQ(float_to_half_rne(below), 0x7bff);
+  // the saturating kernel store (--f16-store saturate) stores 65504 for both: no straddle there
+  EXPECT_EQ(store_half_clamped(above), 0x7bff);
+  EXPECT_EQ(store_half_clamped(below), 0x7bff);
+  // stored, the straddle is one FP16 step: 2^16 (what rounding produced before the format ran
+  // out of exponent) minus 65504 is 32, one FP16 ULP at 65504; the pre-store difference is
+  // 2^-8 / 32 = 1.2e-4 of it. fp16-state's limit at 65504 (max_ulp 64 ULPs there) admits the
+  // step with room; exact admits no step
+  EXPECT_EQ(65536.0 - 65504.0, half_ulp_at(65504.0));
+  const Tolerances d = Tolerances::defaults();
+  EXPECT_GE(d.fp16_state.max_ulp, 1.0);
+  Tensor ref = Tensor::zeros(DType::f16, {1, 1, 2}), got = ref;
+  ref.f16()[0] = got.f16()[0] = float_to_half_rne(1.0f);
+  ref.f16()[1] = float_to_half_rne(above);
+  got.f16()[1] = float_to_half_rne(below);
+  Where w;
+  w.tensor = "h";
+  const TensorReport r = compare_tensor(ref, got, TolClass::fp16_state, d, w);
+  EXPECT_TRUE(r.pass) << r.text();
+  EXPECT_EQ(r.overflow_boundary, 1);
+  EXPECT_FALSE(compare_tensor(ref, got, TolClass::exact, d, w).pass);
 }
 
 }  // namespace

@@ -267,7 +267,7 @@ TEST(compare_tensor, the_same_inf_on_both_sides_is_matched_a_different_one_is_no
   r = compare_tensor(ref, got, TolClass::fp16_state, Tolerances::defaults(), where_h());
   EXPECT_FALSE(r.pass);
   EXPECT_NE(r.failure.find("non-finite"), std::string::npos) << r.failure;
-  got.f16()[5] = 0x7bff;  // 65504: finite where the reference overflowed
+  got.f16()[5] = 0x7bfe;  // 65472: finite where the reference overflowed, below the boundary pair
   r = compare_tensor(ref, got, TolClass::fp16_state, Tolerances::defaults(), where_h());
   EXPECT_FALSE(r.pass);
   EXPECT_NE(r.failure.find("in ref without the same value"), std::string::npos) << r.failure;
@@ -285,6 +285,65 @@ TEST(compare_tensor, the_same_inf_on_both_sides_is_matched_a_different_one_is_no
   EXPECT_FALSE(compare_tensor(all, one, TolClass::exact, Tolerances::defaults(), where_h()).pass);
   og.f32()[4] *= 1.5f;
   EXPECT_FALSE(compare_tensor(o, og, TolClass::output, Tolerances::defaults(), where_h()).pass);
+}
+
+// FP16's overflow boundary: round to nearest even sends 65520 (the midpoint between 65504 and 2^16)
+// and above to inf, so pre-store values one FP32 rounding apart can store as inf and 65504. Found
+// by `ssmcheck fuzz --backend cuda --preset mamba-wide --seed 1`, case 218: one FP16 h element inf
+// in the reference (pre-store 65520.004 = 65520 + 2^-8) and 65504 on CUDA. In fp16-state the pair
+// (either side inf, the same sign) is one FP16 step, which the class admits: matched. Nothing else
+// is: the other sign, any other finite value, a class that does not admit one step (exact), an
+// FP32 tensor.
+TEST(compare_tensor, fp16_overflow_boundary_pair_is_one_step) {
+  const uint64_t seed = 17;
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Tolerances tol = Tolerances::defaults();
+  Tensor ref = random_f16({2, 4, 4}, seed);
+  ref.f16()[5] = 0x7c00;   // +inf: the reference's pre-store value was at or past 65520
+  ref.f16()[9] = 0xfc00;   // -inf
+  Tensor got = ref;
+  got.f16()[5] = 0x7bff;   // +65504: got's pre-store value just below 65520
+  got.f16()[9] = 0xfbff;   // -65504
+  TensorReport r = compare_tensor(ref, got, TolClass::fp16_state, tol, where_h());
+  EXPECT_TRUE(r.pass) << r.text();
+  EXPECT_EQ(r.overflow_boundary, 2);
+  EXPECT_EQ(r.non_finite_matched, 0);
+  EXPECT_TRUE(r.measured);
+  EXPECT_DOUBLE_EQ(r.error_ratio, 1.0 / tol.fp16_state.max_ulp);  // one FP16 ULP against max_ulp
+  EXPECT_EQ(r.json().at("overflow_boundary"), 2);
+  // the other way round: the reference below the threshold, got across it
+  r = compare_tensor(got, ref, TolClass::fp16_state, tol, where_h());
+  EXPECT_TRUE(r.pass) << r.text();
+  EXPECT_EQ(r.overflow_boundary, 2);
+  // the rest of the tensor is still judged
+  Tensor off = got;
+  off.f16()[0] = uint16_t(off.f16()[0] ^ 0x0200);
+  EXPECT_FALSE(compare_tensor(ref, off, TolClass::fp16_state, tol, where_h()).pass);
+
+  // the protection kept
+  auto fails = [&](uint16_t ref_bits, uint16_t got_bits, TolClass cls, const Tolerances& t, const char* what) {
+    Tensor a = random_f16({2, 4, 4}, seed), b = a;
+    a.f16()[5] = ref_bits;
+    b.f16()[5] = got_bits;
+    const TensorReport x = compare_tensor(a, b, cls, t, where_h());
+    EXPECT_FALSE(x.pass) << what << "\n" << x.text();
+    EXPECT_NE(x.failure.find("non-finite"), std::string::npos) << what << ": " << x.failure;
+    EXPECT_EQ(x.overflow_boundary, 0) << what;
+  };
+  fails(0x7c00, 0xfbff, TolClass::fp16_state, tol, "+inf vs -65504");
+  fails(0xfc00, 0x7bff, TolClass::fp16_state, tol, "-inf vs +65504");
+  fails(0x7c00, 0x7bfe, TolClass::fp16_state, tol, "+inf vs 65472 (one ULP below 65504)");
+  fails(0x7c00, 0x3c00, TolClass::fp16_state, tol, "+inf vs 1");
+  fails(0x7bff, 0x7e00, TolClass::fp16_state, tol, "65504 vs NaN");
+  fails(0x7c00, 0x7bff, TolClass::exact, tol, "exact admits no step");
+  Tolerances tight = tol;
+  tight.fp16_state.max_ulp = 0.5;  // less than the one step (atol, rtol 0)
+  fails(0x7c00, 0x7bff, TolClass::fp16_state, tight, "a class that does not admit one FP16 step");
+  // FP32 data (a widened field judged as FP16 lineage): the pair is an FP16 field's only
+  Tensor f = random_f32({2, 4, 4}, seed), fg = f;
+  f.f32()[5] = std::numeric_limits<float>::infinity();
+  fg.f32()[5] = 65504.0f;
+  EXPECT_FALSE(compare_tensor(f, fg, TolClass::fp16_state, tol, where_h()).pass);
 }
 
 TEST(compare_tensor, one_wrong_element_in_a_million) {
