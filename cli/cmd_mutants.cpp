@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "core/child_process.h"
 #include "cli/commands.h"
@@ -206,8 +208,15 @@ int run_mutants(const MutantsFlags& f) {
       if (a.name == b) return true;
     return false;
   };
-  const fs::path dir = f.logs.empty() ? fs::temp_directory_path() / fmt::format("ssmcheck-mutants-{}", getpid())
-                                      : fs::path(f.logs);
+  fs::path dir(f.logs);
+  if (f.logs.empty()) {
+    // a fresh private directory (mkdtemp), never a predictable name in /tmp: one made there
+    // beforehand by someone else, with symlinks at the log names, would have them followed
+    std::string made = (fs::temp_directory_path() / "ssmcheck-mutants-XXXXXX").string();
+    if (!mkdtemp(made.data()))
+      throw std::runtime_error(std::string("cannot create a directory for the logs: ") + std::strerror(errno));
+    dir = made;
+  }
   prepare_output_dir(dir.string(), "--logs");
   fmt::print("ssmcheck mutants: {} (seed {}, {} cases per campaign), logs in {}\n", binary.string(), f.seed, f.cases,
              dir.string());

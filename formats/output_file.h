@@ -1,5 +1,5 @@
-// Outputs never clobber: the one rule by which every file ssmcheck writes (verdicts, reports,
-// dumps, traces, a campaign's failing case) reaches its path. Users: cli/output_path.cpp,
+// Outputs never clobber: the one rule by which every output file ssmcheck writes whole (verdicts,
+// reports, dumps, traces, a campaign's failing case) reaches its path. Users: cli/output_path.cpp,
 // cli/crash_verdict.cpp, formats/checked_file.h (HDF5), fuzz/campaign.cpp.
 //
 // A regular file, or a path where nothing is yet, is replaced atomically: the bytes go to a
