@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -85,6 +86,29 @@ struct Job {
   }
 };
 
+// SIGINT or SIGTERM while the processes run: the signal's number (the handler only sets it).
+volatile sig_atomic_t g_interrupted = 0;
+void on_interrupt(int sig) { g_interrupted = sig; }
+
+// Installs on_interrupt for SIGINT and SIGTERM while the processes run, and puts back what was there.
+struct CatchInterrupts {
+  struct sigaction old_int {}, old_term {};
+  CatchInterrupts() {
+    g_interrupted = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+  }
+  ~CatchInterrupts() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  }
+  CatchInterrupts(const CatchInterrupts&) = delete;
+  CatchInterrupts& operator=(const CatchInterrupts&) = delete;
+};
+
 // Stops the processes still running when the parent leaves early (an exception: a bad record).
 struct StopOnLeave {
   std::vector<Job>& jobs;
@@ -104,6 +128,9 @@ void wait_all(std::vector<Job>& jobs, int total, const std::function<void(const 
   int64_t reported = -1;
   double next_read = 0.2, next_report = 1.0;
   for (size_t running = jobs.size(); running > 0;) {
+    if (g_interrupted)  // StopOnLeave ends the processes, the caller removes their directory
+      throw fuzz::Interrupted(std::string("interrupted by ") + strsignal(g_interrupted) + ": the " +
+                        std::to_string(running) + " processes still running were stopped");
     for (Job& j : jobs)
       if (!j.ended && child_ended(j.pid, &j.status)) {
         j.ended = true;
@@ -181,6 +208,9 @@ std::vector<std::string> own_command_line() {
 fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, int jobs,
                                                const std::vector<std::string>& args, const fuzz::BackendEntry& be) {
   const auto start = std::chrono::steady_clock::now();
+  // no idle processes: at most one per case of this shard
+  const int cases_here = o.cases > o.shard ? (o.cases - o.shard + o.shards - 1) / o.shards : 0;
+  jobs = std::max(1, std::min(jobs, cases_here));
   std::string dir_template = (fs::temp_directory_path() / "ssmcheck-jobs-XXXXXX").string();
   if (!mkdtemp(dir_template.data())) throw std::runtime_error("cannot create a directory for the jobs' records");
   const fs::path dir = dir_template;
@@ -196,6 +226,7 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
   std::vector<std::string> env = environment_with("OMP_NUM_THREADS", omp_threads_per_job(jobs));
   env.push_back(std::string(kDieWithParentVariable) + "=" + std::to_string(::getpid()));
   std::vector<Job> procs(static_cast<size_t>(jobs));
+  const CatchInterrupts catch_interrupts;
   const StopOnLeave stop_on_leave{procs};
   for (int j = 0; j < jobs; ++j) {
     Job& p = procs[size_t(j)];
@@ -215,6 +246,12 @@ fuzz::CampaignResult run_campaign_in_processes(const fuzz::CampaignOptions& o, i
   const int total = o.cases > o.shard ? (o.cases - o.shard + o.shards - 1) / o.shards : 0;
   try {
     wait_all(procs, total, o.progress);
+  } catch (const fuzz::Interrupted&) {  // nothing is left behind: the processes stop, their directory goes
+    for (Job& j : procs)
+      if (!j.ended && j.pid > 0) j.stop();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    throw;
   } catch (const std::exception& e) {  // the records and logs stay for a look; the processes stop
     throw std::runtime_error(std::string("fuzz --jobs: ") + e.what() + " (the processes' records and logs: " +
                              dir.string() + ")");

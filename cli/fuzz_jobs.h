@@ -6,6 +6,7 @@
 // RapidCheck keeps its generation state in process-wide statics, so cases cannot run on threads
 // of one process; processes also keep each its own CUDA context.
 #pragma once
+#include <stdexcept>
 #include <string>
 #include <vector>
 

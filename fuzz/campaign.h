@@ -5,6 +5,7 @@
 // live sequence after every op. Failures shrink to a minimal op script that is printed and
 // dumped. Used by tests/property_test.cpp and `ssmcheck fuzz`.
 #pragma once
+#include <stdexcept>
 #include <functional>
 #include <optional>
 #include <string>
@@ -13,6 +14,13 @@
 #include "fuzz/lockstep.h"
 
 namespace ssm::fuzz {
+
+// SIGINT or SIGTERM reached a campaign run in processes (cli/fuzz_jobs.h): its processes were
+// stopped and their directory removed. Nothing goes on after it (the gate lets it through);
+// main() answers it with exit 2 and the message.
+struct Interrupted : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 struct CampaignOptions {
   uint64_t seed = 1;

@@ -114,6 +114,8 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
                                         : "passed");
     if (c.status == GateCase::Status::fail) c.details = r.summary();
     if (r.failed) c.shrunk_ops = r.script_length;
+  } catch (const fuzz::Interrupted&) {
+    throw;  // a gate that was told to stop stops
   } catch (const std::exception& e) {
     c.status = GateCase::Status::fail;
     c.message = first_line(e.what());

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/child_process.h"
 #include "tests/support/shell.h"
 
 namespace ssm {
@@ -204,6 +206,32 @@ TEST_F(Hosted, NoProcessOutlivesAKilledSsmcheck) {
     EXPECT_EQ(up, want) << "hosts running before the kill, --jobs " << jobs;
     ::kill(pid_t(pid), SIGKILL);
     EXPECT_EQ(processes_mentioning(plugin_), 0) << "--jobs " << jobs;
+  }
+}
+
+// SIGTERM or SIGINT to `fuzz --jobs 2`: its workers and their hosts are stopped, their temporary
+// directory removed, and ssmcheck says so with exit 2.
+TEST_F(Hosted, AnInterruptedCampaignStopsItsProcessesAndLeavesNothing) {
+  for (const std::string sig : {"TERM", "INT"}) {
+    const std::string tmp = dir_.file("tmp-" + sig), log = dir_.file("log-" + sig);
+    std::filesystem::create_directories(tmp);
+    const pid_t pid = start_child({SSMCHECK_BIN, "fuzz", "--cases", "50", "--jobs", "2", "--backend",
+                                   "plugin:" + plugin_ + ",fault=hang,at=decode"},
+                                  environment_with("TMPDIR", tmp), log);
+    bool jobs_dir = false;
+    for (int i = 0; i < 200 && !jobs_dir; ++i) {  // the workers are running
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      for (const auto& e : std::filesystem::directory_iterator(tmp))
+        jobs_dir = jobs_dir || e.path().filename().string().rfind("ssmcheck-jobs-", 0) == 0;
+    }
+    ASSERT_TRUE(jobs_dir) << "no ssmcheck-jobs-* directory in " << tmp;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::kill(pid, sig == "TERM" ? SIGTERM : SIGINT);
+    const int status = wait_child(pid, 20);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << sig << ": status " << status << "\n" << read(log);
+    EXPECT_NE(read(log).find("interrupted by"), std::string::npos) << read(log);
+    EXPECT_EQ(processes_mentioning(plugin_), 0) << sig;
+    EXPECT_TRUE(std::filesystem::is_empty(tmp)) << sig << ": something was left in " << tmp;
   }
 }
 

@@ -43,7 +43,7 @@ set_target_properties(ssmcheck_hostile_plugin PROPERTIES PREFIX lib CXX_VISIBILI
   VISIBILITY_INLINES_HIDDEN ON)
 ssmcheck_test(hosted_plugin_test LABEL cpu TIMEOUT 600
   SOURCES hosted_plugin_test.cpp
-  LIBS nlohmann_json::nlohmann_json)
+  LIBS ssmcheck_core nlohmann_json::nlohmann_json)
 target_compile_definitions(hosted_plugin_test PRIVATE
   SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
   SSMCHECK_HOSTILE_PLUGIN="$<TARGET_FILE:ssmcheck_hostile_plugin>")
