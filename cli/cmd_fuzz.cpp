@@ -156,8 +156,16 @@ int run_fuzz(const FuzzFlags& f) {
     if (!*out) throw std::invalid_argument("--case-records " + f.case_records + ": cannot be written");
     o.on_case = [out](const fuzz::CaseRecord& r) { *out << fuzz::to_json_line(r) << '\n' << std::flush; };
   }
-  const fuzz::CampaignResult r = f.jobs > 1 ? run_campaign_in_processes(o, f.jobs, own_command_line(), be)
-                                            : fuzz::run_campaign(o, be.model, be.under_test);
+  fuzz::CampaignResult r;
+  try {
+    r = f.jobs > 1 ? run_campaign_in_processes(o, f.jobs, own_command_line(), be)
+                   : fuzz::run_campaign(o, be.model, be.under_test);
+  } catch (const fuzz::Interrupted& e) {  // the verdict files say so; main() makes it exit 2
+    if (f.verdict.any())
+      f.verdict.write(one_case("ssmcheck fuzz", f.seed, suite, name, false, std::string("interrupted: ") + e.what(),
+                               e.what(), 0.0, -1));
+    throw;
+  }
   if (tty) fmt::print(stderr, "\n");
   fmt::print("{}", r.summary());
   if (f.verdict.any()) {  // one test case: the campaign

@@ -210,13 +210,14 @@ TEST_F(Hosted, NoProcessOutlivesAKilledSsmcheck) {
 }
 
 // SIGTERM or SIGINT to `fuzz --jobs 2`: its workers and their hosts are stopped, their temporary
-// directory removed, and ssmcheck says so with exit 2.
+// directory removed, and ssmcheck says so with exit 2 and in its verdict files.
 TEST_F(Hosted, AnInterruptedCampaignStopsItsProcessesAndLeavesNothing) {
   for (const std::string sig : {"TERM", "INT"}) {
     const std::string tmp = dir_.file("tmp-" + sig), log = dir_.file("log-" + sig);
     std::filesystem::create_directories(tmp);
+    const std::string json = dir_.file("verdict-" + sig + ".json"), junit = dir_.file("verdict-" + sig + ".xml");
     const pid_t pid = start_child({SSMCHECK_BIN, "fuzz", "--cases", "50", "--jobs", "2", "--backend",
-                                   "plugin:" + plugin_ + ",fault=hang,at=decode"},
+                                   "plugin:" + plugin_ + ",fault=hang,at=decode", "--json", json, "--junit", junit},
                                   environment_with("TMPDIR", tmp), log);
     bool jobs_dir = false;
     for (int i = 0; i < 200 && !jobs_dir; ++i) {  // the workers are running
@@ -230,6 +231,8 @@ TEST_F(Hosted, AnInterruptedCampaignStopsItsProcessesAndLeavesNothing) {
     const int status = wait_child(pid, 20);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << sig << ": status " << status << "\n" << read(log);
     EXPECT_NE(read(log).find("interrupted by"), std::string::npos) << read(log);
+    EXPECT_NE(read(json).find("interrupted: interrupted by"), std::string::npos) << read(json);
+    EXPECT_NE(read(junit).find("failures=\"1\""), std::string::npos) << read(junit);
     EXPECT_EQ(processes_mentioning(plugin_), 0) << sig;
     EXPECT_TRUE(std::filesystem::is_empty(tmp)) << sig << ": something was left in " << tmp;
   }
