@@ -166,7 +166,8 @@ const nlohmann::json& HostProcess::start() {
   }
   close_ends();
   ++generation_;
-  Reply r = call({{"call", "hello"}, {"abi", 1}}, {}, "start-up (loading " + launch_.label + ")");
+  timeout_s_ = call_timeout_s();  // read once per start, not on every call
+  Reply r = call({{"call", "hello"}, {"abi", 1}}, {}, [&] { return "start-up (loading " + launch_.label + ")"; });
   if (r.msg.value("status", -1) != 0) {
     const std::string why = r.msg.value("message", std::string("no message"));
     stop();
@@ -179,12 +180,14 @@ const nlohmann::json& HostProcess::start() {
 }
 
 HostProcess::Reply HostProcess::call(const nlohmann::json& request, const std::vector<wire::Arena::Piece>& arrays,
-                                     const std::string& what) {
-  if (!running()) throw HostDied(launch_.label + ": " + what + ": the host process is not running (" +
+                                     const std::function<std::string()>& what_fn) {
+  // what the call is, for messages only: built when one is needed, not on every call
+  auto what = [&] { return what_fn(); };
+  if (!running()) throw HostDied(launch_.label + ": " + what() + ": the host process is not running (" +
                                  (last_death_.empty() ? std::string("never started") : last_death_) + ")");
   struct stat st {};
   if (::fstat(log_, &st) == 0 && st.st_size > kLogKeep) (void)!::ftruncate(log_, 0);
-  const double timeout = call_timeout_s();
+  const double timeout = timeout_s_;
   try {
     if (use_bell_) {
       bell_.send(wire::Bell::kToHost, arena_, request, arrays);
@@ -193,7 +196,7 @@ HostProcess::Reply HostProcess::call(const nlohmann::json& request, const std::v
       wire::write_frame(channel_, request, at, arena_.size());
     }
   } catch (const wire::WireError&) {
-    died(what, "");
+    died(what(), "");
   }
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout));
   bool timed_out = false;
@@ -228,7 +231,7 @@ HostProcess::Reply HostProcess::call(const nlohmann::json& request, const std::v
     if (use_bell_) {
       bell_.receive(wire::Bell::kToClient, arena_, &f, check_alive);
     } else {
-      if (!wire::read_frame(channel_, &f, wait)) died(what, "");
+      if (!wire::read_frame(channel_, &f, wait)) died(what(), "");
       arena_.follow(f.arena_bytes);
     }
     Reply r;
@@ -240,15 +243,15 @@ HostProcess::Reply HostProcess::call(const nlohmann::json& request, const std::v
     return r;
   } catch (const wire::WireError& e) {
     if (timed_out)
-      died(what, "did not answer within " + std::to_string(int(std::ceil(timeout))) +
+      died(what(), "did not answer within " + std::to_string(int(std::ceil(timeout))) +
                      " s (--call-timeout) and was killed");
     if (pid_ < 0) {  // it ended while we waited: say how
       const std::string how = last_death_;
-      died(what, how + (how.rfind("exited", 0) == 0 ? " (the code under test ended its process: exit() or os._exit()?)" : ""));
+      died(what(), how + (how.rfind("exited", 0) == 0 ? " (the code under test ended its process: exit() or os._exit()?)" : ""));
     }
     // the channel closed or broke (a host that dies with a request unread resets it): name how
     // it ended, or, when it is still running, that it broke the wire
-    died(what, "", std::string("broke the wire (") + e.what() + ") and was killed");
+    died(what(), "", std::string("broke the wire (") + e.what() + ") and was killed");
   }
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -59,12 +60,13 @@ class HostProcess {
 
   // One call: the request with its arrays placed in the arena, then the reply (status included)
   // and its arrays, which stay valid until the next call. `what` names the call for messages
-  // ("decode(slots 0, 1)"). Throws HostDied when the host does not answer.
+  // ("decode(slots 0, 1)"), called only when one is needed. Throws HostDied when the host does not answer.
   struct Reply {
     nlohmann::json msg;
     std::vector<std::pair<const char*, uint64_t>> arrays;
   };
-  Reply call(const nlohmann::json& request, const std::vector<wire::Arena::Piece>& arrays, const std::string& what);
+  Reply call(const nlohmann::json& request, const std::vector<wire::Arena::Piece>& arrays,
+             const std::function<std::string()>& what);
 
   // Why the host last died ("" while it never did).
   const std::string& last_death() const { return last_death_; }
@@ -86,6 +88,7 @@ class HostProcess {
   bool use_bell_ = false;  // the host answered the hello with "bell": true
   nlohmann::json hello_;
   int generation_ = 0;
+  double timeout_s_ = kDefaultCallTimeout;  // call_timeout_s() at the last start
   std::string last_death_;
 };
 

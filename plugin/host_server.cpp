@@ -278,8 +278,12 @@ class Server {
     return status_of(rc, err);
   }
 
+  // the running call for the fatal-signal handler: its name and slot(s), not the whole request
+  // (this runs on every call)
   void mark(const json& req) {
-    std::snprintf(g_call, sizeof g_call, "%s", wire::dump(req).substr(0, sizeof g_call - 1).c_str());
+    const auto slot = req.find("slot");
+    std::snprintf(g_call, sizeof g_call, "%s(%s%s)", req.value("call", std::string("?")).c_str(),
+                  slot != req.end() ? "slot " : "", slot != req.end() ? slot->dump().c_str() : "");
   }
 
   json handle(const wire::Frame& f, std::vector<wire::Arena::Piece>* out) {

@@ -89,7 +89,7 @@ int exchange(Instance& I, json req, const std::vector<Piece>& arrays, ssmp_error
   try {
     if (!proc.running() || proc.generation() != I.generation)
       throw HostDied(what_of(req) + ": the host process of this instance is gone (" + proc.last_death() + ")");
-    *reply = proc.call(req, arrays, what_of(req));
+    *reply = proc.call(req, arrays, [&] { return what_of(req); });
     const int status = reply->msg.value("status", -1);
     if (status == SSMP_OK) return SSMP_OK;
     set_text(err->kind, sizeof err->kind, reply->msg.value("kind", ""));
