@@ -38,11 +38,11 @@ abandons the capture (PATH.partial/ stays, as after a crash).
 """
 import ctypes
 import math
-import os
 
 import numpy as np
 
-from .bridge import _numpy, find_ssmcheck
+from .bridge import _numpy
+from .locate import find_capture_library
 
 SSMC_HOST, SSMC_F32, SSMC_F16, SSMC_I32 = 0, 0, 1, 2
 MAX_TOKEN_ID = (1 << 24) - 1  # token ids are integers in 0..2^24-1 (exact in FP32)
@@ -74,16 +74,9 @@ class _PleDesc(ctypes.Structure):
 
 
 def _find_library(explicit):
-    cands = [explicit, os.environ.get("SSMCHECK_CAPTURE_LIB")]
-    try:
-        cands.append(os.path.join(os.path.dirname(os.path.realpath(find_ssmcheck())), "libssmcheck_capture.so"))
-    except FileNotFoundError:
-        pass
-    for c in cands:
-        if c and os.path.exists(c):
-            return c
-    raise FileNotFoundError("libssmcheck_capture.so not found: pass lib=PATH, set $SSMCHECK_CAPTURE_LIB, "
-                            "or put ssmcheck (built next to it) on PATH / in $SSMCHECK")
+    """libssmcheck_capture.so: lib=PATH, $SSMCHECK_CAPTURE_LIB, beside the ssmcheck executable or in
+    its prefix, the install prefix (locate.py has the order; its error names every place)."""
+    return find_capture_library(explicit)
 
 
 def _load(path):
