@@ -3,6 +3,7 @@
 set -euo pipefail
 pkgs=(cmake g++ make libeigen3-dev libhdf5-dev hdf5-tools libgtest-dev libgmock-dev
       librapidcheck-dev libcli11-dev libxxhash-dev nlohmann-json3-dev libfmt-dev python3-h5py python3-numpy ccache
+      python3-venv python3-setuptools python3-wheel   # ctest python_install: pip install ./python, offline
       clang libclang-rt-dev   # clang + libFuzzer: scripts/fuzz.sh
       chromium-headless-shell fonts-dejavu-core)  # the HTML report's browser test
 missing=()

@@ -30,9 +30,20 @@ if(TARGET ssmcheck_cuda_plugin)
 endif()
 
 # The Python bridge (python/ssmcheck, no compiled extension) with Debian's python3-numpy: a numpy
-# implementation as the system under test of fuzz and check, and the trace writer.
+# implementation as the system under test of fuzz and check, and the trace writer. The package of
+# this source tree, through PYTHONPATH (python_capture, trace.cmake, too).
 add_test(NAME python_bridge COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/python/tests/test_bridge.py)
 set_tests_properties(python_bridge PROPERTIES LABELS cpu TIMEOUT 600
+  ENVIRONMENT "SSMCHECK=$<TARGET_FILE:ssmcheck>;PYTHONPATH=${PROJECT_SOURCE_DIR}/python;PYTHONDONTWRITEBYTECODE=1")
+
+# The package as users install it: a fresh venv under this build tree takes `pip install
+# --no-build-isolation --no-index` of python/ (offline: Debian's setuptools, wheel and numpy through
+# --system-site-packages), and from another directory its python runs ssmcheck.run against this
+# build's ssmcheck (found on PATH) and finds the capture library; without either on PATH, both in
+# the install prefix; pyproject.toml's version is this project's VERSION. The venv is removed.
+add_test(NAME python_install
+         COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/python/tests/test_install.py ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(python_install PROPERTIES LABELS cpu TIMEOUT 120
   ENVIRONMENT "SSMCHECK=$<TARGET_FILE:ssmcheck>;PYTHONDONTWRITEBYTECODE=1")
 
 # Plug-ins in their host process: a plug-in that misbehaves in any call, at load, or in a campaign.
