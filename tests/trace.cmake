@@ -1,9 +1,11 @@
 # State traces (issue 6): the format (round trips, byte identity, crash safety, a catalogue of
 # bad files), replay of the golden and faulty fixtures, the Python example, record, the gate, and
 # the C ABI through nothing but capture/ssmcheck_capture.h. cpu label; trace_gpu_test: gpu.
+# Replay.PythonExampleTraceReplays runs python/examples/write_trace.py with this tree's package.
 ssmcheck_test(trace_test LABEL cpu TIMEOUT 900
   SOURCES trace_format_test.cpp trace_replay_test.cpp
-  LIBS ssmcheck_replay ssmcheck_compare ssmcheck_formats ssmcheck_reference ssmcheck_fixtures)
+  LIBS ssmcheck_replay ssmcheck_compare ssmcheck_formats ssmcheck_reference ssmcheck_fixtures
+  ENV "PYTHONPATH=${PROJECT_SOURCE_DIR}/python")
 target_compile_definitions(trace_test PRIVATE
   SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
   SSMCHECK_MUTANTS_BIN="$<TARGET_FILE:ssmcheck-mutants>"
@@ -35,7 +37,7 @@ add_dependencies(trace_capture_c ssmcheck)
 # misuse is refused naming op, entry, layer and field. Skipped (77) without python3-h5py.
 add_test(NAME python_capture COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/python/tests/test_capture.py)
 set_tests_properties(python_capture PROPERTIES LABELS cpu TIMEOUT 300 SKIP_RETURN_CODE 77
-  ENVIRONMENT "SSMCHECK=$<TARGET_FILE:ssmcheck>;PYTHONDONTWRITEBYTECODE=1")
+  ENVIRONMENT "SSMCHECK=$<TARGET_FILE:ssmcheck>;PYTHONPATH=${PROJECT_SOURCE_DIR}/python;PYTHONDONTWRITEBYTECODE=1")
 
 if(TARGET ssmcheck_cuda)
   ssmcheck_test(trace_gpu_test LABEL gpu TIMEOUT 900

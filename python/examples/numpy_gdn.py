@@ -5,9 +5,11 @@ FP16 state and store it clamped to +-65504, NaN -> -65504; prefill runs in FP32,
 rounded once by the converter; f16-pool prefills through the slot's FP32 staging blob). ssmcheck
 judges it against its reference under the tolerance classes.
 
-    /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck fuzz --h-mode f32 --cases 50
-    /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck check --h-mode f32 --ops 'alloc; prefill 3; verify 3; commit 1 3'
-    /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck fuzz --h-mode f16-pool --cases 50
+    PYTHONPATH=python /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck fuzz --h-mode f32 --cases 50
+    PYTHONPATH=python /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck check --h-mode f32 --ops 'alloc; prefill 3; verify 3; commit 1 3'
+    PYTHONPATH=python /usr/bin/python3 python/examples/numpy_gdn.py build/ssmcheck fuzz --h-mode f16-pool --cases 50
+
+(PYTHONPATH=python: the package of this tree; not needed once it is installed, pip install ./python.)
 
 It relies on ssmcheck's legality decisions (own_legality = False), so it never sees an illegal op
 and need not check any.
@@ -17,8 +19,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import ssmcheck  # noqa: E402
+import ssmcheck  # installed (pip install ./python) or on PYTHONPATH (docs/plugins.md, "Python")
 
 
 def silu(x):

@@ -4,16 +4,17 @@ campaigns draw the Mamba-2 and mixed presets. FP64 compute, FP32 or FP16 storage
 ssmcheck judges it against its reference under the tolerance classes. The math is
 docs/state-model.md "One token (Mamba-2 math)".
 
-    /usr/bin/python3 python/examples/numpy_mamba2.py build/ssmcheck fuzz --h-mode f32 --cases 50
-    /usr/bin/python3 python/examples/numpy_mamba2.py build/ssmcheck check --preset mamba-odd-a --h-mode f32 --ops 'alloc; prefill 3; verify 3; commit 1 3'
-"""
-import os
-import sys
+    PYTHONPATH=python /usr/bin/python3 python/examples/numpy_mamba2.py build/ssmcheck fuzz --h-mode f32 --cases 50
+    PYTHONPATH=python /usr/bin/python3 python/examples/numpy_mamba2.py build/ssmcheck check --preset mamba-odd-a --h-mode f32 --ops 'alloc; prefill 3; verify 3; commit 1 3'
 
+(PYTHONPATH=python: the package of this tree; not needed once it is installed, pip install ./python.)
+"""
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from numpy_gdn import NumpyGdn, conv_silu, main, silu, store  # noqa: E402
+# numpy_gdn.py is the example beside this one, not part of the package: run as a script, this
+# directory is sys.path[0] (and ssmcheck.run hands sys.path to the host process), so it imports
+# by name; a module importing this one puts python/examples on sys.path itself.
+from numpy_gdn import NumpyGdn, conv_silu, main, silu, store
 
 
 def mamba2_step(L, h, win, x, a, z, f16_store="saturate"):

@@ -2,20 +2,21 @@
 through alloc; prefill 3; checkpoint; decode; verify 3; commit 2 3; rollback 0, every op written
 with ssmcheck.TraceWriter (inputs, outputs, the sequence's full state after the op).
 
-    SSMCHECK=build/ssmcheck /usr/bin/python3 python/examples/write_trace.py /tmp/example.h5
+    SSMCHECK=build/ssmcheck PYTHONPATH=python /usr/bin/python3 python/examples/write_trace.py /tmp/example.h5
     build/ssmcheck replay /tmp/example.h5        # exit 0: the reference agrees
 
-The writer finds libssmcheck_capture.so next to $SSMCHECK (or takes $SSMCHECK_CAPTURE_LIB).
+(PYTHONPATH=python: the package of this tree; not needed once it is installed, pip install ./python.)
+The writer finds libssmcheck_capture.so beside the ssmcheck executable ($SSMCHECK, or on PATH),
+or takes $SSMCHECK_CAPTURE_LIB (python/ssmcheck/locate.py has every place it looks).
 """
-import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ssmcheck  # noqa: E402
-from numpy_gdn import NumpyGdn  # noqa: E402
+import ssmcheck  # installed (pip install ./python) or on PYTHONPATH (docs/plugins.md, "Python")
+# numpy_gdn.py is the example beside this one, not part of the package: run as a script, this
+# directory is sys.path[0], so it imports by name.
+from numpy_gdn import NumpyGdn
 
 NK, NV, KD, VD, DCONV, LAYERS, EPS = 1, 2, 8, 12, 4, 2, 1e-6
 OPS = ["alloc", "prefill 3", "checkpoint", "decode", "verify 3", "commit 2 3", "rollback 0"]

@@ -31,8 +31,10 @@ python3-numpy and python3-h5py:
   field, and a library older than ABI minor 3; token ids given as Python ints, int64 and floats
   are written as the same float32 ids.
 
-    SSMCHECK=build/ssmcheck /usr/bin/python3 python/tests/test_capture.py
-Exit 77 (skipped) without h5py.
+    SSMCHECK=build/ssmcheck PYTHONPATH=python /usr/bin/python3 python/tests/test_capture.py
+Exit 77 (skipped) without h5py. ctest python_capture runs it so; without PYTHONPATH the package must
+be installed (pip install ./python). The test_* functions are pytest tests too (no fixtures; each
+fails when one of its checks failed; skipped without h5py).
 """
 import math
 import os
@@ -42,18 +44,36 @@ import tempfile
 
 import numpy as np
 
+import ssmcheck  # the package: installed (pip install ./python) or on PYTHONPATH (ctest sets it)
+
 try:
     import h5py
 except ImportError:
-    print("skip: python3-h5py is not installed")
-    sys.exit(77)
+    h5py = None  # main() exits 77 (skipped), each pytest test skips
 
-here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, ".."))
-import ssmcheck  # noqa: E402
-
-SSMCHECK = os.environ["SSMCHECK"]
 failures = []
+_tests = []  # every @case, in the order of this file
+
+
+def ssmcheck_exe():
+    """$SSMCHECK, PATH or the install prefix (ssmcheck.locate), resolved when a test needs it."""
+    return ssmcheck.locate.find_ssmcheck()
+
+
+def case(f):
+    """A group of checks: a pytest test (no fixtures; its name is test_*) that fails when one of
+    its checks failed, and a step of main(), which reports them all."""
+    def test():
+        if h5py is None:
+            import pytest  # only pytest runs a test without main()'s exit 77
+            pytest.skip("python3-h5py is not installed")
+        before = len(failures)
+        with tempfile.TemporaryDirectory() as tmp:
+            f(tmp)
+        assert len(failures) == before, "; ".join(failures[before:])
+    test.__name__, test.__qualname__, test.__doc__, test.__module__ = f.__name__, f.__qualname__, f.__doc__, f.__module__
+    _tests.append(test)
+    return test
 
 # Provenance the writer sets itself (or the C ABI has no call for): not compared.
 PROVENANCE = {"producer", "backend", "build", "case", "description", "seed", "tool_version"}
@@ -209,7 +229,7 @@ def differences(a_path, b_path):
 
 
 def replay(path, *flags):
-    return subprocess.run([SSMCHECK, "replay", path] + list(flags), capture_output=True, text=True)
+    return subprocess.run([ssmcheck_exe(), "replay", path] + list(flags), capture_output=True, text=True)
 
 
 def tiny_mixed(w):
@@ -256,7 +276,8 @@ def misuse_helpers(tmp, prefix, build):
     return writer, in_op
 
 
-def misuse(tmp):
+@case
+def test_misuse(tmp):
     writer, in_op = misuse_helpers(tmp, "misuse", tiny_mixed)
 
     expect_error(ValueError, "op 1 'prefill 2' entry 0 layer 1: xBC [rows][conv_dim] has shape (2, 65), expected (2, 64)",
@@ -362,7 +383,8 @@ def ple_in(rows, tokens=None):
     return dict(ple_tokens=np.arange(rows) + 5 if tokens is None else tokens, ple_x=np.zeros((rows, PLE_C)))
 
 
-def misuse_ple(tmp):
+@case
+def test_misuse_ple(tmp):
     """The PLE carry's misuse, refused naming op, entry / seq, layer and field."""
     writer, in_op = misuse_helpers(tmp, "misuse_ple", tiny_ple)
 
@@ -504,7 +526,8 @@ def misuse_ple(tmp):
                  "a library older than ABI minor 3 is refused as soon as a carry is declared")
 
 
-def ple_token_ids(tmp):
+@case
+def test_ple_token_ids(tmp):
     """Token ids given as Python ints, int64 [T][1], a float 0-d array and uint8 are written as the
     same float32 ids [T][1]; the trace replays."""
     path = os.path.join(tmp, "ple_ids.h5")
@@ -549,7 +572,8 @@ PLE_KINDS = {"ple_w", "ple_tokens", "ple_x", "ple_layer", "ple_history", "ple_co
              "ple_conv_checkpoint", "ple_history_snapshots", "ple_conv_snapshots"}
 
 
-def dropped_op(tmp):
+@case
+def test_dropped_op(tmp):
     """An exception inside `with w.op(...)` drops that op (ABI minor 2: ssmc_drop_op): the engine
     goes on, the next ops are written, close() succeeds, and the trace replays with the ops around
     the dropped one."""
@@ -576,38 +600,48 @@ def dropped_op(tmp):
     check(r.returncode == 0, "the trace with the dropped op replays (rc %d): %s" % (r.returncode, r.stdout.strip().splitlines()[-1:]))
 
 
+@case
+def test_recordings_round_trip(tmp):
+    """Traces ssmcheck records from the reference, written again through TraceWriter, replay bit
+    for bit and round-trip exactly."""
+    for name, args, *opts in RECORDINGS:
+        src, dst = os.path.join(tmp, name + ".h5"), os.path.join(tmp, name + "_rewritten.h5")
+        rec = subprocess.run([ssmcheck_exe(), "record", "-o", src] + args, capture_output=True, text=True)
+        if rec.returncode != 0:
+            check(False, "%s: ssmcheck record failed (rc %d): %s" % (name, rec.returncode, rec.stderr[-1500:]))
+            continue
+        if name.startswith("ple"):  # the round trip below covers every PLE member, none vacuously
+            missing = PLE_KINDS - ple_members(src)
+            check(not missing, "%s: the recorded trace holds every kind of PLE dataset%s" % (
+                name, "" if not missing else " (missing: %s)" % ", ".join(sorted(missing))))
+        try:
+            rewrite(src, dst, **(opts[0] if opts else {}))
+        except Exception as e:  # noqa: BLE001
+            check(False, "%s: rewriting through TraceWriter raised %s: %s" % (name, type(e).__name__, e))
+            continue
+        r = replay(dst, "--bitwise")
+        check(r.returncode == 0 and "AGREE" in r.stdout,
+              "%s: the rewritten trace replays bit for bit (rc %d): %s" % (name, r.returncode, r.stdout.strip().splitlines()[-1:]))
+        if r.returncode != 0:
+            print(r.stdout[-3000:], r.stderr[-1500:])
+        diff = differences(src, dst)
+        check(not diff, "%s: model, pool, inputs, outputs, refusals and states round-trip exactly%s" % (
+            name, "" if not diff else ": " + "; ".join(diff[:5])))
+
+
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, args, *opts in RECORDINGS:
-            src, dst = os.path.join(tmp, name + ".h5"), os.path.join(tmp, name + "_rewritten.h5")
-            rec = subprocess.run([SSMCHECK, "record", "-o", src] + args, capture_output=True, text=True)
-            if rec.returncode != 0:
-                check(False, "%s: ssmcheck record failed (rc %d): %s" % (name, rec.returncode, rec.stderr[-1500:]))
-                continue
-            if name.startswith("ple"):  # the round trip below covers every PLE member, none vacuously
-                missing = PLE_KINDS - ple_members(src)
-                check(not missing, "%s: the recorded trace holds every kind of PLE dataset%s" % (
-                    name, "" if not missing else " (missing: %s)" % ", ".join(sorted(missing))))
-            try:
-                rewrite(src, dst, **(opts[0] if opts else {}))
-            except Exception as e:  # noqa: BLE001
-                check(False, "%s: rewriting through TraceWriter raised %s: %s" % (name, type(e).__name__, e))
-                continue
-            r = replay(dst, "--bitwise")
-            check(r.returncode == 0 and "AGREE" in r.stdout,
-                  "%s: the rewritten trace replays bit for bit (rc %d): %s" % (name, r.returncode, r.stdout.strip().splitlines()[-1:]))
-            if r.returncode != 0:
-                print(r.stdout[-3000:], r.stderr[-1500:])
-            diff = differences(src, dst)
-            check(not diff, "%s: model, pool, inputs, outputs, refusals and states round-trip exactly%s" % (
-                name, "" if not diff else ": " + "; ".join(diff[:5])))
-        misuse(tmp)
-        misuse_ple(tmp)
-        ple_token_ids(tmp)
-        dropped_op(tmp)
+    if h5py is None:
+        print("skip: python3-h5py is not installed")
+        sys.exit(77)
+    for t in sorted(_tests, key=lambda t: t.__name__ != "test_recordings_round_trip"):  # the round trips first, as before
+        try:
+            t()
+        except AssertionError:
+            pass  # its checks are in failures
     if failures:
         sys.exit("%d trace writer checks failed: %s" % (len(failures), "; ".join(failures)))
     print("all trace writer checks passed")
 
 
-main()
+if __name__ == "__main__":
+    main()
