@@ -43,9 +43,10 @@ contract's, or "inf": FP16 stores overflow to inf) and ``f16_rows`` ("stored", t
 "carried": with FP16 state the rows of one op carry it in FP32 and outputs read that).
 """
 import json
+import math
 import mmap
+import operator
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -53,6 +54,8 @@ import sys
 import traceback
 
 import numpy as np
+
+from . import locate
 
 SSMP_OK, SSMP_REFUSED, SSMP_ERROR = 0, 1, 2
 ABI_VERSION = 1
@@ -161,6 +164,14 @@ class State:
 _HEADER = struct.Struct("<QIIQ")  # json bytes, array count, 0, arena bytes
 _PAIR = struct.Struct("<QQ")      # offset, bytes
 _ALIGN = 64
+# A frame's bounds, so that a confused peer cannot make the host allocate without limit: the same
+# values as plugin/host_wire.h's wire::kMaxJson, kMaxArrays and kMaxArena (restated here: an
+# installed package has no header to read; python/tests/test_bridge.py checks they agree).
+MAX_JSON = 1 << 26      # kMaxJson: 64 MiB of JSON
+MAX_ARRAYS = 1 << 22    # kMaxArrays
+MAX_ARENA = 1 << 36     # kMaxArena: 64 GiB of arrays
+# Integers in a reply travel into C ints (plugin/ssmcheck_plugin.h: a slot, last_verify_k).
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 
 
 class _Channel:
@@ -194,7 +205,11 @@ class _Channel:
         head = self._read(_HEADER.size, eof_ok=True)
         if head is None:
             return None
-        n, count, _, arena = _HEADER.unpack(head)
+        n, count, zero, arena = _HEADER.unpack(head)
+        if n > MAX_JSON or count > MAX_ARRAYS or arena > MAX_ARENA or zero != 0:
+            raise ValueError("ssmcheck sent a malformed frame header: %d bytes of JSON (at most %d), %d arrays (at most "
+                             "%d), an arena of %d bytes (at most %d), reserved word %d (must be 0)"
+                             % (n, MAX_JSON, count, MAX_ARRAYS, arena, MAX_ARENA, zero))
         body = self._read(n + count * _PAIR.size)
         self._map(arena)
         blobs = []
@@ -233,6 +248,33 @@ def _numpy(x, dtype=None):
     return a.astype(dtype) if dtype is not None and a.dtype != dtype else a
 
 
+def _real(x, what, dtype=None):
+    """_numpy(x, dtype) for an array the class returned, refused (ValueError naming ``what``)
+    unless its dtype is real: floating or integer. A complex array would lose its imaginary part
+    in the cast, an object or bool array means something else went wrong."""
+    a = _numpy(x)
+    if a.dtype.kind not in "fiu":
+        raise ValueError("%s has dtype %s; expected real numbers (float32%s)"
+                         % (what, a.dtype, ", float16" if dtype is None else ""))
+    return a.astype(dtype) if dtype is not None and a.dtype != dtype else a
+
+
+def _int_reply(value, call, what):
+    """An integer the class returned, for a C int of the reply: refused (ValueError naming the
+    call and the value) if it is not an integer or does not fit, never truncated."""
+    try:
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError("a bool")
+        v = operator.index(value)  # int, numpy integers, an integer torch scalar
+    except TypeError:
+        if not (isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer()):
+            raise ValueError("%s returned %s %r (%s), expected an integer" % (call, what, value, type(value).__name__))
+        v = int(value)
+    if not INT_MIN <= v <= INT_MAX:
+        raise ValueError("%s returned %s %d, which does not fit the wire's 32-bit int (%d..%d)" % (call, what, v, INT_MIN, INT_MAX))
+    return v
+
+
 def _floats(blob, shape):
     return np.frombuffer(blob, dtype=np.float32).reshape(shape)
 
@@ -268,7 +310,7 @@ def _outputs(layers, outs, rows, what):
                 raise ValueError("%s: layer %d hosts a PLE carry: its output must be a pair (output, PLE output)" % (what, l))
             pairs = [(o[0], L.out_dim, "output"), (o[1], L.ple.channels, "PLE output")]
         for x, width, name in pairs:
-            a = _numpy(x, np.float32)
+            a = _real(x, "%s: %s of layer %d" % (what, name, l), np.float32)
             if a.size != rows * width:
                 raise ValueError("%s: %s of layer %d has shape %s, expected (%d, %d)" % (what, name, l, a.shape, rows, width))
             blobs.append(a)
@@ -283,7 +325,7 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
     js, blobs = [], []
 
     def h_like(x, l, name):
-        a = _numpy(x)
+        a = _real(x, "export_state: layer %d %s" % (l, name))
         if a.dtype not in (np.float32, np.float16):
             a = a.astype(np.float32)
         L = layers[l]
@@ -294,7 +336,7 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
         return a.dtype == np.float16
 
     def conv_like(x, l, name):
-        a = _numpy(x, np.float32)
+        a = _real(x, "export_state: layer %d %s" % (l, name), np.float32)
         L = layers[l]
         want = (L.conv_dim, L.d_conv - (1 if conv_window == "d_conv-1" else 0))
         if a.shape != want and not (a.ndim == 1 and a.size == want[0] * want[1]):
@@ -321,7 +363,7 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
         if P is not None:  # live, checkpoint, snapshots: each its history, then its conv
             def carry(c, name):
                 for x, shape, part in ((c[0], (P.history_len,), "history"), (c[1], (P.conv_rows, P.channels), "conv")):
-                    a = _numpy(x, np.float32)
+                    a = _real(x, "export_state: layer %d %s %s" % (l, name, part), np.float32)
                     if a.size != int(np.prod(shape)):
                         raise ValueError("export_state: layer %d %s %s has shape %s, expected %s" % (l, name, part, a.shape, shape))
                     blobs.append(a)
@@ -334,10 +376,10 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
             for t, c in enumerate(s.ple_snapshots):
                 carry(c, "ple_snapshot %d" % t)
         js.append(j)
-    reply = dict(status=SSMP_OK, last_verify_k=int(st.last_verify_k), layers=js,
+    reply = dict(status=SSMP_OK, last_verify_k=_int_reply(st.last_verify_k, "export_state", "last_verify_k"), layers=js,
                  has_prefill_stage=st.prefill_stage is not None)
     if st.prefill_stage is not None:
-        blobs.append(_numpy(st.prefill_stage, np.float32))
+        blobs.append(_real(st.prefill_stage, "export_state: prefill_stage", np.float32))
     return reply, blobs
 
 
@@ -355,7 +397,21 @@ class _Server:
                     h_layout=getattr(b, "h_layout", "nv,kd,vd"), prefill_stage=bool(getattr(b, "prefill_stage", True)),
                     gates=getattr(b, "gates", "clamped"), f16_store=getattr(b, "f16_store", "saturate"),
                     f16_rows=getattr(b, "f16_rows", "stored"), mamba2=bool(getattr(b, "mamba2", False)),
-                    ple=bool(getattr(b, "ple", False)))
+                    ple=bool(getattr(b, "ple", False)), capabilities=self.capabilities())
+
+    # What the class runs (docs/plugins.md, "Capabilities"; plugin/capabilities_wire.h reads it and
+    # refuses a wrong value by name): the attributes it sets among these, the rest run everything.
+    CAPABILITIES = ("h_modes", "checkpoint_async", "rollback_and_checkpoint_async", "snapshots", "verify_arms",
+                    "pad_rows", "max_batch", "max_verify_k", "max_slots")
+
+    def capabilities(self):
+        caps = {}
+        for name in self.CAPABILITIES:
+            if not hasattr(self.backend, name):
+                continue
+            v = getattr(self.backend, name)
+            caps[name] = list(v) if isinstance(v, (tuple, list, set, frozenset)) else v
+        return caps
 
     def handle(self, req, blobs):
         call = req["call"]
@@ -387,7 +443,7 @@ class _Server:
             return dict(status=SSMP_OK), []
         layers = inst[1]
         if call == "alloc":
-            return dict(status=SSMP_OK, slot=int(obj.alloc(req["min_capacity"]))), []
+            return dict(status=SSMP_OK, slot=_int_reply(obj.alloc(req["min_capacity"]), "alloc", "slot")), []
         if call == "prefill":
             rows = req["rows"]
             outs = obj.prefill(req["slot"], _inputs(layers, blobs, rows, 1)[0])
@@ -433,11 +489,9 @@ class _Server:
 
 
 def find_ssmcheck(explicit=None):
-    """The ssmcheck executable: explicit, $SSMCHECK, or on PATH."""
-    path = explicit or os.environ.get("SSMCHECK") or shutil.which("ssmcheck")
-    if not path or not os.path.exists(path):
-        raise FileNotFoundError("ssmcheck executable not found: pass ssmcheck=PATH, set $SSMCHECK or put it on PATH")
-    return path
+    """The ssmcheck executable: explicit, $SSMCHECK, on PATH, or in the install prefix (locate.py
+    has the order; its error names every place looked at)."""
+    return locate.find_ssmcheck(explicit)
 
 
 def class_spec(backend):
