@@ -32,9 +32,8 @@ fuzz::BackendEntry reference_entry() {
   e.under_test = [] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); };
   e.model = reference_factory();
   e.strictness = cmp::Strictness::bitwise;
-  e.pause_async = false;  // no async path
-  e.kinds = {LayerKind::gdn, LayerKind::mamba2};
-  e.ple = true;
+  e.caps = Capabilities::everything();
+  e.caps.async_copies = false;  // no async path
   return e;
 }
 
@@ -66,8 +65,7 @@ fuzz::BackendEntry cuda_entry() {
 #endif
   e.under_test = e.make;
   e.model = reference_factory();
-  e.kinds = {LayerKind::gdn, LayerKind::mamba2};
-  e.ple = true;
+  e.caps = Capabilities::everything();
   return e;
 }
 
@@ -93,8 +91,7 @@ fuzz::BackendEntry plugin_entry(const std::string& flag, const std::string& text
   e.model = reference_factory();
   e.strictness = lib->bitwise() ? cmp::Strictness::bitwise : cmp::Strictness::classes;
   e.numerics = lib->numerics();
-  if (lib->mamba2()) e.kinds = {LayerKind::gdn, LayerKind::mamba2};  // SSMP_MAMBA2
-  e.ple = lib->ple();                                                  // SSMP_PLE
+  e.caps = lib->capabilities();  // SSMP_MAMBA2, SSMP_PLE, ssmp_capabilities, pause_async_copies
   // a plug-in is created now once, so that a create that fails (a bad option) is an error before any work
   try {
     e.make();

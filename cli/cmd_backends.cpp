@@ -18,15 +18,18 @@ int run_backends(const std::vector<std::string>& names) {
   for (const auto& [e, why] : builtin_backends()) {
     fmt::print("{:<10} {}\n", e.name, why.empty() ? "available" : "unavailable: " + why);
     fmt::print("{:<10} {}; judged against the {} ({})\n", "", e.summary, e.model_name, strictness_name(e.strictness));
+    fmt::print("{:<10} runs: {}\n", "", e.caps.text());
   }
-  fmt::print("{:<10} {}\n", "plugin:", "PATH.so[,key=value...]: an implementation of plugin/ssmcheck_plugin.h "
-                                       "(docs/plugins.md)");
+  fmt::print("{:<10} {}\n", "plugin:", "PATH.so[,key=value...]: an implementation of plugin/ssmcheck_plugin.h, in its "
+                                       "own process (docs/plugins.md)");
+  fmt::print("{:<10} {}\n", "python:", "NAME: a Python class, through ssmcheck.run(args, Class) (python/ssmcheck, "
+                                       "docs/plugins.md \"Python\")");
   int rc = kExitOk;
   for (const std::string& n : names) {
     try {
       const fuzz::BackendEntry e = find_backend(n);
-      fmt::print("\n{}: usable; {}; judged against the {} ({})\n", n, e.summary, e.model_name,
-                 strictness_name(e.strictness));
+      fmt::print("\n{}: usable; {}; judged against the {} ({})\n  runs: {}\n", n, e.summary, e.model_name,
+                 strictness_name(e.strictness), e.caps.text());
     } catch (const std::exception& ex) {
       fmt::print("\n{}: NOT usable: {}\n", n, ex.what());
       rc = kExitBadInput;

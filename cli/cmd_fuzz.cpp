@@ -127,8 +127,15 @@ int run_fuzz(const FuzzFlags& f) {
   o.tolerances = f.tol.resolve();
   const fuzz::BackendEntry be = find_backend(f.backend);
   o.numerics = f.numerics.resolve(be.numerics);
-  o.kinds = be.kinds;
-  o.ple = be.ple;
+  o.caps = be.caps;
+  // a fixed model or h mode outside what the backend runs: nothing could be checked (exit 5)
+  if (o.h_mode && !be.caps.runs(*o.h_mode))
+    throw BackendUnavailable("--h-mode " + f.h_mode + ": " + be.caps.cannot_run(ModelSpec{}, *o.h_mode, be.name));
+  if (o.preset || o.config_path) {
+    const ModelSpec spec = o.config_path ? model_from_hf_config(*o.config_path, f.layers) : make_preset(*o.preset, f.layers);
+    if (const std::string why = be.cannot_run(spec); !why.empty())
+      throw BackendUnavailable((o.config_path ? "--config " + *o.config_path : "--preset " + f.preset) + ": " + why);
+  }
   o.strictness = be.strictness;
   o.pause_async = f.pause_async;
   o.require_coverage = f.require_coverage;

@@ -18,6 +18,7 @@
 #include "cli/html_option.h"
 #include "cli/tolerance_options.h"
 #include "cli/backend_registry.h"
+#include "fixtures/hf_config.h"
 #include "replay/gate.h"
 #include "report/sections.h"
 
@@ -33,6 +34,8 @@ struct GateFlags {
   int cases = 1000;
   std::string shard;
   std::string junit, json, traces = std::string(SSMCHECK_FIXTURES_DIR) + "/traces", backend = "all";
+  std::vector<std::string> h_modes;  // --h-mode (empty: all)
+  std::string preset, config;        // --preset / --config (empty: every model)
   uint64_t seed = 1;
   bool verbose = false;
   bool no_coverage = false;
@@ -61,6 +64,15 @@ int run_gate(const GateFlags& f) {
   o.seed = f.seed;
   o.tolerances = f.tol.resolve();
   o.require_coverage = !f.no_coverage;
+  for (const std::string& m : f.h_modes) o.h_modes.push_back(parse_h_mode(m));
+  if (!f.preset.empty()) {
+    o.model = make_preset(f.preset);
+    o.preset = o.model->name;
+  }
+  if (!f.config.empty()) {
+    o.model = model_from_hf_config(f.config);  // a bad config fails here, naming file and field
+    o.config_path = f.config;
+  }
   o.backends = select_backends(f.backend, &o.skipped);
   if (f.jobs > 1) {
     const int jobs = f.jobs;
@@ -126,6 +138,10 @@ int run_gate(const GateFlags& f) {
     page.add(report::text_section("Summary", r.summary()));
     f.html.write(page);
   }
+  if (r.pass() && r.nothing_checked()) {
+    fmt::print(stderr, "ssmcheck gate: nothing was checked: every check was skipped (see the reasons above)\n");
+    return kExitNothingRan;
+  }
   return r.pass() ? kExitOk : kExitDiffer;
 }
 
@@ -144,6 +160,15 @@ void add_gate_command(CLI::App& app, int* rc) {
   cmd->add_option("--traces", f->traces, "golden traces (faulty ones in DIR/faulty)")->capture_default_str();
   cmd->add_option("--backend", f->backend, "all (every available built-in) or " + backend_choices())->capture_default_str();
   cmd->add_option("--seed", f->seed, "campaign seed")->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--h-mode", f->h_modes,
+                  "check only these h modes (f32, f16, f16-pool; comma-separated or repeated): traces of other modes "
+                  "are skipped and counted, campaigns draw only these")
+      ->delimiter(',');
+  auto* preset = cmd->add_option("--preset", f->preset,
+                                 "check only this model: traces of other models are skipped and counted, campaigns "
+                                 "run it alone (no coverage check)");
+  cmd->add_option("--config", f->config, "check only the model of this Hugging Face config.json (as --preset)")
+      ->excludes(preset);
   cmd->add_option("--shard", f->shard, std::string(shard_help()) + "; shard 0 also replays the traces");
   add_device_option(cmd);
   cmd->add_option("--jobs", f->jobs,

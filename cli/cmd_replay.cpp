@@ -114,8 +114,8 @@ int run_replay(const ReplayFlags& f) {
     fmt::print("ssmcheck replay: {}: {}\n", trace.source, describe(trace));
     for (const auto& s : skipped) fmt::print("  backend {}: skipped ({})\n", s.first, s.second);
     for (const auto& be : backends) {
-      const std::string why_not = be.cannot_run(trace.header.model.spec);
-      if (!why_not.empty()) {  // not this backend's kind of layer: skipped, with the reason
+      const std::string why_not = replay::cannot_replay(trace, be.caps, be.name);
+      if (!why_not.empty()) {  // outside what this backend runs: skipped, with the reason
         fmt::print("  backend {}: skipped ({})\n", be.name, why_not);
         replay::GateCase c;
         c.suite = "replay." + be.name;
@@ -162,15 +162,20 @@ int run_replay(const ReplayFlags& f) {
       verdict.cases.push_back(c);
     }
   }
-  if (f.traces.size() > 1) fmt::print("ssmcheck replay: {} traces: {}\n", f.traces.size(),
-                                      bad ? "BAD INPUT" : diverged ? "DIVERGED" : "all agree");
+  const int skips = verdict.count(replay::GateCase::Status::skipped);
+  const bool nothing = !bad && !diverged && verdict.nothing_checked();
+  if (f.traces.size() > 1 || skips)
+    fmt::print("ssmcheck replay: {} traces: {}{}\n", f.traces.size(),
+               bad ? "BAD INPUT" : diverged ? "DIVERGED" : nothing ? "NOTHING CHECKED" : "all agree",
+               skips ? fmt::format(" ({} of {} checks skipped)", skips, verdict.cases.size()) : "");
   if (!f.json.empty()) write_text_atomically(f.json, json_of(verdict, all), "--json");
   if (!f.junit.empty()) write_text_atomically(f.junit, verdict.junit(), "--junit");
   if (f.html.any()) {
     page.add(report::checks_section(verdict, "Verdict: one check per trace and backend"));
     f.html.write(page);
   }
-  return bad ? kExitBadInput : diverged ? kExitDiffer : kExitOk;
+  if (nothing) fmt::print(stderr, "ssmcheck replay: nothing was checked: every replay was skipped (see the reasons above)\n");
+  return bad ? kExitBadInput : diverged ? kExitDiffer : nothing ? kExitNothingRan : kExitOk;
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ struct RcModel {
   int max_capacity = 0;
   HMode mode = HMode::f32;
   bool wide_batches = false;  // batches of hundreds of padding rows are affordable (small state)
+  const Capabilities* caps = nullptr;  // what the system under test runs (CampaignOptions::caps)
 };
 
 // h elements per row of a model, below which a batch of 320 rows costs the reference little
@@ -67,7 +68,12 @@ int uniform(int lo, int hi) { return *rc::gen::resize(100, rc::gen::inRange(lo, 
 
 struct OpCommand : Command {
   Op op;
-  void checkPreconditions(const RcModel& s) const override { RC_PRE(s.m.seqs_ok(op)); }
+  // an op outside what the implementation runs is never drawn (the commands below mostly avoid
+  // drawing one; this catches the rest, a limit of shape say)
+  void checkPreconditions(const RcModel& s) const override {
+    RC_PRE(s.m.seqs_ok(op));
+    RC_PRE(s.caps->cannot_run(op, "").empty());
+  }
   void apply(RcModel& s) const override { s.m.apply(op); }
   void run(const RcModel&, Lockstep& sut) const override {
     const Lockstep::Step step = sut.apply(op);
@@ -105,15 +111,18 @@ struct OpCommand : Command {
     if (!pick(s, seq)) return false;
     std::vector<int> live = s.m.live();
     std::vector<int> rows;
+    const int most = s.caps->max_batch > 0 ? std::min(int(live.size()), s.caps->max_batch) : int(live.size());
     const auto order = *rc::gen::container<std::vector<int>>(
-        size_t(uniform(1, int(live.size()) + 1)), rc::gen::resize(100, rc::gen::inRange(0, int(live.size()))));
+        size_t(uniform(1, most + 1)), rc::gen::resize(100, rc::gen::inRange(0, int(live.size()))));
     for (int i : order)
       if (std::find(rows.begin(), rows.end(), live[size_t(i)]) == rows.end()) rows.push_back(live[size_t(i)]);
     // now and then hundreds of padding rows, so that every kernel's grid exceeds one wave of the
     // GPU and the live rows land in later waves
     // (small presets only: a few hundred rows of a real-shape model cost the CPU reference seconds)
     const int wide = s.wide_batches ? 3 : 0;
-    const int pads = *rc::gen::weightedElement<int>({{60, 0}, {20, 1}, {10, 2}, {wide, uniform(200, 320)}});
+    int pads = *rc::gen::weightedElement<int>({{60, 0}, {20, 1}, {10, 2}, {wide, uniform(200, 320)}});
+    if (!s.caps->pad_rows) pads = 0;
+    if (s.caps->max_batch > 0) pads = std::min(pads, s.caps->max_batch - int(rows.size()));
     for (int p = 0; p < pads; ++p) rows.insert(rows.begin() + uniform(0, int(rows.size()) + 1), kPadRow);
     op.seqs = rows;
     return true;
@@ -154,15 +163,19 @@ struct VerifyCmd : OpCommand {
   explicit VerifyCmd(const RcModel& s) {
     if (!pick_batch(s)) return;
     op.kind = OpKind::verify;
-    op.a = uniform(1, std::max(s.max_capacity, 1) + 2);  // K = capacity + 2 is refused
-    op.arm = *rc::gen::element(VerifyArm::exact, VerifyArm::wy);
+    int most = std::max(s.max_capacity, 1) + 1;  // K = capacity + 2 is refused
+    if (s.caps->max_verify_k > 0) most = std::min(most, s.caps->max_verify_k);
+    op.a = uniform(1, most + 1);
+    op.arm = *rc::gen::elementOf(s.caps->verify_arms);
   }
 };
 
 struct CheckpointCmd : OpCommand {
   explicit CheckpointCmd(const RcModel& s) {
     int seq;
-    if (pick(s, seq)) op.kind = *rc::gen::element(OpKind::checkpoint, OpKind::checkpoint_async);
+    if (pick(s, seq))
+      op.kind = s.caps->checkpoint_async ? *rc::gen::element(OpKind::checkpoint, OpKind::checkpoint_async)
+                                         : OpKind::checkpoint;
   }
 };
 
@@ -180,7 +193,8 @@ struct RollbackCmd : OpCommand {
   explicit RollbackCmd(const RcModel& s) {
     int seq;
     if (!pick(s, seq)) return;
-    op.kind = *rc::gen::element(OpKind::rollback, OpKind::rollback_and_checkpoint_async);
+    op.kind = s.caps->rollback_and_checkpoint_async ? *rc::gen::element(OpKind::rollback, OpKind::rollback_and_checkpoint_async)
+                                                    : OpKind::rollback;
     op.a = uniform(0, std::max(s.m.meta(seq).last_verify_k, 1));
   }
 };
@@ -188,7 +202,7 @@ struct RollbackCmd : OpCommand {
 struct ToF16Cmd : OpCommand {
   explicit ToF16Cmd(const RcModel& s) {
     int seq;
-    if (pick(s, seq)) op.kind = OpKind::to_f16;
+    if (pick(s, seq)) op.kind = s.caps->runs(OpKind::to_f16) ? OpKind::to_f16 : OpKind::checkpoint;
   }
 };
 
@@ -196,6 +210,10 @@ struct SnapshotCmd : OpCommand {
   explicit SnapshotCmd(const RcModel& s) {
     int seq;
     if (!pick(s, seq)) return;
+    if (!s.caps->snapshots) {  // an implementation without snapshots gets a checkpoint instead
+      op.kind = OpKind::checkpoint;
+      return;
+    }
     op.kind = *rc::gen::element(OpKind::snapshot_save, OpKind::snapshot_restore);
     // mostly snapshot 0 so that restores find a save; == snapshots is out of range
     op.a = *rc::gen::weightedElement<int>({{6, 0}, {2, 1}, {1, s.snapshots}});
@@ -212,43 +230,36 @@ struct IllegalCmd : OpCommand {
       case 0: op.kind = OpKind::commit; op.a = 0; op.b = std::max(k, 1); break;           // n == 0
       case 1: op.kind = OpKind::commit; op.b = std::max(k, 1); op.a = op.b + 1; break;    // n > k
       case 2: op.kind = OpKind::commit; op.a = 1; op.b = k + 1; break;                    // k mismatch
-      case 3: op.kind = OpKind::verify; op.a = s.max_capacity + 2; break;                 // capacity
+      case 3: op.kind = OpKind::verify; op.a = s.max_capacity + 2; op.arm = s.caps->verify_arms.front(); break;  // capacity
       case 4: op.kind = OpKind::rollback; op.a = std::max(k, 1); break;                   // past intermediates
       default: op.kind = OpKind::decode; op.seqs = {seq, seq}; break;                     // slot twice
     }
   }
 };
 
-// A preset drawn by weight among those whose layers are all of `kinds` (and host no PLE carry
-// unless `ple`).
-std::string draw_preset(const std::vector<LayerKind>& kinds, bool ple) {
+// A preset drawn by weight among those whose layers `caps` runs.
+std::string draw_preset(const Capabilities& caps) {
   // odd-deep (50 layers) crosses every per-launch limit of cuda/ (96 copies per launch)
   static const std::pair<int, const char*> presets[] = {
       {3, "tiny"}, {3, "odd-a"}, {3, "odd-b"}, {3, "odd-c"}, {3, "odd-d"}, {1, "odd-deep"},
       {2, "mamba-tiny"}, {2, "mamba-odd-a"}, {2, "mamba-odd-b"}, {2, "mamba-odd-c"}, {2, "hybrid-odd"},
       {2, "ple-tiny"}, {2, "ple-odd"}};
-  // each preset's layer kinds and whether it hosts a PLE carry, built once (not once per drawn case)
-  static const std::vector<std::pair<std::vector<LayerKind>, bool>> preset_kinds = [] {
-    std::vector<std::pair<std::vector<LayerKind>, bool>> v;
-    for (const auto& [w, name] : presets) {
-      const ModelSpec m = make_preset(name);
-      v.emplace_back(std::vector<LayerKind>{}, m.hosts_ple());
-      for (const LayerSpec& l : m.layers) v.back().first.push_back(l.kind);
-    }
+  // each preset's model, built once (not once per drawn case)
+  static const std::vector<ModelSpec> preset_models = [] {
+    std::vector<ModelSpec> v;
+    for (const auto& [w, name] : presets) v.push_back(make_preset(name));
     return v;
   }();
   std::vector<std::pair<int, const char*>> drawable;
   int total = 0;
   for (size_t i = 0; i < std::size(presets); ++i) {
     const auto& [w, name] = presets[i];
-    const std::vector<LayerKind>& layer_kinds = preset_kinds[i].first;
-    if ((ple || !preset_kinds[i].second) && std::all_of(layer_kinds.begin(), layer_kinds.end(),
-                    [&](LayerKind k) { return std::count(kinds.begin(), kinds.end(), k) > 0; })) {
+    if (caps.cannot_run(preset_models[i], "").empty()) {
       drawable.emplace_back(w, name);
       total += w;
     }
   }
-  if (drawable.empty()) throw std::invalid_argument("no preset holds only the layer kinds the backend runs");
+  if (drawable.empty()) throw std::invalid_argument("no preset holds only the layers the backend runs (" + caps.text() + ")");
   int pick = uniform(0, total);
   for (const auto& [w, name] : drawable) {
     if (pick < w) return name;
@@ -259,12 +270,12 @@ std::string draw_preset(const std::vector<LayerKind>& kinds, bool ple) {
 
 CaseConfig gen_config(const CampaignOptions& o) {
   CaseConfig c;
-  c.preset = o.preset ? *o.preset : draw_preset(o.kinds, o.ple);
+  c.preset = o.preset ? *o.preset : draw_preset(o.caps);
   if (o.config_path) c.config_path = *o.config_path;
   c.layers = o.layers;
-  c.h_mode = o.h_mode ? *o.h_mode : *rc::gen::element(HMode::f32, HMode::f16, HMode::f16_pool);
+  c.h_mode = o.h_mode ? *o.h_mode : *rc::gen::elementOf(o.caps.h_modes);
   c.numerics = o.numerics;
-  c.slots = uniform(1, 5);
+  c.slots = uniform(1, o.caps.max_slots > 0 ? std::min(o.caps.max_slots, 4) + 1 : 5);
   c.capacity.clear();
   for (int s = 0; s < c.slots; ++s) c.capacity.push_back(uniform(0, 6));
   // conv capacity is its own axis: equal to the largest h capacity, or drawn independently
@@ -359,7 +370,7 @@ std::string CampaignResult::summary() const {
 void check_campaign_coverage(const CampaignOptions& o, CampaignResult& result) {
   if (o.require_coverage && !result.failed && !result.gave_up && result.cases > 0 && !o.preset && !o.config_path &&
       !o.h_mode)
-    result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async, o.kinds, o.ple));
+    result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async, o.caps));
 }
 
 uint64_t campaign_fingerprint(const CampaignOptions& o) {
@@ -373,9 +384,7 @@ uint64_t campaign_fingerprint(const CampaignOptions& o) {
   h.add(std::string(to_string(o.numerics.gates)));
   h.add(std::string(to_string(o.numerics.f16_store)));
   h.add(std::string(to_string(o.numerics.f16_rows)));
-  h.add(int64_t(o.kinds.size()));
-  for (LayerKind k : o.kinds) h.add(std::string(to_string(k)));
-  h.add(int64_t(o.ple));
+  h.add(o.caps.text());
   h.add(o.backend_label);
   h.add(o.tolerances.json().dump());
   h.add(int64_t(o.strictness));
@@ -443,7 +452,7 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
       int64_t elems = 0;
       for (const LayerSpec& l : cfg.spec().layers) elems += l.h_elems();
       RcModel initial{OpModel(cfg.spec(), pool), pool.snapshot_slots, pool.max_capacity(), pool.h_mode,
-                      elems <= kWideBatchMaxElems};
+                      elems <= kWideBatchMaxElems, &o.caps};
       // one case per RapidCheck run: its length (1..max_ops) is drawn from the case's seed, not
       // from RapidCheck's size schedule, which would tie it to the number of cases run so far
       const auto commands = *rc::gen::resize(

@@ -42,10 +42,9 @@ struct CampaignOptions {
   std::optional<std::string> config_path;  // fixed model from a Hugging Face config.json (wins over preset)
   std::optional<HMode> h_mode;        // fixed h mode, else drawn
   Numerics numerics;  // every case's numerics (the backend's declaration, or --gates etc.)
-  // The layer kinds the system under test runs (BackendEntry::kinds): drawn presets hold only
-  // these, and the coverage check requires the branches of each.
-  std::vector<LayerKind> kinds = {LayerKind::gdn, LayerKind::mamba2};
-  bool ple = true;  // it runs layers hosting a PLE carry (BackendEntry::ple): drawn presets include them
+  // What the system under test runs (BackendEntry::caps): drawn presets, h modes, slots and ops stay
+  // inside it, and the coverage check requires only what it runs.
+  Capabilities caps = Capabilities::everything();
   int layers = 0;                     // with a fixed big preset: keep the first N layers
   std::string out_dir;                // where failing cases are written ("" = nowhere)
   std::string backend_label = "reference";  // --backend value that reruns the case

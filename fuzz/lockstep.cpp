@@ -20,6 +20,7 @@ constexpr const char* kConvDiffers = "conv capacity != h capacity";
 constexpr const char* kDeep = ">= 49 layers (copy lists span launches)";
 constexpr const char* kMixedKinds = "layers of several kinds in one model";
 constexpr const char* kExtremeGates = "extreme gates";
+constexpr int kWideBatchRows = 200;  // rows of a batch past one wave of every kernel
 constexpr const char* kWideBatch = "batch of >= 200 rows";
 constexpr const char* kCommitPartial = "commit n < k";
 constexpr const char* kCommitFull = "commit n == k";
@@ -89,19 +90,22 @@ std::vector<std::string> Coverage::missing(const std::vector<std::string>& requi
   return v;
 }
 
-std::vector<std::string> Coverage::required(bool paused_async, const std::vector<LayerKind>& kinds, bool ple) {
+std::vector<std::string> Coverage::required(bool paused_async, const Capabilities& caps) {
   std::vector<std::string> v;
+  const bool any_f16 = caps.runs(HMode::f16) || caps.runs(HMode::f16_pool);
   for (int b = 0; b < ref::kBranches; ++b) {
     const std::optional<LayerKind> k = ref::branch_kind(ref::Branch(b));
-    if (!k || std::count(kinds.begin(), kinds.end(), *k)) v.push_back(ref::branch_name(ref::Branch(b)));
+    if (k ? caps.runs(*k) : any_f16) v.push_back(ref::branch_name(ref::Branch(b)));  // kind-free: FP16 stores
   }
-  if (kinds.size() > 1) v.push_back(kMixedKinds);
-  for (HMode m : {HMode::f32, HMode::f16, HMode::f16_pool}) v.push_back(mode_axis(m));
-  for (const char* a : {kTiered, kConvDiffers, kDeep, kExtremeGates, kWideBatch, kCommitPartial, kCommitFull,
-                        kRollbackCheckpoint, kRollbackIntermediate})
+  if (caps.kinds.size() > 1) v.push_back(kMixedKinds);
+  for (HMode m : caps.h_modes) v.push_back(mode_axis(m));
+  if (caps.max_slots != 1) v.push_back(kTiered);
+  for (const char* a : {kConvDiffers, kDeep, kExtremeGates, kCommitPartial, kCommitFull, kRollbackCheckpoint,
+                        kRollbackIntermediate})
     v.push_back(a);
-  if (paused_async) v.push_back(kAsyncDeferred);
-  if (ple) {
+  if (caps.pad_rows && (caps.max_batch == 0 || caps.max_batch >= kWideBatchRows)) v.push_back(kWideBatch);
+  if (paused_async && caps.async_copies) v.push_back(kAsyncDeferred);
+  if (caps.ple) {
     v.push_back(kPleHosted);
     v.push_back(kPlePartial);
   }
@@ -259,7 +263,7 @@ Lockstep::Step Lockstep::apply(const Op& op) {
     ++coverage_.total;
     for (int b = 0; b < ref::kBranches; ++b)
       if (branches[size_t(b)]) coverage_.axes[ref::branch_name(ref::Branch(b))] += branches[size_t(b)];
-    if (!m.refused && op.is_batch() && op.seqs.size() >= 200) ++coverage_.axes[kWideBatch];
+    if (!m.refused && op.is_batch() && op.seqs.size() >= size_t(kWideBatchRows)) ++coverage_.axes[kWideBatch];
     if (!m.refused && op.kind == OpKind::commit) ++coverage_.axes[op.a < op.b ? kCommitPartial : kCommitFull];
     if (!m.refused && spec_.hosts_ple() &&
         ((op.kind == OpKind::commit && op.a < op.b) ||

@@ -12,6 +12,7 @@
 
 #include "compare/compare.h"
 #include "compare/field_cache.h"
+#include "core/capabilities.h"
 #include "core/runner.h"
 #include "fixtures/case_config.h"
 #include "fuzz/held_export.h"
@@ -40,7 +41,9 @@ struct Coverage {
   // the layer kinds it draws, every configuration axis and every kind of accept; with several
   // kinds also a model that mixes them; paused_async: also a deferred async read.
   // ple: the system under test runs layers hosting a PLE carry (BackendEntry::ple)
-  static std::vector<std::string> required(bool paused_async, const std::vector<LayerKind>& kinds, bool ple);
+  // Only what `caps` runs: its layer kinds' branches, its h modes (FP16 branches with an FP16 mode),
+  // wide batches with padding rows, a PLE carry, deferred async reads when paused and it has the path.
+  static std::vector<std::string> required(bool paused_async, const Capabilities& caps);
 };
 
 // Where a lockstep's wall time went, in seconds (the campaign summary's "time:" line; a guide to

@@ -20,6 +20,11 @@ struct ExposedBackend {
   // Makes the instance from the options text ("key=value,..."); throws std::invalid_argument
   // for an option it does not know (create then fails with that message).
   std::function<std::unique_ptr<Backend>(const std::string& options)> make;
+  // Its async path (Backend::pause_async_copies holds copies): the table then has
+  // pause_async_copies and async_pending; without one it has neither, and is not asked to reach it.
+  bool async_copies = false;
+  // What it runs beyond its flags (null: everything).
+  const ssmp_capabilities* capabilities = nullptr;
 };
 
 // The table of a plug-in library exposing `what` (called once, from its ssmcheck_plugin()).

@@ -20,6 +20,7 @@
 
 #include "core/layer_spec.h"
 #include "core/model.h"
+#include "plugin/capabilities_wire.h"
 #include "plugin/host_wire.h"
 #include "plugin/plugin_backend.h"
 
@@ -291,11 +292,14 @@ class Server {
     const std::string call = req.at("call");
     mark(req);
     ssmp_error err{};
-    if (call == "hello")
-      return {{"status", SSMP_OK},
-              {"name", t_->name ? t_->name : ""},
-              {"flags", t_->flags},
-              {"async", t_->pause_async_copies != nullptr && t_->async_pending != nullptr}};
+    if (call == "hello") {
+      json hello = {{"status", SSMP_OK},
+                    {"name", t_->name ? t_->name : ""},
+                    {"flags", t_->flags},
+                    {"async", t_->pause_async_copies != nullptr && t_->async_pending != nullptr}};
+      if (const ssmp_capabilities* c = declared_capabilities(*t_)) hello["capabilities"] = capabilities_json(*c);
+      return hello;
+    }
     if (call == "create") {
       const std::string options = req.at("options");
       void* self = t_->create(options.c_str(), &err);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/child_process.h"
+#include "plugin/capabilities_wire.h"
 #include "plugin/config_model.h"
 
 #ifndef SSMCHECK_BUILD_PLUGIN_HOST
@@ -35,6 +36,7 @@ struct Host {
   std::string name;
   json declaration;  // the first hello, which every restart must repeat
   ssmp_plugin table{};
+  ssmp_capabilities capabilities{};  // the hello's "capabilities" (table.capabilities points here)
 };
 std::vector<std::unique_ptr<Host>>& hosts() {
   static std::vector<std::unique_ptr<Host>> v;
@@ -478,10 +480,14 @@ const ssmp_plugin* hosted_plugin_table(HostLaunch launch) {
   t = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), H->name.c_str(), declared_flags(hello),
                   kCreates[hosts().size()], destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint,
                   commit, rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr,
-                  prefill_ple, decode_ple, verify_ple};
+                  prefill_ple, decode_ple, verify_ple, nullptr};
   if (hello.value("async", false)) {
     t.pause_async_copies = pause_async_copies;
     t.async_pending = async_pending;
+  }
+  if (hello.contains("capabilities")) {
+    H->capabilities = capabilities_from_json(hello.at("capabilities"), H->proc.label());
+    t.capabilities = &H->capabilities;
   }
   hosts().push_back(std::move(H));
   return &t;

@@ -14,6 +14,7 @@
 
 #include "core/errors.h"
 #include "core/state.h"
+#include "plugin/config_model.h"
 #include "plugin/hosted_plugin.h"
 
 namespace ssm::plugin {
@@ -107,13 +108,62 @@ std::string PluginLibrary::declared() const {
          ", legality: " + (own_legality() ? "its own (refusals compared)" : "ssmcheck's (sees legal ops only)") +
          ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes") +
          ", conv window: " + (short_conv_window() ? "d_conv-1 columns" : "d_conv columns") +
-         ", layers: " + (mamba2() ? "GDN and Mamba-2" : "GDN") + (ple() ? ", PLE carries" : "") +
          ", h: " + (h_vd_kd() ? "[nv][vd][kd]" : "[nv][kd][vd]") +
-         (no_prefill_stage() ? ", no prefill staging blob" : "") +
+         (no_prefill_stage() ? ", no prefill staging blob" : "") + ", runs: " + capabilities().text() +
          ", numerics: " + (numerics().is_contract() ? std::string("the contract's") : numerics().flags().substr(1));
 }
 
+const ssmp_capabilities* declared_capabilities(const ssmp_plugin& t) {
+  return covers(t.struct_size, offsetof(ssmp_plugin, capabilities), sizeof t.capabilities) ? t.capabilities : nullptr;
+}
+
+Capabilities PluginLibrary::capabilities() const {
+  Capabilities c;
+  c.kinds = mamba2() ? std::vector<LayerKind>{LayerKind::gdn, LayerKind::mamba2} : std::vector<LayerKind>{LayerKind::gdn};
+  c.ple = ple();
+  c.async_copies = table->pause_async_copies != nullptr;
+  if (const ssmp_capabilities* d = declared_capabilities(*table)) {
+    c.h_modes.clear();
+    for (HMode m : {HMode::f32, HMode::f16, HMode::f16_pool})
+      if (d->h_modes & (1u << int(m))) c.h_modes.push_back(m);  // SSMP_RUNS_F32 == 1 << SSMP_H_F32, ...
+    c.checkpoint_async = d->transitions & SSMP_T_CHECKPOINT_ASYNC;
+    c.rollback_and_checkpoint_async = d->transitions & SSMP_T_ROLLBACK_AND_CHECKPOINT_ASYNC;
+    c.snapshots = d->transitions & SSMP_T_SNAPSHOTS;
+    c.verify_arms.clear();
+    if (d->transitions & SSMP_T_VERIFY_EXACT) c.verify_arms.push_back(VerifyArm::exact);
+    if (d->transitions & SSMP_T_VERIFY_WY) c.verify_arms.push_back(VerifyArm::wy);
+    c.pad_rows = d->transitions & SSMP_T_PAD_ROWS;
+    c.max_batch = d->max_batch;
+    c.max_verify_k = d->max_verify_k;
+    c.max_slots = d->max_slots;
+  }
+  return c;
+}
+
 namespace {
+
+// Checks a table's ssmp_capabilities, when it has one; throws std::runtime_error naming `who`.
+void check_capabilities(const std::string& who, const ssmp_plugin& t) {
+  const ssmp_capabilities* d = declared_capabilities(t);
+  if (!d) return;
+  const std::string where = who + ": ssmp_capabilities";
+  if (d->struct_size < sizeof(ssmp_capabilities))
+    throw std::runtime_error(where + ".struct_size is " + std::to_string(d->struct_size) + ", expected " +
+                             std::to_string(sizeof(ssmp_capabilities)) + " (set it to sizeof the struct)");
+  if (d->h_modes & ~uint32_t(SSMP_RUNS_ALL_H_MODES))
+    throw std::runtime_error(where + ".h_modes has unknown bits " + std::to_string(d->h_modes & ~uint32_t(SSMP_RUNS_ALL_H_MODES)) +
+                             " (expected SSMP_RUNS_F32 | SSMP_RUNS_F16 | SSMP_RUNS_F16_POOL)");
+  if (d->transitions & ~uint32_t(SSMP_T_ALL))
+    throw std::runtime_error(where + ".transitions has unknown bits " +
+                             std::to_string(d->transitions & ~uint32_t(SSMP_T_ALL)) + " (expected SSMP_T_...)");
+  PluginLibrary lib;
+  lib.table = &t;
+  try {
+    lib.capabilities().validate(where);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
+}
 
 // Checks a table the way every plug-in is checked; throws std::runtime_error naming `who`.
 void check_table(const std::string& who, const ssmp_plugin* t) {
@@ -129,13 +179,14 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
                              " bytes, ABI " + std::to_string(SSMP_ABI_VERSION) + "'s is at least " +
                              std::to_string(kBeforePle) + " (built against another header?)");
   const bool ple = t->flags & SSMP_PLE;
-  if (ple && t->struct_size < sizeof(ssmp_plugin))
+  if (ple && !covers(t->struct_size, offsetof(ssmp_plugin, verify_ple), sizeof t->verify_ple))
     throw std::runtime_error(who + ": declares SSMP_PLE, but its function table (" + std::to_string(t->struct_size) +
                              " bytes) ends before prefill_ple (a header from before SSMP_PLE?)");
   std::string missing;
   for (const auto& [name, set] : required_members(*t))
     if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name);
   if (!missing.empty()) throw std::runtime_error(who + ": required members not set: " + missing);
+  check_capabilities(who, *t);
   // the flags of this ABI (plugin/ssmcheck_plugin.h), for the mask and the message alike
   static const std::pair<uint32_t, const char*> flags[] = {
       {SSMP_OWN_LEGALITY, "SSMP_OWN_LEGALITY"},

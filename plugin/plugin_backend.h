@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/capabilities.h"
 #include "core/contract.h"
 #include "plugin/ssmcheck_plugin.h"
 
@@ -46,8 +47,14 @@ struct PluginLibrary {
     if (table->flags & SSMP_F16_ROWS_CARRIED) n.f16_rows = F16Rows::carried;
     return n;
   }
+  // What it runs: its layer kinds and PLE carry (flags), its ssmp_capabilities (everything when it
+  // has none) and its async path (pause_async_copies set).
+  Capabilities capabilities() const;
   std::string declared() const;  // "name 'x', ABI 1, legality: its own, judged: bitwise"
 };
+
+// The table's ssmp_capabilities, when its header has the member and the plug-in set it; else null.
+const ssmp_capabilities* declared_capabilities(const ssmp_plugin& t);
 
 // Starts PATH's host process (ssmcheck-plugin-host), which loads and checks it: the file opens,
 // exports ssmcheck_plugin, has this ABI version and a table large enough, every required member

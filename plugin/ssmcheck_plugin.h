@@ -117,6 +117,41 @@ enum {
   SSMP_PLE = 1u << 9,
 };
 
+/* What a plug-in runs beyond its layer kinds and PLE carry (docs/plugins.md, "Capabilities"): a
+ * plug-in that runs part of the contract says which part, and ssmcheck's campaigns draw only inside
+ * it, replay and the gate skip the rest with a reason (counted in every summary), and the coverage
+ * check asks only for what it runs. Optional: ssmp_plugin.capabilities NULL (or a table that ends
+ * before it) runs every h mode, every optional transition, both verify arms and padding rows, with
+ * no limit. Fill it with designated initialisers:
+ *   static const ssmp_capabilities caps = {.struct_size = sizeof caps, .h_modes = SSMP_RUNS_F32,
+ *                                          .transitions = SSMP_T_ALL & ~SSMP_T_SNAPSHOTS};     */
+enum {
+  /* ssmp_capabilities.h_modes: the pool modes it runs (at least one; to_f16 comes with f16). */
+  SSMP_RUNS_F32 = 1u << SSMP_H_F32,
+  SSMP_RUNS_F16 = 1u << SSMP_H_F16,
+  SSMP_RUNS_F16_POOL = 1u << SSMP_H_F16_POOL,
+  SSMP_RUNS_ALL_H_MODES = SSMP_RUNS_F32 | SSMP_RUNS_F16 | SSMP_RUNS_F16_POOL,
+};
+enum {
+  /* ssmp_capabilities.transitions: the optional transitions it implements (alloc, release,
+   * prefill, decode, verify, checkpoint, commit, rollback and export_state it always does). */
+  SSMP_T_CHECKPOINT_ASYNC = 1u << 0,               /* checkpoint(async = 1) */
+  SSMP_T_ROLLBACK_AND_CHECKPOINT_ASYNC = 1u << 1,  /* rollback(and_checkpoint = 1) */
+  SSMP_T_SNAPSHOTS = 1u << 2,                      /* snapshot_save, snapshot_restore */
+  SSMP_T_VERIFY_EXACT = 1u << 3,                   /* verify arm SSMP_ARM_EXACT */
+  SSMP_T_VERIFY_WY = 1u << 4,                      /* verify arm SSMP_ARM_WY */
+  SSMP_T_PAD_ROWS = 1u << 5,                       /* decode/verify entries of SSMP_PAD_ROW */
+  SSMP_T_ALL = (1u << 6) - 1,
+};
+typedef struct {
+  uint32_t struct_size; /* sizeof(ssmp_capabilities) of the plug-in's header */
+  uint32_t h_modes;     /* SSMP_RUNS_... */
+  uint32_t transitions; /* SSMP_T_...; at least one verify arm */
+  int max_batch;        /* entries of one decode or verify, padding rows included; 0: no limit */
+  int max_verify_k;     /* a verify's K; 0: no limit */
+  int max_slots;        /* slots of a pool; 0: no limit */
+} ssmp_capabilities;
+
 /* One recurrent layer and its weights (FP32 host arrays, valid during create_pool only). */
 typedef struct {
   int kind; /* ssmp_layer_kind */
@@ -285,6 +320,10 @@ typedef struct {
   int (*decode_ple)(void* self, int n, const int* slots, ssmp_layer_io* io, const ssmp_ple_io* ple, ssmp_error* err);
   int (*verify_ple)(void* self, int n, const int* slots, int k, int arm, ssmp_layer_io* io, const ssmp_ple_io* ple,
                     ssmp_error* err);
+
+  /* Optional: what it runs (above); NULL runs everything. A table of a header before it ends at
+   * verify_ple (struct_size says so) and runs everything too. */
+  const ssmp_capabilities* capabilities;
 } ssmp_plugin;
 
 /* The one symbol a plug-in exports. */

@@ -33,6 +33,28 @@ std::vector<std::string> traces_in(const std::string& dir) {
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
+// The layers of a model by shape and options, for matching a trace against --preset / --config.
+std::vector<std::string> layer_names(const ModelSpec& m) {
+  std::vector<std::string> v;
+  for (const LayerSpec& l : m.layers) v.push_back(l.name());
+  return v;
+}
+
+// "" when the trace is inside the gate's filters (--h-mode, --preset, --config); else why not.
+std::string outside_filters(const cmp::Trace& tr, const GateOptions& o) {
+  const HMode m = tr.header.pool.h_mode;
+  if (!o.h_modes.empty() && std::find(o.h_modes.begin(), o.h_modes.end(), m) == o.h_modes.end())
+    return std::string("h mode ") + to_string(m) + " (the gate checks --h-mode " + [&] {
+      std::string s;
+      for (HMode x : o.h_modes) s += (s.empty() ? "" : ",") + std::string(to_string(x));
+      return s;
+    }() + " only)";
+  if (o.model && layer_names(tr.header.model.spec) != layer_names(*o.model))
+    return "another model (the gate checks " + (o.config_path ? "--config " + *o.config_path : "--preset " + o.preset.value_or("")) +
+           " only)";
+  return "";
+}
+
 // Replays one trace file; golden: must agree; faulty: must diverge at its expectation.
 GateCase replay_case(const std::string& path, const fuzz::BackendEntry& be, bool faulty, const GateOptions& o) {
   GateCase c;
@@ -41,8 +63,9 @@ GateCase replay_case(const std::string& path, const fuzz::BackendEntry& be, bool
   const auto start = Clock::now();
   try {
     const cmp::Trace tr = cmp::read_trace(path);
-    const std::string why_not = be.cannot_run(tr.header.model.spec);
-    if (!why_not.empty()) {  // a layer kind the backend does not have: not its trace
+    const std::string why_not = outside_filters(tr, o).empty() ? cannot_replay(tr, be.caps, be.name)
+                                                               : outside_filters(tr, o);
+    if (!why_not.empty()) {  // outside what the backend runs, or what the gate was asked to check
       c.status = GateCase::Status::skipped;
       c.message = "skipped: " + why_not;
       c.seconds = since(start);
@@ -91,11 +114,26 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   co.max_ops = o.max_ops;
   co.backend_label = be.flag;
   co.numerics = be.numerics;
-  co.kinds = be.kinds;
-  co.ple = be.ple;
+  co.caps = be.caps;
+  co.preset = o.preset;
+  co.config_path = o.config_path;
+  if (!o.h_modes.empty()) {  // --h-mode: the campaign draws only those it runs among them
+    std::vector<HMode> both;
+    for (HMode m : co.caps.h_modes)
+      if (std::find(o.h_modes.begin(), o.h_modes.end(), m) != o.h_modes.end()) both.push_back(m);
+    co.caps.h_modes = both;
+  }
+  const std::string outside = co.caps.h_modes.empty() ? "it runs none of the h modes the gate checks (--h-mode)"
+                              : o.model                ? be.cannot_run(*o.model)
+                                                       : "";
+  if (!outside.empty()) {
+    c.status = GateCase::Status::skipped;
+    c.message = "skipped: " + outside;
+    return c;
+  }
   co.tolerances = o.tolerances;
   co.strictness = be.strictness;
-  co.pause_async = be.pause_async;  // async copies held until their reader waits: a reader that skips it is caught
+  co.pause_async = be.caps.async_copies;  // async copies held until their reader waits: a reader that skips it is caught
   co.require_coverage = o.require_coverage;
   if (o.progress) co.progress = [&](const std::string& line) { o.progress(c.suite + ": " + line); };
   const auto start = Clock::now();
@@ -148,6 +186,12 @@ const char* status_name(GateCase::Status s) {
 
 }  // namespace
 
+int GateResult::count(GateCase::Status s) const {
+  return int(std::count_if(cases.begin(), cases.end(), [s](const GateCase& c) { return c.status == s; }));
+}
+
+bool GateResult::nothing_checked() const { return count(GateCase::Status::skipped) == int(cases.size()); }
+
 bool GateResult::pass() const {
   return std::none_of(cases.begin(), cases.end(), [](const GateCase& c) { return c.status == GateCase::Status::fail; });
 }
@@ -182,7 +226,11 @@ std::string GateResult::summary() const {
       any = true;
       s += fmt::format("  {} {}: {}\n", c.suite, c.name, c.message);
     }
-  s += pass() ? "result: PASS\n" : "result: FAIL\n";
+  const int skipped = count(GateCase::Status::skipped);
+  const std::string skips = skipped ? fmt::format(" ({} of {} checks skipped)", skipped, cases.size()) : "";
+  s += !pass() ? "result: FAIL" + skips + "\n"
+       : nothing_checked() ? "result: NOTHING CHECKED (every check was skipped)\n"
+                           : "result: PASS" + skips + "\n";
   return s;
 }
 
@@ -231,7 +279,11 @@ nlohmann::json GateResult::json() const {
   nlohmann::json j = {{"schema", "ssmcheck-verdict"}, {"schema_version", kVerdictSchemaVersion},
                       {"tool", tool},       {"pass", pass()},
                       {"seconds", seconds}, {"seed", seed},
-                      {"cases_per_campaign", cases_per_campaign}};
+                      {"cases_per_campaign", cases_per_campaign},
+                      {"counts", {{"pass", count(GateCase::Status::pass)},
+                                  {"fail", count(GateCase::Status::fail)},
+                                  {"skipped", count(GateCase::Status::skipped)}}},
+                      {"nothing_checked", nothing_checked()}};
   j["cases"] = nlohmann::json::array();
   for (const GateCase& c : cases) {
     nlohmann::json e = {{"suite", c.suite},     {"name", c.name},       {"status", status_name(c.status)},

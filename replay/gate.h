@@ -5,6 +5,7 @@
 // Counterparts: cli/cmd_gate.cpp, replay/replay.h, fuzz/campaign.h.
 #pragma once
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -27,6 +28,11 @@ struct GateOptions {
   // shard 0 also replays the traces, so the N shards together run exactly the unsharded gate.
   // Each shard checks the coverage of its own cases: give every shard enough of them.
   int shard = 0, shards = 1;
+  // Filters (gate --h-mode, --preset, --config): only these h modes (empty: all), only this model
+  // (a trace of another model is skipped; the campaigns run it alone, without the coverage check).
+  std::vector<HMode> h_modes;
+  std::optional<std::string> preset, config_path;
+  std::optional<ModelSpec> model;  // the filter's model (the preset's or the config's), to match traces
   std::vector<fuzz::BackendEntry> backends;                // available ones (cli/backend_registry.h)
   std::vector<std::pair<std::string, std::string>> skipped;  // unavailable backend, why
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();
@@ -57,11 +63,15 @@ struct GateResult {
   int cases_per_campaign = 0;
   uint64_t seed = 0;
   bool pass() const;
+  // Every check was skipped (or there was none): nothing was checked, which is not a pass (exit 5).
+  bool nothing_checked() const;
+  int count(GateCase::Status s) const;
   std::string summary() const;  // one screen
   std::string junit() const;    // JUnit XML
   // {"schema": "ssmcheck-verdict", "schema_version": kVerdictSchemaVersion, "tool", "pass", "seconds",
-  // "seed", "cases_per_campaign", "cases": [{"suite", "name", "status", "seconds", "message",
-  // "details", "shrunk_ops"?}]}: gate, fuzz, check and replay (which adds "results") write it.
+  // "seed", "cases_per_campaign", "counts": {"pass", "fail", "skipped"}, "nothing_checked",
+  // "cases": [{"suite", "name", "status", "seconds", "message", "details", "shrunk_ops"?}]}: gate,
+  // fuzz, check and replay (which adds "results") write it.
   nlohmann::json json() const;
 };
 constexpr int kVerdictSchemaVersion = 1;  // bumped when a field changes meaning or goes away

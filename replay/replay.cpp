@@ -249,4 +249,17 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
   return r;
 }
 
+std::string cannot_replay(const cmp::Trace& trace, const Capabilities& caps, const std::string& name) {
+  const cmp::TraceHeader& h = trace.header;
+  if (std::string why = caps.cannot_run(h.model.spec, h.pool.h_mode, name); !why.empty()) return why;
+  if (std::string why = caps.cannot_run_slots(h.pool.max_slots, name); !why.empty()) return why;
+  for (size_t i = 0; i < trace.ops.size(); ++i) {
+    const cmp::TraceOp& t = trace.ops[i];
+    if (t.refused) continue;
+    if (std::string why = caps.cannot_run(t.op, name); !why.empty())
+      return fmt::format("op {} '{}': {}", i, to_string(t.op), why);
+  }
+  return "";
+}
+
 }  // namespace ssm::replay

@@ -10,6 +10,7 @@
 
 #include "compare/compare.h"
 #include "core/backend.h"
+#include "core/capabilities.h"
 #include "formats/trace.h"
 
 namespace ssm::replay {
@@ -69,5 +70,12 @@ struct ReplayResult {
 // Creates a fresh pool on `backend` from the trace's model and pool and replays every op.
 // Throws std::invalid_argument when the backend rejects the model or pool.
 ReplayResult replay_trace(const cmp::Trace& trace, Backend& backend, const ReplayOptions& options = {});
+
+// "" when an implementation that runs `caps` (core/capabilities.h) runs the trace: its layers, its
+// h mode, its pool's slots and every op the trace's producer accepted (a refused op is refused by
+// the contract before it reaches the implementation); else why not, naming the first op outside
+// it ("op 7 'snapshot_save 0': plugin:x does not implement it"). Replay and the gate skip such a
+// trace on that backend with this reason.
+std::string cannot_replay(const cmp::Trace& trace, const Capabilities& caps, const std::string& name);
 
 }  // namespace ssm::replay

@@ -25,8 +25,7 @@ using PluginGpu = test::GpuTest;
 
 TEST_F(PluginGpu, CudaPluginPassesACampaignWithAsyncCopiesHeld) {
   fuzz::CampaignOptions o;
-  o.kinds = {LayerKind::gdn, LayerKind::mamba2};  // the CUDA plug-in declares SSMP_MAMBA2 (BackendEntry::kinds)
-  o.ple = true;                                   // and SSMP_PLE (BackendEntry::ple)
+  o.caps = Capabilities::everything();  // the CUDA plug-in declares SSMP_MAMBA2, SSMP_PLE and an async path
   o.seed = test::campaign_seed(20261130);
   o.cases = int(test::env_u64("SSMCHECK_CASES", 300));
   o.pause_async = true;

@@ -80,8 +80,8 @@ TEST(PluginLoad, TheReferencePluginDeclaresItsOwnLegalityAndBitwise) {
 // refusal (it makes its own legality decisions), every exported field, in every h mode.
 TEST(PluginCampaign, ReferencePluginAgreesBitwiseOverDrawnConfigurations) {
   fuzz::CampaignOptions o;
-  o.kinds = {LayerKind::gdn, LayerKind::mamba2};  // it declares SSMP_MAMBA2 (BackendEntry::kinds)
-  o.ple = true;                                   // and SSMP_PLE (BackendEntry::ple)
+  o.caps = Capabilities::everything();  // it declares SSMP_MAMBA2 and SSMP_PLE (BackendEntry::caps)
+  o.caps.async_copies = false;          // and has no async path
   o.seed = test::campaign_seed(20261130);
   o.cases = int(test::env_u64("SSMCHECK_CASES", 150));
   o.strictness = cmp::Strictness::bitwise;
@@ -153,8 +153,7 @@ TEST(PluginCampaign, APluginWithoutPleIsRefusedPleCarriesAndItsTableIsChecked) {
 // A plug-in whose commit keeps the live state (n < k) is caught, and the case shrinks to a few ops.
 TEST(PluginCampaign, ABrokenPluginIsCaughtAndShrunk) {
   fuzz::CampaignOptions o;
-  o.kinds = {LayerKind::gdn, LayerKind::mamba2};
-  o.ple = false;
+  o.caps.ple = false;
   o.seed = test::campaign_seed(7);
   o.cases = 300;
   o.strictness = cmp::Strictness::bitwise;

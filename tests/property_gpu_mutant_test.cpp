@@ -29,7 +29,7 @@ class PropertyGpuMutant : public GpuTestP<std::string> {};
 TEST_P(PropertyGpuMutant, IsCaughtAndShrunk) {
   mutant::select(GetParam());
   fuzz::CampaignOptions o;  // as the gate's CUDA campaign (replay/gate.cpp)
-  o.kinds = {LayerKind::gdn, LayerKind::mamba2};  // CUDA's kinds (BackendEntry::kinds)
+  o.caps = Capabilities::everything();  // CUDA's (BackendEntry::caps)
   o.seed = campaign_seed(1);
   o.cases = int(env_u64("SSMCHECK_CASES", 1000));
   o.max_ops = 30;

@@ -25,7 +25,7 @@ class PropertyGpu : public GpuTest {
     if (!cuda_of) cuda_of = [](Backend& b) -> cuda::CudaBackend& { return static_cast<cuda::CudaBackend&>(b); };
     o.strictness = cmp::Strictness::classes;
     o.backend_label = "cuda";
-    o.kinds = {LayerKind::gdn, LayerKind::mamba2};  // the CUDA implementation's kinds (BackendEntry::kinds)
+    o.caps = Capabilities::everything();  // the CUDA implementation's (BackendEntry::caps)
     o.pause_async = true;  // as the gate: async copies held until their reader waits
     o.out_dir = std::getenv("SSMCHECK_FAIL_DIR") ? std::getenv("SSMCHECK_FAIL_DIR") : "ssmcheck-fuzz-gpu";
     o.sut_invariant = [cuda_of](Backend& b) { return cuda_of(b).check_guards(); };

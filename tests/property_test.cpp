@@ -211,7 +211,7 @@ TEST(PropertyCpu, MergeRefusesMissingRecordsAndUnrepeatableFailures) {
            [](fuzz::CampaignOptions& c) { c.pause_async = !c.pause_async; },
            [](fuzz::CampaignOptions& c) { c.tolerances.override_from("output.rtol=2e-3"); },
            [](fuzz::CampaignOptions& c) { c.numerics.f16_rows = F16Rows::carried; },
-           [](fuzz::CampaignOptions& c) { c.kinds = {LayerKind::gdn}; }}) {
+           [](fuzz::CampaignOptions& c) { c.caps.kinds = {LayerKind::gdn}; }}) {
     fuzz::CampaignOptions changed = o;
     change(changed);
     EXPECT_NE(fuzz::campaign_fingerprint(changed), fuzz::campaign_fingerprint(o));
