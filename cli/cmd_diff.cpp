@@ -11,6 +11,7 @@
 #include "cli/html_option.h"
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
+#include "formats/verdict_text.h"
 #include "compare/compare.h"
 #include "core/op.h"
 #include "formats/dump.h"
@@ -32,7 +33,7 @@ struct DiffOptions {
 
 void write_json(const std::string& path, const nlohmann::json& j) {
   if (path.empty()) return;
-  write_text_atomically(path, j.dump(2) + "\n", "--json");
+  write_text_atomically(path, files::json_text(j) + "\n", "--json");
 }
 
 std::string layer_identity(const LayerSpec& s) { return s.name() + fmt::format(",eps={}", s.eps); }

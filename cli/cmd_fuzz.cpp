@@ -20,6 +20,7 @@
 #include "cli/output_path.h"
 #include "cli/shard_option.h"
 #include "cli/tolerance_options.h"
+#include "formats/verdict_text.h"
 #include "fixtures/hf_config.h"
 #include "fuzz/campaign.h"
 #include "replay/gate.h"
@@ -42,7 +43,7 @@ struct VerdictFiles {
   }
   void write(const replay::GateResult& v) const {
     if (!junit.empty()) write_text_atomically(junit, v.junit(), "--junit");
-    if (!json.empty()) write_text_atomically(json, v.json().dump(2) + "\n", "--json");
+    if (!json.empty()) write_text_atomically(json, files::json_text(v.json()) + "\n", "--json");
   }
 };
 
@@ -100,7 +101,7 @@ void arm_one_case(std::optional<CrashVerdict>& crash, const VerdictFiles& files,
       one_case(tool, seed, suite, name, false,
                "crashed: the process died on a fatal signal during the " +
                    std::string(tool == "ssmcheck fuzz" ? "campaign" : "check") + " (see its stderr)");
-  crash->update(crashed.junit(), crashed.json().dump(2) + "\n");
+  crash->update(crashed.junit(), files::json_text(crashed.json()) + "\n");
 }
 
 int run_fuzz(const FuzzFlags& f) {

@@ -18,6 +18,7 @@
 #include "cli/html_option.h"
 #include "cli/tolerance_options.h"
 #include "cli/backend_registry.h"
+#include "formats/verdict_text.h"
 #include "fixtures/hf_config.h"
 #include "replay/gate.h"
 #include "report/sections.h"
@@ -108,7 +109,7 @@ int run_gate(const GateFlags& f) {
     c.message = "the gate started but has not finished (killed, or still running)";
     unfinished.cases.push_back(c);
     if (!f.junit.empty() && f.junit != "-") write_file(f.junit, unfinished.junit(), "--junit");
-    if (!f.json.empty() && f.json != "-") write_file(f.json, unfinished.json().dump(2) + "\n", "--json");
+    if (!f.json.empty() && f.json != "-") write_file(f.json, files::json_text(unfinished.json()) + "\n", "--json");
   }
   CrashVerdict crash(f.junit, f.json);
   const replay::GateResult r =
@@ -121,12 +122,12 @@ int run_gate(const GateFlags& f) {
         c.status = replay::GateCase::Status::fail;
         c.message = "crashed: the process died on a fatal signal while running this check (see its stderr)";
         v.cases.push_back(c);
-        crash.update(v.junit(), v.json().dump(2) + "\n");
+        crash.update(v.junit(), files::json_text(v.json()) + "\n");
       });
   if (!f.verbose && isatty(2)) fmt::print(stderr, "\r\033[K");
   fmt::print("{}", r.summary());
   if (!f.junit.empty()) write_file(f.junit, r.junit(), "--junit");
-  if (!f.json.empty()) write_file(f.json, r.json().dump(2) + "\n", "--json");
+  if (!f.json.empty()) write_file(f.json, files::json_text(r.json()) + "\n", "--json");
   if (!f.junit.empty() && f.junit != "-") fmt::print("wrote JUnit XML to {}\n", f.junit);
   if (!f.json.empty() && f.json != "-") fmt::print("wrote JSON to {}\n", f.json);
   if (f.html.any()) {

@@ -23,6 +23,7 @@
 #include "cli/device_option.h"
 #include "cli/output_path.h"
 #include "cli/backend_registry.h"
+#include "formats/verdict_text.h"
 #include "fuzz/mutant_catalogue.h"
 
 #ifndef SSMCHECK_FIXTURES_DIR
@@ -263,7 +264,7 @@ int run_mutants(const MutantsFlags& f) {
       j["mutants"].push_back({{"name", r.m.name}, {"class", r.m.bug_class}, {"backend", r.m.backend},
                               {"what", r.m.what}, {"verdict", r.verdict}, {"seconds", r.seconds},
                               {"failing_check", r.check}, {"shrunk_ops", r.shrunk}, {"note", r.note}});
-    write_text_atomically(f.json, j.dump(2) + "\n", "--json");
+    write_text_atomically(f.json, files::json_text(j) + "\n", "--json");
   }
   if (ran == 0) return kExitNothingRan;
   return survived ? kExitDiffer : kExitOk;

@@ -13,6 +13,7 @@
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "cli/backend_registry.h"
+#include "formats/verdict_text.h"
 #include "formats/trace.h"
 #include "replay/gate.h"
 #include "replay/replay.h"
@@ -63,7 +64,7 @@ int run_replay(const ReplayFlags& f) {
   auto json_of = [](const replay::GateResult& v, const nlohmann::json& results) {
     nlohmann::json j = v.json();
     j["results"] = results;
-    return j.dump(2) + "\n";
+    return files::json_text(j) + "\n";
   };
   // The verdict a crash leaves (cli/crash_verdict.h): what finished, and the running step failed
   // as crashed; written first as "unfinished" (what a kill -9 leaves).

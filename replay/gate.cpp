@@ -9,6 +9,7 @@
 #include <map>
 
 #include "formats/trace.h"
+#include "formats/verdict_text.h"
 #include "fuzz/campaign.h"
 #include "replay/replay.h"
 
@@ -163,22 +164,7 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   return c;
 }
 
-std::string xml(const std::string& s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t') out += ' ';
-        else out += ch;
-    }
-  }
-  return out;
-}
+std::string xml(const std::string& s) { return files::xml_text(s); }
 
 const char* status_name(GateCase::Status s) {
   return s == GateCase::Status::pass ? "pass" : s == GateCase::Status::fail ? "fail" : "skipped";

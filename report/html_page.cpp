@@ -3,32 +3,15 @@
 
 #include <cmath>
 
+#include "formats/verdict_text.h"
 #include "report/page_assets.h"
 
 namespace ssm::report {
 
 namespace {
 
-std::string escape_html(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
-// JSON that may sit inside <script>: "</" would end the element, so it is written "<\/" (the
-// same string in JSON).
-std::string script_safe(std::string json) {
-  for (size_t p = json.find("</"); p != std::string::npos; p = json.find("</", p + 3)) json.insert(p + 1, "\\");
-  return json;
-}
+// HTML text: valid UTF-8, markup escaped (files::xml_text, whose escapes HTML shares).
+std::string escape_html(const std::string& s) { return files::xml_text(s); }
 
 }  // namespace
 
@@ -46,7 +29,7 @@ std::string Page::html() const {
   s += "</style>\n</head>\n<body>\n<header><h1>" + escape_html(title) + "</h1><p class=\"subtitle\">" +
        escape_html(subtitle) + "</p></header>\n<main id=\"sections\"></main>\n";
   s += "<script type=\"application/json\" id=\"ssmcheck-data\">";
-  s += script_safe(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  s += files::script_json_text(data);
   s += "</script>\n<script>\n";
   s += assets::kPageJs;
   s += "</script>\n</body>\n</html>\n";

@@ -6,3 +6,8 @@ add_test(NAME report.browser
          COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/report_browser_test.py $<TARGET_FILE:ssmcheck>
                  $<TARGET_FILE:ssmcheck-mutants> ${PROJECT_SOURCE_DIR}/fixtures ${CMAKE_CURRENT_BINARY_DIR}/report-pages)
 set_tests_properties(report.browser PROPERTIES LABELS cpu TIMEOUT 600 SKIP_RETURN_CODE 77)
+# what a verdict quotes cannot break it (formats/verdict_text.h)
+ssmcheck_test(verdict_text_test LABEL cpu SOURCES verdict_text_test.cpp
+  LIBS ssmcheck_formats ssmcheck_fixtures nlohmann_json::nlohmann_json)
+target_compile_definitions(verdict_text_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>")
+add_dependencies(verdict_text_test ssmcheck)
