@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "formats/verdict_text.h"
+
 namespace ssm::fuzz {
 
 namespace {
@@ -59,15 +61,15 @@ PhaseTimes times_of(const json& j) {
 }  // namespace
 
 std::string to_json_line(const CaseRecord& r) {
-  return json{{"case", r.index},
+  return files::json_text(json{{"case", r.index},
               {"campaign", fmt::format("{:016x}", r.campaign)},
               {"status", status_name(r.status)},
               {"ops", r.ops},
               {"coverage", coverage_json(r.coverage)},
               {"times", times_json(r.times)},
               {"model", r.model_name},
-              {"sut", r.sut_name}}
-      .dump();
+              {"sut", r.sut_name}},
+                          -1);  // a name of any bytes
 }
 
 CaseRecord case_record_from_json_line(const std::string& line, const std::string& where) {
