@@ -15,6 +15,7 @@
 #include "cli/output_path.h"
 #include "cli/shard_option.h"
 #include "cli/crash_verdict.h"
+#include "cli/default_paths.h"
 #include "cli/html_option.h"
 #include "cli/tolerance_options.h"
 #include "cli/backend_registry.h"
@@ -23,10 +24,6 @@
 #include "replay/gate.h"
 #include "report/sections.h"
 
-#ifndef SSMCHECK_FIXTURES_DIR
-#define SSMCHECK_FIXTURES_DIR "fixtures"
-#endif
-
 namespace ssm::cli {
 
 namespace {
@@ -34,7 +31,7 @@ namespace {
 struct GateFlags {
   int cases = 1000;
   std::string shard;
-  std::string junit, json, traces = std::string(SSMCHECK_FIXTURES_DIR) + "/traces", backend = "all";
+  std::string junit, json, traces = default_traces_dir(), backend = "all";
   std::vector<std::string> h_modes;  // --h-mode (empty: all)
   std::string preset, config;        // --preset / --config (empty: every model)
   uint64_t seed = 1;

@@ -20,15 +20,12 @@
 
 #include "core/child_process.h"
 #include "cli/commands.h"
+#include "cli/default_paths.h"
 #include "cli/device_option.h"
 #include "cli/output_path.h"
 #include "cli/backend_registry.h"
 #include "formats/verdict_text.h"
 #include "fuzz/mutant_catalogue.h"
-
-#ifndef SSMCHECK_FIXTURES_DIR
-#define SSMCHECK_FIXTURES_DIR "fixtures"
-#endif
 
 namespace ssm::cli {
 
@@ -37,7 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct MutantsFlags {
-  std::string backend = "all", traces = std::string(SSMCHECK_FIXTURES_DIR) + "/traces", only, json, binary, logs;
+  std::string backend = "all", traces = default_traces_dir(), only, json, binary, logs;
   int cases = 1000;
   uint64_t seed = 1;
   double timeout = 1800;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/backend_registry.h"
+#include "cli/cmd_new.h"
 #include "cli/commands.h"
 #include "cli/crash_verdict.h"
 #include "cli/fuzz_jobs.h"
@@ -117,6 +118,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "ssmcheck " SSMCHECK_VERSION);
   app.fallthrough();  // global flags are taken after the subcommand too
+  // the ten-minute start, as README.md opens with it
+  app.footer(
+      "Check your kernel (README.md, \"Check your kernel\"; docs/plugins.md):\n"
+      "  ssmcheck new c mykernel                   # a plug-in skeleton with its CMakeLists.txt (or: new python)\n"
+      "  cmake -S mykernel -B mykernel/build && cmake --build mykernel/build\n"
+      "  ssmcheck backends plugin:mykernel/build/libmykernel.so       # loads it, says what it declares\n"
+      "  ssmcheck check --backend plugin:mykernel/build/libmykernel.so --h-mode f32 --ops 'alloc; prefill 3'\n"
+      "  ssmcheck fuzz  --backend plugin:mykernel/build/libmykernel.so --h-mode f32 --cases 1000\n"
+      "  ssmcheck gate  --backend plugin:mykernel/build/libmykernel.so --junit gate.xml --html gate.html");
   // the time a plug-in or Python class has for one call in its host process (plugin/host_process.h);
   // kept in the environment so that --jobs workers and their hosts inherit it
   app.add_option_function<std::string>(
@@ -139,6 +149,7 @@ int main(int argc, char** argv) {
   ssm::cli::add_mutants_command(app, &rc);
   ssm::cli::add_backends_command(app, &rc);
   ssm::cli::add_report_command(app, &rc);
+  ssm::cli::add_new_command(app, &rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
