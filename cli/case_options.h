@@ -19,6 +19,11 @@ struct NumericsFlags {
   Numerics resolve(const Numerics& declared) const;  // throws std::invalid_argument naming the flag
 };
 
+// --layers N against the whole model (`whole`, read with every layer; `model` names it: "preset
+// tiny", "config.json PATH"): 0 (all) or 1..its layer count, else std::invalid_argument naming
+// --layers, N and the count. Every command taking --layers checks it so (fuzz: with --preset or --config).
+void check_layers_flag(int layers, const ModelSpec& whole, const std::string& model);
+
 struct CaseOptions {
   CaseConfig config;
   std::string h_mode = "f32";
