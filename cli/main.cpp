@@ -122,10 +122,11 @@ int main(int argc, char** argv) {
   app.footer(
       "Check your kernel (README.md, \"Check your kernel\"; docs/plugins.md):\n"
       "  ssmcheck new c mykernel                   # a plug-in skeleton with its CMakeLists.txt (or: new python)\n"
-      "  cmake -S mykernel -B mykernel/build && cmake --build mykernel/build\n"
+      "  cmake -S mykernel -B mykernel/build -DCMAKE_PREFIX_PATH=<ssmcheck's install prefix> && cmake --build mykernel/build\n"
       "  ssmcheck backends plugin:mykernel/build/libmykernel.so       # loads it, says what it declares\n"
-      "  ssmcheck check --backend plugin:mykernel/build/libmykernel.so --h-mode f32 --ops 'alloc; prefill 3'\n"
-      "  ssmcheck fuzz  --backend plugin:mykernel/build/libmykernel.so --h-mode f32 --cases 1000\n"
+      "  ssmcheck check --backend plugin:mykernel/build/libmykernel.so --ops alloc              # passes as generated\n"
+      "  ssmcheck check --backend plugin:mykernel/build/libmykernel.so --ops 'alloc; prefill 3' # not implemented: fill in\n"
+      "  ssmcheck fuzz  --backend plugin:mykernel/build/libmykernel.so --cases 1000\n"
       "  ssmcheck gate  --backend plugin:mykernel/build/libmykernel.so --junit gate.xml --html gate.html");
   // the time a plug-in or Python class has for one call in its host process (plugin/host_process.h);
   // kept in the environment so that --jobs workers and their hosts inherit it
