@@ -66,10 +66,34 @@ struct FuzzFlags {
   HtmlOption html;
 };
 
+// A `fuzz --duration` command line as a campaign of the fixed cases it ran: --duration left out
+// and --cases the count that runs exactly those (case shard + k * shards, k < cases run).
+std::string fixed_cases_line(const std::vector<std::string>& args, const fuzz::CampaignResult& r) {
+  auto quoted = [](const std::string& a) {
+    if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,@+") ==
+                          std::string::npos)
+      return a;
+    std::string q = "'";
+    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  std::string line = "ssmcheck";
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--duration" || a == "--cases") {
+      ++i;
+      continue;
+    }
+    if (a.rfind("--duration=", 0) == 0 || a.rfind("--cases=", 0) == 0) continue;
+    line += " " + quoted(a);
+  }
+  return line + " --cases " + std::to_string(r.shard + (r.cases - 1) * r.shards + 1);
+}
+
 // The verdict of one test case (fuzz: the campaign; check: the script).
 replay::GateResult one_case(const std::string& tool, uint64_t seed, const std::string& suite, const std::string& name,
                             bool pass, const std::string& message, const std::string& details = "",
-                            double seconds = 0, int shrunk_ops = -1) {
+                            double seconds = 0, int shrunk_ops = -1, nlohmann::json evidence = nullptr) {
   replay::GateResult v;
   v.tool = tool;
   v.seed = seed;
@@ -82,6 +106,7 @@ replay::GateResult one_case(const std::string& tool, uint64_t seed, const std::s
   c.message = message;
   c.details = details;
   if (shrunk_ops >= 0) c.shrunk_ops = shrunk_ops;
+  c.evidence = std::move(evidence);
   v.cases.push_back(c);
   return v;
 }
@@ -116,8 +141,12 @@ int run_fuzz(const FuzzFlags& f) {
   o.max_ops = f.max_ops;
   o.duration_s = f.duration;
   o.shrink = !f.no_shrink;
-  if (!f.preset.empty()) o.preset = make_preset(f.preset, f.layers).name;
+  if (!f.preset.empty()) {
+    check_layers_flag(f.layers, make_preset(f.preset), "preset " + f.preset);
+    o.preset = make_preset(f.preset, f.layers).name;
+  }
   if (!f.config.empty()) {
+    check_layers_flag(f.layers, describe_hf_config(f.config), "config.json " + f.config);
     (void)model_from_hf_config(f.config, f.layers);  // a bad config fails here, naming file and field
     o.config_path = f.config;
   }
@@ -176,16 +205,21 @@ int run_fuzz(const FuzzFlags& f) {
   }
   if (tty) fmt::print(stderr, "\n");
   fmt::print("{}", r.summary());
+  if (f.duration > 0 && r.cases > 0)  // the cases a time bound ran, as a campaign of fixed cases that runs them again
+    fmt::print("  the cases that ran, replayable: {}\n", fixed_cases_line(own_command_line(), r));
   if (f.verdict.any()) {  // one test case: the campaign
-    const bool ok = !r.failed && !r.gave_up && r.cases > 0 && r.coverage_missing.empty();
+    const bool ok = !r.failed && !r.gave_up && r.cases > 0 && r.coverage_missing.empty() && r.bias.empty();
     const std::string message =
         r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
         : r.gave_up ? "gave up: " + r.message
         : r.cases == 0 ? std::string("no case ran")
+        : !r.bias.empty() ? "bias check failed: " + r.bias.front()
         : !r.coverage_missing.empty() ? std::string("coverage check failed")
                                       : fmt::format("{} cases, {} sequences, {} ops: passed", r.cases, r.sequences(), r.ops);
-    f.verdict.write(one_case("ssmcheck fuzz", f.seed, suite, name, ok, message, r.summary(), r.seconds,
-                             r.failed ? r.script_length : -1));
+    replay::GateResult v = one_case("ssmcheck fuzz", f.seed, suite, name, ok, message, r.summary(), r.seconds,
+                                    r.failed ? r.script_length : -1, r.evidence());
+    v.cases_per_campaign = o.cases;
+    f.verdict.write(v);
   }
   if (f.html.any()) {
     report::Page page;
@@ -203,7 +237,7 @@ int run_fuzz(const FuzzFlags& f) {
     f.html.write(page);
   }
   if (r.gave_up) return kExitBadInput;
-  if (r.failed || !r.coverage_missing.empty()) return kExitDiffer;
+  if (r.failed || !r.coverage_missing.empty() || !r.bias.empty()) return kExitDiffer;
   return r.cases == 0 ? kExitNothingRan : kExitOk;
 }
 
@@ -241,7 +275,14 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
                            nothing ? std::string("every op was refused by both sides: nothing was checked")
                            : r.pass ? fmt::format("{} ops agree", r.ops)
                                     : fmt::format("DIVERGED after {} ops", r.ops),
-                           r.report));
+                           r.report, 0, -1,
+                           r.pass ? nlohmann::json(nullptr)
+                                  : nlohmann::json{{"case_flags", cfg.flags()},
+                                                   {"config", fuzz::config_json(cfg)},
+                                                   {"script", to_string(script)},
+                                                   {"failed_op", r.failed_op},
+                                                   {"op", r.failed_op >= 0 ? r.op_labels[size_t(r.failed_op)] : ""},
+                                                   {"divergence", r.divergence}}));
   if (nothing) {
     fmt::print("ssmcheck check: every op was refused by both sides: nothing was checked\n");
     return kExitNothingRan;

@@ -161,6 +161,10 @@ struct TensorReport {
   // FP16 elements inf on one side and the same-signed 65504 on the other, in a class that admits one
   // FP16 step at 65504: a rounding across the overflow threshold 65520, matched (docs/tolerances.md)
   int64_t overflow_boundary = 0;
+  // Finite elements (outside the matched ones) where got > ref and where got < ref: the direction
+  // of the signed error, which a campaign tallies to find a systematic bias far below the
+  // per-element limits (fuzz/bias.h).
+  int64_t above = 0, below = 0;
   double max_cond_ratio = 0;       // max |d| / (u * C): the cond that alone would cover every element
   double nrmse_allowed = 0;        // max_nrmse plus the condition's share (what nrmse was judged against)
   std::vector<Element> worst;      // worst few, largest error first
@@ -225,6 +229,7 @@ struct TensorMargin {
   double error_ratio = 0;  // TensorReport::error_ratio
   int64_t elements = 0;
   double max_abs = 0, nrmse = 0;
+  int64_t above = 0, below = 0;  // TensorReport::above, below
   std::string shape;
   std::string report;  // TensorReport::text(), failures only
   static TensorMargin of(const TensorReport& r);
@@ -235,6 +240,9 @@ struct StateReport {
   int64_t tensors = 0;
   std::vector<TensorReport> failures;  // tensor mismatches and flag/presence/count mismatches
   std::vector<TensorMargin> margins;   // every tensor and flag compared, in order
+  // What the divergence resembles, each with the check that confirmed it (compare/likely_cause.h);
+  // compare_state fills it when it fails.
+  std::vector<std::string> hints;
   bool pass() const { return failures.empty(); }
   void add(TensorReport r);  // records its margin, and keeps it when it failed
   std::string text() const;

@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 
 #include "compare/compare.h"
+#include "compare/likely_cause.h"
 #include "compare/field_cache.h"
 #include "core/state_digest.h"
 
@@ -236,6 +237,7 @@ StateReport compare_state(const SequenceState& ref, const SequenceState& got, co
     compare_optional(rep, ref.h_prefill_stage, got.h_prefill_stage, "h_prefill_stage", tol, base, -1, strictness,
                      lineage.stage, opt_ptr(ref.h_prefill_stage_condition), opt_ptr(got.h_prefill_stage_condition));
   rep.finish();
+  if (!out.pass()) out.hints = likely_causes(ref, got, base.op);
   return out;
 }
 

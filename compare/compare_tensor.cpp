@@ -182,6 +182,8 @@ TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, 
   }
 
   const scan::Squares sq = scan::sums(ref, got, matched_nf, scan::cond_view(cond, ref));
+  r.above = sq.up;
+  r.below = sq.down;
   const bool ref_zero = sq.zero;
   const double ref_sq = sq.ref;
   const int64_t finite_n = sq.n;

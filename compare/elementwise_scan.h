@@ -77,6 +77,7 @@ struct ScanPart {
 struct Squares {
   double ref = 0, d = 0, cond = 0;
   int64_t n = 0;
+  int64_t up = 0, down = 0;  // elements with got > ref, got < ref (TensorReport::above, below)
   bool zero = true;
   // one element's terms (ref value v, d = got - ref, |cond| c), added in index order
   void add(double v, double diff, double c) {
@@ -85,6 +86,8 @@ struct Squares {
     ++n;
     d += diff * diff;
     cond += c * c;
+    up += diff > 0;
+    down += diff < 0;
   }
 };
 

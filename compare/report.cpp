@@ -142,6 +142,8 @@ nlohmann::json TensorReport::json() const {
   j["elements"] = elements;
   j["mismatched"] = mismatched;
   j["mismatched_pct"] = elements ? 100.0 * double(mismatched) / double(elements) : 0.0;
+  j["above"] = above;
+  j["below"] = below;
   j["max_abs"] = num(max_abs);
   j["max_rel"] = num(max_rel);
   j["max_ulp"] = num(max_ulp);
@@ -165,6 +167,7 @@ nlohmann::json TensorReport::json() const {
 std::string StateReport::text() const {
   std::string s;
   for (const TensorReport& r : failures) s += r.text();
+  for (const std::string& h : hints) s += "  likely cause: " + h + "\n";
   s += fmt::format("{}: {} tensors compared, {} failure{}\n", pass() ? "EQUAL within tolerance" : "DIFFERENT", tensors,
                    failures.size(), failures.size() == 1 ? "" : "s");
   return s;
@@ -176,6 +179,7 @@ nlohmann::json StateReport::json() const {
   j["tensors"] = tensors;
   j["failures"] = nlohmann::json::array();
   for (const TensorReport& r : failures) j["failures"].push_back(r.json());
+  j["hints"] = hints;
   return j;
 }
 
@@ -188,6 +192,7 @@ void StateReport::merge(StateReport other) {
   tensors += other.tensors;
   for (auto& f : other.failures) failures.push_back(std::move(f));
   for (auto& m : other.margins) margins.push_back(std::move(m));
+  for (auto& h : other.hints) hints.push_back(std::move(h));
 }
 
 TensorMargin TensorMargin::of(const TensorReport& r) {
@@ -199,6 +204,8 @@ TensorMargin TensorMargin::of(const TensorReport& r) {
   m.elements = r.elements;
   m.max_abs = r.max_abs;
   m.nrmse = r.nrmse;
+  m.above = r.above;
+  m.below = r.below;
   m.shape = r.shape;
   if (!r.pass) m.report = r.text();
   return m;

@@ -10,27 +10,75 @@
 #include <rapidcheck/detail/Configuration.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <iostream>
 #include <sstream>
 
 #include "formats/output_file.h"
+#include "fuzz/bias.h"
 #include "fuzz/op_model.h"
+#include "fuzz/simplify.h"
 
 namespace ssm::fuzz {
 
 namespace {
-// "a b  c" -> {"a", "b", "c"}: flags as separate arguments (the case flags have no spaces inside).
-std::vector<std::string> split_flags(const std::string& s) {
-  std::vector<std::string> v;
-  size_t i = 0;
-  while (i < s.size()) {
-    const size_t j = std::min(s.find(' ', i), s.size());
-    if (j > i) v.push_back(s.substr(i, j - i));
-    i = j + 1;
+// `s` as one shell word: single-quoted, a ' inside written '\''.
+std::string shell_quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The shell command that reruns `args` (a check line) with the Python class the campaign ran: the
+// class and its sys.path come from the environment python/ssmcheck/bridge.py's run() set
+// (SSMCHECK_PYTHON_CLASS, SSMCHECK_PYTHON_PATH, SSMCHECK_PYTHON_HOST's interpreter); without them,
+// a line naming what to fill in.
+std::string python_rerun(const std::string& args) {
+  const char* cls = std::getenv("SSMCHECK_PYTHON_CLASS");
+  if (!cls || !*cls) return fmt::format("ssmcheck.run(\"{}\".split(), YourClass)  (python/ssmcheck)", args);
+  std::string python = "python3", path;
+  try {
+    if (const char* host = std::getenv("SSMCHECK_PYTHON_HOST"); host && *host) {
+      const nlohmann::json argv = nlohmann::json::parse(host);
+      if (argv.is_array() && !argv.empty() && argv[0].is_string()) python = argv[0].get<std::string>();
+    }
+    if (const char* p = std::getenv("SSMCHECK_PYTHON_PATH"); p && *p)
+      for (const nlohmann::json& d : nlohmann::json::parse(p))
+        if (d.is_string()) path += (path.empty() ? "" : ":") + d.get<std::string>();
+  } catch (const std::exception&) {  // (set by the bridge; a hand-set value that does not parse is left out)
   }
-  return v;
+  return fmt::format("{}{} -c {} {} {}", path.empty() ? "" : "PYTHONPATH=" + shell_quoted(path) + " ",
+                     shell_quoted(python),
+                     shell_quoted("import sys, ssmcheck; from ssmcheck.host import load_class; "
+                                  "c = load_class(sys.argv[1]); sys.exit(ssmcheck.run(sys.argv[2:], c))"),
+                     shell_quoted(cls), args);
+}
+
+// The command that reruns a case: `ssmcheck check ...`, or through the Python bridge.
+std::string rerun_line(const CampaignOptions& o, const std::string& case_flags, const std::string& script) {
+  const std::string args = fmt::format("check {} --backend {}{} --ops {}", case_flags, o.backend_label,
+                                       o.pause_async ? " --pause-async" : "", shell_quoted(script));
+  return o.backend_label.rfind("python:", 0) == 0 ? python_rerun(args) : "ssmcheck " + args;
+}
+
+// After RapidCheck shrank the script: the configuration too (fuzz/simplify.h), and the result
+// brought up to the simplified case (flags, script, report, divergence, rerun line).
+void simplify_failure(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut,
+                      CampaignResult& result) {
+  const Simplified s = simplify_case(result.config, parse_script(result.script), model, sut, o.tolerances,
+                                     o.strictness, o.sut_invariant, o.pause_async);
+  result.recurred = s.recurred;
+  if (s.steps.empty()) return;
+  result.config = s.config;
+  result.case_flags = s.config.flags();
+  result.script = to_string(s.script);
+  result.script_length = int(s.script.size());
+  result.report = s.result.report;
+  result.divergence = s.result.divergence;
+  result.simplified = s.steps;
+  result.rerun = rerun_line(o, result.case_flags, result.script);
 }
 
 struct RcModel {
@@ -56,9 +104,18 @@ struct Context {
   std::string model_name, sut_name;
   CaseConfig config;
   std::string script, report;
+  nlohmann::json divergence;  // the failing op's comparison, as fields
   int length = 0;
 };
 thread_local Context* g_ctx = nullptr;
+
+// A failing step as fields: its comparison (cmp::StateReport::json, with the likely causes) and
+// its text.
+nlohmann::json divergence_json(const Lockstep::Step& step) {
+  nlohmann::json j = step.json.is_object() ? step.json : nlohmann::json::object();
+  j["text"] = step.text;
+  return j;
+}
 
 using Command = rc::state::Command<RcModel, Lockstep>;
 
@@ -87,6 +144,7 @@ struct OpCommand : Command {
     g_ctx->script = to_string(sut.script());
     g_ctx->length = int(sut.script().size());
     g_ctx->report = step.text;
+    g_ctx->divergence = divergence_json(step);
     RC_FAIL(step.text);
   }
   void show(std::ostream& os) const override { os << to_string(op); }
@@ -329,6 +387,32 @@ uint64_t mix(uint64_t x) {
 
 }  // namespace
 
+nlohmann::json config_json(const CaseConfig& c) {
+  nlohmann::json j = {{"layers", c.layers},
+                      {"h_mode", to_string(c.h_mode)},
+                      {"slots", c.slots},
+                      {"capacity", c.capacity},
+                      {"conv_capacity", c.conv_capacity},
+                      {"snapshots", c.snapshots},
+                      {"seed", c.gen.seed},
+                      {"decay", c.gen.decay},
+                      {"value_scale", c.gen.value_scale},
+                      {"extreme_gates", c.gen.extreme_gates},
+                      {"gates", to_string(c.numerics.gates)},
+                      {"f16_store", to_string(c.numerics.f16_store)},
+                      {"f16_rows", to_string(c.numerics.f16_rows)}};
+  if (c.config_path.empty()) j["preset"] = c.preset;
+  else j["config"] = c.config_path;
+  return j;
+}
+
+nlohmann::json CampaignResult::evidence() const {
+  if (!failed) return nullptr;
+  return {{"case", failed_case},   {"case_flags", case_flags}, {"config", config_json(config)},
+          {"script", script},      {"script_ops", script_length}, {"rerun", rerun},
+          {"simplified", simplified}, {"recurred", recurred}, {"divergence", divergence}};
+}
+
 int64_t CampaignResult::sequences() const {
   const auto it = coverage.ops.find("alloc");
   return it == coverage.ops.end() ? 0 : it->second;
@@ -352,6 +436,7 @@ std::string CampaignResult::summary() const {
                               stopped_by_duration ? " (stopped by --duration)" : "");
   if (times.total() > 0) s += "  time: " + times.text(model_name, sut_name) + "\n";
   s += coverage.text();
+  for (const std::string& b : bias) s += "  BIAS CHECK FAILED: " + b + "\n";
   if (!coverage_missing.empty()) {
     s += "  COVERAGE CHECK FAILED: never reached:";
     for (const auto& m : coverage_missing) s += " [" + m + "]";
@@ -361,6 +446,16 @@ std::string CampaignResult::summary() const {
   if (failed) {
     s += fmt::format("minimal failing case ({} ops):\n  case:   {}\n  script: {}\n  rerun:  {}\n", script_length,
                      case_flags, script, rerun);
+    if (!recurred)
+      s += fmt::format("  DID NOT RECUR: the minimal case passed {} reruns in this process: a failure that depends on "
+                       "timing or on state left by earlier cases (a race, a leak between cases); the report below is "
+                       "the campaign's own failing run, and the rerun line may not reproduce it\n",
+                       kRecurrenceRuns);
+    if (!simplified.empty()) {
+      s += "  simplified after shrinking:";
+      for (const std::string& x : simplified) s += " [" + x + "]";
+      s += "\n";
+    }
     s += report;
     for (const auto& f : files) s += "  wrote " + f + "\n";
   }
@@ -371,6 +466,7 @@ void check_campaign_coverage(const CampaignOptions& o, CampaignResult& result) {
   if (o.require_coverage && !result.failed && !result.gave_up && result.cases > 0 && !o.preset && !o.config_path &&
       !o.h_mode)
     result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async, o.caps));
+  if (!result.failed && !result.gave_up) result.bias = bias_findings(result.coverage.signs);
 }
 
 uint64_t campaign_fingerprint(const CampaignOptions& o) {
@@ -436,6 +532,7 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
         g_ctx->script.clear();
         g_ctx->length = 0;
         g_ctx->report = std::string("setting up the case failed: ") + e.what();
+        g_ctx->divergence = {{"setup_failed", true}, {"text", g_ctx->report}};
         RC_FAIL(g_ctx->report);
       }
       Lockstep& lock = *made;
@@ -508,16 +605,8 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
       result.script = ctx.script;
       result.script_length = ctx.length;
       result.report = ctx.report;
-      result.rerun = fmt::format("ssmcheck check {} --backend {}{} --ops '{}'", result.case_flags, o.backend_label,
-                                 o.pause_async ? " --pause-async" : "", result.script);
-      if (o.backend_label.rfind("python:", 0) == 0) {  // served by the Python bridge: rerun through it
-        std::string args;
-        for (const std::string& a : split_flags(fmt::format("check {} --backend {}{}", result.case_flags,
-                                                            o.backend_label, o.pause_async ? " --pause-async" : "")))
-          args += fmt::format("\"{}\", ", a);
-        result.rerun = fmt::format("ssmcheck.run([{}\"--ops\", \"{}\"], YourClass)  (python/ssmcheck)", args,
-                                   result.script);
-      }
+      result.divergence = ctx.divergence;
+      result.rerun = rerun_line(o, result.case_flags, result.script);
     } else if (r.match(gave_up)) {
       result.gave_up = true;
       result.message = gave_up.description;
@@ -539,9 +628,11 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     }
     if (result.failed || result.gave_up) break;
   }
+  if (result.failed && o.shrink && result.script_length > 0) simplify_failure(o, model, sut, result);
   result.seconds = elapsed();
   check_campaign_coverage(o, result);
-  if (result.failed && !o.out_dir.empty() && result.script_length > 0) {  // (a set-up failure has no state)
+  if (result.failed && !o.out_dir.empty() && result.script_length > 0 && result.recurred) {
+    // (a set-up failure has no state; one that did not recur would dump states that agree)
     // replay the minimal case once more to write both sides' states at the failing op
     std::filesystem::create_directories(o.out_dir);
     const std::string prefix = o.out_dir + "/case-seed" + std::to_string(o.seed);
@@ -573,6 +664,7 @@ ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& scrip
     if (step.pass) return true;
     r.pass = false;
     r.report = step.text;
+    r.divergence = divergence_json(step);
     r.failed_op = int(r.op_labels.size()) - 1;
     return false;
   };

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <functional>
 #include <optional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "fuzz/case_record.h"
@@ -81,10 +82,17 @@ struct CampaignResult {
   PhaseTimes times;  // where the lockstep runs' time went (shrinking included)
   std::string model_name, sut_name;  // the two sides, as the backends name themselves
   std::vector<std::string> coverage_missing;  // require_coverage: what the campaign never reached
+  // Fields whose errors went one way across the campaign's sequences (fuzz/bias.h): a failure
+  std::vector<std::string> bias;
   // The minimal failing case: configuration flags, op script, and what differed.
   CaseConfig config;
   std::string case_flags, script, report, rerun;
   int script_length = 0;
+  nlohmann::json divergence;  // the failing op's comparison (cmp::StateReport::json), or {"text": ...}
+  std::vector<std::string> simplified;  // what shrinking the configuration changed (fuzz/simplify.h)
+  // The minimal case failed again when rerun (fuzz/simplify.h); false: a failure that did not
+  // recur in kRecurrenceRuns reruns, whose evidence is the campaign's own run, not a rerun.
+  bool recurred = true;
   std::vector<std::string> files;  // dumps and the case text file
   std::string summary() const;
   // "case 0..9 of seed 1", or with shards "case 1, 4, .. 10 of seed 1, shard 1/3"
@@ -92,7 +100,13 @@ struct CampaignResult {
   // Sequences the campaign created (allocs both sides applied): the unit of the false-alarm count
   // (docs/tolerances.md).
   int64_t sequences() const;
+  // A failure as fields (null when it passed): {"case", "case_flags", "config", "script",
+  // "script_ops", "rerun", "divergence"} (the JSON verdicts' "evidence").
+  nlohmann::json evidence() const;
 };
+
+// A case's configuration as fields: preset or config, layers, h mode, pool, generator and numerics.
+nlohmann::json config_json(const CaseConfig& c);
 
 // A digest of what decides a campaign's cases and how they are judged: the seed, the longest
 // script, the fixed model (preset, config, layers, h mode), the numerics, the layer kinds, the
@@ -107,7 +121,8 @@ CampaignResult run_campaign(const CampaignOptions& options, const BackendFactory
                             const BackendFactory& sut);
 
 // The end of a campaign that ran: with require_coverage and drawn configurations, what the
-// passing campaign never reached (run_campaign and the merge of `fuzz --jobs` both end so).
+// passing campaign never reached; and, for any passing campaign, the fields biased one way
+// (fuzz/bias.h). run_campaign and the merge of `fuzz --jobs` both end so.
 void check_campaign_coverage(const CampaignOptions& options, CampaignResult& result);
 
 // Replays one op script in lockstep; stops at the first divergence.
@@ -119,6 +134,7 @@ struct ReplayResult {
   std::vector<std::string> op_labels;      // the ops that ran, printable ("decode @0,1"); then "(end of the case)"
   std::vector<cmp::TensorMargin> margins;  // every tensor compared, op by op (where.op_index)
   int failed_op = -1;                      // index into op_labels of the divergence; -1 when it passed
+  nlohmann::json divergence;               // the failing op's comparison (cmp::StateReport::json), or {"text": ...}
 };
 ReplayResult check_script(const CaseConfig& config, const std::vector<Op>& script, const BackendFactory& model,
                           const BackendFactory& sut, const cmp::Tolerances& tol, cmp::Strictness strictness,

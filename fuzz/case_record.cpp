@@ -25,7 +25,8 @@ const char* status_name(CaseRecord::Status s) {
 }
 
 json coverage_json(const Coverage& c) {
-  return json{{"ops", c.ops}, {"refusals", c.refusals}, {"accepts", c.accepts}, {"axes", c.axes}, {"total", c.total}};
+  return json{{"ops", c.ops},     {"refusals", c.refusals}, {"accepts", c.accepts},
+              {"axes", c.axes},   {"signs", c.signs},       {"total", c.total}};
 }
 
 Coverage coverage_of(const json& j) {
@@ -34,6 +35,7 @@ Coverage coverage_of(const json& j) {
   c.refusals = j.at("refusals").get<std::map<std::string, int64_t>>();
   c.accepts = j.at("accepts").get<std::map<std::string, int64_t>>();
   c.axes = j.at("axes").get<std::map<std::string, int64_t>>();
+  c.signs = j.at("signs").get<std::map<std::string, std::array<int64_t, 2>>>();
   c.total = j.at("total").get<int64_t>();
   return c;
 }

@@ -6,9 +6,10 @@
 #include <algorithm>
 #include <thread>
 
-#include "formats/dump.h"
-#include "reference/branches.h"
 #include "core/errors.h"
+#include "formats/dump.h"
+#include "fuzz/bias.h"
+#include "reference/branches.h"
 
 namespace ssm::fuzz {
 
@@ -80,6 +81,8 @@ void Coverage::merge(const Coverage& o) {
   for (const auto& kv : o.ops) ops[kv.first] += kv.second;
   for (const auto& kv : o.refusals) refusals[kv.first] += kv.second;
   for (const auto& kv : o.accepts) accepts[kv.first] += kv.second;
+  for (const auto& kv : o.signs)
+    for (size_t i = 0; i < 2; ++i) signs[kv.first][i] += kv.second[i];
   total += o.total;
 }
 
@@ -258,6 +261,7 @@ Lockstep::Step Lockstep::apply(const Op& op) {
     if (!broken.empty()) fail(fmt::format("op {} '{}': {}: {}\n", index, name, sut_->name(), broken));
   }
   step.json = report.json();
+  tally_signs(report.margins);
   step.margins = std::move(report.margins);
   if (step.pass) {
     ++coverage_.total;
@@ -281,6 +285,12 @@ Lockstep::Step Lockstep::apply(const Op& op) {
     }
   }
   return step;
+}
+
+void Lockstep::tally_signs(const std::vector<cmp::TensorMargin>& margins) {
+  for (const cmp::TensorMargin& m : margins)
+    if (m.where.seq >= 0 && m.above != m.below)
+      signed_errors_[{m.where.seq, m.where.layer, bias_field(m.where.tensor)}] += m.above - m.below;
 }
 
 bool Lockstep::default_concurrent_sides() { return std::thread::hardware_concurrency() >= 4; }
@@ -401,7 +411,12 @@ Lockstep::Step Lockstep::finish() {
   compare_live(base, true, report, fail);
   if (!report.pass()) fail(report.text());
   step.json = report.json();
+  tally_signs(report.margins);
   step.margins = std::move(report.margins);
+  if (step.pass)  // the case is over: one vote per sequence, layer and field that erred one way
+    for (const auto& [key, net] : signed_errors_)
+      if (net != 0) ++coverage_.signs[std::get<2>(key)][net > 0 ? 0 : 1];
+  signed_errors_.clear();
   return step;
 }
 

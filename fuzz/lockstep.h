@@ -2,12 +2,14 @@
 // every op compares what each side refused, the outputs, and the full state of every live
 // sequence under the compare/ classes. Writes both sides' states as HDF5 dumps on request.
 #pragma once
+#include <array>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <optional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compare/compare.h"
@@ -32,6 +34,9 @@ struct Coverage {
   std::map<std::string, int64_t> accepts;    // "commit n/k", "rollback n" -> count
   // thresholds, clamps and configuration axes reached (docs/fuzzing.md, "Coverage") -> count
   std::map<std::string, int64_t> axes;
+  // field -> {up, down}: sequences whose signed error in the field, summed over their case, went
+  // up or down (fuzz/bias.h)
+  std::map<std::string, std::array<int64_t, 2>> signs;
   int64_t total = 0;
   void merge(const Coverage& o);
   std::string text() const;
@@ -39,10 +44,9 @@ struct Coverage {
   std::vector<std::string> missing(const std::vector<std::string>& required) const;
   // What a campaign over drawn configurations must reach: every threshold and clamp of the math of
   // the layer kinds it draws, every configuration axis and every kind of accept; with several
-  // kinds also a model that mixes them; paused_async: also a deferred async read.
-  // ple: the system under test runs layers hosting a PLE carry (BackendEntry::ple)
-  // Only what `caps` runs: its layer kinds' branches, its h modes (FP16 branches with an FP16 mode),
-  // wide batches with padding rows, a PLE carry, deferred async reads when paused and it has the path.
+  // kinds also a model that mixes them; paused_async: also a deferred async read. Only what `caps`
+  // runs: its layer kinds' branches, its h modes (FP16 branches with an FP16 mode), wide batches
+  // with padding rows, a PLE carry, deferred async reads when paused and it has the async path.
   static std::vector<std::string> required(bool paused_async, const Capabilities& caps);
 };
 
@@ -121,6 +125,10 @@ class Lockstep {
   std::unique_ptr<Runner> model_run_, sut_run_;
   std::vector<Op> script_;
   Coverage coverage_;
+  // (sequence, layer, field) -> elements above minus below the model so far in this case: each
+  // nonzero one a vote of Coverage::signs at finish() (fuzz/bias.h)
+  std::map<std::tuple<int, int, std::string>, int64_t> signed_errors_;
+  void tally_signs(const std::vector<cmp::TensorMargin>& margins);
   PhaseTimes times_;
   cmp::LineageTracker lineage_;  // which FP32 fields descend from FP16 storage
   LegalityModel legality_;       // what the contract allows, stated independently of core/contract

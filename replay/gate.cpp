@@ -141,18 +141,23 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   try {
     const fuzz::CampaignResult r = o.run_campaign ? o.run_campaign(co, be) : fuzz::run_campaign(co, be.model, be.under_test);
     // nothing ran is not a pass
-    const bool uncovered = !r.coverage_missing.empty();
-    c.status = r.failed || r.gave_up || r.cases == 0 || uncovered ? GateCase::Status::fail : GateCase::Status::pass;
+    const bool uncovered = !r.coverage_missing.empty(), biased = !r.bias.empty();
+    c.status = r.failed || r.gave_up || r.cases == 0 || uncovered || biased ? GateCase::Status::fail
+                                                                           : GateCase::Status::pass;
     std::string missing;
     for (const auto& m : r.coverage_missing) missing += (missing.empty() ? "" : ", ") + m;
     c.message = fmt::format("{}, {} sequences, {} ops: {}", r.case_range(), r.sequences(), r.ops,
                             r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
                             : r.gave_up ? "gave up: " + r.message
                             : r.cases == 0 ? "no case ran"
+                            : biased ? "bias check failed: " + r.bias.front()
                             : uncovered ? "coverage check failed, never reached: " + missing
                                         : "passed");
     if (c.status == GateCase::Status::fail) c.details = r.summary();
-    if (r.failed) c.shrunk_ops = r.script_length;
+    if (r.failed) {
+      c.shrunk_ops = r.script_length;
+      c.evidence = r.evidence();
+    }
   } catch (const fuzz::Interrupted&) {
     throw;  // a gate that was told to stop stops
   } catch (const std::exception& e) {
@@ -275,6 +280,7 @@ nlohmann::json GateResult::json() const {
     nlohmann::json e = {{"suite", c.suite},     {"name", c.name},       {"status", status_name(c.status)},
                         {"seconds", c.seconds}, {"message", c.message}, {"details", c.details}};
     if (c.shrunk_ops >= 0) e["shrunk_ops"] = c.shrunk_ops;
+    if (!c.evidence.is_null()) e["evidence"] = c.evidence;
     j["cases"].push_back(std::move(e));
   }
   return j;

@@ -52,6 +52,10 @@ struct GateCase {
   std::string message;  // one line
   std::string details;  // the full report on failure
   int shrunk_ops = -1;  // campaigns that failed: length of the minimal failing script
+  // What a failure is made of, as fields (null: none): a campaign's failing case (its flags and
+  // configuration, the script, the rerun line, the first divergence with its worst elements and
+  // the likely causes: fuzz::CampaignResult::evidence), a check's script and divergence.
+  nlohmann::json evidence;
 };
 
 // The verdict of a run of checks; also what `replay`, `fuzz` and `check` write as JUnit and JSON

@@ -366,8 +366,15 @@ def test_fault_shrunk(tmp):
     script = [l for l in text.splitlines() if l.strip().startswith("script:")]
     check(rc == 1 and script and "commit" in script[0] and script[0].count(";") <= 3,
           "the commit_keeps_live fault is caught and shrunk: %s (rc %d)" % (script[0].strip() if script else "no script", rc))
-    check('rerun:  ssmcheck.run(["check", ' in text and '"--backend", "python:numpy-gdn,fault=commit_keeps_live"' in text,
-          "the rerun line of a python: backend goes through ssmcheck.run")
+    rerun = [l.split("rerun:", 1)[1].strip() for l in text.splitlines() if l.strip().startswith("rerun:")]
+    check(rerun and "ssmcheck.host import load_class" in rerun[0] and
+          "--backend python:numpy-gdn,fault=commit_keeps_live" in rerun[0],
+          "the rerun line of a python: backend is a shell command through ssmcheck.run: %s" % (rerun[0] if rerun else "none"))
+    if rerun:  # and it reproduces: run by the shell, it fails the same way
+        env = dict(os.environ, SSMCHECK=ssmcheck_exe())
+        p = subprocess.run(["/bin/sh", "-c", rerun[0]], env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
+        check(p.returncode == 1 and "DIVERGED" in p.stdout,
+              "the python rerun line, run by the shell, diverges again (rc %d): %s" % (p.returncode, p.stdout[-300:]))
 
 
 @case

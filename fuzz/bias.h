@@ -1,0 +1,36 @@
+// Systematic bias far inside the tolerance: a final multiply that rounds up instead of to nearest
+// moves each element by 0 or +1 ULP, always upward; no per-element limit should fail that, yet it
+// changes every step of every sequence. A campaign tallies the direction of each sequence's
+// signed error per field and flags a direction no unbiased implementation would take.
+//
+// The vote: each compared tensor counts its elements above and below the reference
+// (cmp::TensorReport::above, below); per (sequence, layer, field) the lockstep sums
+// above - below over the case, and at the end of the case each nonzero sum is one vote, up or
+// down, for the field (Coverage::signs). Sequences of a campaign have independent inputs, so
+// for an unbiased implementation (rounding differences as likely up as down) the votes of a field
+// are a fair coin: with n votes, u up and d down, z = (u - d) / sqrt(n) is about standard normal.
+// A field is flagged when n >= kBiasMinVotes and |z| > kBiasZ: two-sided P(|z| > 5) = 5.7e-7 per
+// field and campaign (normal approximation of the binomial; exact for n >= 20 within a factor of
+// 2), so over the ~12 fields of a campaign and thousands of campaigns a correct build is flagged
+// about once in 10^5 campaigns. docs/tolerances.md ("Systematic bias") has the derivation and the
+// measurement.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ssm::fuzz {
+
+constexpr double kBiasZ = 5.0;
+constexpr int64_t kBiasMinVotes = 20;
+
+// "h_intermediate[1]" -> "h_intermediate": the field a tensor's vote counts for.
+std::string bias_field(const std::string& tensor);
+
+// The flagged fields of a tally (field -> {up, down} votes), one line each:
+// "output: 590 of 600 sequences erred upward (z = 23.7 > 5)".
+std::vector<std::string> bias_findings(const std::map<std::string, std::array<int64_t, 2>>& signs);
+
+}  // namespace ssm::fuzz
