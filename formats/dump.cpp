@@ -10,6 +10,7 @@
 #include "formats/crash_probe.h"
 #include "formats/checked_file.h"
 #include "formats/hdf5_file.h"
+#include "formats/memory_limit.h"
 #include "formats/model_attrs.h"
 
 #ifndef SSMCHECK_VERSION
@@ -48,6 +49,12 @@ constexpr const char* kLayoutPleConvSnapshots = "[t][(k_size-1)*dilation][C], ro
 
 // Bounds (with model_attrs.h's) that keep a malformed file from asking for absurd allocations.
 constexpr int64_t kMaxSeqs = 65536;
+
+// What the reader may hold (formats/memory_limit.h), read once.
+const MemoryLimit& process_memory_limit() {
+  static const MemoryLimit m = memory_limit();
+  return m;
+}
 
 std::string seq_path(size_t i) { return "/seq" + std::to_string(i); }
 std::string layer_path(size_t i, size_t l) { return seq_path(i) + "/layer" + std::to_string(l); }
@@ -156,13 +163,18 @@ void validate_sequence(const SequenceState& s, const std::string& file, const st
                                     : fmt::format("{} layers, {} recorded", s.layers.size(), layers.size()));
   if (s.last_verify_k < 0) throw FormatError(file, sp + "@last_verify_k", "negative");
   const size_t n_inter = size_t(std::max(0, s.last_verify_k - 1));
+  // Non-finite values the contract allows (docs/state-model.md, "FP16 h"; docs/dump-format.md): in
+  // the FP16 h modes the converter overflows to inf, an f16_store inf layer keeps inf and NaN, and a
+  // prefill widens them into FP32 h and the stage, so the h-like fields (h, h_checkpoint,
+  // h_intermediates, h_prefill_stage) may hold them there. Never in f32 mode, never in conv or PLE fields.
+  const bool h_check_finite = check_finite && mode == HMode::f32;
   for (size_t j = 0; j < s.layers.size(); ++j) {
     const LayerSpec& ls = spec.layers[size_t(layers[j])];
     const LayerState& L = s.layers[j];
     const std::string lp = sp + "/layer" + std::to_string(layers[j]);
-    check_tensor(file, lp + "/h", L.h, h_shape(ls), L.h_is_f16 ? 1 : 0, check_finite);
+    check_tensor(file, lp + "/h", L.h, h_shape(ls), L.h_is_f16 ? 1 : 0, h_check_finite);
     check_tensor(file, lp + "/conv", L.conv, conv_shape(ls), 0, check_finite);
-    if (L.h_checkpoint) check_tensor(file, lp + "/h_checkpoint", *L.h_checkpoint, h_shape(ls), 2, check_finite);
+    if (L.h_checkpoint) check_tensor(file, lp + "/h_checkpoint", *L.h_checkpoint, h_shape(ls), 2, h_check_finite);
     if (L.conv_checkpoint)
       check_tensor(file, lp + "/conv_checkpoint", *L.conv_checkpoint, conv_shape(ls), 0, check_finite);
     if (L.h_intermediates.size() != n_inter || L.conv_intermediates.size() != n_inter)
@@ -172,7 +184,7 @@ void validate_sequence(const SequenceState& s, const std::string& file, const st
     for (size_t t = 0; t < n_inter; ++t) {
       const std::string tp = fmt::format("[{}]", t);
       check_tensor(file, lp + "/h_intermediates" + tp, L.h_intermediates[t], h_shape(ls),
-                   L.h_intermediates[0].dtype() == DType::f16 ? 1 : 0, check_finite);
+                   L.h_intermediates[0].dtype() == DType::f16 ? 1 : 0, h_check_finite);
       check_tensor(file, lp + "/conv_intermediates" + tp, L.conv_intermediates[t], conv_shape(ls), 0,
                    check_finite);
     }
@@ -184,7 +196,7 @@ void validate_sequence(const SequenceState& s, const std::string& file, const st
                       : s.h_prefill_stage ? "present but the sequence says its implementation keeps none (prefill_stage_absent)"
                                           : "missing (h mode f16-pool has a staging blob)");
   if (s.h_prefill_stage)
-    check_tensor(file, sp + "/h_prefill_stage", *s.h_prefill_stage, {stage_elems(spec)}, 0, check_finite);
+    check_tensor(file, sp + "/h_prefill_stage", *s.h_prefill_stage, {stage_elems(spec)}, 0, h_check_finite);
 }
 
 void validate_dump(const Dump& dump, const std::string& file, bool check_finite) {
@@ -372,6 +384,7 @@ class Reader : public CheckedReader {
     read_pool(f, d.pool);
     read_model(f, d.spec);
     const int64_t nseq = int_attr(f, "/", "sequences", 0, kMaxSeqs);
+    check_size(d.spec, nseq);
     const std::vector<int> layers = all_layers(d.spec);
     for (int64_t i = 0; i < nseq; ++i) {
       const std::string sp = seq_path(size_t(i));
@@ -411,16 +424,21 @@ class Reader : public CheckedReader {
       throw FormatError(file_, full, "dtype attribute says f32 but the data is stored as " + info.type_text);
     if (info.dims != shape)
       throw FormatError(file_, full, "shape " + dims_text(info.dims) + " does not match the spec's " + dims_text(shape));
+    double bytes = double(dtype == DType::f16 ? 2 : 4);
+    for (int64_t n : shape) bytes *= double(n);
+    if (held_ + bytes > double(limit_.bytes))
+      throw FormatError(file_, full,
+                        fmt::format("{} {} needs {}, which takes what the dump holds past the memory this process "
+                                    "can use ({} with {} read before it)",
+                                    dims_text(shape), to_string(dtype), size_text(bytes), limit_.text(),
+                                    size_text(held_)));
+    held_ += bytes;
     Tensor t = Tensor::zeros(dtype, shape);
     guard(full, [&] {
       h5::read_dataset(d, dtype, t.raw());
       return 0;
     });
-    if (!opt_.allow_non_finite) {
-      const int64_t i = first_non_finite(t);
-      if (i >= 0)
-        throw FormatError(file_, full, fmt::format("non-finite value {} at element {}", t.get(i), element_text(shape, i)));
-    }
+    // non-finite values: validate_dump / validate_sequence check them, by the contract's rule
     *out = std::move(t);
     return true;
   }
@@ -458,7 +476,28 @@ class Reader : public CheckedReader {
     }
   }
 
+  // The least the sequences need (h, in FP16 at least, and conv of every layer), from the model's
+  // geometry and the sequence count, before anything is allocated.
+  void check_size(const ModelSpec& spec, int64_t nseq) const {
+    double per_seq = 0, largest = 0;
+    size_t largest_layer = 0;
+    for (size_t l = 0; l < spec.layers.size(); ++l) {
+      const double b = double(spec.layers[l].h_elems()) * 2 + double(spec.layers[l].conv_elems()) * 4;
+      per_seq += b;
+      if (b > largest) largest = b, largest_layer = l;
+    }
+    const double need = per_seq * double(nseq);
+    if (need > double(limit_.bytes))
+      throw FormatError(file_, "/model",
+                        fmt::format("{} sequences of {} layers need at least {} (per sequence {}, layer {}'s h and "
+                                    "conv alone {}), more than the memory this process can use: {}",
+                                    nseq, spec.layers.size(), size_text(need), size_text(per_seq), largest_layer,
+                                    size_text(largest), limit_.text()));
+  }
+
   ReadOptions opt_;
+  const MemoryLimit& limit_ = process_memory_limit();
+  double held_ = 0;  // bytes of the tensors read so far
 
   // The PLE datasets of a layer group (validate_ple checks what they hold against the model).
   void read_ple(hid_t lg, const std::string& lp, const LayerSpec& ls, int last_verify_k, LayerState& L) {
