@@ -3,6 +3,7 @@
 #include "ssmcheck_capture.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "formats/model_attrs.h"
 #include "formats/trace.h"
@@ -87,8 +89,53 @@ struct ssmc_trace {
 
 namespace {
 
+// What an error message quotes is bounded: a text longer than kMaxQuote is quoted by its start and
+// its size, and a whole message longer than kMaxError keeps its start and its end (a 2 MB op text
+// came back twice in full through ssmc_last_error).
+constexpr size_t kMaxQuote = 200, kMaxError = 4096;
+
+// n at most, less where byte n starts inside a UTF-8 sequence (a cut never splits a character)
+size_t utf8_cut(std::string_view s, size_t n) {
+  if (n >= s.size()) return s.size();
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;
+  return n;
+}
+
+std::string quoted(std::string_view text) {
+  if (text.size() <= kMaxQuote) return "'" + std::string(text) + "'";
+  return "'" + std::string(text.substr(0, utf8_cut(text, kMaxQuote))) + "...' (" + std::to_string(text.size()) +
+         " bytes)";
+}
+
+std::string bounded(const std::string& what) {
+  if (what.size() <= kMaxError) return what;
+  const size_t head = utf8_cut(what, kMaxError / 2);
+  size_t tail = what.size() - kMaxError / 2;
+  while (tail < what.size() && (static_cast<unsigned char>(what[tail]) & 0xc0) == 0x80) ++tail;
+  return what.substr(0, head) + fmt::format(" [... {} bytes of {} left out ...] ", tail - head, what.size()) +
+         what.substr(tail);
+}
+
+// parse_op's message about `text`, quoting the op once and bounded: parse_op quotes the whole op,
+// then the word it stopped at (for a one-word op, the op again).
+std::string op_error(std::string_view text, const std::string& what) {
+  const std::string prefix = "op '" + std::string(text) + "': ";
+  std::string reason = what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what;
+  for (size_t i = 0; i < text.size();) {  // each long word of the op the reason quotes again: by its size
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+    size_t j = i;
+    while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j]))) ++j;
+    const std::string_view w = text.substr(i, j - i);
+    if (w.size() > kMaxQuote)
+      for (size_t at; (at = reason.find(w)) != std::string::npos;)
+        reason.replace(at, w.size(), fmt::format("<a word of {} bytes>", w.size()));
+    i = j;
+  }
+  return "op " + quoted(text) + ": " + reason;
+}
+
 ssmc_status fail(ssmc_status s, const std::string& what) {
-  g_error = what;
+  g_error = bounded(what);
   return s;
 }
 
@@ -436,7 +483,7 @@ ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op) {
     try {
       p.op.op = parse_op(op);
     } catch (const std::exception& e) {
-      throw Failure{SSMC_ERR_ARGUMENT, std::string("ssmc_begin_op: ") + e.what()};
+      throw Failure{SSMC_ERR_ARGUMENT, "ssmc_begin_op: " + op_error(op, e.what())};
     }
     const Op& o = p.op.op;
     if (o.kind == OpKind::prefill || o.is_batch()) p.op.inputs.resize(o.seqs.size());
