@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -104,8 +105,17 @@ void Arena::map(uint64_t bytes) {
 }
 
 void Arena::follow(uint64_t bytes) {
-  if (bytes > kMaxArena) throw WireError("the peer announced an arena of " + std::to_string(bytes) + " bytes");
-  if (bytes > size_) map(bytes);
+  if (bytes > kMaxArena)
+    throw WireError("the peer announced an arena of " + std::to_string(bytes) + " bytes, more than the wire's bound of " +
+                    std::to_string(kMaxArena) + " (plugin/host_wire.h, kMaxArena)");
+  if (bytes <= size_) return;
+  // a mapping past the file's end faults (SIGBUS) where it is read: the size announced must be there
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) throw WireError("cannot stat the shared arena: " + err_text());
+  if (uint64_t(st.st_size) < bytes)
+    throw WireError("the peer announced an arena of " + std::to_string(bytes) + " bytes, but the shared file holds " +
+                    std::to_string(st.st_size));
+  map(bytes);
 }
 
 std::vector<std::pair<uint64_t, uint64_t>> Arena::put(const std::vector<Piece>& pieces) {
