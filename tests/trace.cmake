@@ -49,12 +49,13 @@ if(TARGET ssmcheck_cuda)
 endif()
 
 # The hostile-input campaign: corrupted traces and dumps, malformed scripts and flags (issue 14).
+# (the capture library and the plug-in wire: their bounds on what a caller or a peer announces)
 ssmcheck_test(hostile_input_test LABEL cpu TIMEOUT 600
   SOURCES hostile_input_test.cpp
-  LIBS ssmcheck_formats)
+  LIBS ssmcheck_formats ssmcheck_capture ssmcheck_plugin_host)
 target_compile_definitions(hostile_input_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
-  SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-add_dependencies(hostile_input_test ssmcheck)
+  SSMCHECK_MUTANTS_BIN="$<TARGET_FILE:ssmcheck-mutants>" SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+add_dependencies(hostile_input_test ssmcheck ssmcheck-mutants)
 
 # libFuzzer targets (scripts/fuzz.sh: clang, ASan/UBSan), each bounded by a fixed number of inputs
 # and a fixed seed so the run is the same on any machine; skipped (exit 77) where clang has no
