@@ -211,7 +211,9 @@ void add_diff_command(CLI::App& app, int* rc) {
   cmd->add_option("--json", o->json, "write the machine-readable report to FILE ('-': stdout)");
   cmd->add_flag("--bitwise", o->bitwise, "compare every tensor under class exact");
   cmd->add_flag("--allow-non-finite", o->allow_non_finite,
-                "read dumps holding NaN/Inf (then they fail the comparison, exit 1) instead of rejecting them");
+                "read dumps holding NaN/Inf where the contract has none (conv, PLE, f32-mode fields: then the "
+                "comparison judges them) instead of rejecting them; FP16-mode h fields may hold them anyway "
+                "(docs/dump-format.md)");
   o->html.add_to(cmd, "divergence map: sequences x layers and fields");
   cmd->add_option("--max-reports", o->max_reports, "failure reports printed (-1: all)")->capture_default_str();
   cmd->callback([=] { *rc = run_diff(*o); });
