@@ -635,7 +635,25 @@ CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& mode
     // (a set-up failure has no state; one that did not recur would dump states that agree)
     // replay the minimal case once more to write both sides' states at the failing op
     std::filesystem::create_directories(o.out_dir);
-    const std::string prefix = o.out_dir + "/case-seed" + std::to_string(o.seed);
+    // named by seed and case, never over earlier evidence: a name taken (a campaign run before
+    // with the same seed) gets the next suffix -2, -3, ...; the .txt, created exclusively, claims it
+    const std::string base =
+        o.out_dir + "/case-seed" + std::to_string(o.seed) + "-case" + std::to_string(result.failed_case);
+    std::string prefix;
+    for (int n = 1; prefix.empty(); ++n) {
+      const std::string p = n == 1 ? base : base + "-" + std::to_string(n);
+      const auto taken = [](const std::string& f) {
+        std::error_code ec;
+        return std::filesystem::exists(std::filesystem::symlink_status(f, ec));
+      };
+      if (taken(p + ".model.h5") || taken(p + ".sut.h5")) continue;
+      if (std::FILE* claim = std::fopen((p + ".txt").c_str(), "wx")) {  // O_CREAT|O_EXCL
+        std::fclose(claim);
+        prefix = p;
+      } else if (!taken(p + ".txt")) {
+        throw files::OutputError(p + ".txt: cannot be created");
+      }
+    }
     check_script(result.config, parse_script(result.script), model, sut, o.tolerances, o.strictness, prefix,
                  o.sut_invariant, o.pause_async);
     result.files = {prefix + ".model.h5", prefix + ".sut.h5", prefix + ".txt"};

@@ -170,7 +170,7 @@ def main():
     checked += 1
 
     # the shrunk case's two dumps, diffed: one column per sequence (the case has one, seq 0)
-    prefix = os.path.join(out, "campaign-mutant", "case-seed3")
+    prefix = os.path.join(out, "campaign-mutant", "case-seed3-case20")  # seed and failing case (fuzz --out)
     page = os.path.join(out, "diff.html")
     text = run([ssmcheck, "diff", prefix + ".model.h5", prefix + ".sut.h5", "--html", page], 1)
     m = re.search(r"^FAIL op \d+ '[^']*', seq 0 \(slot \d+\), layer (\d+), ([a-z_]+)", text, re.M)

@@ -768,7 +768,7 @@ TEST(Fuzz, JobsReportTheOneProcessFailure) {
   EXPECT_EQ(three.code, 1) << three.out;
   EXPECT_NE(one.out.find("minimal failing case"), std::string::npos) << one.out;
   EXPECT_EQ(fuzz_verdict(three.out, dir.file("three")), fuzz_verdict(one.out, dir.file("one")));
-  for (const char* f : {"case-seed3.model.h5", "case-seed3.sut.h5", "case-seed3.txt"})
+  for (const char* f : {"case-seed3-case20.model.h5", "case-seed3-case20.sut.h5", "case-seed3-case20.txt"})
     EXPECT_TRUE(fs::exists(dir.file("three") + "/" + f)) << f;
   std::ifstream progress(dir.file("progress"));
   const std::string p((std::istreambuf_iterator<char>(progress)), std::istreambuf_iterator<char>());
