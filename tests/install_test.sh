@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ssmcheck as a user gets it (issue 43; ctests install.*, tests/install.cmake):
-#   install_test.sh setup|gate|new_c|new_python|deb|cleanup
+#   install_test.sh setup|gate|new_c|new_python|deb|cli_profile|cleanup
 # setup installs this build into $WORK/staging with `cmake --install`, then moves it to
 # $WORK/prefix (so nothing may depend on the path it was installed to) and checks the layout;
+# cli_profile configures CMakePresets.json's cli profile into a temporary directory;
 # gate, new_c and new_python use that prefix from directories of their own; deb makes the Debian
 # package with CPack and runs it unpacked (dpkg-deb -x, never installed); cleanup removes $WORK.
 # Every temporary directory is under $WORK (in the build tree) and removed.
@@ -190,13 +191,27 @@ deb)
   run 0 "$dir/check0.out" "$usr/bin/ssmcheck" check --backend "plugin:$plugin" --h-mode f32 --ops alloc
   finish
   ;;
+cli_profile)
+  # CMakePresets.json's cli profile configures without CUDA, without tests and without GoogleTest
+  dir=$(scratch cli_profile); trap 'rm -rf "$dir"' EXIT
+  cd "$SSMCHECK_SOURCE"  # where CMakePresets.json is; the build directory is the temporary one
+  run 0 "$dir/configure.out" "$CMAKE" --preset cli -B "$dir/build"
+  check "the cli profile builds no CUDA implementation" contains "$dir/configure.out" "ssmcheck: CUDA implementation OFF"
+  check "it does not look for GoogleTest" test "$(grep -c '^GTest_DIR' "$dir/build/CMakeCache.txt")" = 0
+  check "SSMCHECK_TESTS is OFF" grep -q '^SSMCHECK_TESTS:BOOL=OFF' "$dir/build/CMakeCache.txt"
+  check "it is a Release build" grep -q '^CMAKE_BUILD_TYPE:STRING=Release' "$dir/build/CMakeCache.txt"
+  run 0 "$dir/ctest.out" "$(dirname "$CMAKE")/ctest" --test-dir "$dir/build" -N
+  check "it declares no test" contains "$dir/ctest.out" "Total Tests: 0"
+  check "its install rules are there" grep -q 'ssmcheck-plugin-host' "$dir/build/cmake_install.cmake"
+  finish
+  ;;
 cleanup)
   rm -rf "$WORK"
   check "the install test's directory is removed" test ! -e "$WORK"
   finish
   ;;
 *)
-  echo "usage: install_test.sh setup|gate|new_c|new_python|deb|cleanup" >&2
+  echo "usage: install_test.sh setup|gate|new_c|new_python|deb|cli_profile|cleanup" >&2
   exit 2
   ;;
 esac
