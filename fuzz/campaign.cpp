@@ -437,6 +437,7 @@ std::string CampaignResult::summary() const {
   if (times.total() > 0) s += "  time: " + times.text(model_name, sut_name) + "\n";
   s += coverage.text();
   for (const std::string& b : bias) s += "  BIAS CHECK FAILED: " + b + "\n";
+  for (const std::string& b : bias_leaning) s += "  leaning (a note, not a failure): " + b + "\n";
   if (!coverage_missing.empty()) {
     s += "  COVERAGE CHECK FAILED: never reached:";
     for (const auto& m : coverage_missing) s += " [" + m + "]";
@@ -466,7 +467,10 @@ void check_campaign_coverage(const CampaignOptions& o, CampaignResult& result) {
   if (o.require_coverage && !result.failed && !result.gave_up && result.cases > 0 && !o.preset && !o.config_path &&
       !o.h_mode)
     result.coverage_missing = result.coverage.missing(Coverage::required(o.pause_async, o.caps));
-  if (!result.failed && !result.gave_up) result.bias = bias_findings(result.coverage.signs);
+  if (!result.failed && !result.gave_up) {
+    result.bias = bias_findings(result.coverage.signs);
+    result.bias_leaning = bias_findings(result.coverage.signs, /*leaning=*/true);
+  }
 }
 
 uint64_t campaign_fingerprint(const CampaignOptions& o) {

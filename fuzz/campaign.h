@@ -82,8 +82,9 @@ struct CampaignResult {
   PhaseTimes times;  // where the lockstep runs' time went (shrinking included)
   std::string model_name, sut_name;  // the two sides, as the backends name themselves
   std::vector<std::string> coverage_missing;  // require_coverage: what the campaign never reached
-  // Fields whose errors went one way across the campaign's sequences (fuzz/bias.h): a failure
-  std::vector<std::string> bias;
+  // Fields whose errors went one way across the campaign's sequences (fuzz/bias.h): a failure;
+  // and fields that lean one way, below what fails: a note
+  std::vector<std::string> bias, bias_leaning;
   // The minimal failing case: configuration flags, op script, and what differed.
   CaseConfig config;
   std::string case_flags, script, report, rerun;
