@@ -1,10 +1,6 @@
 # Implementations that run part of the contract (core/capabilities.h): a vLLM-like partial plug-in
 # through fuzz, replay and the gate, and the gate's filters.
-add_library(ssmcheck_partial_plugin MODULE plugins/partial_plugin.cpp)
-target_link_libraries(ssmcheck_partial_plugin PRIVATE ssmcheck_backend_plugin ssmcheck_reference)
-target_include_directories(ssmcheck_partial_plugin PRIVATE ${PROJECT_SOURCE_DIR})
-set_target_properties(ssmcheck_partial_plugin PROPERTIES PREFIX lib CXX_VISIBILITY_PRESET hidden
-  VISIBILITY_INLINES_HIDDEN ON)
+ssmcheck_test_plugin(ssmcheck_partial_plugin plugins/partial_plugin.cpp)
 ssmcheck_test(capabilities_test LABEL cpu TIMEOUT 900
   SOURCES capabilities_test.cpp
   LIBS ssmcheck_fuzz ssmcheck_fixtures nlohmann_json::nlohmann_json)

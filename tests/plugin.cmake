@@ -47,11 +47,7 @@ set_tests_properties(python_install PROPERTIES LABELS cpu TIMEOUT 120
   ENVIRONMENT "SSMCHECK=$<TARGET_FILE:ssmcheck>;PYTHONDONTWRITEBYTECODE=1")
 
 # Plug-ins in their host process: a plug-in that misbehaves in any call, at load, or in a campaign.
-add_library(ssmcheck_hostile_plugin MODULE plugins/hostile_plugin.cpp)
-target_link_libraries(ssmcheck_hostile_plugin PRIVATE ssmcheck_backend_plugin ssmcheck_reference)
-target_include_directories(ssmcheck_hostile_plugin PRIVATE ${PROJECT_SOURCE_DIR})
-set_target_properties(ssmcheck_hostile_plugin PROPERTIES PREFIX lib CXX_VISIBILITY_PRESET hidden
-  VISIBILITY_INLINES_HIDDEN ON)
+ssmcheck_test_plugin(ssmcheck_hostile_plugin plugins/hostile_plugin.cpp)
 ssmcheck_test(hosted_plugin_test LABEL cpu TIMEOUT 600
   SOURCES hosted_plugin_test.cpp
   LIBS ssmcheck_core nlohmann_json::nlohmann_json)
