@@ -185,8 +185,11 @@ TEST_F(Hosted, ACaseThatCannotBeSetUpIsReportedAsItself) {
 // takes its workers and their hosts with it.
 TEST_F(Hosted, NoProcessOutlivesAKilledSsmcheck) {
   for (const std::string jobs : {"1", "2"}) {
-    const auto s = sh(std::string(SSMCHECK_BIN) + " fuzz --cases 50 --jobs " + jobs + " --backend " +
-                      backend("fault=hang,at=decode") + " > /dev/null 2>&1 & echo $!");
+    // a SIGKILLed parent cannot remove its ssmcheck-jobs-* directory: it goes into this test's own
+    const std::string tmp = dir_.file("tmp-kill-" + jobs);
+    std::filesystem::create_directories(tmp);
+    const auto s = sh("TMPDIR=" + q(tmp) + " " + std::string(SSMCHECK_BIN) + " fuzz --cases 50 --jobs " + jobs +
+                      " --backend " + backend("fault=hang,at=decode") + " > /dev/null 2>&1 & echo $!");
     const int pid = std::atoi(s.out.c_str());
     ASSERT_GT(pid, 0) << s.out;
     // the hosts are up, one per worker hanging (and, with --jobs, the parent's own, which checked
