@@ -11,12 +11,13 @@
 // are a fair coin: with n votes, u up and d down, z = (u - d) / sqrt(n) is about standard normal.
 // A field leans when n >= kBiasMinVotes and |z| > kBiasZ: two-sided P(|z| > 5) = 5.7e-7 per
 // field and campaign for a fair coin (normal approximation of the binomial). A fair coin is not
-// what a correct implementation gives, though: measured on the H200 (Dec 4), ssmcheck's own CUDA
-// backend leans in 58-78% of the sequences of h, its checkpoint, intermediates, prefill stage and
-// outputs (its exp, FMA and reduction orders round differently from the reference's, not at
-// random), at z up to 12.8. So a lean is reported, not failed, and a field fails only when at
-// least kBiasFraction of its votes go one way (and |z| > kBiasZ): a bias that moves every element
-// the same way, as the planted 1-ULP round-up does (100%). docs/tolerances.md ("Systematic
+// what a correct implementation gives, though: measured on the H200 (Dec 4, two runs of the gate
+// and 14 campaigns each), ssmcheck's own CUDA backend leans in 54-82% of the sequences of h, its
+// checkpoint, intermediates, prefill stage and outputs (its exp, FMA and reduction orders round
+// differently from the reference's, not at random), at z up to 12.8. So a lean is reported, not
+// failed, and a field fails only when at least kBiasFraction of its votes go one way (and
+// |z| > kBiasZ): a bias that moves every element the same way, as the planted 1-ULP round-up does
+// (100%). docs/tolerances.md ("Systematic
 // bias") has the derivation and the measurement.
 #pragma once
 #include <array>
@@ -29,7 +30,9 @@ namespace ssm::fuzz {
 
 constexpr double kBiasZ = 5.0;
 constexpr int64_t kBiasMinVotes = 20;
-constexpr double kBiasFraction = 0.9;  // the measured correct CUDA backend's most lopsided field: 0.78
+// the measured correct CUDA backend's most lopsided field: 82% of 98 votes (h_prefill_stage); 97% is
+// 3.9 binomial standard errors above it at that n, and further at the gate's larger n
+constexpr double kBiasFraction = 0.97;
 
 // "h_intermediate[1]" -> "h_intermediate": the field a tensor's vote counts for.
 std::string bias_field(const std::string& tensor);
