@@ -69,14 +69,6 @@ struct FuzzFlags {
 // A `fuzz --duration` command line as a campaign of the fixed cases it ran: --duration left out
 // and --cases the count that runs exactly those (case shard + k * shards, k < cases run).
 std::string fixed_cases_line(const std::vector<std::string>& args, const fuzz::CampaignResult& r) {
-  auto quoted = [](const std::string& a) {
-    if (!a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,@+") ==
-                          std::string::npos)
-      return a;
-    std::string q = "'";
-    for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
   std::string line = "ssmcheck";
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -85,7 +77,7 @@ std::string fixed_cases_line(const std::vector<std::string>& args, const fuzz::C
       continue;
     }
     if (a.rfind("--duration=", 0) == 0 || a.rfind("--cases=", 0) == 0) continue;
-    line += " " + quoted(a);
+    line += " " + fuzz::shell_quoted(a);
   }
   return line + " --cases " + std::to_string(r.shard + (r.cases - 1) * r.shards + 1);
 }

@@ -113,11 +113,4 @@ void Capabilities::validate(const std::string& who) const {
                                 std::to_string(max_slots) + "; 0 means none)");
 }
 
-bool Capabilities::operator==(const Capabilities& o) const {
-  return kinds == o.kinds && ple == o.ple && h_modes == o.h_modes && checkpoint_async == o.checkpoint_async &&
-         rollback_and_checkpoint_async == o.rollback_and_checkpoint_async && snapshots == o.snapshots &&
-         verify_arms == o.verify_arms && pad_rows == o.pad_rows && async_copies == o.async_copies && max_batch == o.max_batch &&
-         max_verify_k == o.max_verify_k && max_slots == o.max_slots;
-}
-
 }  // namespace ssm

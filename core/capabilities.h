@@ -51,7 +51,6 @@ struct Capabilities {
   std::string text() const;
   // Throws std::invalid_argument naming the member that is empty or out of range.
   void validate(const std::string& who) const;
-  bool operator==(const Capabilities& o) const;
 };
 
 }  // namespace ssm

@@ -23,13 +23,13 @@
 
 namespace ssm::fuzz {
 
-namespace {
-// `s` as one shell word: single-quoted, a ' inside written '\''.
 std::string shell_quoted(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
 }
+
+namespace {
 
 // The shell command that reruns `args` (a check line) with the Python class the campaign ran: the
 // class and its sys.path come from the environment python/ssmcheck/bridge.py's run() set

@@ -106,6 +106,9 @@ struct CampaignResult {
   nlohmann::json evidence() const;
 };
 
+// `s` as one shell word: single-quoted, a ' inside written '\'' (the rerun lines).
+std::string shell_quoted(const std::string& s);
+
 // A case's configuration as fields: preset or config, layers, h mode, pool, generator and numerics.
 nlohmann::json config_json(const CaseConfig& c);
 
