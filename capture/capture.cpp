@@ -200,7 +200,7 @@ StepOutputs& outputs_of(ssmc_trace* t, PendingOp& p, int entry) {
 
 void check_entry(const PendingOp& p, int entry) {
   const Op& o = p.op.op;
-  need(o.kind == OpKind::prefill || o.is_batch(), SSMC_ERR_ORDER,
+  need(o.takes_inputs(), SSMC_ERR_ORDER,
        "op '" + to_string(o) + "' takes no inputs and makes no outputs");
   need(entry >= 0 && size_t(entry) < o.seqs.size(), SSMC_ERR_ARGUMENT,
        fmt::format("entry {} outside the selector's 0..{}", entry, int(o.seqs.size()) - 1));
@@ -486,7 +486,7 @@ ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op) {
       throw Failure{SSMC_ERR_ARGUMENT, "ssmc_begin_op: " + op_error(op, e.what())};
     }
     const Op& o = p.op.op;
-    if (o.kind == OpKind::prefill || o.is_batch()) p.op.inputs.resize(o.seqs.size());
+    if (o.takes_inputs()) p.op.inputs.resize(o.seqs.size());
     t->op = std::move(p);
   });
 }

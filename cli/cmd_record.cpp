@@ -85,7 +85,7 @@ int run_record(const RecordFlags& f) {
       cmp::TraceOp t;
       t.op = script[i];
       const int rows = t.op.rows();
-      if (t.op.kind == OpKind::prefill || t.op.is_batch()) {
+      if (t.op.takes_inputs()) {
         // inputs of an op refused before the backend asked for them: any valid rows will do
         t.inputs.resize(t.op.seqs.size());
         if (rows > 0)

@@ -27,6 +27,8 @@ struct Op {
   std::vector<int> seqs = {0};  // logical sequences; kPadRow for padding (batch ops only)
 
   bool is_batch() const { return kind == OpKind::decode || kind == OpKind::verify; }
+  // Prefill and the batch ops consume token inputs (one input set per selected sequence).
+  bool takes_inputs() const { return kind == OpKind::prefill || is_batch(); }
   int rows() const;  // tokens per sequence the op consumes: T, 1, K or 0
   bool operator==(const Op& o) const {
     return kind == o.kind && a == o.a && b == o.b && arm == o.arm && seqs == o.seqs;

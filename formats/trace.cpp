@@ -160,7 +160,7 @@ void validate_trace_op(const TraceHeader& h, const TraceOp& t, int index, const 
     throw FormatError(file, op + "@op", e.what());
   }
   const int rows = o.rows();
-  const bool takes_inputs = o.kind == OpKind::prefill || o.is_batch();
+  const bool takes_inputs = o.takes_inputs();
   if (!takes_inputs && !t.inputs.empty()) throw FormatError(file, op + "/inputs", "present for an op without inputs");
   if (takes_inputs) {
     if (t.inputs.size() != o.seqs.size())
@@ -538,7 +538,7 @@ class Reader : public CheckedReader {
     only(og, op, {"inputs", "outputs", "state"});
     const ModelSpec& spec = h.model.spec;
     const int rows = t.op.rows();
-    const bool takes_inputs = t.op.kind == OpKind::prefill || t.op.is_batch();
+    const bool takes_inputs = t.op.takes_inputs();
     const size_t entries = t.op.seqs.size();
     const int64_t L = int64_t(spec.layers.size());
     for (const LayerSpec& s : spec.layers)

@@ -428,7 +428,7 @@ TEST(TraceFormat, ContractBreakingSequencesAreDivergences) {
     // an engine that did not refuse: the refusal is dropped, inputs are present
     w.ops[size_t(refused_at)].refused.reset();
     const cmp::TraceOp& t = w.ops[size_t(refused_at)];
-    if (t.op.kind == OpKind::prefill || t.op.is_batch()) {
+    if (t.op.takes_inputs()) {
       for (size_t e = 0; e < t.op.seqs.size(); ++e)
         if (w.ops[size_t(refused_at)].inputs[e].layers.empty())
           w.ops[size_t(refused_at)].inputs[e] = make_inputs(w.header.model.spec, c.gen, refused_at, 0, int(e), t.op.rows());

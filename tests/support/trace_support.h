@@ -39,7 +39,7 @@ inline Recorded record(const CaseConfig& cfg, const std::string& script, std::ve
   for (size_t i = 0; i < ops.size(); ++i) {
     cmp::TraceOp t;
     t.op = ops[i];
-    if (t.op.kind == OpKind::prefill || t.op.is_batch()) {
+    if (t.op.takes_inputs()) {
       t.inputs.resize(t.op.seqs.size());
       for (size_t e = 0; e < t.op.seqs.size(); ++e)
         if (t.op.rows() > 0) t.inputs[e] = make_inputs(spec, cfg.gen, int(i), t.op.seqs[e], int(e), t.op.rows());
