@@ -11,9 +11,11 @@
 #include <fmt/core.h>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "formats/model_attrs.h"
 #include "formats/trace.h"
@@ -85,6 +87,10 @@ struct ssmc_trace {
   bool pool_set = false;
   std::unique_ptr<cmp::TraceWriter> writer;  // created by the first begin_op
   std::optional<PendingOp> op;
+  // A handle shared by threads: every call holds `mu`, and an op begun by one thread is built and
+  // ended by that thread only (another thread's calls on it are refused, SSMC_ERR_ORDER).
+  mutable std::mutex mu;
+  std::thread::id op_thread;
 };
 
 namespace {
@@ -143,6 +149,12 @@ ssmc_status fail(ssmc_status s, const std::string& what) {
 template <class F>
 ssmc_status call(ssmc_trace* t, bool drops_op, F f) {
   g_error.clear();
+  std::unique_lock<std::mutex> serial;
+  if (t) serial = std::unique_lock<std::mutex>(t->mu);
+  if (drops_op && t && t->op && t->op_thread != std::this_thread::get_id())
+    return fail(SSMC_ERR_ORDER, "op '" + to_string(t->op->op.op) +
+                                    "' was begun by another thread: an op is built and ended by the thread that began "
+                                    "it (one handle's ops are captured one at a time)");
   try {
     f();
     return SSMC_OK;
@@ -488,6 +500,7 @@ ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op) {
     const Op& o = p.op.op;
     if (o.takes_inputs()) p.op.inputs.resize(o.seqs.size());
     t->op = std::move(p);
+    t->op_thread = std::this_thread::get_id();
   });
 }
 
@@ -721,16 +734,19 @@ ssmc_status ssmc_end_op(ssmc_trace* t) {
 
 ssmc_status ssmc_drop_op(ssmc_trace* t) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_drop_op: null trace");
-  g_error.clear();
-  t->op.reset();
-  return SSMC_OK;
+  return call(t, true, [&] { t->op.reset(); });
 }
 
-int ssmc_op_count(const ssmc_trace* t) { return t && t->writer ? t->writer->ops() : 0; }
+int ssmc_op_count(const ssmc_trace* t) {
+  if (!t) return 0;
+  const std::lock_guard<std::mutex> serial(t->mu);
+  return t->writer ? t->writer->ops() : 0;
+}
 
 ssmc_status ssmc_close(ssmc_trace* t) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_close: null trace");
   std::unique_ptr<ssmc_trace> owned(t);
+  std::unique_lock<std::mutex> serial(owned->mu);  // released before the handle is freed
   const bool pending = owned->op.has_value();
   owned->op.reset();
   const ssmc_status s = call(nullptr, false, [&] {
@@ -741,6 +757,7 @@ ssmc_status ssmc_close(ssmc_trace* t) {
     }
     owned->writer->close();
   });
+  serial.unlock();
   if (s == SSMC_OK && pending)
     return fail(SSMC_ERR_ORDER, "ssmc_close: an op was begun but not ended; it was dropped (the trace keeps the ops before it)");
   return s;

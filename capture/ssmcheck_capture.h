@@ -15,6 +15,12 @@
  * failure (thread-local, valid until the next call on the same thread). After an error inside
  * an op (between begin_op and end_op) the op is dropped: call ssmc_begin_op again.
  *
+ * One writer per trace: the first ssmc_begin_op locks PATH.partial/ (flock) until ssmc_close or
+ * ssmc_abandon; a second live capture of the same PATH, in this process or another, gets
+ * SSMC_ERR_INVALID naming PATH there (a crashed capture's lock died with it: it is moved aside).
+ * Threads: a handle may be shared; its calls are serialised, and an op begun by one thread is
+ * built and ended by that thread (another thread's op calls meanwhile: SSMC_ERR_ORDER).
+ *
  * Layouts (all row-major, last index fastest), per layer:
  *   GDN (ssmc_add_layer), with nk, nv, kd, vd, d_conv, conv_dim = 2*nk*kd + nv*vd:
  *     inputs of T tokens: x [T][conv_dim] (channels Q | K | V), a [T][nv], b [T][nv], z [T][nv*vd]

@@ -7,11 +7,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fmt/core.h>
 #include <set>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "formats/crash_probe.h"
 #include "formats/checked_file.h"
@@ -294,29 +299,77 @@ std::string op_file(const std::string& dir, int index) { return fmt::format("{}/
 
 }  // namespace
 
+namespace {
+
+// An exclusive, non-blocking flock(2) on the directory `dir`: its open descriptor, or -1 when
+// another open file description holds the lock (a live writer, in this process or another).
+int lock_dir(const std::string& dir, const std::string& path) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw FormatError(path, "/", "cannot open " + dir + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  const int e = errno;
+  ::close(fd);
+  if (e == EWOULDBLOCK) return -1;
+  throw FormatError(path, "/", "cannot lock " + dir + ": " + std::strerror(e));
+}
+
+std::string live_capture(const std::string& dir) {
+  return "another capture of this path is live (its writer holds the lock on " + dir +
+         "): one writer per trace; close or abandon it first, or capture to another path";
+}
+
+}  // namespace
+
 TraceWriter::TraceWriter(const std::string& path, const TraceHeader& header)
     : path_(path), dir_(trace_partial_dir(path)), header_(header) {
   h5::silence_errors();
   validate_trace_header(header_, path_);
   if (header_.tool_version.empty()) header_.tool_version = tool_version();
   std::error_code ec;
-  if (fs::exists(dir_, ec)) {
-    // an unfinished capture of the same path (a crash left it): its ops are what crash safety
-    // exists to keep, so it is moved aside, never deleted
-    for (int n = 1; moved_aside_.empty(); ++n) {
-      const std::string aside = dir_ + "." + std::to_string(n);
-      if (fs::exists(aside, ec)) continue;
-      fs::rename(dir_, aside, ec);
-      if (ec) throw FormatError(path_, "/", "cannot move the unfinished capture " + dir_ + " aside: " + ec.message());
-      moved_aside_ = aside;
+  const fs::path parent = fs::path(dir_).parent_path();
+  if (!parent.empty()) fs::create_directories(parent, ec);
+  if (ec) throw FormatError(path_, "/", "cannot create " + parent.string() + ": " + ec.message());
+  // The new capture's directory is made, locked and given its header under a private name, then
+  // renamed into place: a PATH.partial is never seen unlocked while its writer lives.
+  std::string fresh = dir_ + ".new-XXXXXX";
+  if (!::mkdtemp(fresh.data())) throw FormatError(path_, "/", "cannot create " + fresh + ": " + std::strerror(errno));
+  try {
+    lock_fd_ = lock_dir(fresh, path_);
+    write_atomically(fresh + "/header.h5", "/", [&](hid_t f) { write_header(f, header_, -1); });
+    if (fs::exists(dir_, ec)) {
+      // an unfinished capture of the same path: live (its writer holds the lock) is refused; crashed
+      // (the kernel dropped its lock) keeps the ops crash safety exists to keep: moved aside, never deleted
+      const int other = lock_dir(dir_, path_);
+      if (other < 0) throw FormatError(path_, "/", live_capture(dir_));
+      for (int n = 1; moved_aside_.empty(); ++n) {
+        const std::string aside = dir_ + "." + std::to_string(n);
+        if (fs::exists(aside, ec)) continue;
+        fs::rename(dir_, aside, ec);
+        if (ec) {
+          ::close(other);
+          throw FormatError(path_, "/", "cannot move the unfinished capture " + dir_ + " aside: " + ec.message());
+        }
+        moved_aside_ = aside;
+      }
+      ::close(other);
     }
+    if (::rename(fresh.c_str(), dir_.c_str()) != 0) {
+      const int e = errno;  // a writer of the same path that started at the same time won the race
+      if (e == ENOTEMPTY || e == EEXIST) throw FormatError(path_, "/", live_capture(dir_));
+      throw FormatError(path_, "/", "cannot rename " + fresh + " to " + dir_ + ": " + std::strerror(e));
+    }
+  } catch (...) {
+    if (lock_fd_ >= 0) ::close(lock_fd_);
+    lock_fd_ = -1;
+    fs::remove_all(fresh, ec);
+    throw;
   }
-  fs::create_directories(dir_, ec);
-  if (ec) throw FormatError(path_, "/", "cannot create " + dir_ + ": " + ec.message());
-  write_atomically(dir_ + "/header.h5", "/", [&](hid_t f) { write_header(f, header_, -1); });
 }
 
-TraceWriter::~TraceWriter() = default;  // without close(): the partial directory stays (recoverable)
+// without close(): the partial directory stays (recoverable), and its lock goes with the descriptor
+TraceWriter::~TraceWriter() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 
 void TraceWriter::append(const TraceOp& op) {
   if (closed_) throw FormatError(path_, "/", "append after close");
@@ -342,6 +395,8 @@ void TraceWriter::close() {
   closed_ = true;
   std::error_code ec;
   fs::remove_all(dir_, ec);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = -1;
 }
 
 void write_trace(const std::string& path, const TraceHeader& header, const std::vector<TraceOp>& ops) {

@@ -97,6 +97,11 @@ std::string trace_partial_dir(const std::string& path);
 // leaves PATH.partial/, which read_trace recovers up to the last complete op. A new writer of the
 // same PATH never deletes such an unfinished capture: it moves it aside to PATH.partial.N (the
 // first free N), still readable by read_trace, and says where (moved_aside()).
+// One writer per trace: a writer holds an exclusive flock(2) on its PATH.partial directory until
+// close() or its destruction; a second writer of the same PATH while the first lives is refused
+// (FormatError naming PATH and the live capture's directory), across processes and within one.
+// The kernel drops the lock of a process that died, so a crashed capture is moved aside as above.
+// A TraceWriter is not shared by threads (the C ABI serialises its handle: capture/capture.cpp).
 class TraceWriter {
  public:
   TraceWriter(const std::string& path, const TraceHeader& header);  // throws FormatError
@@ -115,6 +120,7 @@ class TraceWriter {
  private:
   std::string path_, dir_, moved_aside_;
   TraceHeader header_;
+  int lock_fd_ = -1;  // the open PATH.partial directory, flock'ed exclusively (-1: none)
   int count_ = 0;
   bool closed_ = false;
 };
