@@ -372,6 +372,8 @@ class Reader : public CheckedReader {
   Dump read() {
     h5::Handle f = open("dump");
     check_format(f, kDumpFormat, kDumpVersion);
+    only_attrs(*this, f, "/", {"format", "version", "tool_version", "backend", "seed", "op_index", "ops", "case",
+                               "h_mode", "sequences"});
     Dump d;
     Provenance& p = d.provenance;
     p.tool_version = str_attr(f, "/", "tool_version");
@@ -409,6 +411,7 @@ class Reader : public CheckedReader {
     if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_DATASET)
       throw FormatError(file_, full, "is not a dataset");
     h5::Handle d = guard(full, [&] { return h5::open_dataset(loc, name); });
+    only_attrs(*this, d, full, {"dtype", "layout"});
     const std::string dt = str_attr(d, full, "dtype");
     if (dt != "f32" && dt != "f16") throw FormatError(file_, full + "@dtype", "is '" + dt + "', expected f32 or f16");
     const DType dtype = dt == "f16" ? DType::f16 : DType::f32;
@@ -466,6 +469,7 @@ class Reader : public CheckedReader {
 
   void read_model(hid_t f, ModelSpec& spec) {
     h5::Handle mg = group(f, "/", "model");
+    only_attrs(*this, mg, "/model", {"layers", "name", "source"});
     spec.name = opt_str_attr(mg, "/model", "name");
     spec.source = opt_str_attr(mg, "/model", "source");
     const int64_t n = int_attr(mg, "/model", "layers", 1, kMaxLayers);
@@ -540,6 +544,7 @@ class Reader : public CheckedReader {
   DumpSequence read_seq(hid_t sg, const std::string& sp, const ModelSpec& spec, HMode mode,
                         const std::vector<int>& layers, bool stage_optional) {
     DumpSequence ds;
+    only_attrs(*this, sg, sp, {"seq", "slot", "last_verify_k", "prefill_stage_absent"});
     ds.seq = int(int_attr(sg, sp, "seq", INT32_MIN, INT32_MAX));
     ds.state.slot = int(int_attr(sg, sp, "slot", -1, INT32_MAX));
     ds.state.last_verify_k = int(int_attr(sg, sp, "last_verify_k", 0, kMaxK));
@@ -551,6 +556,7 @@ class Reader : public CheckedReader {
       const std::string lp = sp + "/" + name;
       h5::Handle lg = group(sg, sp, name);
       LayerState L;
+      only_attrs(*this, lg, lp, {"h_is_f16", "intermediates", "conv_oldest_column_absent"});
       L.h_is_f16 = int_attr(lg, lp, "h_is_f16", 0, 1) != 0;
       L.conv_oldest_column_absent =
           has_attr(lg, lp, "conv_oldest_column_absent") && int_attr(lg, lp, "conv_oldest_column_absent", 0, 1);

@@ -1,10 +1,13 @@
 // The pool and layer-spec attributes that dumps and traces share (see model_attrs.h).
 #include "formats/model_attrs.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fmt/core.h>
 #include <vector>
 
+#include "core/conventions.h"
 #include "formats/format_error.h"
 #include "formats/hdf5_file.h"
 
@@ -15,7 +18,63 @@ namespace {
 const std::pair<const char*, int PleSpec::*> kPleAttrs[] = {
     {"ple_channels", &PleSpec::channels}, {"ple_ngram_size", &PleSpec::ngram_size}, {"ple_k_size", &PleSpec::k_size},
     {"ple_dilation", &PleSpec::dilation}, {"ple_eos_id", &PleSpec::eos_id}};
+
+// The attributes of a layer's conventions (core/conventions.h's numerics), for the hint that says
+// where one put on another group belongs.
+bool is_layer_convention(const std::string& name) {
+  return name == "gates" || name == "f16_store" || name == "f16_rows";
+}
+
+std::vector<std::string> attribute_names(hid_t loc) {
+  std::vector<std::string> names;
+  struct Collect {
+    static herr_t add(hid_t, const char* name, const H5A_info_t*, void* out) {
+      if (!name || std::strlen(name) > 4096) return -1;
+      static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+      return 0;
+    }
+  };
+  hsize_t idx = 0;
+  if (H5Aiterate2(loc, H5_INDEX_NAME, H5_ITER_INC, &idx, &Collect::add, &names) < 0)
+    throw h5::Error("unreadable attribute names: " + h5::error_stack());
+  return names;
+}
+
 }  // namespace
+
+std::vector<std::string> layer_spec_attr_names(LayerKind kind) {
+  LayerSpec s;
+  s.kind = kind;
+  std::vector<std::string> v = {"kind"};
+  for (const ShapeParam& p : s.shape_params()) v.push_back(p.name);
+  v.insert(v.end(), {"d_conv", "conv_bias"});
+  if (kind == LayerKind::gdn) v.push_back("output_gate");
+  if (kind == LayerKind::mamba2) v.insert(v.end(), {"norm_before_gate", "dt_min", "dt_max"});
+  v.insert(v.end(), {"gates", "f16_store", "f16_rows", "eps", "name"});
+  if (kind == LayerKind::gdn)
+    for (const auto& [name, member] : kPleAttrs) v.push_back(name);
+  return v;
+}
+
+const std::vector<std::string>& pool_attr_names() {
+  static const std::vector<std::string> names = {"max_slots", "h_capacity", "conv_capacity", "snapshot_slots"};
+  return names;
+}
+
+void only_attrs(const CheckedReader& r, hid_t loc, const std::string& path, const std::vector<std::string>& defined) {
+  for (const std::string& n : r.guard(path, [&] { return attribute_names(loc); })) {
+    if (std::find(defined.begin(), defined.end(), n) != defined.end()) continue;
+    std::string list, near;
+    for (const std::string& d : defined) {
+      list += (list.empty() ? "" : ", ") + d;
+      if (near.empty() && near_miss(n, d)) near = d;
+    }
+    std::string what = "not a member of " + path + " (defined: " + (list.empty() ? "no attributes" : list) + ")";
+    if (!near.empty()) what += "; did you mean " + near + "?";
+    else if (is_layer_convention(n)) what += "; " + n + " is a layer's convention: it belongs on /model/layer<l>";
+    throw FormatError(r.file(), CheckedReader::at(path, n), what);
+  }
+}
 
 void write_pool_attrs(hid_t g, const PoolConfig& pool) {
   h5::write_attr_i64(g, "max_slots", pool.max_slots);
@@ -36,6 +95,7 @@ HMode read_h_mode_attr(const CheckedReader& r, hid_t f) {
 }
 
 void read_pool_attrs(const CheckedReader& r, hid_t g, PoolConfig& pool) {
+  only_attrs(r, g, "/pool", pool_attr_names());
   pool.max_slots = int(r.int_attr(g, "/pool", "max_slots", 1, kMaxSlots));
   pool.conv_capacity = int(r.int_attr(g, "/pool", "conv_capacity", 0, kMaxK));
   pool.snapshot_slots = int(r.int_attr(g, "/pool", "snapshot_slots", 0, kMaxSlots));
@@ -80,6 +140,7 @@ LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::stri
   } catch (const std::invalid_argument& e) {
     throw FormatError(r.file(), lp + "@kind", e.what());
   }
+  only_attrs(r, g, lp, layer_spec_attr_names(s.kind));
   for (const ShapeParam& p : s.shape_params()) s.*p.member = int(r.int_attr(g, lp, p.name, 1, kMaxDim));
   s.d_conv = int(r.int_attr(g, lp, "d_conv", 1, kMaxDim));
   s.conv_bias = r.int_attr(g, lp, "conv_bias", 0, 1) != 0;

@@ -500,6 +500,7 @@ class Reader : public CheckedReader {
     if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_DATASET)
       throw FormatError(file_, full, "is not a dataset");
     h5::Handle d = guard(full, [&] { return h5::open_dataset(loc, name); });
+    only_attrs(*this, d, full, {});  // weights, inputs and outputs carry none
     const h5::DatasetInfo info = guard(full, [&] { return h5::dataset_info(d); });
     if (!info.is_f32) throw FormatError(file_, full, "stored as " + info.type_text + ", expected IEEE float32");
     if (info.dims != shape)
@@ -524,6 +525,9 @@ class Reader : public CheckedReader {
  public:
   TraceHeader read_header(hid_t f) {
     check_format(f, kTraceFormat, kTraceVersion);
+    only_attrs(*this, f, "/", {"format", "version", "producer", "h_mode", "ops", "backend", "build", "tool_version",
+                               "case", "description", "seed", "expect_op", "expect_seq", "expect_layer",
+                               "expect_tensor"});
     TraceHeader h;
     h.producer = str_attr(f, "/", "producer");
     h.tool_version = opt_str_attr(f, "/", "tool_version");
@@ -554,6 +558,7 @@ class Reader : public CheckedReader {
 
   void read_model(hid_t f, Model& m) {
     h5::Handle mg = group(f, "/", "model");
+    only_attrs(*this, mg, "/model", {"layers", "name", "source"});
     m.spec.name = opt_str_attr(mg, "/model", "name");
     m.spec.source = opt_str_attr(mg, "/model", "source");
     const int64_t n = int_attr(mg, "/model", "layers", 1, kMaxLayers);
@@ -578,6 +583,7 @@ class Reader : public CheckedReader {
     const std::string op = op_path(index);
     h5::Handle og = group(f, "/", trace_op_name(index));
     TraceOp t;
+    only_attrs(*this, og, op, {"op", "refused"});
     const std::string text = str_attr(og, op, "op");
     try {
       t.op = parse_op(text);

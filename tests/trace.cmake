@@ -39,6 +39,13 @@ add_test(NAME python_capture COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/pyth
 set_tests_properties(python_capture PROPERTIES LABELS cpu TIMEOUT 300 SKIP_RETURN_CODE 77
   ENVIRONMENT "SSMCHECK=$<TARGET_FILE:ssmcheck>;PYTHONPATH=${PROJECT_SOURCE_DIR}/python;PYTHONDONTWRITEBYTECODE=1")
 
+# Undefined attributes refused by name (a misspelt convention, one on the wrong group) in traces
+# and dumps; the defined conventions read back; every bundled trace still reads.
+ssmcheck_test(format_attrs_test LABEL cpu TIMEOUT 120
+  SOURCES format_attrs_test.cpp
+  LIBS ssmcheck_formats)
+target_compile_definitions(format_attrs_test PRIVATE SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+
 if(TARGET ssmcheck_cuda)
   ssmcheck_test(trace_gpu_test LABEL gpu TIMEOUT 900
     SOURCES trace_gpu_test.cpp
