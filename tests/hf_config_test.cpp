@@ -81,6 +81,42 @@ TEST(hf_config, mamba2_options) {
   }
 }
 
+// Falcon-H1's option names: mamba_conv_bias, mamba_norm_before_gate (its default true), and
+// mamba_rms_norm false (no output norm), which no layer spec expresses: refused naming it.
+TEST(hf_config, falcon_h1_options) {
+  test::TempDir dir;
+  const std::string base = R"({"model_type": "falcon_h1", "num_hidden_layers": 2, "mamba_n_heads": 8,
+    "mamba_d_head": 4, "mamba_d_state": 16, "mamba_n_groups": 2, "mamba_d_conv": 4)";
+  auto load = [&](const std::string& extra) {
+    const std::string p = dir.file("falcon.json");
+    std::ofstream(p) << base << extra << "}";
+    return model_from_hf_config(p);
+  };
+  const ModelSpec d = load("");
+  ASSERT_EQ(d.layers.size(), 2u) << "an SSM in every block";
+  EXPECT_TRUE(d.layers[0].norm_before_gate) << "mamba_norm_before_gate defaults to true in Falcon-H1";
+  EXPECT_TRUE(d.layers[0].conv_bias);
+  const LayerSpec s = load(R"(, "mamba_conv_bias": false, "mamba_norm_before_gate": false, "mamba_rms_norm": true)").layers[0];
+  EXPECT_FALSE(s.conv_bias);
+  EXPECT_FALSE(s.norm_before_gate);
+  for (const auto& [bad, expect] :
+       {std::pair{R"(, "mamba_rms_norm": false)", "'mamba_rms_norm' is false (the Mamba-2 output is not normalised)"},
+        std::pair{R"(, "mamba_conv_bias": "yes")", "'mamba_conv_bias' is \"yes\", expected true or false"},
+        std::pair{R"(, "mamba_norm_before_gate": 0)", "'mamba_norm_before_gate' is 0, expected true or false"}}) {
+    try {
+      load(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  }
+  // another model_type (Granite-4.0-H) keeps the default: the norm after the gate
+  const std::string p = dir.file("granite.json");
+  std::ofstream(p) << R"({"model_type": "granitemoehybrid", "num_hidden_layers": 1, "layer_types": ["mamba"],
+    "mamba_n_heads": 8, "mamba_d_head": 4, "mamba_d_state": 16, "mamba_n_groups": 2, "mamba_d_conv": 4})";
+  EXPECT_FALSE(model_from_hf_config(p).layers.at(0).norm_before_gate);
+}
+
 class hf_config_errors : public ::testing::Test {
  protected:
   test::TempDir dir;
