@@ -13,6 +13,7 @@
 #include "cli/output_path.h"
 #include "cli/tolerance_options.h"
 #include "cli/backend_registry.h"
+#include "cli/case_options.h"
 #include "formats/verdict_text.h"
 #include "formats/trace.h"
 #include "replay/gate.h"
@@ -30,7 +31,31 @@ struct ReplayFlags {
   bool keep_going = false, bitwise = false, classes = false;
   ToleranceOptions tol;
   HtmlOption html;
+  NumericsFlags numerics;  // --gates, --f16-store, --f16-rows: replace what the trace declares, every layer
 };
+
+// " --gates torch": the numerics flags given ("" when none).
+std::string given_numerics(const NumericsFlags& flags) {
+  std::string given;
+  for (const auto& [flag, value] : {std::pair{"--gates", flags.gates}, std::pair{"--f16-store", flags.f16_store},
+                                    std::pair{"--f16-rows", flags.f16_rows}})
+    if (!value.empty()) given += std::string(" ") + flag + " " + value;
+  return given;
+}
+// The trace's layers with the numerics flags given in place of what the trace declares (core/
+// layer_spec.h, Numerics); "" when no flag is given, else the line that says so, for the report.
+std::string override_numerics(cmp::Trace& t, const NumericsFlags& flags) {
+  const std::string given = given_numerics(flags);
+  if (given.empty()) return "";
+  size_t changed = 0;
+  for (LayerSpec& l : t.header.model.spec.layers) {
+    const Numerics n = flags.resolve(l.numerics);
+    changed += n == l.numerics ? 0 : 1;
+    l.numerics = n;
+  }
+  return fmt::format("conventions from the command line:{} (on every layer; {} of {} declared otherwise)", given,
+                     changed, t.header.model.spec.layers.size());
+}
 
 std::string describe(const cmp::Trace& t) {
   const cmp::TraceHeader& h = t.header;
@@ -56,6 +81,7 @@ int run_replay(const ReplayFlags& f) {
   o.strictness = f.bitwise ? cmp::Strictness::bitwise : cmp::Strictness::classes;
   o.same_build_bitwise = !f.classes;
   o.keep_going = f.keep_going;
+  (void)f.numerics.resolve(Numerics{});  // a bad --gates / --f16-store / --f16-rows value: exit 2 before any work
   std::vector<std::pair<std::string, std::string>> skipped;
   const auto backends = select_backends(f.backend, &skipped);
   bool diverged = false, bad = false;
@@ -112,7 +138,9 @@ int run_replay(const ReplayFlags& f) {
       bad = true;
       continue;
     }
+    const std::string overridden = override_numerics(trace, f.numerics);
     fmt::print("ssmcheck replay: {}: {}\n", trace.source, describe(trace));
+    if (!overridden.empty()) fmt::print("  {}\n", overridden);
     for (const auto& s : skipped) fmt::print("  backend {}: skipped ({})\n", s.first, s.second);
     for (const auto& be : backends) {
       const std::string why_not = replay::cannot_replay(trace, be.caps, be.name);
@@ -143,7 +171,7 @@ int run_replay(const ReplayFlags& f) {
       if (trace.header.expect)
         fmt::print("  deliberately faulty trace: expected the first divergence at {}: {}\n",
                    trace.header.expect->text(), r.matches(*trace.header.expect) ? "pinpointed" : "NOT MATCHED");
-      if (!r.pass()) fmt::print("  rerun: ssmcheck replay {} --backend {}\n", path, be.name);
+      if (!r.pass()) fmt::print("  rerun: ssmcheck replay {} --backend {}{}\n", path, be.name, given_numerics(f.numerics));
       diverged = diverged || !r.pass();
       if (f.html.any()) {
         const report::DivergenceGrid grid = report::grid_of(trace, r);
@@ -152,6 +180,7 @@ int run_replay(const ReplayFlags& f) {
         page.add(report::text_section("Text report: " + trace.source + " on " + be.name, r.text()));
       }
       all.push_back(r.json());
+      if (!overridden.empty()) all.back()["conventions_overridden"] = overridden;
       replay::GateCase c;
       c.suite = "replay." + be.name;
       c.name = path;
@@ -196,6 +225,7 @@ void add_replay_command(CLI::App& app, int* rc) {
   cmd->add_option("--junit", f->junit, "write JUnit XML (one test case per trace and backend)");
   f->tol.add_to(cmd);
   f->html.add_to(cmd, "divergence map and error growth per trace and backend");
+  f->numerics.add_to(cmd);  // the same flags as run, check and fuzz (cli/case_options.h)
   cmd->callback([=] { *rc = run_replay(*f); });
 }
 
