@@ -17,6 +17,7 @@
 #include <string_view>
 #include <thread>
 
+#include "core/conventions.h"
 #include "formats/model_attrs.h"
 #include "formats/trace.h"
 #ifdef SSMC_WITH_CUDA
@@ -84,6 +85,7 @@ std::vector<float> floats(const float* p, size_t n, ssmc_memory mem, const char*
 struct ssmc_trace {
   std::string path;
   cmp::TraceHeader header;
+  std::map<int, StateLayout> layouts;  // by layer: how the engine keeps its state (ssmc_set_layer_convention)
   bool pool_set = false;
   std::unique_ptr<cmp::TraceWriter> writer;  // created by the first begin_op
   std::optional<PendingOp> op;
@@ -262,6 +264,8 @@ cmp::TraceOp assemble(const ssmc_trace* t, PendingOp& p) {
       ls.h = *pl.h;
       ls.h_is_f16 = pl.h->dtype() == DType::f16;
       ls.conv = *pl.conv;
+      if (const auto lay = t->layouts.find(lkv.first); lay != t->layouts.end())  // conv_window d_conv-1
+        ls.conv_oldest_column_absent = lay->second.conv_window == ConvWindow::d_conv_minus_1;
       ls.h_checkpoint = pl.h_checkpoint;
       ls.conv_checkpoint = pl.conv_checkpoint;
       const int n = std::max(0, kv.second.last_verify_k - 1);
@@ -645,6 +649,48 @@ ssmc_status ssmc_set_layer_ple(ssmc_trace* t, int layer, const ssmc_ple_desc* de
   });
 }
 
+ssmc_status ssmc_set_layer_convention(ssmc_trace* t, int layer, const char* name, const char* value) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_set_layer_convention: null trace");
+  return call(t, false, [&] {
+    need(!t->writer, SSMC_ERR_ORDER, "ssmc_set_layer_convention after the first ssmc_begin_op (the header is written)");
+    need(name != nullptr && value != nullptr, SSMC_ERR_ARGUMENT, "ssmc_set_layer_convention: name or value is null");
+    LayerSpec s = layer_of(t, layer);  // a refused call changes nothing
+    StateLayout lay = t->layouts.count(layer) ? t->layouts.at(layer) : StateLayout{};
+    const std::string at = fmt::format("ssmc_set_layer_convention: layer {}", layer);
+    try {
+      set_convention(s.numerics, lay, name, value);  // core/conventions.h: the names and their parsing
+    } catch (const std::invalid_argument& e) {
+      throw Failure{SSMC_ERR_ARGUMENT, at + ": " + e.what()};
+    }
+    need(lay.conv_window == ConvWindow::d_conv || s.d_conv >= 2, SSMC_ERR_ARGUMENT,
+         fmt::format("{}: conv_window d_conv-1 on {}: a window of d_conv 1 keeps no column", at, s.name()));
+    t->header.model.spec.layers[size_t(layer)] = s;
+    t->layouts[layer] = lay;
+  });
+}
+
+int ssmc_state_field_shape(ssmc_trace* t, int layer, const char* field, int64_t dims[4]) {
+  if (!t) {
+    fail(SSMC_ERR_ARGUMENT, "ssmc_state_field_shape: null trace");
+    return -1;
+  }
+  std::vector<int64_t> shape;
+  const ssmc_status st = call(t, false, [&] {
+    need(field != nullptr && dims != nullptr, SSMC_ERR_ARGUMENT, "ssmc_state_field_shape: field or dims is null");
+    const LayerSpec& s = layer_of(t, layer);
+    const StateLayout lay = t->layouts.count(layer) ? t->layouts.at(layer) : StateLayout{};
+    const std::string f = field;
+    if (f == "h" || f == "h_checkpoint" || f == "h_intermediate") shape = h_shape_in(s, lay);
+    else if (f == "conv" || f == "conv_checkpoint" || f == "conv_intermediate") shape = conv_shape_in(s, lay);
+    else throw Failure{SSMC_ERR_ARGUMENT, "ssmc_state_field_shape: unknown field '" + f +
+                                              "' (known: h, conv, h_checkpoint, conv_checkpoint, h_intermediate, "
+                                              "conv_intermediate)"};
+  });
+  if (st != SSMC_OK) return -1;
+  std::copy(shape.begin(), shape.end(), dims);
+  return int(shape.size());
+}
+
 ssmc_status ssmc_op_refused(ssmc_trace* t, const char* kind) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_refused: null trace");
   return call(t, true, [&] {
@@ -702,8 +748,11 @@ ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const char* fie
              "' (known: h, conv, h_checkpoint, conv_checkpoint, h_intermediate, conv_intermediate, h_prefill_stage, "
              "and on a layer hosting a PLE carry ple_history, ple_conv, their _checkpoint and _snapshot)");
     need(is_h || dt == DType::f32, SSMC_ERR_ARGUMENT, "ssmc_state_tensor: " + f + " is f32");
-    Tensor x = Tensor::zeros(dt, is_h ? h_shape(s) : conv_shape(s));
+    // read in the engine's layout (ssmc_set_layer_convention), kept in the contract's
+    const StateLayout lay = t->layouts.count(layer) ? t->layouts.at(layer) : StateLayout{};
+    Tensor x = Tensor::zeros(dt, is_h ? h_shape_in(s, lay) : conv_shape_in(s, lay));
     copy_in(x.raw(), data, x.bytes(), mem, field);
+    x = is_h ? h_to_contract(x, s, lay) : conv_to_contract(x, s, lay);
     PendingLayer& pl = ps.layers[layer];
     auto put = [&](std::optional<Tensor>& slot) {
       need(!slot.has_value(), SSMC_ERR_ORDER, fmt::format("{} of seq {} layer {} given twice", f, seq, layer));

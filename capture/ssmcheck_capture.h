@@ -61,10 +61,12 @@ extern "C" {
  *   1: Mamba-2 layers (ssmc_mamba2_layer_desc, ssmc_add_mamba2_layer) and ssmc_abi_minor();
  *   2: ssmc_drop_op (an op the engine gave up on is dropped, and the capture goes on);
  *   3: the PLE carry (ssmc_ple_desc, ssmc_set_layer_ple, ssmc_op_ple_inputs, ssmc_op_ple_outputs,
- *      the ple_* fields of ssmc_state_tensor, SSMC_I32).
+ *      the ple_* fields of ssmc_state_tensor, SSMC_I32);
+ *   4: a layer's conventions by name (ssmc_set_layer_convention: gates, f16_store, f16_rows,
+ *      conv_window, h_layout) and the shape a state field is read in (ssmc_state_field_shape).
  * A caller that needs a minor looks ssmc_abi_minor up (dlsym) and compares; a library without the
  * symbol is minor 0. */
-#define SSMC_ABI_MINOR 3
+#define SSMC_ABI_MINOR 4
 
 typedef struct ssmc_trace ssmc_trace;
 
@@ -142,6 +144,25 @@ SSMC_API ssmc_status ssmc_add_mamba2_layer(ssmc_trace* t, const ssmc_mamba2_laye
  * weights ple_w [C][k_size] (host, f32, finite). Before the first ssmc_begin_op; once per layer. A
  * refused call changes nothing. */
 SSMC_API ssmc_status ssmc_set_layer_ple(ssmc_trace* t, int layer, const ssmc_ple_desc* desc, const float* ple_w);
+
+/* A convention of layer `layer` (already added), ABI minor 4: the engine's numerics, written into
+ * the trace for replay to compute with, or the layout the engine keeps its state in, converted by
+ * the library to the contract's as each state tensor arrives (docs/trace-format.md, "Conventions").
+ * By name (absent: the contract's, the first value):
+ *   "gates"       "clamped" | "torch"      softplus linear above 20, A = exp(A_log), no clamps (GDN)
+ *   "f16_store"   "saturate" | "inf"       FP16 stores overflow to inf, NaN stays NaN
+ *   "f16_rows"    "stored" | "carried"     FP16 state carried in FP32 across the rows of one op
+ *   "conv_window" "d_conv" | "d_conv-1"    conv fields are [conv_dim][d_conv-1], the newest column
+ *                                          last (causal_conv1d's state): the trace marks the oldest
+ *                                          column absent and replay does not compare it
+ *   "h_layout"    "nv,kd,vd" | "nv,vd,kd"  h fields are [nv][vd][kd] (Mamba-2 [nh][ns][hp])
+ * Before the first ssmc_begin_op; a later call for the same name replaces the value. An unknown
+ * name or value is SSMC_ERR_ARGUMENT naming it; a refused call changes nothing. */
+SSMC_API ssmc_status ssmc_set_layer_convention(ssmc_trace* t, int layer, const char* name, const char* value);
+/* The shape ssmc_state_tensor reads `field` of layer `layer` in, under the layer's conventions
+ * (minor 4): "h", "conv", their "_checkpoint" and "_intermediate" (one intermediate). Writes the
+ * dims to dims[0..3] and returns how many there are, or -1 (ssmc_last_error() says why). */
+SSMC_API int ssmc_state_field_shape(ssmc_trace* t, int layer, const char* field, int64_t dims[4]);
 
 /* Starts op number ssmc_op_count(): `op` in ssmcheck's printable form, e.g. "prefill 17",
  * "verify 4 @0,2,pad", "commit 2 4 @1" (selector = logical sequences; see docs/trace-format.md). */

@@ -16,7 +16,8 @@ add_dependencies(trace_test ssmcheck ssmcheck-mutants)
 # abandoned capture) and checks error codes; ssmcheck must replay them with exit 0, 1 and 0. Then
 # Mamba-2 (ABI minor 1): a Mamba-2 model whose states and outputs the test computes (exit 0), the
 # same with one h element off (exit 1, naming layer and tensor), and a model mixing GDN and
-# Mamba-2 layers (exit 0).
+# Mamba-2 layers (exit 0). Conventions (ABI minor 4): both again from an engine with a d_conv-1
+# conv window, h [nh][ns][hp] and torch gates on its GDN layers (exit 0, the GDN layers named gates=torch).
 add_executable(trace_capture_c trace_capture_c.c)
 target_link_libraries(trace_capture_c PRIVATE ssmcheck_capture m)
 set_target_properties(trace_capture_c PROPERTIES C_STANDARD 99)
@@ -27,7 +28,10 @@ rc=0; \"$2\" replay \"$d/capi_bad.h5\" || rc=$?; test $rc -eq 1; \
 \"$2\" replay \"$d/capi_mamba2.h5\" | tee \"$d/m.log\"; grep -q 'AGREE: 8 ops' \"$d/m.log\"; \
 \"$2\" replay \"$d/capi_mixed.h5\" | tee \"$d/x.log\"; grep -q 'AGREE: 5 ops' \"$d/x.log\"; \
 rc=0; \"$2\" replay \"$d/capi_mamba2_bad.h5\" > \"$d/b.log\" || rc=$?; cat \"$d/b.log\"; test $rc -eq 1; \
-grep -q 'op 2 .decode.*layer 0.*h' \"$d/b.log\"; echo 'C ABI traces replayed as expected'"
+grep -q 'op 2 .decode.*layer 0.*h' \"$d/b.log\"; \
+\"$2\" replay \"$d/capi_mamba2_engine.h5\" | tee \"$d/me.log\"; grep -q 'AGREE: 8 ops' \"$d/me.log\"; \
+\"$2\" replay \"$d/capi_mixed_engine.h5\" | tee \"$d/xe.log\"; grep -q 'AGREE: 5 ops' \"$d/xe.log\"; \
+grep -q 'gates=torch' \"$d/xe.log\"; echo 'C ABI traces replayed as expected'"
     sh $<TARGET_FILE:trace_capture_c> $<TARGET_FILE:ssmcheck>)
 set_tests_properties(trace_capture_c PROPERTIES LABELS cpu TIMEOUT 120)
 add_dependencies(trace_capture_c ssmcheck)

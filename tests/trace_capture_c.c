@@ -7,7 +7,13 @@
  * from the contract's Mamba-2 step (replays with exit 0); DIR/capi_mamba2_bad.h5, the same with
  * one h element off after the decode (exit 1); DIR/capi_mixed.h5, GDN and Mamba-2 layers
  * alternating, inputs of every layer and the states of the Mamba-2 layers (exit 0); and the
- * error codes and messages of Mamba-2 misuse. */
+ * error codes and messages of Mamba-2 misuse.
+ * Conventions (ABI minor 4): DIR/capi_mamba2_engine.h5 and DIR/capi_mixed_engine.h5, the same
+ * models recorded by an engine that declares (ssmc_set_layer_convention) a d_conv-1 conv window
+ * and h as [nh][ns][hp] on every layer, and torch gates on the GDN layers, and hands its states
+ * over so (replay with exit 0; the GDN layers print as gates=torch); the refusals of unknown
+ * convention names and values, of a convention after the first op, and the shapes
+ * ssmc_state_field_shape reports. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +24,8 @@
 enum { NK = 1, NV = 2, KD = 8, VD = 12, DC = 4, CD = 2 * NK * KD + NV * VD };
 
 static int failures = 0;
+/* 1: the Mamba-2 traces are recorded by an engine with a d_conv-1 window and h [nh][ns][hp] */
+static int engine_layout = 0;
 #define EXPECT(cond)                                                                  \
   do {                                                                                \
     if (!(cond)) {                                                                    \
@@ -316,6 +324,29 @@ static void mamba2_step(const layer_t* L, float* h, float* win, const float* xBC
   free(u);
 }
 
+/* One h-like field of Mamba-2 layer L: as the contract lays it out, or as the engine keeps it
+ * (engine_layout: [nh][ns][hp], the last two axes swapped). */
+static void put_h(ssmc_trace* t, int l, const layer_t* L, const char* field, int index, const float* h) {
+  const int nh = L->d.nh, hp = L->d.hp, ns = L->d.ns;
+  float* e = zeros(h_elems(L));
+  for (int hh = 0; hh < nh; ++hh)
+    for (int p = 0; p < hp; ++p)
+      for (int n = 0; n < ns; ++n)
+        e[engine_layout ? (hh * ns + n) * hp + p : (hh * hp + p) * ns + n] = h[(hh * hp + p) * ns + n];
+  EXPECT(ssmc_state_tensor(t, 0, l, field, index, SSMC_F32, e, SSMC_HOST) == SSMC_OK);
+  free(e);
+}
+
+/* One conv-like field: d_conv columns, or the engine's newest d_conv-1 (engine_layout). */
+static void put_conv(ssmc_trace* t, int l, const layer_t* L, const char* field, int index, const float* conv) {
+  const int W = L->d.d_conv, keep = engine_layout ? W - 1 : W;
+  float* e = zeros(L->cd * keep);
+  for (int c = 0; c < L->cd; ++c)
+    for (int j = 0; j < keep; ++j) e[c * keep + j] = conv[c * W + (W - keep) + j];
+  EXPECT(ssmc_state_tensor(t, 0, l, field, index, SSMC_F32, e, SSMC_HOST) == SSMC_OK);
+  free(e);
+}
+
 /* The state of sequence 0 after the op: every layer after alloc (all zero), else the Mamba-2
  * layers (a recorded state may hold any subset of the layers). bad: one h element off. */
 static void record_state(ssmc_trace* t, model_t* m, int all_layers, int bad) {
@@ -333,16 +364,16 @@ static void record_state(ssmc_trace* t, model_t* m, int all_layers, int bad) {
     float* h = zeros(h_elems(L));
     memcpy(h, s->h, sizeof(float) * (size_t)h_elems(L));
     if (bad) h[3] += 0.25f;
-    EXPECT(ssmc_state_tensor(t, 0, l, "h", 0, SSMC_F32, h, SSMC_HOST) == SSMC_OK);
+    put_h(t, l, L, "h", 0, h);
     free(h);
-    EXPECT(ssmc_state_tensor(t, 0, l, "conv", 0, SSMC_F32, s->conv, SSMC_HOST) == SSMC_OK);
+    put_conv(t, l, L, "conv", 0, s->conv);
     if (m->has_ck) {
-      EXPECT(ssmc_state_tensor(t, 0, l, "h_checkpoint", 0, SSMC_F32, s->h_ck, SSMC_HOST) == SSMC_OK);
-      EXPECT(ssmc_state_tensor(t, 0, l, "conv_checkpoint", 0, SSMC_F32, s->conv_ck, SSMC_HOST) == SSMC_OK);
+      put_h(t, l, L, "h_checkpoint", 0, s->h_ck);
+      put_conv(t, l, L, "conv_checkpoint", 0, s->conv_ck);
     }
     for (int i = 0; i + 1 < m->last_k; ++i) {
-      EXPECT(ssmc_state_tensor(t, 0, l, "h_intermediate", i, SSMC_F32, s->h_in[i], SSMC_HOST) == SSMC_OK);
-      EXPECT(ssmc_state_tensor(t, 0, l, "conv_intermediate", i, SSMC_F32, s->conv_in[i], SSMC_HOST) == SSMC_OK);
+      put_h(t, l, L, "h_intermediate", i, s->h_in[i]);
+      put_conv(t, l, L, "conv_intermediate", i, s->conv_in[i]);
     }
   }
 }
@@ -421,6 +452,11 @@ static void write_mamba2_trace(const char* path, const char* layers, const char*
   }
   ssmc_trace* t = open_trace(path);
   add_layers(t, &m);
+  for (int l = 0; l < m.n && engine_layout; ++l) {
+    EXPECT(ssmc_set_layer_convention(t, l, "conv_window", "d_conv-1") == SSMC_OK);
+    EXPECT(ssmc_set_layer_convention(t, l, "h_layout", "nv,vd,kd") == SSMC_OK);
+    if (m.l[l].gdn) EXPECT(ssmc_set_layer_convention(t, l, "gates", "torch") == SSMC_OK);
+  }
   int n = 0;
   for (; ops[n]; ++n) mamba2_op(t, &m, ops[n], 3 * n + 1, bad);
   EXPECT(ssmc_op_count(t) == n);
@@ -575,6 +611,30 @@ static void misuse_ple(const char* path) {
   ssmc_abandon(t);
 }
 
+/* The refusals of ssmc_set_layer_convention and the shapes ssmc_state_field_shape reports. */
+static void misuse_conventions(const char* path) {
+  ssmc_trace* t = open_trace(path);
+  add_gdn(t);
+  int64_t d[4] = {0, 0, 0, 0};
+  EXPECT(ssmc_state_field_shape(t, 0, "h", d) == 3 && d[0] == NV && d[1] == KD && d[2] == VD);
+  EXPECT_MSG(ssmc_set_layer_convention(t, 0, "gate", "torch") == SSMC_ERR_ARGUMENT,
+             "ssmc_set_layer_convention: layer 0: unknown convention 'gate' (known: gates, f16_store, f16_rows, "
+             "conv_window, h_layout); did you mean gates?");
+  EXPECT_MSG(ssmc_set_layer_convention(t, 0, "f16_store", "overflow") == SSMC_ERR_ARGUMENT,
+             "f16 store 'overflow': expected saturate or inf");
+  EXPECT_MSG(ssmc_set_layer_convention(t, 1, "gates", "torch") == SSMC_ERR_ARGUMENT, "layer 1 outside 0..0");
+  EXPECT_MSG(ssmc_set_layer_convention(t, 0, NULL, "torch") == SSMC_ERR_ARGUMENT, "name or value is null");
+  EXPECT(ssmc_set_layer_convention(t, 0, "h_layout", "nv,vd,kd") == SSMC_OK);
+  EXPECT(ssmc_set_layer_convention(t, 0, "conv_window", "d_conv-1") == SSMC_OK);
+  EXPECT(ssmc_state_field_shape(t, 0, "h_intermediate", d) == 3 && d[0] == NV && d[1] == VD && d[2] == KD);
+  EXPECT(ssmc_state_field_shape(t, 0, "conv_checkpoint", d) == 2 && d[0] == CD && d[1] == DC - 1);
+  EXPECT_MSG(ssmc_state_field_shape(t, 0, "hh", d) == -1, "unknown field 'hh'");
+  EXPECT(ssmc_begin_op(t, "alloc") == SSMC_OK);
+  EXPECT_MSG(ssmc_set_layer_convention(t, 0, "gates", "torch") == SSMC_ERR_ORDER, "after the first ssmc_begin_op");
+  EXPECT(ssmc_abi_minor() >= 4);
+  ssmc_abandon(t);
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: trace_capture_c DIR\n");
@@ -611,6 +671,15 @@ int main(int argc, char** argv) {
   misuse_mamba2(p);
   snprintf(p, sizeof p, "%s/misuse_ple.h5", argv[1]);
   misuse_ple(p);
+  /* the same models from an engine with its own conventions (ABI minor 4) */
+  engine_layout = 1;
+  snprintf(p, sizeof p, "%s/capi_mamba2_engine.h5", argv[1]);
+  write_mamba2_trace(p, "Mm", mamba_ops, 0);
+  snprintf(p, sizeof p, "%s/capi_mixed_engine.h5", argv[1]);
+  write_mamba2_trace(p, "GMGm", mixed_ops, 0);
+  engine_layout = 0;
+  snprintf(p, sizeof p, "%s/misuse_conventions.h5", argv[1]);
+  misuse_conventions(p);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   return failures ? 1 : 0;
 }

@@ -33,6 +33,17 @@ ids that are not integers in range, and unknown state fields are refused, naming
 sequence, layer and field. A library older than ABI minor 3 raises CaptureError as soon as a
 carry is declared.
 
+An engine that computes or lays out its state otherwise than the contract declares it per layer with
+``set_layer_conventions`` (ABI minor 4; docs/trace-format.md, "Conventions"), by the names the
+library knows: ``gates``, ``f16_store``, ``f16_rows`` (its numerics, written into the trace for
+replay to compute with), ``conv_window="d_conv-1"`` (conv fields [conv_dim][d_conv-1], as
+causal_conv1d keeps them) and ``h_layout="nv,vd,kd"`` (h fields [nv][vd][kd], Mamba-2
+[nh][ns][hp]). ``op.state`` then takes the state in the engine's own layout; the library converts
+it to the contract's and the trace says which conv column was not kept:
+
+        w.add_layer(...)
+        w.set_layer_conventions(0, gates="torch", conv_window="d_conv-1", h_layout="nv,vd,kd")
+
 An exception inside ``with w.op(...)`` drops that op; one inside ``with TraceWriter(...)``
 abandons the capture (PATH.partial/ stays, as after a crash).
 """
@@ -104,6 +115,9 @@ def _load(path):
         "ssmc_set_layer_ple": ([P, I, ctypes.POINTER(_PleDesc), fp], I),
         "ssmc_op_ple_inputs": ([P, I, I, ctypes.POINTER(ctypes.c_int32), fp, I], I),
         "ssmc_op_ple_outputs": ([P, I, I, fp, I], I),
+        # ABI minor 4: a layer's conventions by name, and the shape a state field is read in
+        "ssmc_set_layer_convention": ([P, I, C, C], I),
+        "ssmc_state_field_shape": ([P, I, C, ctypes.POINTER(ctypes.c_int64)], I),
     }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)
@@ -246,7 +260,8 @@ class _Op:
             ple_given = [k for k in PLE_STATE_FIELDS if fields.get(k) is not None]
             if ple_given and not L["ple"]:
                 raise ValueError("%s %s: the %s layer hosts no PLE carry" % (at, ple_given[0], L["kind"]))
-            shapes = dict(h=L["h_shape"], conv=(L["conv_dim"], L["d_conv"]))
+            # the engine's layout where the layer declares one (set_layer_conventions), else the contract's
+            shapes = dict(h=L.get("h_engine_shape", L["h_shape"]), conv=L.get("conv_engine_shape", (L["conv_dim"], L["d_conv"])))
             if L["ple"]:
                 P = L["ple"]
                 shapes.update(ple_history=(P["ngram_size"] - 1,), ple_conv=((P["k_size"] - 1) * P["dilation"], P["channels"]))
@@ -402,6 +417,29 @@ class TraceWriter:
         self._check(self.lib.ssmc_set_layer_ple(self.t, int(layer), ctypes.byref(desc),
                                                 w.ctypes.data_as(ctypes.POINTER(ctypes.c_float))))
         L["ple"] = dict(channels=channels, ngram_size=ngram_size, k_size=k_size, dilation=dilation, eos_id=eos_id)
+
+    def set_layer_conventions(self, layer, **conventions):
+        """The conventions of layer `layer` (already added; before the first op; ABI minor 4), by
+        name=value as docs/trace-format.md ("Conventions") and the library define them: gates
+        ("clamped" or "torch"), f16_store ("saturate" or "inf"), f16_rows ("stored" or "carried"),
+        conv_window ("d_conv" or "d_conv-1") and h_layout ("nv,kd,vd" or "nv,vd,kd"). The library
+        checks names and values (an unknown one raises CaptureError naming it); op.state then takes
+        this layer's h and conv fields in the shapes the library reports for them."""
+        where = "layer %s" % (layer,)
+        if self.minor < 4 or not hasattr(self.lib, "ssmc_set_layer_convention"):
+            raise CaptureError("%s: the capture library %s predates layer conventions (ABI minor %d; "
+                               "ssmc_set_layer_convention needs 4); rebuild libssmcheck_capture" % (where, self.lib._name, self.minor))
+        if not isinstance(layer, (int, np.integer)) or not 0 <= layer < len(self.layers):
+            raise ValueError("%s: the trace has %d layers (add the layer first)" % (where, len(self.layers)))
+        for name, value in conventions.items():
+            self._check(self.lib.ssmc_set_layer_convention(self.t, int(layer), name.encode(), str(value).encode()))
+        L = self.layers[layer]
+        for key, field in (("h_engine_shape", b"h"), ("conv_engine_shape", b"conv")):
+            dims = (ctypes.c_int64 * 4)()
+            n = self.lib.ssmc_state_field_shape(self.t, int(layer), field, dims)
+            if n < 0:
+                raise CaptureError(self.lib.ssmc_last_error().decode())
+            L[key] = tuple(dims[:n])
 
     def op(self, text):
         """``with w.op("verify 4 @0,1"):`` one op; it is written durably when the block ends."""

@@ -169,8 +169,23 @@ def as_engine_ids(name, v, int_ids):
     return list(v) if name.endswith("snapshots") else v
 
 
-def rewrite(src, dst, int_ids=False):
-    """src (a trace) written again through TraceWriter as dst; int_ids: see as_engine_ids."""
+def in_engine_layout(name, v, conventions):
+    """A state field as an engine with `conventions` keeps it: conv_window d_conv-1 drops the oldest
+    conv column, h_layout nv,vd,kd swaps h's last two axes (intermediates: lists of such arrays)."""
+    if isinstance(v, list):
+        return [in_engine_layout(name, x, conventions) for x in v]
+    if name.startswith("conv") and conventions.get("conv_window") == "d_conv-1":
+        return np.ascontiguousarray(v[..., 1:])
+    if name.startswith("h") and name != "h_prefill_stage" and conventions.get("h_layout") == "nv,vd,kd":
+        return np.ascontiguousarray(np.swapaxes(v, -1, -2))
+    return v
+
+
+def rewrite(src, dst, int_ids=False, conventions=None):
+    """src (a trace) written again through TraceWriter as dst; int_ids: see as_engine_ids;
+    conventions: declared on every layer (set_layer_conventions), the states handed over in the
+    engine's layout they name (in_engine_layout)."""
+    conventions = conventions or {}
     with h5py.File(src, "r") as f:
         model, pool = f["model"], f["pool"].attrs
         with ssmcheck.TraceWriter(dst, producer="test_capture.py", backend="rewritten", h_mode=text(f.attrs["h_mode"]),
@@ -179,6 +194,8 @@ def rewrite(src, dst, int_ids=False):
                        snapshot_slots=int(pool["snapshot_slots"]), h_capacity=[int(c) for c in pool["h_capacity"]])
             add_layers(w, model)
             L = int(model.attrs["layers"])
+            for l in range(L) if conventions else ():
+                w.set_layer_conventions(l, **conventions)
             for i in range(int(f.attrs["ops"])):
                 og = f["ops/%06d" % i]
                 with w.op(text(og.attrs["op"])) as op:
@@ -194,7 +211,8 @@ def rewrite(src, dst, int_ids=False):
                     for _, sg in by_index(og.get("state", {}), "seq"):
                         layers = [None] * L
                         for l, lg in by_index({k: v for k, v in sg.items() if k.startswith("layer")}, "layer"):
-                            layers[l] = {k: (list(v[()]) if k.endswith("intermediates") else as_engine_ids(k, v[()], int_ids))
+                            layers[l] = {k: in_engine_layout(k, list(v[()]) if k.endswith("intermediates")
+                                                             else as_engine_ids(k, v[()], int_ids), conventions)
                                          for k, v in lg.items()}
                         op.state(seq=int(sg.attrs["seq"]), slot=int(sg.attrs["slot"]),
                                  last_verify_k=int(sg.attrs["last_verify_k"]), layers=layers,
@@ -627,6 +645,70 @@ def test_recordings_round_trip(tmp):
         diff = differences(src, dst)
         check(not diff, "%s: model, pool, inputs, outputs, refusals and states round-trip exactly%s" % (
             name, "" if not diff else ": " + "; ".join(diff[:5])))
+
+
+@case
+def test_conventions(tmp):
+    """An engine's conventions (ABI minor 4): a trace the reference records with torch gates (extreme
+    gates, so that clamped gates would differ), written again through TraceWriter by an engine that
+    declares torch gates, keeps a d_conv-1 conv window and h as [nv][vd][kd] (its states handed over
+    so) replays on the reference, bit for bit, and the file says what it declared; without the gates
+    declaration it diverges, and `replay --gates torch` makes it agree again; unknown convention
+    names and values are refused naming them."""
+    src = os.path.join(tmp, "torch.h5")
+    ops = "alloc; prefill 4; checkpoint; verify 3; commit 2 3; decode; verify 2 wy; rollback 0; decode"
+    rec = subprocess.run([ssmcheck_exe(), "record", "-o", src, "--preset", "odd-a", "--gates", "torch", "--extreme-gates",
+                          "--seed", "3", "--outputs", "--ops", ops], capture_output=True, text=True)
+    check(rec.returncode == 0, "ssmcheck record --gates torch (rc %d): %s" % (rec.returncode, rec.stderr[-800:]))
+    if rec.returncode != 0:
+        return
+    engine = dict(conv_window="d_conv-1", h_layout="nv,vd,kd")
+    declared, undeclared = os.path.join(tmp, "declared.h5"), os.path.join(tmp, "undeclared.h5")
+    rewrite(src, declared, conventions=dict(engine, gates="torch"))
+    rewrite(src, undeclared, conventions=engine)
+    r = replay(declared, "--bitwise")
+    check(r.returncode == 0 and "AGREE" in r.stdout, "torch gates, d_conv-1 window, h [nv][vd][kd] declared: replays bit for "
+          "bit (rc %d): %s" % (r.returncode, r.stdout.strip().splitlines()[-1:]))
+    with h5py.File(declared, "r") as f:
+        A = f["model/layer1"].attrs
+        check(text(A.get("gates", "")) == "torch", "/model/layer1@gates is torch: %r" % A.get("gates"))
+        lg = f["ops/000001/state/seq0/layer1"]
+        check(int(lg.attrs.get("conv_oldest_column_absent", 0)) == 1, "the recorded conv says its oldest column is absent")
+        with h5py.File(src, "r") as g:
+            want = g["ops/000001/state/seq0/layer1"]
+            check(lg["conv"].shape == want["conv"].shape and not lg["conv"][:, 0].any() and
+                  np.array_equal(lg["conv"][:, 1:], want["conv"][:, 1:]),
+                  "conv is stored [conv_dim][d_conv], column 0 zero, the engine's columns after it")
+            check(np.array_equal(lg["h"][()], want["h"][()]), "h given as [nv][vd][kd] is stored in the contract's [nv][kd][vd]")
+    r = replay(undeclared)
+    check(r.returncode == 1, "the same engine without declaring its gates diverges (rc %d): %s" % (
+        r.returncode, r.stdout.strip().splitlines()[-1:]))
+    r = replay(undeclared, "--gates", "torch")
+    check(r.returncode == 0 and "conventions from the command line: --gates torch" in r.stdout and "AGREE" in r.stdout,
+          "replay --gates torch agrees and says so (rc %d): %s" % (r.returncode, r.stdout.strip().splitlines()[:3]))
+    r = replay(declared, "--gates", "clamped")
+    check(r.returncode == 1 and "rerun: " in r.stdout and "--gates clamped" in r.stdout,
+          "replay --gates clamped of the declared trace diverges, its rerun line keeping the flag (rc %d)" % r.returncode)
+    r = replay(declared, "--gates", "tourch")
+    check(r.returncode == 2 and "--gates: gates 'tourch': expected clamped or torch" in r.stderr,
+          "replay --gates tourch: exit 2 naming the value (rc %d): %s" % (r.returncode, r.stderr.strip()))
+    w = ssmcheck.TraceWriter(os.path.join(tmp, "misuse.h5"), producer="test", backend="test")
+    try:
+        tiny_mixed(w)
+        expect_error(ssmcheck.CaptureError, "unknown convention 'gate' (known: gates, f16_store, f16_rows, conv_window, "
+                     "h_layout); did you mean gates?", lambda: w.set_layer_conventions(0, gate="torch"),
+                     "a misspelt convention name")
+        expect_error(ssmcheck.CaptureError, "conv_window 'd_conv-2': expected d_conv or d_conv-1",
+                     lambda: w.set_layer_conventions(1, conv_window="d_conv-2"), "an unknown convention value")
+        expect_error(ValueError, "layer 2: the trace has 2 layers", lambda: w.set_layer_conventions(2, gates="torch"),
+                     "a layer not added")
+        w.set_layer_conventions(1, conv_window="d_conv-1", h_layout="nv,vd,kd")  # Mamba-2: h [nh][ns][hp]
+        op = w.op("alloc")  # never ended: the capture is abandoned
+        expect_error(ValueError, "layer 1 h has shape (4, 6, 10), expected (4, 10, 6)",
+                     lambda: op.state(seq=0, slot=0, layers=[None, dict(h=np.zeros((4, 6, 10)), conv=np.zeros((64, 3)))]),
+                     "a Mamba-2 h in the contract's layout where the layer declared nv,vd,kd")
+    finally:
+        w.abandon()
 
 
 def main():
