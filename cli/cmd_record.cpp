@@ -63,7 +63,7 @@ int run_record(const RecordFlags& f) {
   }
   auto backend = make_backend(f.opt.backend);
   h.backend = backend->name();
-  h.build = cmp::build_id();  // replaying on the same backend and build is bitwise
+  h.build = cmp::build_id(*backend);  // replaying on the same backend and numerics is bitwise
   backend->create_pool(h.model, h.pool);
   // the same generated inputs as `run` and `check` on these flags (keyed like every Runner);
   // what the backend was given is what the trace records

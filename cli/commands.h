@@ -23,6 +23,7 @@ void add_fuzz_command(CLI::App& app, int* rc);   // cmd_fuzz.cpp
 void add_check_command(CLI::App& app, int* rc);  // cmd_fuzz.cpp
 void add_record_command(CLI::App& app, int* rc);  // cmd_record.cpp
 void add_replay_command(CLI::App& app, int* rc);  // cmd_replay.cpp
+void add_approve_command(CLI::App& app, int* rc);  // cmd_approve.cpp
 void add_gate_command(CLI::App& app, int* rc);    // cmd_gate.cpp
 void add_mutants_command(CLI::App& app, int* rc);  // cmd_mutants.cpp
 void add_backends_command(CLI::App& app, int* rc);  // cmd_backends.cpp

@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
   ssm::cli::add_check_command(app, &rc);
   ssm::cli::add_record_command(app, &rc);
   ssm::cli::add_replay_command(app, &rc);
+  ssm::cli::add_approve_command(app, &rc);
   ssm::cli::add_gate_command(app, &rc);
   ssm::cli::add_mutants_command(app, &rc);
   ssm::cli::add_backends_command(app, &rc);

@@ -21,6 +21,7 @@ class CudaBackend : public Backend {
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
+  std::string numerics_id() const override;  // the kernels' digest and the device (cuda/numerics_id.cpp)
   void create_pool(const Model& model, const PoolConfig& pool) override;
   int alloc(int min_capacity) override;
   void release(int slot) override;

@@ -36,6 +36,11 @@ const std::string& build_id() {
   return id;
 }
 
+std::string build_id(const Backend& b) {
+  const std::string id = b.numerics_id();
+  return id.empty() ? build_id() : id;
+}
+
 namespace {
 
 // Layout attribute of each dataset: the documented memory order, checked on read.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/model.h"
+#include "core/backend.h"
 #include "core/state.h"
 #include "formats/format_error.h"
 
@@ -21,8 +22,11 @@ constexpr int kDumpVersion = 1;
 constexpr const char* kDumpFormat = "ssmcheck-dump";
 const char* tool_version();  // the project version this binary was built from
 // The identity of this very binary: "ssmcheck <version> exe:<FNV-1a 64 of the executable file>".
-// A trace records it; replaying on the same backend and build is bitwise (replay/replay.h).
 const std::string& build_id();
+// What a trace records as the build of `b`'s states: b.numerics_id() (what determines its numerics:
+// the same line on a rebuild of unchanged kernels), else build_id(). Replaying on the same backend
+// and build is bitwise (replay/replay.h).
+std::string build_id(const Backend& b);
 
 // Any problem with a dump file is a FormatError (formats/format_error.h): "FILE: OBJECT: what",
 // OBJECT an HDF5 path ("/" for the file itself, "/seq0/layer1/h" for a dataset,

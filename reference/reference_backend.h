@@ -14,6 +14,7 @@ namespace ssm::ref {
 class ReferenceBackend : public Backend {
  public:
   std::string name() const override { return "reference"; }
+  std::string numerics_id() const override;  // its sources' digest and the C library's version
   void create_pool(const Model& model, const PoolConfig& pool) override;
   int alloc(int min_capacity) override;
   void release(int slot) override;

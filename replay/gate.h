@@ -52,6 +52,11 @@ struct GateCase {
   std::string message;  // one line
   std::string details;  // the full report on failure
   int shrunk_ops = -1;  // campaigns that failed: length of the minimal failing script
+  // A golden trace recorded by this backend with other numerics, judged under the classes instead
+  // of bit for bit (replay::ReplayResult::other_numerics): the summary names the command that
+  // re-stamps it (`ssmcheck approve`). `path`: the trace file.
+  bool other_numerics = false;
+  std::string path;
   // What a failure is made of, as fields (null: none): a campaign's failing case (its flags and
   // configuration, the script, the rerun line, the first divergence with its worst elements and
   // the likely causes: fuzz::CampaignResult::evidence), a check's script and divergence.
@@ -74,7 +79,8 @@ struct GateResult {
   std::string junit() const;    // JUnit XML
   // {"schema": "ssmcheck-verdict", "schema_version": kVerdictSchemaVersion, "tool", "pass", "seconds",
   // "seed", "cases_per_campaign", "counts": {"pass", "fail", "skipped"}, "nothing_checked",
-  // "cases": [{"suite", "name", "status", "seconds", "message", "details", "shrunk_ops"?}]}: gate,
+  // "cases": [{"suite", "name", "status", "seconds", "message", "details", "shrunk_ops"?,
+  // "other_numerics"?}]}: gate,
   // fuzz, check and replay (which adds "results") write it.
   nlohmann::json json() const;
 };

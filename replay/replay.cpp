@@ -130,19 +130,22 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
   r.ops_total = int(tr.ops.size());
   // bits where bits are promised: the same backend and build reproduce their own trace exactly
   ReplayOptions opt = o;
-  const bool same = tr.header.backend == b.name() && !tr.header.build.empty() && tr.header.build == cmp::build_id();
+  // the same numerics: the backend's numerics_id (its kernels' digest and device), not the executable
+  const std::string here = cmp::build_id(b);
+  const bool same = tr.header.backend == b.name() && !tr.header.build.empty() && tr.header.build == here;
   if (o.strictness == cmp::Strictness::bitwise) {
     r.judged = "bit for bit (forced)";
   } else if (same && o.same_build_bitwise) {
     opt.strictness = cmp::Strictness::bitwise;
-    r.judged = "bit for bit: recorded by this backend and build (" + tr.header.build + ")";
+    r.judged = "bit for bit: recorded by this backend and numerics (" + tr.header.build + ")";
   } else {
     r.judged = tr.header.backend == b.name()
                    ? "under the tolerance classes: recorded by " +
                          (tr.header.build.empty() ? std::string("an unrecorded build") : tr.header.build) +
-                         ", this is " + cmp::build_id() + " (re-record to replay bit for bit)"
+                         ", this is " + here + " (`ssmcheck approve` re-stamps a trace these numerics reproduce; else re-record it)"
                    : "under the tolerance classes: states from '" + tr.header.backend + "', replayed on " + b.name();
   }
+  r.other_numerics = tr.header.backend == b.name() && !same;
   r.bitwise = opt.strictness == cmp::Strictness::bitwise;
   const ModelSpec& spec = tr.header.model.spec;
   cmp::LineageTracker lineage(tr.header.pool.h_mode, tr.header.pool.snapshot_slots);

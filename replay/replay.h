@@ -19,8 +19,8 @@ struct ReplayOptions {
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();
   // classes: under the tolerance classes, unless same_build_bitwise applies; bitwise: always.
   cmp::Strictness strictness = cmp::Strictness::classes;
-  // A trace whose states come from this very backend and build (TraceHeader backend and build
-  // equal to Backend::name() and cmp::build_id()) must be reproduced bit for bit.
+  // A trace whose states come from this very backend and numerics (TraceHeader backend and build
+  // equal to Backend::name() and cmp::build_id(backend)) must be reproduced bit for bit.
   bool same_build_bitwise = true;
   bool keep_going = false;  // go on past the first divergence (the backend keeps its own state)
 };
@@ -55,6 +55,10 @@ struct ReplayResult {
   int64_t states_compared = 0, outputs_compared = 0;
   std::vector<Divergence> divergences;  // the first one first; more only with keep_going
   std::vector<Refusal> refusals;
+  // Recorded by this backend with other numerics (Backend::numerics_id; an older trace: another
+  // executable), so judged under the classes: `ssmcheck approve` re-stamps it when these numerics
+  // reproduce it bit for bit.
+  bool other_numerics = false;
   std::vector<cmp::TensorMargin> margins;  // every state and output tensor compared, in op order
   // The last op before the first divergence (or overall) whose recorded evidence (states,
   // outputs, refusals) all agreed; -1 when none.

@@ -78,3 +78,12 @@ set_tests_properties(libfuzzer.op_script PROPERTIES LABELS cpu TIMEOUT 600 SKIP_
 add_test(NAME libfuzzer.file_reader COMMAND ${PROJECT_SOURCE_DIR}/scripts/fuzz.sh 0 1)
 set_tests_properties(libfuzzer.file_reader PROPERTIES LABELS cpu TIMEOUT 600 SKIP_RETURN_CODE 77
   ENVIRONMENT "BUILD_DIR=${PROJECT_BINARY_DIR};FUZZ_RUNS=300;FUZZ_TARGET=file_reader")
+
+# Bits across rebuilds: backends' numerics ids, bitwise replay by numerics, `ssmcheck approve`, and
+# the digest script (cmake/numerics_digest.cmake) on a small tree.
+ssmcheck_test(numerics_id_test LABEL cpu TIMEOUT 300
+  SOURCES numerics_id_test.cpp
+  LIBS ssmcheck_replay ssmcheck_compare ssmcheck_formats ssmcheck_reference)
+target_compile_definitions(numerics_id_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
+  SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+add_dependencies(numerics_id_test ssmcheck)

@@ -152,7 +152,7 @@ TEST(Replay, SameBackendAndBuildReplayIsBitwise) {
   t.header = w.header;
   t.ops = w.ops;
   ref::ReferenceBackend b;
-  t.header.build = cmp::build_id();
+  t.header.build = cmp::build_id(b);
   const replay::ReplayResult same = replay::replay_trace(t, b);
   EXPECT_TRUE(same.bitwise) << same.judged;
   ASSERT_FALSE(same.pass()) << "a 1-ULP difference passed a same-build replay";
@@ -162,7 +162,7 @@ TEST(Replay, SameBackendAndBuildReplayIsBitwise) {
   EXPECT_FALSE(other.bitwise);
   EXPECT_TRUE(other.pass()) << other.text();
   EXPECT_NE(other.judged.find("re-record"), std::string::npos) << other.judged;
-  t.header.build = cmp::build_id();
+  t.header.build = cmp::build_id(b);
   replay::ReplayOptions o;
   o.same_build_bitwise = false;
   EXPECT_TRUE(replay::replay_trace(t, b, o).pass());

@@ -39,6 +39,9 @@ struct Hostile {
 };
 
 volatile int g_sink = 0;
+// the busy loop counts in unsigned arithmetic: a signed counter overflows after 2^31 turns, which
+// UBSan (scripts/sanitize.sh) reports and ends the host with exit 1 before the call timeout fires
+volatile unsigned g_spin = 0;
 int overflow(int depth) {  // no tail call: every frame stays
   volatile char pad[4096];
   pad[0] = char(depth);
@@ -57,7 +60,7 @@ void fault_point(Hostile& H, const char* call) {
   if (k == "stack") g_sink = overflow(0);
   if (k == "hang") ::pause();
   if (k == "spin")
-    for (;;) g_sink = g_sink + 1;
+    for (;;) g_spin = g_spin + 1u;
   if (k == "stdout") {
     std::string line(127, 'x');
     for (int i = 0; i < 512; ++i) std::printf("%s\n", line.c_str());
