@@ -22,7 +22,7 @@
 #include "core/model.h"
 #include "plugin/capabilities_wire.h"
 #include "plugin/host_wire.h"
-#include "plugin/plugin_backend.h"
+#include "plugin/plugin_library.h"
 
 namespace ssm::plugin {
 
