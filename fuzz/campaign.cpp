@@ -492,183 +492,225 @@ uint64_t campaign_fingerprint(const CampaignOptions& o) {
   return h.digest();
 }
 
+namespace {
+
+// The cases of this shard: shard, shard + shards, ... below o.cases.
+int shard_case_count(const CampaignOptions& o) {
+  if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards)
+    throw std::invalid_argument(fmt::format("shard {}/{}: expected 0 <= I < N", o.shard, o.shards));
+  return o.cases > o.shard ? (o.cases - o.shard + o.shards - 1) / o.shards : 0;
+}
+
+// Case c as one RapidCheck run seeded by its index: the cases do not depend on how many ran
+// before them, so a count bound or a duration checked between cases is deterministic. What the
+// run learns lands in ctx.
+rc::detail::TestResult run_case(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut,
+                                int c, Context& ctx) {
+  g_ctx = &ctx;
+  rc::detail::TestParams params;
+  params.seed = mix(o.seed ^ mix(uint64_t(c)));
+  params.maxSuccess = 1;
+  params.maxSize = std::max(o.max_ops - 1, 0);
+  params.disableShrinking = !o.shrink;
+  Listener listener;
+  const auto property = [&] {
+    const CaseConfig cfg = gen_config(o);
+    // A case the implementation cannot set up (create_pool refuses or crashes: a plug-in that
+    // runs f32 only, say) fails as itself: its drawn configuration and the implementation's
+    // message, with an empty script (its rerun line fails the same way, at set-up).
+    std::unique_ptr<Lockstep> made;
+    try {
+      made = std::make_unique<Lockstep>(cfg, model, sut, o.tolerances, o.strictness, o.sut_invariant, o.pause_async,
+                                        /*skip_unchanged=*/true, o.concurrent_sides);
+    } catch (const std::exception& e) {
+      g_ctx->failing = true;
+      g_ctx->config = cfg;
+      g_ctx->script.clear();
+      g_ctx->length = 0;
+      g_ctx->report = std::string("setting up the case failed: ") + e.what();
+      g_ctx->divergence = {{"setup_failed", true}, {"text", g_ctx->report}};
+      RC_FAIL(g_ctx->report);
+    }
+    Lockstep& lock = *made;
+    struct KeepTimes {  // a failing run leaves by an exception: its time counts too
+      Lockstep& lock;
+      Context& ctx;
+      ~KeepTimes() {
+        ctx.times.merge(lock.times());
+        ctx.model_name = lock.model_name();
+        ctx.sut_name = lock.sut_name();
+      }
+    } keep_times{lock, ctx};
+    const PoolConfig pool = cfg.pool();
+    int64_t elems = 0;
+    for (const LayerSpec& l : cfg.spec().layers) elems += l.h_elems();
+    RcModel initial{OpModel(cfg.spec(), pool), pool.snapshot_slots, pool.max_capacity(), pool.h_mode,
+                    elems <= kWideBatchMaxElems, &o.caps};
+    // one case per RapidCheck run: its length (1..max_ops) is drawn from the case's seed, not
+    // from RapidCheck's size schedule, which would tie it to the number of cases run so far
+    const auto commands = *rc::gen::resize(
+        std::max(o.max_ops - 1, 0),
+        rc::state::gen::commands(initial, rc::state::gen::execOneOfWithArgs<
+            AllocCmd, ReleaseCmd, PrefillCmd, PrefillCmd, DecodeCmd, DecodeCmd, DecodeCmd, CheckpointCmd,
+            CheckpointCmd, VerifyCmd, VerifyCmd, VerifyCmd, CommitCmd, CommitCmd, CommitCmd, RollbackCmd,
+            RollbackCmd, ToF16Cmd, SnapshotCmd, IllegalCmd>()));
+    rc::state::runAll(commands, initial, lock);
+    const Lockstep::Step end = lock.finish();  // comparisons a paused async copy deferred
+    if (!end.pass) OpCommand::fail(lock, end);
+    if (!ctx.failing) {
+      ++ctx.cases;
+      ctx.coverage.merge(lock.coverage());
+    }
+  };
+  const rc::detail::TestResult r =
+      rc::detail::checkProperty(rc::detail::toProperty(property), rc::detail::TestMetadata{}, params, listener);
+  g_ctx = nullptr;
+  return r;
+}
+
+// Case c's counts, coverage and time into the campaign's result.
+void add_case(const Context& ctx, CampaignResult& result) {
+  result.cases += ctx.cases;
+  result.ops += ctx.ops;
+  result.case_ops.push_back(ctx.ops);
+  result.coverage.merge(ctx.coverage);
+  result.times.merge(ctx.times);
+  if (!ctx.model_name.empty()) {
+    result.model_name = ctx.model_name;
+    result.sut_name = ctx.sut_name;
+  }
+}
+
+// What case c contributed, for CampaignOptions::on_case (`fuzz --case-records`).
+CaseRecord case_record(const rc::detail::TestResult& r, const Context& ctx, int c, uint64_t fingerprint) {
+  rc::detail::FailureResult failure;
+  rc::detail::GaveUpResult gave_up;
+  rc::detail::Error error;
+  CaseRecord rec;
+  rec.index = c;
+  rec.status = r.match(failure)                       ? CaseRecord::Status::fail
+               : r.match(gave_up) || r.match(error) ? CaseRecord::Status::gave_up
+                                                      : CaseRecord::Status::pass;
+  rec.campaign = fingerprint;
+  rec.ops = ctx.ops;
+  rec.coverage = ctx.coverage;
+  rec.times = ctx.times;
+  rec.model_name = ctx.model_name;
+  rec.sut_name = ctx.sut_name;
+  return rec;
+}
+
+// A failing or given-up case c into the result: the shrunk failure as RapidCheck left it, or why
+// RapidCheck gave up. A passing case changes nothing.
+void take_verdict(const CampaignOptions& o, const rc::detail::TestResult& r, const Context& ctx, int c,
+                  CampaignResult& result) {
+  rc::detail::FailureResult failure;
+  rc::detail::GaveUpResult gave_up;
+  rc::detail::Error error;
+  if (r.match(failure)) {
+    result.failed = true;
+    result.failed_case = c;
+    result.cases += 1;
+    result.message = failure.description;
+    result.config = ctx.config;
+    result.case_flags = ctx.config.flags();
+    result.script = ctx.script;
+    result.script_length = ctx.length;
+    result.report = ctx.report;
+    result.divergence = ctx.divergence;
+    result.rerun = rerun_line(o, result.case_flags, result.script);
+  } else if (r.match(gave_up)) {
+    result.gave_up = true;
+    result.message = gave_up.description;
+  } else if (r.match(error)) {
+    result.gave_up = true;
+    result.message = "RapidCheck error: " + error.description;
+  }
+}
+
+// One progress line every ten cases, at the last and at a failure, with an ETA from the mean
+// time per case so far (the campaign is bounded by its case count).
+void report_progress(const CampaignOptions& o, const CampaignResult& result, const Context& ctx, int c, int total,
+                     double t) {
+  if (!o.progress || !(result.failed || result.cases % 10 == 0 || result.cases == total)) return;
+  const std::string eta = result.cases > 0 && result.cases < total && !result.failed
+                              ? fmt::format(", ETA {:.0f} s", t / result.cases * (total - result.cases))
+                              : "";
+  o.progress(fmt::format("{}/{} cases, {} ops, {:.1f} s{}{}", result.cases, total, result.ops, t, eta,
+                         result.failed ? fmt::format(", case {} failed, shrunk to {} ops ({} shrinks)", c,
+                                                     ctx.length, ctx.shrinks)
+                                       : ""));
+}
+
+// The prefix of a failing case's files in out_dir, named by seed and case, never over earlier
+// evidence: a name taken (a campaign run before with the same seed) gets the next suffix -2, -3,
+// ...; the .txt, created exclusively, claims it.
+std::string claim_case_prefix(const CampaignOptions& o, int failed_case) {
+  std::filesystem::create_directories(o.out_dir);
+  const std::string base = o.out_dir + "/case-seed" + std::to_string(o.seed) + "-case" + std::to_string(failed_case);
+  for (int n = 1;; ++n) {
+    const std::string p = n == 1 ? base : base + "-" + std::to_string(n);
+    const auto taken = [](const std::string& f) {
+      std::error_code ec;
+      return std::filesystem::exists(std::filesystem::symlink_status(f, ec));
+    };
+    if (taken(p + ".model.h5") || taken(p + ".sut.h5")) continue;
+    if (std::FILE* claim = std::fopen((p + ".txt").c_str(), "wx")) {  // O_CREAT|O_EXCL
+      std::fclose(claim);
+      return p;
+    }
+    if (!taken(p + ".txt")) throw files::OutputError(p + ".txt: cannot be created");
+  }
+}
+
+// The minimal case replayed once more to write both sides' states at the failing op, and its text
+// file (a set-up failure has no state; one that did not recur would dump states that agree).
+void write_evidence(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut,
+                    CampaignResult& result) {
+  if (!result.failed || o.out_dir.empty() || result.script_length == 0 || !result.recurred) return;
+  const std::string prefix = claim_case_prefix(o, result.failed_case);
+  check_script(result.config, parse_script(result.script), model, sut, o.tolerances, o.strictness, prefix,
+               o.sut_invariant, o.pause_async);
+  result.files = {prefix + ".model.h5", prefix + ".sut.h5", prefix + ".txt"};
+  const std::string txt = prefix + ".txt";
+  try {
+    files::write_output(txt, "# ssmcheck: minimal failing case of the campaign with seed " + std::to_string(o.seed) +
+                                 "\n# rerun: " + result.rerun + "\n" + result.report);
+  } catch (const files::OutputError& e) {
+    throw files::OutputError(txt + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 CampaignResult run_campaign(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut) {
   load_rapidcheck_quietly();
   keep_freed_memory();  // every op copies state: keep freed blocks (also for programs other than the CLI)
-  if (o.shards < 1 || o.shard < 0 || o.shard >= o.shards)
-    throw std::invalid_argument(fmt::format("shard {}/{}: expected 0 <= I < N", o.shard, o.shards));
+  const int total = shard_case_count(o);
   CampaignResult result;
   result.seed = o.seed;
   result.shard = o.shard;
   result.shards = o.shards;
-  // the cases of this shard: shard, shard + shards, ... below o.cases
-  const int total = o.cases > o.shard ? (o.cases - o.shard + o.shards - 1) / o.shards : 0;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   const uint64_t fingerprint = o.on_case ? campaign_fingerprint(o) : 0;  // what each record carries
-  // One RapidCheck run per case, seeded by the case index: the cases do not depend on how many
-  // ran before them, so a count bound or a duration checked between cases is deterministic.
   for (int c = o.shard; c < o.cases; c += o.shards) {
     if (o.duration_s > 0 && elapsed() >= o.duration_s) {
       result.stopped_by_duration = true;
       break;
     }
     Context ctx;
-    g_ctx = &ctx;
-    rc::detail::TestParams params;
-    params.seed = mix(o.seed ^ mix(uint64_t(c)));
-    params.maxSuccess = 1;
-    params.maxSize = std::max(o.max_ops - 1, 0);
-    params.disableShrinking = !o.shrink;
-    Listener listener;
-    const auto property = [&] {
-      const CaseConfig cfg = gen_config(o);
-      // A case the implementation cannot set up (create_pool refuses or crashes: a plug-in that
-      // runs f32 only, say) fails as itself: its drawn configuration and the implementation's
-      // message, with an empty script (its rerun line fails the same way, at set-up).
-      std::unique_ptr<Lockstep> made;
-      try {
-        made = std::make_unique<Lockstep>(cfg, model, sut, o.tolerances, o.strictness, o.sut_invariant, o.pause_async,
-                                          /*skip_unchanged=*/true, o.concurrent_sides);
-      } catch (const std::exception& e) {
-        g_ctx->failing = true;
-        g_ctx->config = cfg;
-        g_ctx->script.clear();
-        g_ctx->length = 0;
-        g_ctx->report = std::string("setting up the case failed: ") + e.what();
-        g_ctx->divergence = {{"setup_failed", true}, {"text", g_ctx->report}};
-        RC_FAIL(g_ctx->report);
-      }
-      Lockstep& lock = *made;
-      struct KeepTimes {  // a failing run leaves by an exception: its time counts too
-        Lockstep& lock;
-        Context& ctx;
-        ~KeepTimes() {
-          ctx.times.merge(lock.times());
-          ctx.model_name = lock.model_name();
-          ctx.sut_name = lock.sut_name();
-        }
-      } keep_times{lock, ctx};
-      const PoolConfig pool = cfg.pool();
-      int64_t elems = 0;
-      for (const LayerSpec& l : cfg.spec().layers) elems += l.h_elems();
-      RcModel initial{OpModel(cfg.spec(), pool), pool.snapshot_slots, pool.max_capacity(), pool.h_mode,
-                      elems <= kWideBatchMaxElems, &o.caps};
-      // one case per RapidCheck run: its length (1..max_ops) is drawn from the case's seed, not
-      // from RapidCheck's size schedule, which would tie it to the number of cases run so far
-      const auto commands = *rc::gen::resize(
-          std::max(o.max_ops - 1, 0),
-          rc::state::gen::commands(initial, rc::state::gen::execOneOfWithArgs<
-              AllocCmd, ReleaseCmd, PrefillCmd, PrefillCmd, DecodeCmd, DecodeCmd, DecodeCmd, CheckpointCmd,
-              CheckpointCmd, VerifyCmd, VerifyCmd, VerifyCmd, CommitCmd, CommitCmd, CommitCmd, RollbackCmd,
-              RollbackCmd, ToF16Cmd, SnapshotCmd, IllegalCmd>()));
-      rc::state::runAll(commands, initial, lock);
-      const Lockstep::Step end = lock.finish();  // comparisons a paused async copy deferred
-      if (!end.pass) OpCommand::fail(lock, end);
-      if (!ctx.failing) {
-        ++ctx.cases;
-        ctx.coverage.merge(lock.coverage());
-      }
-    };
-    const rc::detail::TestResult r =
-        rc::detail::checkProperty(rc::detail::toProperty(property), rc::detail::TestMetadata{}, params, listener);
-    g_ctx = nullptr;
-    result.cases += ctx.cases;
-    result.ops += ctx.ops;
-    result.case_ops.push_back(ctx.ops);
-    result.coverage.merge(ctx.coverage);
-    result.times.merge(ctx.times);
-    if (!ctx.model_name.empty()) {
-      result.model_name = ctx.model_name;
-      result.sut_name = ctx.sut_name;
-    }
-    rc::detail::FailureResult failure;
-    rc::detail::GaveUpResult gave_up;
-    rc::detail::Error error;
-    if (o.on_case) {
-      CaseRecord rec;
-      rec.index = c;
-      rec.status = r.match(failure) ? CaseRecord::Status::fail
-                   : r.match(gave_up) || r.match(error) ? CaseRecord::Status::gave_up
-                                                        : CaseRecord::Status::pass;
-      rec.campaign = fingerprint;
-      rec.ops = ctx.ops;
-      rec.coverage = ctx.coverage;
-      rec.times = ctx.times;
-      rec.model_name = ctx.model_name;
-      rec.sut_name = ctx.sut_name;
-      o.on_case(rec);
-    }
-    if (r.match(failure)) {
-      result.failed = true;
-      result.failed_case = c;
-      result.cases += 1;
-      result.message = failure.description;
-      result.config = ctx.config;
-      result.case_flags = ctx.config.flags();
-      result.script = ctx.script;
-      result.script_length = ctx.length;
-      result.report = ctx.report;
-      result.divergence = ctx.divergence;
-      result.rerun = rerun_line(o, result.case_flags, result.script);
-    } else if (r.match(gave_up)) {
-      result.gave_up = true;
-      result.message = gave_up.description;
-    } else if (r.match(error)) {
-      result.gave_up = true;
-      result.message = "RapidCheck error: " + error.description;
-    }
-    if (o.progress && (result.failed || result.cases % 10 == 0 || result.cases == total))
-    {
-      // ETA from the mean time per case so far (the campaign is bounded by its case count)
-      const double t = elapsed();
-      const std::string eta = result.cases > 0 && result.cases < total && !result.failed
-                                  ? fmt::format(", ETA {:.0f} s", t / result.cases * (total - result.cases))
-                                  : "";
-      o.progress(fmt::format("{}/{} cases, {} ops, {:.1f} s{}{}", result.cases, total, result.ops, t, eta,
-                             result.failed ? fmt::format(", case {} failed, shrunk to {} ops ({} shrinks)", c,
-                                                         ctx.length, ctx.shrinks)
-                                           : ""));
-    }
+    const rc::detail::TestResult r = run_case(o, model, sut, c, ctx);
+    add_case(ctx, result);
+    if (o.on_case) o.on_case(case_record(r, ctx, c, fingerprint));
+    take_verdict(o, r, ctx, c, result);
+    report_progress(o, result, ctx, c, total, elapsed());
     if (result.failed || result.gave_up) break;
   }
   if (result.failed && o.shrink && result.script_length > 0) simplify_failure(o, model, sut, result);
   result.seconds = elapsed();
   check_campaign_coverage(o, result);
-  if (result.failed && !o.out_dir.empty() && result.script_length > 0 && result.recurred) {
-    // (a set-up failure has no state; one that did not recur would dump states that agree)
-    // replay the minimal case once more to write both sides' states at the failing op
-    std::filesystem::create_directories(o.out_dir);
-    // named by seed and case, never over earlier evidence: a name taken (a campaign run before
-    // with the same seed) gets the next suffix -2, -3, ...; the .txt, created exclusively, claims it
-    const std::string base =
-        o.out_dir + "/case-seed" + std::to_string(o.seed) + "-case" + std::to_string(result.failed_case);
-    std::string prefix;
-    for (int n = 1; prefix.empty(); ++n) {
-      const std::string p = n == 1 ? base : base + "-" + std::to_string(n);
-      const auto taken = [](const std::string& f) {
-        std::error_code ec;
-        return std::filesystem::exists(std::filesystem::symlink_status(f, ec));
-      };
-      if (taken(p + ".model.h5") || taken(p + ".sut.h5")) continue;
-      if (std::FILE* claim = std::fopen((p + ".txt").c_str(), "wx")) {  // O_CREAT|O_EXCL
-        std::fclose(claim);
-        prefix = p;
-      } else if (!taken(p + ".txt")) {
-        throw files::OutputError(p + ".txt: cannot be created");
-      }
-    }
-    check_script(result.config, parse_script(result.script), model, sut, o.tolerances, o.strictness, prefix,
-                 o.sut_invariant, o.pause_async);
-    result.files = {prefix + ".model.h5", prefix + ".sut.h5", prefix + ".txt"};
-    const std::string txt = prefix + ".txt";
-    try {
-      files::write_output(txt, "# ssmcheck: minimal failing case of the campaign with seed " + std::to_string(o.seed) +
-                                   "\n# rerun: " + result.rerun + "\n" + result.report);
-    } catch (const files::OutputError& e) {
-      throw files::OutputError(txt + ": " + e.what());
-    }
-  }
+  write_evidence(o, model, sut, result);
   return result;
 }
 
