@@ -30,6 +30,7 @@ fuzz::BackendEntry reference_entry() {
   e.summary = "ssmcheck's CPU reference (campaigns check its alternate path)";
   e.make = reference_factory();
   e.under_test = [] { return std::unique_ptr<Backend>(new fuzz::alt::AltReferenceBackend()); };
+  e.alternate_path = true;
   e.model = reference_factory();
   e.strictness = cmp::Strictness::bitwise;
   e.caps = Capabilities::everything();
@@ -88,6 +89,7 @@ fuzz::BackendEntry plugin_entry(const std::string& flag, const std::string& text
               lib->declared();
   e.make = [spec] { return std::unique_ptr<Backend>(new plugin::PluginBackend(spec)); };
   e.under_test = e.make;
+  e.python_class = flag.rfind(plugin::kPythonScheme, 0) == 0;
   e.model = reference_factory();
   e.strictness = lib->bitwise() ? cmp::Strictness::bitwise : cmp::Strictness::classes;
   e.numerics = lib->numerics();

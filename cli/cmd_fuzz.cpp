@@ -150,6 +150,7 @@ int run_fuzz(const FuzzFlags& f) {
   const fuzz::BackendEntry be = find_backend(f.backend);
   o.numerics = f.numerics.resolve(be.numerics);
   o.caps = be.caps;
+  o.rerun_in_python = be.python_class;
   // a fixed model or h mode outside what the backend runs: nothing could be checked (exit 5)
   if (o.h_mode && !be.caps.runs(*o.h_mode))
     throw BackendUnavailable("--h-mode " + f.h_mode + ": " + be.caps.cannot_run(ModelSpec{}, *o.h_mode, be.name));

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -50,6 +51,15 @@ struct Row {
 };
 
 fs::path self_dir() { return self_executable().parent_path(); }
+
+// The backends the catalogue has mutants of, in its order ("reference", "cuda"): what --backend takes
+// besides "all".
+std::vector<std::string> mutated_backends() {
+  std::vector<std::string> v;
+  for (const fuzz::MutantInfo& m : fuzz::mutant_catalogue())
+    if (std::find(v.begin(), v.end(), m.backend) == v.end()) v.push_back(m.backend);
+  return v;
+}
 
 // Runs argv with SSMCHECK_MUTANT=mutant, stdout and stderr to log; returns the wait status, or -1
 // when it ran past timeout_s (then it is killed).
@@ -104,7 +114,7 @@ Row run_race_mutant(const fuzz::MutantInfo& m, const MutantsFlags& f, const fs::
   for (int i = 0; i < 2; ++i) {
     const std::string log = (dir / (m.name + (i ? ".racecheck-shipped.log" : ".racecheck.log"))).string();
     const int status = run_child({cs.string(), "--tool", "racecheck", "--racecheck-report", "hazard", binary.string(),
-                                  "check", "--preset", m.race_preset, "--backend", "cuda", "--ops", m.race_ops},
+                                  "check", "--preset", m.race_preset, "--backend", m.backend, "--ops", m.race_ops},
                                  i ? "" : m.name, log, f.timeout);
     errors[i] = status == -1 ? -1 : race_errors(log);
     if (errors[i] < 0) {
@@ -185,8 +195,12 @@ int run_mutants(const MutantsFlags& f) {
   if (!fs::exists(binary))
     throw std::invalid_argument("mutant build not found: " + binary.string() +
                                 " (build the ssmcheck-mutants target, or pass --binary)");
-  if (f.backend != "all" && f.backend != "reference" && f.backend != "cuda")
-    throw std::invalid_argument("--backend: '" + f.backend + "' (expected all, reference or cuda)");
+  const std::vector<std::string> mutated = mutated_backends();
+  if (f.backend != "all" && std::find(mutated.begin(), mutated.end(), f.backend) == mutated.end()) {
+    std::string expected = "all";
+    for (size_t i = 0; i < mutated.size(); ++i) expected += (i + 1 == mutated.size() ? " or " : ", ") + mutated[i];
+    throw std::invalid_argument("--backend: '" + f.backend + "' (expected " + expected + ")");
+  }
   std::vector<std::string> only;
   if (!f.only.empty()) {
     size_t p = 0;

@@ -18,6 +18,10 @@ struct BackendEntry {
   std::string summary;      // one line for `ssmcheck backends`
   BackendFactory make;      // the implementation itself (run, dump, record, replay)
   BackendFactory under_test;  // what a campaign runs against the model (the reference: its alternate path)
+  // under_test is not the implementation but its alternate path (fuzz/alt_reference.h): the reference
+  bool alternate_path = false;
+  // A Python class (python:NAME): a failing case's rerun line goes through the Python bridge
+  bool python_class = false;
   std::string model_name = "reference";  // the implementation it is judged against
   BackendFactory model;     // makes that implementation
   cmp::Strictness strictness = cmp::Strictness::classes;  // bitwise: every tensor exact
@@ -31,6 +35,8 @@ struct BackendEntry {
   // "" when it runs every layer of the model; else why not ("layer 1 is mamba2(...); plugin:x.so runs
   // gdn layers only"): replay and the gate skip such a trace on it, with this reason.
   std::string cannot_run(const ModelSpec& spec) const { return caps.cannot_run(spec, name); }
+  // A campaign's two sides, as the gate names them: "reference vs alternate path", "reference vs cuda".
+  std::string campaign_sides() const { return model_name + " vs " + (alternate_path ? "alternate path" : name); }
 };
 
 }  // namespace ssm::fuzz

@@ -60,7 +60,7 @@ std::string python_rerun(const std::string& args) {
 std::string rerun_line(const CampaignOptions& o, const std::string& case_flags, const std::string& script) {
   const std::string args = fmt::format("check {} --backend {}{} --ops {}", case_flags, o.backend_label,
                                        o.pause_async ? " --pause-async" : "", shell_quoted(script));
-  return o.backend_label.rfind("python:", 0) == 0 ? python_rerun(args) : "ssmcheck " + args;
+  return o.rerun_in_python ? python_rerun(args) : "ssmcheck " + args;
 }
 
 // After RapidCheck shrank the script: the configuration too (fuzz/simplify.h), and the result

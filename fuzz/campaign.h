@@ -49,6 +49,7 @@ struct CampaignOptions {
   int layers = 0;                     // with a fixed big preset: keep the first N layers
   std::string out_dir;                // where failing cases are written ("" = nowhere)
   std::string backend_label = "reference";  // --backend value that reruns the case
+  bool rerun_in_python = false;  // BackendEntry::python_class: the rerun line goes through the Python bridge
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();
   cmp::Strictness strictness = cmp::Strictness::classes;
   Invariant sut_invariant;                           // checked after every op (e.g. guard bands)

@@ -108,8 +108,7 @@ GateCase replay_case(const std::string& path, const fuzz::BackendEntry& be, bool
 GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   GateCase c;
   c.suite = "campaign." + be.name;
-  const bool alt = be.name == "reference";  // the reference is checked through its alternate path
-  c.name = be.model_name + " vs " + (alt ? "alternate path" : be.name);
+  c.name = be.campaign_sides();
   fuzz::CampaignOptions co;
   co.seed = o.seed;
   co.cases = o.cases;
@@ -353,7 +352,7 @@ GateResult run_gate(const GateOptions& o,
     add(c);
   }
   for (const fuzz::BackendEntry& be : o.backends) {
-    start_check("campaign." + be.name, be.name == "reference" ? "reference vs alternate path" : "reference vs " + be.name);
+    start_check("campaign." + be.name, be.campaign_sides());
     add(campaign_case(be, o));
   }
   res.seconds = since(start);
