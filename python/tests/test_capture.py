@@ -29,7 +29,11 @@ python3-numpy and python3-h5py:
   geometry (Python's checks and the library's bounds), a carry declared twice, a history without
   its conv and missing verify snapshots (the library's refusals at the op's end), an unknown state
   field, and a library older than ABI minor 3; token ids given as Python ints, int64 and floats
-  are written as the same float32 ids.
+  are written as the same float32 ids;
+- conventions (ABI minor 4, test_conventions): a torch-gates reference trace written again by an
+  engine declaring torch gates, a d_conv-1 conv window and h [nv][vd][kd] replays bit for bit and
+  the file says so; without the gates declaration it diverges, and `replay --gates torch` agrees;
+  misspelt convention names and values, and h in the wrong layout, are refused naming them.
 
     SSMCHECK=build/ssmcheck PYTHONPATH=python /usr/bin/python3 python/tests/test_capture.py
 Exit 77 (skipped) without h5py. ctest python_capture runs it so; without PYTHONPATH the package must
