@@ -16,6 +16,7 @@
 #include "cli/case_options.h"
 #include "formats/verdict_text.h"
 #include "formats/trace.h"
+#include "replay/convention_hints.h"
 #include "replay/gate.h"
 #include "replay/replay.h"
 #include "report/divergence_grid.h"
@@ -171,6 +172,11 @@ int run_replay(const ReplayFlags& f) {
       if (trace.header.expect)
         fmt::print("  deliberately faulty trace: expected the first divergence at {}: {}\n",
                    trace.header.expect->text(), r.matches(*trace.header.expect) ? "pinpointed" : "NOT MATCHED");
+      // a convention the trace's producer computed without declaring it, confirmed by a rerun under it
+      const std::vector<std::string> hints =
+          r.pass() ? std::vector<std::string>{}
+                   : replay::convention_hints(trace, be.make, o, r.divergences.front().op_index, r.bitwise);
+      for (const std::string& h : hints) fmt::print("  likely cause: {}\n", h);
       if (!r.pass()) fmt::print("  rerun: ssmcheck replay {} --backend {}{}\n", path, be.name, given_numerics(f.numerics));
       diverged = diverged || !r.pass();
       if (f.html.any()) {
@@ -181,6 +187,7 @@ int run_replay(const ReplayFlags& f) {
       }
       all.push_back(r.json());
       if (!overridden.empty()) all.back()["conventions_overridden"] = overridden;
+      if (!hints.empty()) all.back()["convention_hints"] = hints;
       replay::GateCase c;
       c.suite = "replay." + be.name;
       c.name = path;
@@ -189,6 +196,7 @@ int run_replay(const ReplayFlags& f) {
                                          r.outputs_compared)
                            : "diverged at " + r.divergences.front().headline();
       if (!r.pass()) c.details = r.text();
+      for (const std::string& h : hints) c.details += "likely cause: " + h + "\n";
       verdict.cases.push_back(c);
     }
   }

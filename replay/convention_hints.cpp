@@ -1,0 +1,47 @@
+// Conventions a trace's producer did not declare, confirmed by a rerun (see convention_hints.h).
+#include "replay/convention_hints.h"
+
+#include <fmt/core.h>
+
+#include "core/numerics_alternatives.h"
+
+namespace ssm::replay {
+
+std::vector<std::string> convention_hints(cmp::Trace& trace, const std::function<std::unique_ptr<Backend>()>& make,
+                                          const ReplayOptions& options, int first_op, bool bitwise) {
+  std::vector<std::string> hints;
+  std::vector<LayerSpec>& layers = trace.header.model.spec.layers;
+  if (layers.empty() || first_op < 0 || size_t(first_op) >= trace.ops.size()) return hints;
+  const HMode mode = trace.header.pool.h_mode;
+  std::vector<Numerics> declared;
+  for (const LayerSpec& l : layers) declared.push_back(l.numerics);
+  ReplayOptions o = options;
+  o.keep_going = false;
+  // as the replay that diverged was judged: bit for bit (the same backend and numerics recorded it,
+  // or --bitwise) or under the classes
+  o.strictness = bitwise ? cmp::Strictness::bitwise : cmp::Strictness::classes;
+  o.same_build_bitwise = false;
+  const size_t n_alternatives = numerics_alternatives(declared[0], mode).size();
+  for (size_t a = 0; a < n_alternatives; ++a) {
+    for (size_t l = 0; l < layers.size(); ++l) layers[l].numerics = numerics_alternatives(declared[l], mode)[a].numerics;
+    const NumericsAlternative alt = numerics_alternatives(declared[0], mode)[a];
+    bool agrees = false;
+    try {
+      const std::unique_ptr<Backend> b = make();
+      const ReplayResult r = replay_trace(trace, *b, o);
+      agrees = r.pass() || r.divergences.front().op_index > first_op;
+    } catch (const std::exception&) {
+      agrees = false;  // the backend does not run that convention: nothing confirmed
+    }
+    if (agrees)
+      hints.push_back(fmt::format(
+          "replaying with {} agrees through op {} '{}' (its first divergence without it): the trace's states were "
+          "computed with {}, which its layers do not declare; declare it (ssmc_set_layer_convention, "
+          "TraceWriter.set_layer_conventions) or replay with {}",
+          alt.flag, first_op, to_string(trace.ops[size_t(first_op)].op), alt.what, alt.flag));
+  }
+  for (size_t l = 0; l < layers.size(); ++l) layers[l].numerics = declared[l];
+  return hints;
+}
+
+}  // namespace ssm::replay

@@ -1,0 +1,27 @@
+// Likely causes that only a rerun can confirm: a trace whose producer computed with a convention
+// it did not declare (torch gates, FP16 stores that overflow, rows carried in FP32) diverges on
+// the first op where the conventions differ, with nothing in the states to point at it. After a
+// divergence, replay_trace runs the trace again under each single change of its layers'
+// conventions (core/numerics_alternatives.h); one under which it agrees through the divergent op is
+// a hint, worded with the flag that reproduces it. docs/trace-format.md, "Conventions".
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+#include "formats/trace.h"
+#include "replay/replay.h"
+
+namespace ssm::replay {
+
+// `trace` diverged first at op `first_op` when replayed on backends from `make` with `options`,
+// judged bit for bit when `bitwise` (ReplayResult::bitwise): each rerun is judged the same way.
+// Each hint: "replaying with --gates torch agrees through op 3 'decode' (its first divergence
+// without it): the trace's states were computed with torch gates (...), which its layers do not
+// declare; declare them (...)". `trace` is changed while it runs and restored before it returns.
+std::vector<std::string> convention_hints(cmp::Trace& trace, const std::function<std::unique_ptr<Backend>()>& make,
+                                          const ReplayOptions& options, int first_op, bool bitwise);
+
+}  // namespace ssm::replay
