@@ -18,7 +18,9 @@
 #include "formats/trace.h"
 #include "replay/convention_hints.h"
 #include "replay/gate.h"
+#include "replay/bisect.h"
 #include "replay/replay.h"
+#include "replay/start_point.h"
 #include "report/divergence_grid.h"
 #include "report/sections.h"
 
@@ -29,6 +31,8 @@ namespace {
 struct ReplayFlags {
   std::vector<std::string> traces;
   std::string backend = "reference", json, junit;
+  int from = -1;        // --from OP: start from the recorded full state at or before OP (-1: op 0)
+  bool bisect = false;  // --bisect: the first divergent op in segments from recorded states
   bool keep_going = false, bitwise = false, classes = false;
   ToleranceOptions tol;
   HtmlOption html;
@@ -56,6 +60,23 @@ std::string override_numerics(cmp::Trace& t, const NumericsFlags& flags) {
   }
   return fmt::format("conventions from the command line:{} (on every layer; {} of {} declared otherwise)", given,
                      changed, t.header.model.spec.layers.size());
+}
+
+// --from OP: the latest start point at or before OP (replay/start_point.h), said on stdout; -1
+// (op 0) when there is none, said too. OP beyond the trace: std::invalid_argument.
+int start_for(const cmp::Trace& t, int op) {
+  if (size_t(op) >= t.ops.size())
+    throw std::invalid_argument(fmt::format("--from {}: the trace has ops 0..{}", op, int(t.ops.size()) - 1));
+  int start = -1;
+  for (int s : replay::start_points(t))
+    if (s <= op) start = s;
+  if (start < 0)
+    fmt::print("  --from {}: no op at or before it has a recorded state of every live sequence in every layer ({}): "
+               "replaying from op 0\n", op, replay::why_not_start(t, op));
+  else
+    fmt::print("  --from {}: starting from the recorded state after op {} '{}': ops 0..{} are not replayed\n", op,
+               start, to_string(t.ops[size_t(start)].op), start);
+  return start;
 }
 
 std::string describe(const cmp::Trace& t) {
@@ -159,23 +180,38 @@ int run_replay(const ReplayFlags& f) {
       arm("replay." + be.name, path);
       auto backend = be.make();
       replay::ReplayResult r;
+      std::string bisected;     // --bisect: the segments it ran
+      nlohmann::json bisect_json;  // and its JSON (the last segment's result with "bisect")
       try {
-        r = replay::replay_trace(trace, *backend, o);
+        replay::ReplayOptions from = o;
+        if (f.from >= 0) from.start = start_for(trace, f.from);
+        if (f.bisect) {
+          const replay::BisectResult b = replay::bisect_trace(trace, *backend, o);
+          bisected = b.text().substr(0, b.text().size() - b.last.text().size());
+          r = b.last;
+          bisect_json = b.json();
+        } else {
+          r = replay::replay_trace(trace, *backend, from);
+        }
       } catch (const std::invalid_argument& e) {
-        fmt::print(stderr, "ssmcheck replay: {}: {} rejects the trace's model or pool: {}\n", trace.source, be.name,
-                   e.what());
+        if (f.from >= 0 || f.bisect)  // not a start, a backend without import_state, or a bad model
+          fmt::print(stderr, "ssmcheck replay: {}: on {}: {}\n", trace.source, be.name, e.what());
+        else
+          fmt::print(stderr, "ssmcheck replay: {}: {} rejects the trace's model or pool: {}\n", trace.source, be.name,
+                     e.what());
         all.push_back({{"trace", path}, {"backend", be.name}, {"bad_input", e.what()}});
         bad = true;
         continue;
       }
-      fmt::print("-- on {}\n{}", be.name, r.text());
+      fmt::print("-- on {}\n{}{}", be.name, bisected, r.text());
       if (trace.header.expect)
         fmt::print("  deliberately faulty trace: expected the first divergence at {}: {}\n",
                    trace.header.expect->text(), r.matches(*trace.header.expect) ? "pinpointed" : "NOT MATCHED");
       // a convention the trace's producer computed without declaring it, confirmed by a rerun under it
       const std::vector<std::string> hints =
-          r.pass() ? std::vector<std::string>{}
-                   : replay::convention_hints(trace, be.make, o, r.divergences.front().op_index, r.bitwise);
+          r.pass() || f.bisect || f.from >= 0
+              ? std::vector<std::string>{}
+              : replay::convention_hints(trace, be.make, o, r.divergences.front().op_index, r.bitwise);
       for (const std::string& h : hints) fmt::print("  likely cause: {}\n", h);
       if (!r.pass()) fmt::print("  rerun: ssmcheck replay {} --backend {}{}\n", path, be.name, given_numerics(f.numerics));
       diverged = diverged || !r.pass();
@@ -185,7 +221,7 @@ int run_replay(const ReplayFlags& f) {
         page.add(grid.error_growth());
         page.add(report::text_section("Text report: " + trace.source + " on " + be.name, r.text()));
       }
-      all.push_back(r.json());
+      all.push_back(f.bisect ? bisect_json : r.json());
       if (!overridden.empty()) all.back()["conventions_overridden"] = overridden;
       if (!hints.empty()) all.back()["convention_hints"] = hints;
       replay::GateCase c;
@@ -225,6 +261,14 @@ void add_replay_command(CLI::App& app, int* rc) {
   cmd->add_option("--backend", f->backend, "all (every available built-in) or " + backend_choices())->capture_default_str();
   add_device_option(cmd);
   cmd->add_flag("--keep-going", f->keep_going, "go on past the first divergence");
+  auto* from = cmd->add_option("--from", f->from,
+                               "start from the recorded state of every live sequence at or before op OP (the latest "
+                               "op whose states cover every layer; docs/trace-format.md, Replay from anywhere)")
+                   ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--bisect", f->bisect,
+                "find the first divergent op in segments that start from recorded states (O(log n) segments)")
+      ->excludes(from)
+      ->excludes("--keep-going");
   cmd->add_flag("--bitwise", f->bitwise, "compare every tensor bit for bit");
   cmd->add_flag("--classes", f->classes,
                 "judge under the tolerance classes even a trace this backend and build recorded (bitwise by default)")

@@ -28,5 +28,6 @@ void add_gate_command(CLI::App& app, int* rc);    // cmd_gate.cpp
 void add_mutants_command(CLI::App& app, int* rc);  // cmd_mutants.cpp
 void add_backends_command(CLI::App& app, int* rc);  // cmd_backends.cpp
 void add_report_command(CLI::App& app, int* rc);    // cmd_report.cpp
+void add_reduce_command(CLI::App& app, int* rc);    // cmd_reduce.cpp
 
 }  // namespace ssm::cli

@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
   ssm::cli::add_backends_command(app, &rc);
   ssm::cli::add_report_command(app, &rc);
   ssm::cli::add_new_command(app, &rc);
+  ssm::cli::add_reduce_command(app, &rc);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

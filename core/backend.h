@@ -5,6 +5,7 @@
 #include <memory>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,14 @@ class Backend {
 
   // Full state of a claimed slot, every layer (waits for outstanding async copies).
   virtual SequenceState export_state(int slot) = 0;
+  // The reverse: claims the free slot `slot` with `state` (every layer; its checkpoints and
+  // intermediates as present; an absent stage is zero), for a replay that starts from a recorded
+  // state (replay/start_point.h). The state carries no condition: the reference starts it fresh.
+  // Throws std::invalid_argument for a state that does not fit; a backend that cannot import
+  // refuses by name (the default).
+  virtual void import_state(int /*slot*/, const SequenceState& /*state*/) {
+    throw std::invalid_argument(name() + " cannot import a recorded state (Backend::import_state): replay it from op 0");
+  }
   // The digest of every field of what export_state(slot) would return (core/state_fields.h),
   // computed without exporting, for backends that can (the reference hashes its state in place, the
   // CUDA backend on the device); nullopt: the caller exports and hashes. Equal digests of one slot's

@@ -3,7 +3,9 @@
 
 #include "core/mutant.h"
 
+#include <algorithm>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 namespace ssm {
@@ -249,5 +251,71 @@ std::string known_error_kinds() {
   for (ErrorKind k : all_error_kinds()) s += (s.empty() ? "" : ", ") + std::string(to_string(k));
   return s;
 }
+
+}  // namespace ssm
+
+namespace ssm {
+
+SlotMeta Contract::check_import(int slot, const SequenceState& st) const {
+  auto bad = [&](const std::string& what) {
+    throw std::invalid_argument("import into slot " + std::to_string(slot) + ": " + what);
+  };
+  if (slot < 0 || slot >= pool_.max_slots) bad("no such slot (0.." + std::to_string(pool_.max_slots - 1) + ")");
+  if (slots_[size_t(slot)].claimed) bad("the slot is claimed");
+  if (st.layers.size() != spec_.layers.size())
+    bad(std::to_string(st.layers.size()) + " layers, the model has " + std::to_string(spec_.layers.size()));
+  const int n = std::max(st.last_verify_k - 1, 0);
+  if (st.last_verify_k < 0 || n > pool_.capacity(slot) || n > pool_.conv_capacity)
+    bad("last_verify_k " + std::to_string(st.last_verify_k) + " beyond the slot's capacity");
+  SlotMeta m;
+  m.claimed = true;
+  m.last_verify_k = st.last_verify_k;
+  for (size_t l = 0; l < st.layers.size(); ++l) {
+    const LayerState& ls = st.layers[l];
+    const LayerSpec& s = spec_.layers[l];
+    const std::string at = "layer " + std::to_string(l) + " ";
+    auto field = [&](const Tensor& t, const std::vector<int64_t>& shape, const char* name) {
+      if (t.shape() != shape) bad(at + name + ": shape does not match " + s.name());
+    };
+    if (ls.h_is_f16 && pool_.h_mode == HMode::f32) bad(at + "h is FP16 in an f32 pool");
+    if (l == 0) m.h_is_f16 = ls.h_is_f16;
+    else if (ls.h_is_f16 != m.h_is_f16) bad(at + "h_is_f16 differs from layer 0's");
+    if (ls.h.dtype() != m.h_dtype()) bad(at + "h: dtype does not match h_is_f16");
+    field(ls.h, h_shape(s), "h");
+    field(ls.conv, conv_shape(s), "conv");
+    if (ls.conv.dtype() != DType::f32) bad(at + "conv is not f32");
+    if (l == 0) {
+      m.has_h_checkpoint = ls.h_checkpoint.has_value();
+      m.has_conv_checkpoint = ls.conv_checkpoint.has_value();
+    } else if (m.has_h_checkpoint != ls.h_checkpoint.has_value() ||
+               m.has_conv_checkpoint != ls.conv_checkpoint.has_value()) {
+      bad(at + "checkpoint presence differs from layer 0's");
+    }
+    if (ls.h_checkpoint) {
+      field(*ls.h_checkpoint, h_shape(s), "h_checkpoint");
+      if (l == 0) m.h_checkpoint_dtype = ls.h_checkpoint->dtype();
+      else if (ls.h_checkpoint->dtype() != m.h_checkpoint_dtype) bad(at + "h_checkpoint dtype differs from layer 0's");
+    }
+    if (ls.conv_checkpoint) field(*ls.conv_checkpoint, conv_shape(s), "conv_checkpoint");
+    if (ls.h_intermediates.size() != size_t(n) || ls.conv_intermediates.size() != size_t(n))
+      bad(at + "intermediates: " + std::to_string(ls.h_intermediates.size()) + " h and " +
+          std::to_string(ls.conv_intermediates.size()) + " conv, last_verify_k " + std::to_string(st.last_verify_k) +
+          " needs " + std::to_string(n));
+    for (int t = 0; t < n; ++t) {
+      field(ls.h_intermediates[size_t(t)], h_shape(s), "h_intermediates");
+      field(ls.conv_intermediates[size_t(t)], conv_shape(s), "conv_intermediates");
+      const DType d = ls.h_intermediates[size_t(t)].dtype();
+      if (l == 0 && t == 0) m.intermediate_dtype = d;
+      else if (d != m.intermediate_dtype) bad(at + "h_intermediates: mixed dtypes");
+    }
+    if (n == 0) m.intermediate_dtype = m.h_dtype();
+    if (!m.has_h_checkpoint) m.h_checkpoint_dtype = m.h_dtype();
+  }
+  if (st.h_prefill_stage && st.h_prefill_stage->shape() != std::vector<int64_t>{stage_elems(spec_)})
+    bad("h_prefill_stage: shape does not match the model's staging blob");
+  return m;
+}
+
+void Contract::on_import(int slot, const SlotMeta& meta) { slots_.at(size_t(slot)) = meta; }
 
 }  // namespace ssm

@@ -8,6 +8,7 @@
 #include "core/errors.h"
 #include "core/model.h"
 #include "core/op.h"
+#include "core/state.h"
 #include "core/tensor.h"
 
 namespace ssm {
@@ -65,6 +66,12 @@ class Contract {
   void on_verify(int slot, int k);
   void on_checkpoint(int slot);
   void on_snapshot_save(int slot, int snap);
+
+  // A recorded state imported into a free slot (Backend::import_state): checks that `state` fits
+  // this model and slot (every layer, shapes, dtypes, counts) and returns the slot's metadata;
+  // throws std::invalid_argument naming the slot, layer and field. on_import claims the slot with it.
+  SlotMeta check_import(int slot, const SequenceState& state) const;
+  void on_import(int slot, const SlotMeta& meta);
 
  private:
   ModelSpec spec_;

@@ -19,6 +19,11 @@ std::vector<int> Runner::live_seqs() const {
   return v;
 }
 
+void Runner::adopt(int seq, int slot) {
+  slots_[seq] = slot;
+  steps_[seq] = 0;
+}
+
 InputKey Runner::key_of(int op_index, int seq, int batch_row) const {
   InputKey k;
   k.op_index = op_index;

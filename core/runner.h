@@ -35,6 +35,9 @@ class Runner {
   OpResult run(const Op& op, int op_index);
   int slot_of(int seq) const;          // throws StateError bad_slot for an unknown sequence
   std::vector<int> live_seqs() const;  // ascending
+  // Maps `seq` to `slot`, claimed on the backend by other means (Backend::import_state: a replay
+  // that starts from a recorded state); its inputs start afresh.
+  void adopt(int seq, int slot);
   Backend& backend() { return backend_; }
 
  private:

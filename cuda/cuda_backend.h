@@ -36,6 +36,7 @@ class CudaBackend : public Backend {
   void snapshot_save(int slot, int snap) override;
   void snapshot_restore(int slot, int snap) override;
   SequenceState export_state(int slot) override;
+  void import_state(int slot, const SequenceState& state) override;  // cuda/import_state.cpp
   std::optional<FieldDigests> field_digests(int slot) override;  // on the device (Engine::field_digests)
   void export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state) override;
 

@@ -42,6 +42,7 @@ class Engine {
   void snapshot_save(int slot, int snap);
   void snapshot_restore(int slot, int snap);
   SequenceState export_state(int slot);
+  void import_state(int slot, const SequenceState& state);  // cuda/import_state.cpp
   // The digest of each field of what export_state(slot) would return, computed on the device
   // (cuda/region_digest.h) and combined on the host with the field's key, dtype and shape (`rest`:
   // the export's scalars): only 8 bytes per field come back. Comparable with earlier digests of

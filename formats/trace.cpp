@@ -153,6 +153,19 @@ void validate_trace_header(const TraceHeader& h, const std::string& file) {
     throw FormatError(file, "/pool", e.what());
   }
   if (h.expect && h.expect->op < 0) throw FormatError(file, "/@expect_op", "negative");
+  std::set<int> seqs, slots;
+  for (const TraceState& ts : h.start) {
+    const std::string sp = "/start/seq" + std::to_string(ts.seq);
+    if (ts.seq < 0) throw FormatError(file, sp, "negative sequence");
+    if (!seqs.insert(ts.seq).second) throw FormatError(file, sp, "sequence given twice");
+    if (ts.state.slot < 0 || ts.state.slot >= h.pool.max_slots || !slots.insert(ts.state.slot).second)
+      throw FormatError(file, sp + "@slot",
+                        fmt::format("{}: a start state needs its own pool slot in 0..{}", ts.state.slot, h.pool.max_slots - 1));
+    if (ts.layers.size() != h.model.spec.layers.size())
+      throw FormatError(file, sp, fmt::format("{} of the {} layers: a start state holds every layer", ts.layers.size(),
+                                              h.model.spec.layers.size()));
+    check_state(h, ts, file, sp);
+  }
 }
 
 void validate_trace_op(const TraceHeader& h, const TraceOp& t, int index, const std::string& file) {
@@ -250,6 +263,11 @@ void write_header(hid_t f, const TraceHeader& h, int ops) {
     h5::Handle lg = h5::create_group(mg, layer_name(l));
     write_layer_spec_attrs(lg, s);
     for (const WeightField& f : s.weights()) h5::write_dataset(lg, f.name, DType::f32, f.shape, (w.*f.member).data());
+  }
+  if (!h.start.empty()) {  // the states the trace starts from (TraceHeader::start)
+    h5::Handle sg = h5::create_group(f, "start");
+    for (const TraceState& ts : h.start)
+      write_sequence_group(sg, "seq" + std::to_string(ts.seq), ts.seq, ts.state, ts.layers, h.model.spec);
   }
 }
 
@@ -547,8 +565,24 @@ class Reader : public CheckedReader {
     }
     read_pool(f, h.pool);
     read_model(f, h.model);
+    read_start(f, h);
     validate_trace_header(h, file_);
     return h;
+  }
+
+  // /start (optional): the states the trace starts from, every layer of each sequence.
+  void read_start(hid_t f, TraceHeader& h) {
+    h5::Handle sg = group(f, "/", "start", false);
+    if (sg.id() < 0) return;
+    std::vector<std::pair<long, std::string>> seqs;
+    for (const std::string& n : guard("/start", [&] { return children(sg); })) {
+      const long s = numbered(n, "seq");
+      if (s < 0) throw FormatError(file_, "/start/" + n, "unexpected member (expected seqN, N a logical sequence)");
+      seqs.emplace_back(s, n);
+    }
+    if (seqs.empty()) throw FormatError(file_, "/start", "no sequence (omit the group for an empty pool)");
+    std::sort(seqs.begin(), seqs.end());
+    for (const auto& s : seqs) h.start.push_back(read_state(sg, "/start", s.second, int(s.first), h));
   }
 
   void read_pool(hid_t f, PoolConfig& pool) {

@@ -34,6 +34,15 @@ struct TraceExpectation {
   std::string text() const;  // "op 5, seq 0, layer 1, h"
 };
 
+// The recorded state of one logical sequence after an op. `layers` names the model layers
+// recorded (ascending, at least one); state.layers holds them in that order. h_prefill_stage is
+// optional even in f16-pool mode (not compared when absent). state.slot: the producer's slot.
+struct TraceState {
+  int seq = 0;
+  std::vector<int> layers;
+  SequenceState state;
+};
+
 struct TraceHeader {
   std::string producer;      // who wrote the file: "ssmcheck record", an engine's name
   std::string tool_version;  // filled by the writer when empty
@@ -47,16 +56,12 @@ struct TraceHeader {
   Model model;               // spec and weights
   PoolConfig pool;           // h mode and capacities the ops ran with
   std::optional<TraceExpectation> expect;
+  // Optional (/start): the trace starts from these states instead of an empty pool, each sequence
+  // in its pool slot (TraceState::state.slot, required here), every layer: a trace cut out of a
+  // longer one (`ssmcheck reduce`, replay/reduce.h). Ascending seq, distinct slots.
+  std::vector<TraceState> start;
 };
 
-// The recorded state of one logical sequence after an op. `layers` names the model layers
-// recorded (ascending, at least one); state.layers holds them in that order. h_prefill_stage is
-// optional even in f16-pool mode (not compared when absent). state.slot: the producer's slot.
-struct TraceState {
-  int seq = 0;
-  std::vector<int> layers;
-  SequenceState state;
-};
 
 struct TraceOp {
   Op op;

@@ -3,9 +3,12 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+
 #include "core/errors.h"
 #include "core/runner.h"
 #include "formats/dump.h"
+#include "replay/start_point.h"
 
 namespace ssm::replay {
 
@@ -77,6 +80,12 @@ bool ReplayResult::matches(const cmp::TraceExpectation& x) const {
 std::string ReplayResult::text() const {
   std::string s;
   if (!judged.empty()) s += "  judged " + judged + "\n";
+  if (started_after >= 0 || ops_skipped > 0)
+    s += fmt::format("  started from {}; {} of {} ops not replayed\n",
+                     started_after < 0 ? std::string("a fresh pool")
+                                       : fmt::format("the recorded state after op {} '{}'", started_after,
+                                                     started_after_text),
+                     ops_skipped, ops_total);
   if (!note.empty()) s += "  note: " + note + "\n";
   for (const Refusal& r : refusals) s += "  refusal: " + r.text(backend) + "\n";
   if (!divergences.empty()) {
@@ -111,6 +120,8 @@ nlohmann::json ReplayResult::json() const {
                       {"last_agreed_op", last_agreed_op},
                       {"last_agreed_text", last_agreed_text}};
   if (!note.empty()) j["note"] = note;
+  j["started_after"] = started_after;  // -1: op 0, a fresh pool
+  j["ops_skipped"] = ops_skipped;
   j["refusals"] = nlohmann::json::array();
   for (const Refusal& r : refusals)
     j["refusals"].push_back({{"op_index", r.op_index}, {"op", r.op}, {"backend_kind", r.backend_kind},
@@ -150,6 +161,11 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
   const ModelSpec& spec = tr.header.model.spec;
   cmp::LineageTracker lineage(tr.header.pool.h_mode, tr.header.pool.snapshot_slots);
   b.create_pool(tr.header.model, tr.header.pool);
+  const StartPoint start = start_point(tr, o.start);  // throws std::invalid_argument: not a start
+  const size_t stop = o.stop < 0 ? tr.ops.size() : std::min(tr.ops.size(), size_t(o.stop) + 1);
+  r.started_after = start.after_op;
+  if (start.after_op >= 0) r.started_after_text = to_string(tr.ops[size_t(start.after_op)].op);
+  r.ops_skipped = int(start.after_op + 1 + (tr.ops.size() - std::max(stop, size_t(start.after_op + 1))));
   // The trace's inputs; zeros where it recorded none (padding entries, refused ops).
   Runner runner(b, [&](const InputKey& key, int rows) {
     const int row = key.batch_row;
@@ -158,9 +174,19 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
       return t.inputs[size_t(row)];
     return StepInputs::zeros(spec, rows);
   });
-  int last_ok = -1;
-  std::string last_ok_text;
-  for (size_t i = 0; i < tr.ops.size(); ++i) {
+  // the ops before the start: their lineage (what the trace accepted), and the recorded states
+  for (int i = 0; i <= start.after_op; ++i)
+    if (!tr.ops[size_t(i)].refused) lineage.apply(tr.ops[size_t(i)].op);
+  const std::vector<cmp::TraceState>& from =
+      start.after_op < 0 ? tr.header.start : tr.ops[size_t(start.after_op)].states;
+  for (const auto& [seq, slot] : start.slots) {
+    for (const cmp::TraceState& ts : from)
+      if (ts.seq == seq) b.import_state(slot, ts.state);
+    runner.adopt(seq, slot);
+  }
+  int last_ok = start.after_op;  // the recorded states a replay starts from agree by construction
+  std::string last_ok_text = r.started_after_text;
+  for (size_t i = size_t(start.after_op + 1); i < stop; ++i) {
     const cmp::TraceOp& t = tr.ops[i];
     const int index = int(i);
     const std::string text = to_string(t.op);

@@ -23,6 +23,10 @@ struct ReplayOptions {
   // equal to Backend::name() and cmp::build_id(backend)) must be reproduced bit for bit.
   bool same_build_bitwise = true;
   bool keep_going = false;  // go on past the first divergence (the backend keeps its own state)
+  // Replay only ops start+1 .. stop: the pool starts as the states recorded after op `start`
+  // (replay/start_point.h, Backend::import_state; -1: a fresh pool) and the replay ends after op
+  // `stop` (-1: the last op). The ops outside are skipped and the result says so.
+  int start = -1, stop = -1;
 };
 
 struct Divergence {
@@ -64,6 +68,11 @@ struct ReplayResult {
   // outputs, refusals) all agreed; -1 when none.
   int last_agreed_op = -1;
   std::string last_agreed_text;
+  // A replay that started from a recorded state (ReplayOptions::start): after which op, and how
+  // many ops it did not replay (before the start and after the stop).
+  int started_after = -1;
+  std::string started_after_text;
+  int ops_skipped = 0;
   bool pass() const { return divergences.empty(); }
   // The first divergence is at the expected op, layer and tensor (and seq when given).
   bool matches(const cmp::TraceExpectation& x) const;
