@@ -1,6 +1,6 @@
 // The one list of backends every subcommand uses: the built-ins ("reference", "cuda") and
 // plug-ins named `plugin:PATH.so[,key=value...]` (plugin/ssmcheck_plugin.h). Adding a built-in
-// backend is one entry in backend_registry.cpp (docs/backends.md).
+// backend is one entry in backend_registry.cpp (README.md, "Command line", --backend).
 #pragma once
 #include <memory>
 #include <stdexcept>

@@ -111,8 +111,9 @@ inline int64_t ulp_distance_f32(float a, float b) {
   return d < 0 ? -d : d;
 }
 
-// Names of the logical axes of a tensor: h-like [nv][kd][vd] -> (head, row, col); conv-like
-// [conv_dim][d_conv] -> (channel, col); output [rows][nv][vd] -> (row, head, col); else i0..
+// Names of the logical axes of a tensor: h-like [nv][kd][vd] (Mamba-2 [nh][hp][ns]) -> (head, row,
+// col); conv-like [conv_dim][d_conv] -> (channel, col); output [rows][nv][vd] (Mamba-2
+// [rows][nh][hp]) -> (row, head, col); else i0..
 std::vector<std::string> axis_names(const std::string& tensor, size_t rank);
 
 // Where a tensor came from; printed in every report.
@@ -189,12 +190,12 @@ struct TensorReport {
 
 namespace detail {
 // Test hook: compare_tensor takes a shortcut for bit-identical sides (the same report without
-// per-element work); off, every comparison runs the elementwise loop (tests/compare_test.cpp
+// per-element work); off, every comparison runs the elementwise loop (tests/compare_tensor_test.cpp
 // checks that both give the same report).
 void set_identical_fast_path(bool on);
 // Test hook: a tensor of at least two chunks of this many elements (default 32768; <= 0: never)
 // has its elementwise loop split into chunks run on several threads and merged; the report is the
-// one pass's, bit for bit (tests/compare_test.cpp checks it with tiny chunks).
+// one pass's, bit for bit (tests/compare_tensor_test.cpp checks it with tiny chunks).
 void set_scan_chunk(int64_t elements);
 // Test hook: on a CPU with AVX2 the elementwise loop runs four elements at a time where no
 // element is matched (default); off, one at a time everywhere. The report is the same, bit for bit
@@ -214,7 +215,8 @@ bool scan_lanes_available();  // the CPU has AVX2
 // checkpoints): then got must be all zero as well.
 // Different dtype or shape fails before anything else.
 // condition (optional, f32): the model side's condition of each element (see Tolerance::cond),
-// in the tensor's shape, or per column ([nv][vd] for a tensor [nv][kd][vd]: every row of a column
+// in the tensor's shape, or per column ([nv][vd] for a tensor [nv][kd][vd], Mamba-2's [nh][ns] for
+// [nh][hp][ns]: every row of a column
 // shares its condition, core/state.h broadcast_condition's rule, read in place); used by
 // fp32-state and the output classes (exact has no tolerance, fp16-state counts FP16 ULPs).
 TensorReport compare_tensor(const Tensor& ref, const Tensor& got, TolClass cls, const Tolerances& tol,

@@ -9,7 +9,7 @@
 namespace ssm {
 
 // The model side's bound on the FP32 rounding error an implementation may carry in each h-like
-// field, per unit roundoff: [nv][vd] f32 per field, one value per column of every head (the
+// field, per unit roundoff: [nv][vd] (Mamba-2 [nh][ns]) f32 per field, one value per column of every head (the
 // recurrence's condition carried through the rows, docs/tolerances.md "Condition of the state").
 // ssmcheck's reference fills it; other implementations leave it empty and are judged by the
 // fixed limits alone.
@@ -19,7 +19,7 @@ struct HCondition {
 };
 
 // A field's condition in the field's shape: a per-column condition [nv][vd] of an h-like field
-// [nv][kd][vd] applies to every row of its column; any other shape is returned as it is (the
+// [nv][kd][vd] (Mamba-2 [nh][ns] of [nh][hp][ns]) applies to every row of its column; any other shape is returned as it is (the
 // f16-pool stage's condition is already element by element; compare_tensor refuses a shape that
 // does not match, naming both).
 Tensor broadcast_condition(const Tensor& cond, const std::vector<int64_t>& field_shape);
@@ -31,7 +31,7 @@ struct PleCarry {
 };
 
 struct LayerState {
-  Tensor h;                                // [nv, kd, vd], vd fastest; f16 when h_is_f16
+  Tensor h;                                // GDN [nv, kd, vd], Mamba-2 [nh, hp, ns]; f16 when h_is_f16
   Tensor conv;                             // [conv_dim, d_conv] f32, column 0 oldest
   std::optional<Tensor> h_checkpoint;      // as h, with the dtype h had when it was taken
   std::optional<Tensor> conv_checkpoint;   // as conv

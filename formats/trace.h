@@ -2,7 +2,7 @@
 // per-token inputs, and, after any subset of ops, recorded states (some or all sequences and
 // layers) and outputs. Schema: docs/trace-format.md. Counterparts: formats/trace.cpp (writer,
 // validating reader), capture/ssmcheck_capture.h (the C ABI over TraceWriter), replay/ (replay
-// and the gate), scripts/write_trace_example.py (the same files from h5py).
+// and the gate), python/examples/write_trace.py (the same files from Python, ssmcheck.TraceWriter).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -61,7 +61,7 @@ const PluginLibrary& load_plugin(const std::string& path);
 // `plugin-in-process:PATH`, for debugging a plug-in under gdb or a sanitizer).
 const PluginLibrary& load_plugin_in_process(const std::string& path);
 
-// An in-process table (cli/ssmcheck_lib.h: the Python bridge) under "SCHEME:NAME", checked like a
+// An in-process table (cli/backend_registry.cpp: a python: class's) under "SCHEME:NAME", checked like a
 // file's; PluginSpec::parse("SCHEME:NAME,key=value") then names it. Throws std::runtime_error.
 // hosted: the table forwards to a host process (plugin/hosted_plugin.h: a python: backend).
 void register_plugin(const std::string& name, const ssmp_plugin* table, bool hosted = false);

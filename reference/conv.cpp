@@ -1,6 +1,6 @@
 // Reference short convolution of every layer kind: window shift, depthwise conv over d_conv
 // columns, bias, SiLU (STATE-MODEL section 3, step 1; Mamba-2's conv is this alone, GDN's adds the
-// L2 norm of Q and K: gdn_conv.cpp). Counterpart: cuda/gdn_conv.cu.
+// L2 norm of Q and K: gdn_conv.cpp). Counterpart: cuda/conv.cu.
 #include <cmath>
 
 #include "reference/gdn_math.h"

@@ -1,5 +1,5 @@
 // Reference GDN conv update: the short convolution (conv.cpp), then the per-head L2 norm of Q and K.
-// Counterpart: cuda/gdn_conv.cu.
+// Counterpart: cuda/conv.cu (the conv + gates kernel of both layer kinds).
 #include <cmath>
 
 #include "reference/gdn_math.h"
