@@ -36,9 +36,8 @@ with ``--gates clamped``);
 """
 import numpy as np
 
-from .common import (SlotPolicy, contract_gates, gated_rms_norm, import_peer, main, parse_options,
-                     stack_inputs, to_device)
-from ..bridge import LayerState, State
+from .common import contract_gates, gated_rms_norm, import_peer, main, stack_inputs, to_device
+from .peer_adapter import PeerAdapter
 
 ENV = "SSMCHECK_FLA_PATH"
 
@@ -51,7 +50,7 @@ class _Slot:
         self.last_k = 0
 
 
-class FlaGdn:
+class FlaGdn(PeerAdapter):
     name = "flash-linear-attention fused_recurrent_gated_delta_rule (state_v_first, gate and beta in kernel)"
     own_legality = False
     bitwise = False
@@ -61,26 +60,18 @@ class FlaGdn:
     gates = "torch"         # the in-kernel gate: softplus linear above 20, no clamps (--gates clamped with gating=contract)
     f16_store = "inf"       # the FP32 final state is stored with torch's .to(float16): overflow to inf
     f16_rows = "carried"    # one call per op: the rows carry FP32, only the stores round to FP16
+    PEER = "fla"
 
     def __init__(self, options=""):
-        import torch
-        self.torch = torch
-        o = parse_options(options, dict(gating=("kernel", "contract"), device=None))
+        o = self._options(options, dict(gating=("kernel", "contract")))
         self.gating = o.get("gating", "kernel")
-        self.dev = torch.device(o.get("device", "cuda"))
         self.recurrent = import_peer("fla.ops.gated_delta_rule", ENV,
                                      "flash-linear-attention").fused_recurrent_gated_delta_rule
 
     def create_pool(self, layers, pool):
-        if pool.h_mode == "f16":
-            raise NotImplementedError("h mode f16 (an FP32 pool converted by to_f16) has no fla counterpart: "
-                                      "use f32 or f16-pool")
-        self.layers, self.pool = layers, pool
-        self.dtype = self.torch.float16 if pool.h_mode == "f16-pool" else self.torch.float32
+        self._start_pool(layers, pool)
         to_device(self.torch, layers, self.dev)
-        self.policy = SlotPolicy(pool.h_capacity)
         self.slots = [_Slot() for _ in range(pool.max_slots)]
-        self.snaps = [None] * pool.snapshot_slots
 
     def alloc(self, min_capacity):
         torch = self.torch
@@ -91,9 +82,6 @@ class FlaGdn:
         q.inter = [[] for _ in self.layers]
         self.slots[s] = q
         return s
-
-    def release(self, slot):
-        self.policy.release(slot)
 
     def _conv(self, L, win, x):
         """One row of the short convolution on windows win [N, conv_dim, d_conv] (in place):
@@ -189,52 +177,25 @@ class FlaGdn:
     def verify(self, slots, k, arm, inputs):
         return self._run(slots, inputs, k, True)
 
+    def _record(self, slot):
+        return self.slots[slot]
+
     def _save(self, slot):
         q = self.slots[slot]
         return ([h.clone() for h in q.h], [c.clone() for c in q.conv])
 
-    def _load(self, slot, saved):
+    def _restore(self, slot, saved):
         q = self.slots[slot]
         q.h, q.conv = [h.clone() for h in saved[0]], [c.clone() for c in saved[1]]
 
-    def checkpoint(self, slot, is_async):
-        self.slots[slot].ckpt = self._save(slot)
+    def _accept(self, slot, n):
+        """Intermediate n - 1 of the last verify (h and conv window) as the live state."""
+        inter = self.slots[slot].inter
+        self._restore(slot, ([p[n - 1][0] for p in inter], [p[n - 1][1] for p in inter]))
 
-    def commit(self, slot, n, k):
-        if n < k:
-            self._load(slot, ([p[n - 1][0] for p in self.slots[slot].inter], [p[n - 1][1] for p in self.slots[slot].inter]))
-
-    def rollback(self, slot, n, and_checkpoint):
+    def _layer_state(self, slot, l, n):
         q = self.slots[slot]
-        if n == 0:
-            if q.ckpt is not None:
-                self._load(slot, q.ckpt)
-        else:
-            self.commit(slot, n, n + 1)
-        if and_checkpoint:
-            self.checkpoint(slot, True)
-
-    def to_f16(self, slot):
-        raise NotImplementedError("to_f16: h mode f16 is not supported by this adapter")
-
-    def snapshot_save(self, slot, snap):
-        self.snaps[snap] = self._save(slot)
-
-    def snapshot_restore(self, slot, snap):
-        self._load(slot, self.snaps[snap])
-
-    def export_state(self, slot):
-        q = self.slots[slot]
-        n = max(q.last_k - 1, 0)
-        layers = []
-        for l in range(len(self.layers)):
-            layers.append(LayerState(
-                q.h[l], q.conv[l],
-                h_checkpoint=None if q.ckpt is None else q.ckpt[0][l],
-                conv_checkpoint=None if q.ckpt is None else q.ckpt[1][l],
-                h_intermediates=[p[0] for p in q.inter[l][:n]],
-                conv_intermediates=[p[1] for p in q.inter[l][:n]]))
-        return State(q.last_k, layers)
+        return q.h[l], q.conv[l], [p[0] for p in q.inter[l][:n]], [p[1] for p in q.inter[l][:n]]
 
 
 if __name__ == "__main__":

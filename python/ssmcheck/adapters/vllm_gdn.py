@@ -46,9 +46,8 @@ float16); mode f16 (an FP32 pool converted by ``to_f16``) has no vLLM counterpar
 """
 import numpy as np
 
-from .common import (SlotPolicy, SpecSlots, contract_gates, gated_rms_norm, import_peer, main, parse_options,
-                     stack_inputs, to_device)
-from ..bridge import LayerState, State
+from .common import SpecSlots, contract_gates, gated_rms_norm, import_peer, main, stack_inputs, to_device
+from .peer_adapter import PeerAdapter
 
 ENV = "SSMCHECK_VLLM_PATH"
 PREFILL_COLUMNS = 8  # extra conv-line columns beyond num_spec, so a prefill runs in chunks of >= 8 rows
@@ -76,7 +75,7 @@ class _Seq:
         self.ckpt = None  # (h per layer, conv window per layer)
 
 
-class VllmGdn:
+class VllmGdn(PeerAdapter):
     name = "vLLM GDN spec-decode kernels (fused_recurrent_gated_delta_rule, causal_conv1d_update, fused_gdn_gating)"
     own_legality = False
     bitwise = False
@@ -87,23 +86,19 @@ class VllmGdn:
     f16_store = "inf"          # the kernel's .to(float16) store overflows to inf
     f16_rows = "carried"       # one kernel call per op: the rows carry FP32 in registers, only stores round
 
+    PEER = "vLLM"
+    F16_POOL_HINT = " (mamba_ssm_cache_dtype float32 / float16)"
+
     def __init__(self, options=""):
-        import torch
-        self.torch = torch
-        o = parse_options(options, dict(gating=("vllm", "contract"), device=None))
+        o = self._options(options, dict(gating=("vllm", "contract")))
         self.gating = o.get("gating", "vllm")
-        self.dev = torch.device(o.get("device", "cuda"))
         self.recurrent, self.conv_update, self.gdn_gating = _kernels()
 
     # --- the pool -----------------------------------------------------------------------------
 
     def create_pool(self, layers, pool):
         torch = self.torch
-        if pool.h_mode == "f16":
-            raise NotImplementedError("h mode f16 (an FP32 pool converted by to_f16) has no vLLM counterpart: "
-                                      "use f32 or f16-pool (mamba_ssm_cache_dtype float32 / float16)")
-        self.layers, self.pool = layers, pool
-        self.dtype = torch.float16 if pool.h_mode == "f16-pool" else torch.float32
+        self._start_pool(layers, pool)
         self.spec = SpecSlots(pool.h_capacity)
         self.M = self.spec.M  # num_spec: the most drafts a verify can carry
         S = pool.max_slots
@@ -114,9 +109,7 @@ class VllmGdn:
             width = L.d_conv - 1 + max(self.M, PREFILL_COLUMNS)
             # vLLM keeps [lines, state_len, dim] and hands the kernel its transpose (dim contiguous)
             self.conv.append(torch.zeros(2 * S, width, L.conv_dim, dtype=torch.float32, device=self.dev).transpose(1, 2))
-        self.policy = SlotPolicy(pool.h_capacity)
         self.seqs = [_Seq(s) for s in range(S)]
-        self.snaps = [None] * pool.snapshot_slots
 
     def alloc(self, min_capacity):
         s = self.policy.alloc(min_capacity)
@@ -125,9 +118,6 @@ class VllmGdn:
             self.conv[l][2 * s:2 * s + 2].zero_()
         self.seqs[s] = _Seq(s)
         return s
-
-    def release(self, slot):
-        self.policy.release(slot)
 
     def _home(self, s):
         return self.spec.home(s)
@@ -263,16 +253,14 @@ class VllmGdn:
             q.verify_line, q.off, q.live, q.last_k = q.line, k - 1, k - 1, k
         return outs
 
-    def commit(self, slot, n, k):
-        if n < k:  # vLLM's accept: the next step reads column n - 1
-            q = self.seqs[slot]
-            q.live, q.line, q.off = n - 1, q.verify_line, n - 1
+    def _record(self, slot):
+        return self.seqs[slot]
 
-    def checkpoint(self, slot, is_async):
+    def _save(self, slot):
         q = self.seqs[slot]
         p = self._phys(slot)
-        self.seqs[slot].ckpt = ([self.ssm[l][p].clone() for l in range(len(self.layers))],
-                                [self._window(l, q.line, q.off).clone() for l in range(len(self.layers))])
+        return ([self.ssm[l][p].clone() for l in range(len(self.layers))],
+                [self._window(l, q.line, q.off).clone() for l in range(len(self.layers))])
 
     def _restore(self, slot, saved):
         """h into the home slot, conv into a line that holds no readable intermediate."""
@@ -283,41 +271,16 @@ class VllmGdn:
             self._window(l, line, 0).copy_(saved[1][l])
         q.live, q.line, q.off = -1, line, 0
 
-    def rollback(self, slot, n, and_checkpoint):
+    def _accept(self, slot, n):
+        """vLLM's accept: the next step reads column n - 1 of the last verify's rows and conv line."""
         q = self.seqs[slot]
-        if n == 0:
-            if q.ckpt is not None:
-                self._restore(slot, q.ckpt)
-        else:
-            q.live, q.line, q.off = n - 1, q.verify_line, n - 1
-        if and_checkpoint:
-            self.checkpoint(slot, True)
+        q.live, q.line, q.off = n - 1, q.verify_line, n - 1
 
-    def to_f16(self, slot):
-        raise NotImplementedError("to_f16: h mode f16 is not supported by this adapter")
-
-    def snapshot_save(self, slot, snap):
+    def _layer_state(self, slot, l, n):
         q = self.seqs[slot]
-        p = self._phys(slot)
-        self.snaps[snap] = ([self.ssm[l][p].clone() for l in range(len(self.layers))],
-                            [self._window(l, q.line, q.off).clone() for l in range(len(self.layers))])
-
-    def snapshot_restore(self, slot, snap):
-        self._restore(slot, self.snaps[snap])
-
-    def export_state(self, slot):
-        q = self.seqs[slot]
-        p = self._phys(slot)
-        n = max(q.last_k - 1, 0)
-        layers = []
-        for l in range(len(self.layers)):
-            layers.append(LayerState(
-                self.ssm[l][p], self._window(l, q.line, q.off),
-                h_checkpoint=None if q.ckpt is None else q.ckpt[0][l],
-                conv_checkpoint=None if q.ckpt is None else q.ckpt[1][l],
-                h_intermediates=[self.ssm[l][self.spec.row(slot, t)] for t in range(n)],
-                conv_intermediates=[self._window(l, q.verify_line, t) for t in range(n)]))
-        return State(q.last_k, layers)
+        return (self.ssm[l][self._phys(slot)], self._window(l, q.line, q.off),
+                [self.ssm[l][self.spec.row(slot, t)] for t in range(n)],
+                [self._window(l, q.verify_line, t) for t in range(n)])
 
 
 if __name__ == "__main__":

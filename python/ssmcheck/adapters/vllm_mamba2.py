@@ -42,8 +42,8 @@ no vLLM counterpart and is refused.
 """
 import numpy as np
 
-from .common import SlotPolicy, SpecSlots, import_peer, main, parse_options
-from ..bridge import LayerState, State
+from .common import SpecSlots, import_peer, main
+from .peer_adapter import PeerAdapter
 
 ENV = "SSMCHECK_VLLM_PATH"
 
@@ -65,7 +65,7 @@ class _Seq:
         self.ckpt = None  # (h per layer, conv window per layer)
 
 
-class VllmMamba2:
+class VllmMamba2(PeerAdapter):
     name = "vLLM Mamba-2 selective_state_update (Triton, spec-decode mode)"
     own_legality = False
     bitwise = False
@@ -74,12 +74,12 @@ class VllmMamba2:
     f16_store = "inf"          # the kernel's .to(float16) store overflows to inf
     f16_rows = "carried"       # one kernel call per op: the rows carry FP32 in registers, only stores round
 
+    PEER = "vLLM"
+    F16_POOL_HINT = " (mamba_ssm_cache_dtype float32 / float16)"
+
     def __init__(self, options=""):
-        import torch
-        self.torch = torch
-        o = parse_options(options, dict(dt=("vllm", "contract"), device=None))
+        o = self._options(options, dict(dt=("vllm", "contract")))
         self.dt_mode = o.get("dt", "vllm")
-        self.dev = torch.device(o.get("device", "cuda"))
         self.update = _kernel()
 
     # --- the pool -----------------------------------------------------------------------------
@@ -90,11 +90,7 @@ class VllmMamba2:
         if gdn:
             raise NotImplementedError("layer %d is a GDN layer: this adapter runs Mamba-2 layers only (python:vllm-gdn "
                                       "runs GDN layers); give its campaigns a Mamba-2 preset" % gdn[0])
-        if pool.h_mode == "f16":
-            raise NotImplementedError("h mode f16 (an FP32 pool converted by to_f16) has no vLLM counterpart: "
-                                      "use f32 or f16-pool (mamba_ssm_cache_dtype float32 / float16)")
-        self.layers, self.pool = layers, pool
-        self.dtype = torch.float16 if pool.h_mode == "f16-pool" else torch.float32
+        self._start_pool(layers, pool)
         self.spec = SpecSlots(pool.h_capacity)
         S = pool.max_slots
         f32 = dict(device=self.dev, dtype=torch.float32)
@@ -111,9 +107,7 @@ class VllmMamba2:
             L.k_dt_bias = L.t_dt_bias[:, None].expand(L.nh, L.hp)
             L.k_zero_bias = torch.zeros(L.nh, **f32)[:, None].expand(L.nh, L.hp)
         self.ssm = [torch.zeros(self.spec.count(S), L.nh, L.hp, L.ns, dtype=self.dtype, device=self.dev) for L in layers]
-        self.policy = SlotPolicy(pool.h_capacity)
         self.seqs = [self._fresh() for _ in range(S)]
-        self.snaps = [None] * pool.snapshot_slots
 
     def _fresh(self):
         return _Seq([self.torch.zeros(L.conv_dim, L.d_conv, device=self.dev) for L in self.layers])
@@ -124,9 +118,6 @@ class VllmMamba2:
             self.ssm[l][self.spec.range(s)].zero_()
         self.seqs[s] = self._fresh()
         return s
-
-    def release(self, slot):
-        self.policy.release(slot)
 
     def _phys(self, s):
         return self.spec.phys(s, self.seqs[s].live)
@@ -245,14 +236,11 @@ class VllmMamba2:
         return outs
 
     def _accept(self, slot, n):
-        """The state after n kept rows of the last verify: row slot n - 1, conv window n - 1."""
+        """vLLM's accept: the state after n kept rows of the last verify, row slot n - 1 (the next
+        step reads column n - 1), conv window n - 1."""
         q = self.seqs[slot]
         q.live = n - 1
         q.conv = [w[n - 1].clone() for w in q.conv_inter]
-
-    def commit(self, slot, n, k):
-        if n < k:  # vLLM's accept: the next step reads column n - 1
-            self._accept(slot, n)
 
     def _save(self, slot):
         q = self.seqs[slot]
@@ -266,41 +254,13 @@ class VllmMamba2:
         q.conv = [w.clone() for w in saved[1]]
         q.live = -1
 
-    def checkpoint(self, slot, is_async):
-        self.seqs[slot].ckpt = self._save(slot)
+    def _record(self, slot):
+        return self.seqs[slot]
 
-    def rollback(self, slot, n, and_checkpoint):
+    def _layer_state(self, slot, l, n):
         q = self.seqs[slot]
-        if n == 0:
-            if q.ckpt is not None:
-                self._restore(slot, q.ckpt)
-        else:
-            self._accept(slot, n)
-        if and_checkpoint:
-            self.checkpoint(slot, True)
-
-    def to_f16(self, slot):
-        raise NotImplementedError("to_f16: h mode f16 is not supported by this adapter")
-
-    def snapshot_save(self, slot, snap):
-        self.snaps[snap] = self._save(slot)
-
-    def snapshot_restore(self, slot, snap):
-        self._restore(slot, self.snaps[snap])
-
-    def export_state(self, slot):
-        q = self.seqs[slot]
-        p = self._phys(slot)
-        n = max(q.last_k - 1, 0)
-        layers = []
-        for l in range(len(self.layers)):
-            layers.append(LayerState(
-                self.ssm[l][p], q.conv[l],
-                h_checkpoint=None if q.ckpt is None else q.ckpt[0][l],
-                conv_checkpoint=None if q.ckpt is None else q.ckpt[1][l],
-                h_intermediates=[self.ssm[l][self.spec.row(slot, t)] for t in range(n)],
-                conv_intermediates=q.conv_inter[l][:n]))
-        return State(q.last_k, layers)
+        return (self.ssm[l][self._phys(slot)], q.conv[l], [self.ssm[l][self.spec.row(slot, t)] for t in range(n)],
+                q.conv_inter[l][:n])
 
 
 if __name__ == "__main__":
