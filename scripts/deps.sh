@@ -15,6 +15,7 @@ case "$profile" in
           python3-venv python3-setuptools python3-wheel   # ctest python_install: pip install ./python, offline
           dpkg-dev pkgconf python3-yaml   # tests/install.cmake: the .deb's dependencies, ssmcheck.pc, docs/ci.md's recipes
           clang libclang-rt-dev   # clang + libFuzzer: scripts/fuzz.sh
+          clang-format   # scripts/format_check.sh: the changed lines against .clang-format
           chromium-headless-shell fonts-dejavu-core)  # the HTML report's browser test
     ;;
   *) echo "usage: deps.sh [cli|cuda|dev]" >&2; exit 2 ;;
