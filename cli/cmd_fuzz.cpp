@@ -22,6 +22,7 @@
 #include "cli/tolerance_options.h"
 #include "formats/verdict_text.h"
 #include "fixtures/hf_config.h"
+#include "fuzz/convention_hints.h"
 #include "fuzz/campaign.h"
 #include "replay/gate.h"
 #include "report/divergence_grid.h"
@@ -251,6 +252,12 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
   fmt::print("ssmcheck check: {} ops of {} on {}: {} vs {}: {}\n", r.ops, script.size(), cfg.flags(), be.model_name,
              be.under_test()->name(), r.pass ? "agree" : "DIVERGED");
   fmt::print("{}", r.report);
+  // a convention the implementation computes without declaring it, confirmed by a rerun under it
+  const std::vector<std::string> hints =
+      r.pass ? std::vector<std::string>{}
+             : fuzz::convention_hints(cfg, script, be.model, be.under_test, tol.resolve(), be.strictness, nullptr,
+                                      pause_async, be.name);
+  for (const std::string& h : hints) fmt::print("  likely cause: {}\n", h);
   if (!dump.empty()) fmt::print("  wrote {}.model.h5 and {}.sut.h5\n", dump, dump);
   if (html.any()) {
     report::Page page;
@@ -268,14 +275,20 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
                            nothing ? std::string("every op was refused by both sides: nothing was checked")
                            : r.pass ? fmt::format("{} ops agree", r.ops)
                                     : fmt::format("DIVERGED after {} ops", r.ops),
-                           r.report, 0, -1,
+                           r.report + [&] {
+                             std::string t;
+                             for (const std::string& h : hints) t += "  likely cause: " + h + "\n";
+                             return t;
+                           }(),
+                           0, -1,
                            r.pass ? nlohmann::json(nullptr)
                                   : nlohmann::json{{"case_flags", cfg.flags()},
                                                    {"config", fuzz::config_json(cfg)},
                                                    {"script", to_string(script)},
                                                    {"failed_op", r.failed_op},
                                                    {"op", r.failed_op >= 0 ? r.op_labels[size_t(r.failed_op)] : ""},
-                                                   {"divergence", r.divergence}}));
+                                                   {"divergence", r.divergence},
+                                                   {"convention_hints", hints}}));
   if (nothing) {
     fmt::print("ssmcheck check: every op was refused by both sides: nothing was checked\n");
     return kExitNothingRan;

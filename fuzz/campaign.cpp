@@ -19,6 +19,7 @@
 #include "formats/output_file.h"
 #include "fuzz/bias.h"
 #include "fuzz/op_model.h"
+#include "fuzz/convention_hints.h"
 #include "fuzz/simplify.h"
 
 namespace ssm::fuzz {
@@ -70,15 +71,21 @@ void simplify_failure(const CampaignOptions& o, const BackendFactory& model, con
   const Simplified s = simplify_case(result.config, parse_script(result.script), model, sut, o.tolerances,
                                      o.strictness, o.sut_invariant, o.pause_async);
   result.recurred = s.recurred;
-  if (s.steps.empty()) return;
-  result.config = s.config;
-  result.case_flags = s.config.flags();
-  result.script = to_string(s.script);
-  result.script_length = int(s.script.size());
-  result.report = s.result.report;
-  result.divergence = s.result.divergence;
-  result.simplified = s.steps;
-  result.rerun = rerun_line(o, result.case_flags, result.script);
+  if (!s.steps.empty()) {
+    result.config = s.config;
+    result.case_flags = s.config.flags();
+    result.script = to_string(s.script);
+    result.script_length = int(s.script.size());
+    result.report = s.result.report;
+    result.divergence = s.result.divergence;
+    result.simplified = s.steps;
+    result.rerun = rerun_line(o, result.case_flags, result.script);
+  }
+  // a convention the implementation computes without declaring it (fuzz/convention_hints.h)
+  if (s.recurred)
+    result.convention_hints = convention_hints(result.config, parse_script(result.script), model, sut, o.tolerances,
+                                               o.strictness, o.sut_invariant, o.pause_async,
+                                               result.sut_name.empty() ? o.backend_label : result.sut_name);
 }
 
 struct RcModel {
@@ -410,7 +417,8 @@ nlohmann::json CampaignResult::evidence() const {
   if (!failed) return nullptr;
   return {{"case", failed_case},   {"case_flags", case_flags}, {"config", config_json(config)},
           {"script", script},      {"script_ops", script_length}, {"rerun", rerun},
-          {"simplified", simplified}, {"recurred", recurred}, {"divergence", divergence}};
+          {"simplified", simplified}, {"recurred", recurred}, {"divergence", divergence},
+          {"convention_hints", convention_hints}};
 }
 
 int64_t CampaignResult::sequences() const {
@@ -458,6 +466,7 @@ std::string CampaignResult::summary() const {
       s += "\n";
     }
     s += report;
+    for (const std::string& h : convention_hints) s += "  likely cause: " + h + "\n";
     for (const auto& f : files) s += "  wrote " + f + "\n";
   }
   return s;

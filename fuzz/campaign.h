@@ -95,6 +95,9 @@ struct CampaignResult {
   // The minimal case failed again when rerun (fuzz/simplify.h); false: a failure that did not
   // recur in kRecurrenceRuns reruns, whose evidence is the campaign's own run, not a rerun.
   bool recurred = true;
+  // Conventions the implementation computes without declaring them: each a single change of the
+  // case's numerics under which the minimal case passes (fuzz/convention_hints.h)
+  std::vector<std::string> convention_hints;
   std::vector<std::string> files;  // dumps and the case text file
   std::string summary() const;
   // "case 0..9 of seed 1", or with shards "case 1, 4, .. 10 of seed 1, shard 1/3"
@@ -103,7 +106,8 @@ struct CampaignResult {
   // (docs/tolerances.md).
   int64_t sequences() const;
   // A failure as fields (null when it passed): {"case", "case_flags", "config", "script",
-  // "script_ops", "rerun", "divergence"} (the JSON verdicts' "evidence").
+  // "script_ops", "rerun", "simplified", "recurred", "divergence", "convention_hints"} (the JSON
+  // verdicts' "evidence").
   nlohmann::json evidence() const;
 };
 

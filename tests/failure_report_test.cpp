@@ -57,8 +57,31 @@ INSTANTIATE_TEST_SUITE_P(
         Slip{"intermediates_one_off", "--preset tiny", "alloc; prefill 2; checkpoint; verify 4",
              "intermediates one row off"},
         Slip{"checkpoint_aliased", "--preset tiny", "alloc; prefill 2; checkpoint; decode",
-             "the checkpoint follows the live state"}),
+             "the checkpoint follows the live state"},
+        // a convention, not a slip of the states: confirmed by rerunning the case under it
+        Slip{"gates_torch", "--preset tiny --extreme-gates", "alloc; prefill 3; decode",
+             "the case passes when the reference computes torch gates (softplus linear above 20, no clamps)",
+             "FP16 stores"}),
     [](const ::testing::TestParamInfo<Slip>& i) { return std::string(i.param.name); });
+
+// A campaign's failing case is rerun under each single change of its conventions: an implementation
+// computing torch gates without declaring them is named so, in the summary and in the evidence.
+TEST(LikelyCauseCampaign, AnUndeclaredConventionIsNamed) {
+  test::TempDir dir;
+  const std::string json = dir.path() + "/v.json";
+  const auto r = test::sh(kBin + " fuzz --backend " + test::q(kSlip + ",slip=gates_torch") + " --cases 200 --seed 7 --json " +
+                          test::q(json));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("likely cause: the case passes when the reference computes torch gates"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(SSMP_GATES_TORCH; a Python class: gates = \"torch\"; --gates torch)?"), std::string::npos)
+      << r.out;
+  std::ifstream in(json);
+  const nlohmann::json v = nlohmann::json::parse(in);
+  const nlohmann::json& hints = v["cases"][0]["evidence"]["convention_hints"];
+  ASSERT_EQ(hints.size(), 1u) << hints.dump(2);
+  EXPECT_NE(hints[0].get<std::string>().find("torch gates"), std::string::npos);
+}
 
 // A correct implementation gets no hint: a hint appears only with a divergence.
 TEST(LikelyCauseCampaign, ACorrectPluginGetsNoHint) {

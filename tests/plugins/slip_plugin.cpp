@@ -11,6 +11,8 @@
 //                          rounds up): far inside every tolerance, caught by the bias check only
 //   flaky_commit           commit_off_by_one on the first partial commit of the process only (a
 //                          race that shows once): its rerun does not fail
+//   gates_torch            torch's gates (softplus linear above 20, no clamps) without declaring
+//                          SSMP_GATES_TORCH: found by rerunning the case under that convention
 // No option: the reference as it is (it must get no hint in any campaign). Judged under the
 // tolerance classes (no SSMP_BITWISE), as most engines are.
 #include <algorithm>
@@ -29,7 +31,8 @@ using namespace ssm;
 
 constexpr const char* kSlips[] = {"commit_off_by_one",     "rollback_off_by_one", "h_transposed",
                                   "conv_shifted_twice",    "f16_store_inf",       "intermediates_one_off",
-                                  "checkpoint_aliased",    "output_round_up",     "flaky_commit"};
+                                  "checkpoint_aliased",    "output_round_up",     "flaky_commit",
+                                  "gates_torch"};
 
 // [a][b][c] -> the same values laid out [a][c][b]
 Tensor transposed(const Tensor& t) {
@@ -49,6 +52,12 @@ Tensor transposed(const Tensor& t) {
 class Slipped : public ref::ReferenceBackend {
  public:
   explicit Slipped(std::string slip) : slip_(std::move(slip)) {}
+  void create_pool(const Model& model, const PoolConfig& pool) override {
+    if (slip_ != "gates_torch") return ReferenceBackend::create_pool(model, pool);
+    Model torch = model;
+    for (LayerSpec& l : torch.spec.layers) l.numerics.gates = GateMath::torch;
+    ReferenceBackend::create_pool(torch, pool);
+  }
   void commit(int slot, int n, int k) override {
     static bool flaked = false;  // flaky_commit: once per process
     const bool flake = slip_ == "flaky_commit" && !flaked && n > 0 && n < k - 1;

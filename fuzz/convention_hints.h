@@ -1,0 +1,24 @@
+// Likely causes a rerun confirms, for a campaign's failing case: an implementation that computes a
+// convention it does not declare (torch gates, FP16 stores that overflow, rows carried in FP32)
+// fails wherever the conventions differ, with nothing in its states to point at the cause. After
+// shrinking, the campaign reruns the minimal case with the reference computing each single change
+// of the case's conventions (core/numerics_alternatives.h); one under which the case passes is a
+// hint, with the declaration that would make it the implementation's. The trace side:
+// replay/convention_hints.h. docs/fuzzing.md, "Likely causes".
+#pragma once
+#include <string>
+#include <vector>
+
+#include "fuzz/campaign.h"
+
+namespace ssm::fuzz {
+
+// `config` and `script` fail (the campaign's minimal case, judged with `tol` and `strictness`).
+// Each hint: "the case passes when the reference computes torch gates (...): plugin:x computes them
+// without declaring it (SSMP_GATES_TORCH; a Python class: gates = \"torch\"; --gates torch)".
+std::vector<std::string> convention_hints(const CaseConfig& config, const std::vector<Op>& script,
+                                          const BackendFactory& model, const BackendFactory& sut,
+                                          const cmp::Tolerances& tol, cmp::Strictness strictness,
+                                          const Invariant& invariant, bool pause_async, const std::string& sut_name);
+
+}  // namespace ssm::fuzz
