@@ -658,7 +658,8 @@ ssmc_status ssmc_set_layer_convention(ssmc_trace* t, int layer, const char* name
     StateLayout lay = t->layouts.count(layer) ? t->layouts.at(layer) : StateLayout{};
     const std::string at = fmt::format("ssmc_set_layer_convention: layer {}", layer);
     try {
-      set_convention(s.numerics, lay, name, value);  // core/conventions.h: the names and their parsing
+      set_convention(s, lay, name, value);  // core/conventions.h: the names and their parsing
+      s.validate();
     } catch (const std::invalid_argument& e) {
       throw Failure{SSMC_ERR_ARGUMENT, at + ": " + e.what()};
     }

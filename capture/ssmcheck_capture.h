@@ -63,7 +63,8 @@ extern "C" {
  *   3: the PLE carry (ssmc_ple_desc, ssmc_set_layer_ple, ssmc_op_ple_inputs, ssmc_op_ple_outputs,
  *      the ple_* fields of ssmc_state_tensor, SSMC_I32);
  *   4: a layer's conventions by name (ssmc_set_layer_convention: gates, f16_store, f16_rows,
- *      conv_window, h_layout) and the shape a state field is read in (ssmc_state_field_shape).
+ *      conv_window, h_layout, norm_groups) and the shape a state field is read in
+ *      (ssmc_state_field_shape).
  * A caller that needs a minor looks ssmc_abi_minor up (dlsym) and compares; a library without the
  * symbol is minor 0. */
 #define SSMC_ABI_MINOR 4
@@ -156,6 +157,8 @@ SSMC_API ssmc_status ssmc_set_layer_ple(ssmc_trace* t, int layer, const ssmc_ple
  *                                          last (causal_conv1d's state): the trace marks the oldest
  *                                          column absent and replay does not compare it
  *   "h_layout"    "nv,kd,vd" | "nv,vd,kd"  h fields are [nv][vd][kd] (Mamba-2 [nh][ns][hp])
+ *   "norm_groups" "0" | "1" | N            a Mamba-2 layer's output norm groups: 0 ng (Nemotron-H),
+ *                                          1 the whole width (Hugging Face's Mamba2); N divides nh*hp
  * Before the first ssmc_begin_op; a later call for the same name replaces the value. An unknown
  * name or value is SSMC_ERR_ARGUMENT naming it; a refused call changes nothing. */
 SSMC_API ssmc_status ssmc_set_layer_convention(ssmc_trace* t, int layer, const char* name, const char* value);

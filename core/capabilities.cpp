@@ -52,6 +52,11 @@ std::string Capabilities::cannot_run(const ModelSpec& spec, const std::string& n
     for (size_t l = 0; l < spec.layers.size(); ++l)
       if (spec.layers[l].ple.hosted())
         return "layer " + std::to_string(l) + " hosts a PLE carry; " + name + " does not run PLE carries";
+  if (!norm_groups)
+    for (size_t l = 0; l < spec.layers.size(); ++l)
+      if (spec.layers[l].kind == LayerKind::mamba2 && spec.layers[l].norm_group_count() != spec.layers[l].ng)
+        return "layer " + std::to_string(l) + " is " + spec.layers[l].name() + "; " + name +
+               " normalises a Mamba-2 output by its ng groups only";
   return "";
 }
 

@@ -18,6 +18,10 @@ namespace ssm {
 struct Capabilities {
   std::vector<LayerKind> kinds = {LayerKind::gdn, LayerKind::mamba2};
   bool ple = true;  // layers hosting a PLE carry (STATE-MODEL section 7)
+  // Mamba-2 layers whose output norm has other groups than ng (LayerSpec::norm_groups: Hugging
+  // Face's Mamba2 normalises the whole width). The reference runs them; the CUDA backend and the
+  // plug-in ABI (which passes no norm groups) do not.
+  bool norm_groups = true;
   std::vector<HMode> h_modes = {HMode::f32, HMode::f16, HMode::f16_pool};  // to_f16 comes with f16
   // The transitions beyond the core ones (alloc, release, prefill, decode, verify, checkpoint,
   // commit, rollback, and to_f16 in f16 mode), which every implementation runs.

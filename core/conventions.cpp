@@ -28,7 +28,8 @@ HLayout parse_h_layout(const std::string& s) {
 }
 
 const std::vector<std::string>& convention_names() {
-  static const std::vector<std::string> names = {"gates", "f16_store", "f16_rows", "conv_window", "h_layout"};
+  static const std::vector<std::string> names = {"gates", "f16_store", "f16_rows", "conv_window", "h_layout",
+                                                 "norm_groups"};
   return names;
 }
 
@@ -46,8 +47,13 @@ bool near_miss(const std::string& a, const std::string& b) {
   return prev[b.size()] <= 2;
 }
 
-void set_convention(Numerics& numerics, StateLayout& layout, const std::string& name, const std::string& value) {
-  if (name == "gates") numerics.gates = parse_gate_math(value);
+void set_convention(LayerSpec& layer, StateLayout& layout, const std::string& name, const std::string& value) {
+  Numerics& numerics = layer.numerics;
+  if (name == "norm_groups") {
+    if (value.empty() || value.size() > 6 || value.find_first_not_of("0123456789") != std::string::npos)
+      throw std::invalid_argument("norm_groups '" + value + "': expected an integer (0: ng, 1: the whole width)");
+    layer.norm_groups = std::stoi(value);
+  } else if (name == "gates") numerics.gates = parse_gate_math(value);
   else if (name == "f16_store") numerics.f16_store = parse_f16_store(value);
   else if (name == "f16_rows") numerics.f16_rows = parse_f16_rows(value);
   else if (name == "conv_window") layout.conv_window = parse_conv_window(value);

@@ -1,8 +1,8 @@
 // An engine's per-layer conventions, by the names traces, the capture ABI and Python classes spell
 // them (docs/trace-format.md "Conventions", docs/plugins.md "Convention profiles"): the numerics it
-// computes (core/layer_spec.h, Numerics: gates, f16_store, f16_rows) and the layout it keeps its
-// state in (StateLayout: conv_window, h_layout), and the conversion of state in that layout to the
-// contract's. Users: capture/capture.cpp (ssmc_set_layer_convention), cli/cmd_replay.cpp.
+// computes (core/layer_spec.h, Numerics: gates, f16_store, f16_rows; a Mamba-2 layer's norm_groups)
+// and the layout it keeps its state in (StateLayout: conv_window, h_layout), and the conversion of
+// state in that layout to the contract's. User: capture/capture.cpp (ssmc_set_layer_convention).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,12 +32,14 @@ const char* to_string(HLayout l);     // "nv,kd,vd" / "nv,vd,kd" (the names Pyth
 ConvWindow parse_conv_window(const std::string& s);  // throws std::invalid_argument
 HLayout parse_h_layout(const std::string& s);        // throws std::invalid_argument
 
-// The conventions a layer may declare, by name: gates, f16_store, f16_rows, conv_window, h_layout.
+// The conventions a layer may declare, by name: gates, f16_store, f16_rows, conv_window, h_layout,
+// norm_groups (a Mamba-2 layer's output norm groups: an integer, 0 for ng, 1 for the whole width).
 const std::vector<std::string>& convention_names();
-// Sets convention `name` to `value` in `numerics` or `layout`. std::invalid_argument names an
-// unknown convention ("unknown convention 'gate' (known: gates, ...; did you mean gates?)") or an
-// unknown value ("gates 'tourch': expected clamped or torch").
-void set_convention(Numerics& numerics, StateLayout& layout, const std::string& name, const std::string& value);
+// Sets convention `name` to `value` in `layer` (its numerics, norm_groups) or `layout`.
+// std::invalid_argument names an unknown convention ("unknown convention 'gate' (known: gates,
+// ...; did you mean gates?)") or an unknown value ("gates 'tourch': expected clamped or torch");
+// the layer is not validated here (LayerSpec::validate).
+void set_convention(LayerSpec& layer, StateLayout& layout, const std::string& name, const std::string& value);
 
 // The shape of one h-like field (h, its checkpoint, one intermediate) and one conv-like field as an
 // engine in `layout` keeps it.

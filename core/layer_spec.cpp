@@ -83,6 +83,7 @@ std::string LayerSpec::name() const {
         ",ng=" + std::to_string(ng) + ",d_conv=" + std::to_string(d_conv);
     if (!conv_bias) s += ",no_bias";
     if (norm_before_gate) s += ",norm_before_gate";
+    if (norm_group_count() != ng) s += ",norm_groups=" + std::to_string(norm_group_count());
     if (dt_min != 0.0f || !std::isinf(dt_max)) s += ",dt=[" + fmt_float(dt_min) + "," + fmt_float(dt_max) + "]";
   } else {
     s = "gdn(nk=" + std::to_string(nk) + ",nv=" + std::to_string(nv) + ",kd=" + std::to_string(kd) +
@@ -124,9 +125,12 @@ void LayerSpec::validate() const {
     if (nh % ng != 0) bad("nh must be a multiple of ng");
     if (hp > kMaxHeadDim || ns > kMaxHeadDim) bad("hp and ns must be <= " + std::to_string(kMaxHeadDim));
     if (!(dt_min >= 0.0f) || !(dt_max > dt_min) || std::isnan(dt_max)) bad("dt limits must satisfy 0 <= dt_min < dt_max");
+    if (norm_groups < 0 || norm_groups > kMaxHeads || (norm_groups > 0 && d_inner() % norm_groups != 0))
+      bad("norm_groups must divide nh*hp (0: ng)");
   } else {
     bad("unknown layer kind");
   }
+  if (kind != LayerKind::mamba2 && norm_groups != 0) bad("norm_groups is a Mamba-2 layer's");
   if (d_conv < 1 || d_conv > 8) bad("d_conv must be in 1..8");
   if (ple.channels < 0) bad("ple channels must be >= 0");
   if (ple.hosted()) {

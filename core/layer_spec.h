@@ -122,6 +122,9 @@ struct LayerSpec {
   // Mamba-2's output stage normalises before multiplying by silu(z) (mamba_ssm's
   // norm_before_gate = True; Nemotron-H's is False)
   bool norm_before_gate = false;
+  // Mamba-2's gated RMS norm groups: 0 means ng (Nemotron-H, mamba_ssm: groups of nh*hp/ng
+  // channels); 1 normalises over the whole width (Hugging Face's Mamba2 model, whatever ng is).
+  int norm_groups = 0;
   // Mamba-2's dt limits after softplus (the model's time_step_limit; (0, inf) clamps nothing)
   float dt_min = 0.0f, dt_max = std::numeric_limits<float>::infinity();
   // both kinds
@@ -135,6 +138,7 @@ struct LayerSpec {
   int heads_per_key() const { return nv / nk; }   // GDN: value head vh reads key head vh / heads_per_key
   int heads_per_group() const { return nh / ng; }  // Mamba-2: head h reads group h / heads_per_group
   int d_inner() const { return nh * hp; }          // Mamba-2
+  int norm_group_count() const { return norm_groups ? norm_groups : ng; }  // Mamba-2: groups of the output norm
   // conv channels: GDN 2*nk*kd + nv*vd ordered [Q | K | V]; Mamba-2 nh*hp + 2*ng*ns ordered [x | B | C]
   int conv_dim() const;
   std::vector<int64_t> h_shape() const;  // GDN [nv][kd][vd], vd fastest; Mamba-2 [nh][hp][ns], ns fastest

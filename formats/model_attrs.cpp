@@ -49,7 +49,7 @@ std::vector<std::string> layer_spec_attr_names(LayerKind kind) {
   for (const ShapeParam& p : s.shape_params()) v.push_back(p.name);
   v.insert(v.end(), {"d_conv", "conv_bias"});
   if (kind == LayerKind::gdn) v.push_back("output_gate");
-  if (kind == LayerKind::mamba2) v.insert(v.end(), {"norm_before_gate", "dt_min", "dt_max"});
+  if (kind == LayerKind::mamba2) v.insert(v.end(), {"norm_before_gate", "norm_groups", "dt_min", "dt_max"});
   v.insert(v.end(), {"gates", "f16_store", "f16_rows", "eps", "name"});
   if (kind == LayerKind::gdn)
     for (const auto& [name, member] : kPleAttrs) v.push_back(name);
@@ -117,6 +117,7 @@ void write_layer_spec_attrs(hid_t g, const LayerSpec& s) {
   if (s.kind == LayerKind::gdn) h5::write_attr_str(g, "output_gate", to_string(s.output_gate));
   // Mamba-2's options, where they are not the defaults (absent: norm after the gate, dt limits (0, inf))
   if (s.norm_before_gate) h5::write_attr_i64(g, "norm_before_gate", 1);
+  if (s.norm_groups != 0) h5::write_attr_i64(g, "norm_groups", s.norm_groups);
   if (s.dt_min != 0.0f) h5::write_attr_f32(g, "dt_min", s.dt_min);
   if (!std::isinf(s.dt_max)) h5::write_attr_f32(g, "dt_max", s.dt_max);
   // the numerics, where they are not the contract's (absent: clamped, saturate, stored)
@@ -153,6 +154,7 @@ LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::stri
     else throw FormatError(r.file(), lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
   }
   if (r.has_attr(g, lp, "norm_before_gate")) s.norm_before_gate = r.int_attr(g, lp, "norm_before_gate", 0, 1) != 0;
+  if (r.has_attr(g, lp, "norm_groups")) s.norm_groups = int(r.int_attr(g, lp, "norm_groups", 0, kMaxDim));
   for (const auto& [name, field] : {std::pair{"dt_min", &s.dt_min}, std::pair{"dt_max", &s.dt_max}}) {
     if (!r.has_attr(g, lp, name)) continue;
     const double v = r.guard(lp + "@" + name, [&, n = name] { return h5::read_attr_float(g, n); });

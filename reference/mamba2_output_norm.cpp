@@ -1,5 +1,6 @@
 // Reference Mamba-2 output stage: the gated RMS norm per group (Nemotron-H's MambaRMSNormGated
-// with group_size = nh*hp/ng and norm_before_gate false; the true variant as an option).
+// with group_size = nh*hp/ng and norm_before_gate false; the true variant as an option; the layer's
+// norm_groups 1 normalises the whole width, as Hugging Face's Mamba2 model does).
 #include <cmath>
 
 #include "reference/mamba2_math.h"
@@ -12,11 +13,11 @@ double silu(double z) { return z / (1.0 + std::exp(-z)); }
 }  // namespace
 
 VecD mamba2_output_norm(const LayerSpec& s, const LayerWeights& w, const VecD& y, const float* z) {
-  const Eigen::Index n = y.size(), group = n / s.ng;
+  const Eigen::Index n = y.size(), group = n / s.norm_group_count();
   VecD u(n);
   for (Eigen::Index j = 0; j < n; ++j) u[j] = s.norm_before_gate ? y[j] : y[j] * silu(z[j]);
   VecD out(n);
-  for (int g = 0; g < s.ng; ++g) {
+  for (int g = 0; g < s.norm_group_count(); ++g) {
     const auto seg = u.segment(g * group, group);
     const double r = 1.0 / std::sqrt(seg.squaredNorm() / double(group) + double(s.eps));
     for (Eigen::Index j = g * group; j < (g + 1) * group; ++j)
@@ -27,7 +28,7 @@ VecD mamba2_output_norm(const LayerSpec& s, const LayerWeights& w, const VecD& y
 
 VecD mamba2_output_norm_condition(const LayerSpec& s, const LayerWeights& w, const VecD& y, const VecD& S,
                                   const float* z) {
-  const Eigen::Index n = y.size(), group = n / s.ng;
+  const Eigen::Index n = y.size(), group = n / s.norm_group_count();
   // the normalised quantity u and its error Su; the factor c applied after the norm
   VecD u(n), Su(n), c(n);
   for (Eigen::Index j = 0; j < n; ++j) {
@@ -37,7 +38,7 @@ VecD mamba2_output_norm_condition(const LayerSpec& s, const LayerWeights& w, con
     c[j] = std::fabs(double(w.norm_w[size_t(j)]) * (s.norm_before_gate ? g : 1.0));
   }
   VecD out(n);
-  for (int g = 0; g < s.ng; ++g) {
+  for (int g = 0; g < s.norm_group_count(); ++g) {
     const Eigen::Index b = g * group;
     const double r = 1.0 / std::sqrt(u.segment(b, group).squaredNorm() / double(group) + double(s.eps));
     if (r == 0.0) {  // an infinite element: the finite ones come out exactly 0, the others NaN, whatever rounds

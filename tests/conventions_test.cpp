@@ -11,7 +11,7 @@ namespace ssm {
 namespace {
 
 std::string error_of(const std::string& name, const std::string& value) {
-  Numerics n;
+  LayerSpec n;
   StateLayout l;
   try {
     set_convention(n, l, name, value);
@@ -22,30 +22,34 @@ std::string error_of(const std::string& name, const std::string& value) {
 }
 
 TEST(Conventions, EveryNameSetsItsFieldAndPrintsBack) {
-  Numerics n;
+  LayerSpec s;
+  Numerics& n = s.numerics;
   StateLayout l;
-  EXPECT_EQ(convention_names().size(), 5u);
-  set_convention(n, l, "gates", "torch");
-  set_convention(n, l, "f16_store", "inf");
-  set_convention(n, l, "f16_rows", "carried");
-  set_convention(n, l, "conv_window", "d_conv-1");
-  set_convention(n, l, "h_layout", "nv,vd,kd");
+  EXPECT_EQ(convention_names().size(), 6u);
+  set_convention(s, l, "gates", "torch");
+  set_convention(s, l, "f16_store", "inf");
+  set_convention(s, l, "f16_rows", "carried");
+  set_convention(s, l, "conv_window", "d_conv-1");
+  set_convention(s, l, "h_layout", "nv,vd,kd");
   EXPECT_EQ(n.flags(), " --gates torch --f16-store inf --f16-rows carried");
   EXPECT_EQ(std::string(to_string(l.conv_window)), "d_conv-1");
   EXPECT_EQ(std::string(to_string(l.h_layout)), "nv,vd,kd");
   EXPECT_FALSE(l.is_contract());
-  set_convention(n, l, "conv_window", "d_conv");
-  set_convention(n, l, "h_layout", "nv,kd,vd");
-  set_convention(n, l, "gates", "clamped");
+  set_convention(s, l, "conv_window", "d_conv");
+  set_convention(s, l, "h_layout", "nv,kd,vd");
+  set_convention(s, l, "gates", "clamped");
   EXPECT_TRUE(l.is_contract());
   EXPECT_EQ(n.gates, GateMath::clamped);
+  set_convention(s, l, "norm_groups", "1");
+  EXPECT_EQ(s.norm_groups, 1);
 }
 
 TEST(Conventions, UnknownNamesAndValuesAreRefusedNamingThem) {
   EXPECT_EQ(error_of("gate", "torch"),
-            "unknown convention 'gate' (known: gates, f16_store, f16_rows, conv_window, h_layout); did you mean gates?");
+            "unknown convention 'gate' (known: gates, f16_store, f16_rows, conv_window, h_layout, norm_groups); did you mean gates?");
   EXPECT_EQ(error_of("frobnicate", "x"),
-            "unknown convention 'frobnicate' (known: gates, f16_store, f16_rows, conv_window, h_layout)");
+            "unknown convention 'frobnicate' (known: gates, f16_store, f16_rows, conv_window, h_layout, norm_groups)");
+  EXPECT_EQ(error_of("norm_groups", "-1"), "norm_groups '-1': expected an integer (0: ng, 1: the whole width)");
   EXPECT_EQ(error_of("gates", "tourch"), "gates 'tourch': expected clamped or torch");
   EXPECT_EQ(error_of("conv_window", "d_conv-2"), "conv_window 'd_conv-2': expected d_conv or d_conv-1");
   EXPECT_EQ(error_of("h_layout", "vd,kd"), "h_layout 'vd,kd': expected nv,kd,vd or nv,vd,kd");

@@ -117,6 +117,19 @@ TEST(hf_config, falcon_h1_options) {
   EXPECT_FALSE(model_from_hf_config(p).layers.at(0).norm_before_gate);
 }
 
+// Hugging Face's Mamba2 model (model_type mamba2): unprefixed names, a Mamba-2 layer in every block,
+// B and C in n_groups groups but the output norm over the whole width (norm_groups 1).
+TEST(hf_config, hf_mamba2_normalises_the_whole_width) {
+  test::TempDir dir;
+  const std::string p = dir.file("mamba2.json");
+  std::ofstream(p) << R"({"model_type": "mamba2", "num_hidden_layers": 3, "num_heads": 8, "head_dim": 4,
+    "state_size": 16, "n_groups": 2, "conv_kernel": 4, "use_conv_bias": true, "layer_norm_epsilon": 1e-5})";
+  const ModelSpec m = model_from_hf_config(p);
+  ASSERT_EQ(m.layers.size(), 3u);
+  EXPECT_EQ(m.layers[0].name(), "mamba2(nh=8,hp=4,ns=16,ng=2,d_conv=4,norm_groups=1)");
+  EXPECT_EQ(m.layers[0].norm_group_count(), 1);
+}
+
 class hf_config_errors : public ::testing::Test {
  protected:
   test::TempDir dir;

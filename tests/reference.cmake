@@ -5,4 +5,8 @@ ssmcheck_test(reference_test LABEL cpu
           head_store_test.cpp underflow_condition_test.cpp
   LIBS ssmcheck_reference ssmcheck_fixtures OpenMP::OpenMP_CXX)
 ssmcheck_test(mamba2_test LABEL cpu SOURCES mamba2_test.cpp LIBS ssmcheck_reference ssmcheck_fixtures OpenMP::OpenMP_CXX)
+# A Mamba-2 layer's output norm groups (Hugging Face's Mamba2: the whole width): the reference's
+# output stage, the name and bounds, the capability the CUDA backend and plug-ins lack, traces.
+ssmcheck_test(mamba2_norm_groups_test LABEL cpu SOURCES mamba2_norm_groups_test.cpp
+  LIBS ssmcheck_reference ssmcheck_formats OpenMP::OpenMP_CXX)
 ssmcheck_test(ple_test LABEL cpu SOURCES ple_test.cpp LIBS ssmcheck_reference ssmcheck_fixtures ssmcheck_formats ssmcheck_compare)

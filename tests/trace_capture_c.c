@@ -619,11 +619,12 @@ static void misuse_conventions(const char* path) {
   EXPECT(ssmc_state_field_shape(t, 0, "h", d) == 3 && d[0] == NV && d[1] == KD && d[2] == VD);
   EXPECT_MSG(ssmc_set_layer_convention(t, 0, "gate", "torch") == SSMC_ERR_ARGUMENT,
              "ssmc_set_layer_convention: layer 0: unknown convention 'gate' (known: gates, f16_store, f16_rows, "
-             "conv_window, h_layout); did you mean gates?");
+             "conv_window, h_layout, norm_groups); did you mean gates?");
   EXPECT_MSG(ssmc_set_layer_convention(t, 0, "f16_store", "overflow") == SSMC_ERR_ARGUMENT,
              "f16 store 'overflow': expected saturate or inf");
   EXPECT_MSG(ssmc_set_layer_convention(t, 1, "gates", "torch") == SSMC_ERR_ARGUMENT, "layer 1 outside 0..0");
   EXPECT_MSG(ssmc_set_layer_convention(t, 0, NULL, "torch") == SSMC_ERR_ARGUMENT, "name or value is null");
+  EXPECT_MSG(ssmc_set_layer_convention(t, 0, "norm_groups", "1") == SSMC_ERR_ARGUMENT, "norm_groups is a Mamba-2 layer's");
   EXPECT(ssmc_set_layer_convention(t, 0, "h_layout", "nv,vd,kd") == SSMC_OK);
   EXPECT(ssmc_set_layer_convention(t, 0, "conv_window", "d_conv-1") == SSMC_OK);
   EXPECT(ssmc_state_field_shape(t, 0, "h_intermediate", d) == 3 && d[0] == NV && d[1] == VD && d[2] == KD);

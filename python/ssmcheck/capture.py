@@ -422,7 +422,8 @@ class TraceWriter:
         """The conventions of layer `layer` (already added; before the first op; ABI minor 4), by
         name=value as docs/trace-format.md ("Conventions") and the library define them: gates
         ("clamped" or "torch"), f16_store ("saturate" or "inf"), f16_rows ("stored" or "carried"),
-        conv_window ("d_conv" or "d_conv-1") and h_layout ("nv,kd,vd" or "nv,vd,kd"). The library
+        conv_window ("d_conv" or "d_conv-1"), h_layout ("nv,kd,vd" or "nv,vd,kd") and, on a Mamba-2
+        layer, norm_groups (0: ng; 1: the output norm over the whole width, HF's Mamba2). The library
         checks names and values (an unknown one raises CaptureError naming it); op.state then takes
         this layer's h and conv fields in the shapes the library reports for them."""
         where = "layer %s" % (layer,)

@@ -700,12 +700,15 @@ def test_conventions(tmp):
     try:
         tiny_mixed(w)
         expect_error(ssmcheck.CaptureError, "unknown convention 'gate' (known: gates, f16_store, f16_rows, conv_window, "
-                     "h_layout); did you mean gates?", lambda: w.set_layer_conventions(0, gate="torch"),
+                     "h_layout, norm_groups); did you mean gates?", lambda: w.set_layer_conventions(0, gate="torch"),
                      "a misspelt convention name")
         expect_error(ssmcheck.CaptureError, "conv_window 'd_conv-2': expected d_conv or d_conv-1",
                      lambda: w.set_layer_conventions(1, conv_window="d_conv-2"), "an unknown convention value")
         expect_error(ValueError, "layer 2: the trace has 2 layers", lambda: w.set_layer_conventions(2, gates="torch"),
                      "a layer not added")
+        expect_error(ssmcheck.CaptureError, "norm_groups must divide nh*hp",
+                     lambda: w.set_layer_conventions(1, norm_groups=5), "norm groups that do not divide nh*hp")
+        w.set_layer_conventions(1, norm_groups=1)  # HF's Mamba2: the output norm over the whole width
         w.set_layer_conventions(1, conv_window="d_conv-1", h_layout="nv,vd,kd")  # Mamba-2: h [nh][ns][hp]
         op = w.op("alloc")  # never ended: the capture is abandoned
         expect_error(ValueError, "layer 1 h has shape (4, 6, 10), expected (4, 10, 6)",
