@@ -68,6 +68,8 @@ TEST(ReplayFrom, FromEveryStartPointAndBisectAgreeWithAFullReplayOnEveryFixture)
     }
     if (t.header.expect) EXPECT_TRUE(bi.last.matches(*t.header.expect));
   }
+  std::printf("%zu fixtures (%d diverge), replayed from %d start points and bisected\n", traces.size(), diverging,
+              starts_tried);
   EXPECT_GE(diverging, 10);
   EXPECT_GE(starts_tried, 100);  // most fixtures record every live sequence in every layer after every op
 }
@@ -107,6 +109,8 @@ TEST(ReplayFrom, BisectFindsALateFaultInAFewSegmentsAndFromSkipsToIt) {
   EXPECT_GE(bi.segments.size(), 5u) << bi.text();  // the fault is in the last few ops: halving runs
   EXPECT_LE(bi.segments.size(), size_t(std::ceil(std::log2(double(bi.boundaries.size())))) + 1) << bi.text();
   EXPECT_EQ(bi.ops_replayed, fault + 1);
+  std::printf("%zu ops, fault at op %d: bisected in %zu segments over %zu boundaries\n", t.ops.size(), fault,
+              bi.segments.size(), bi.boundaries.size());
   // the command line: --from says what it skipped, --bisect its segments, both find the op
   const std::string path = dir.file("long.h5");
   cmp::write_trace(path, t.header, t.ops);
