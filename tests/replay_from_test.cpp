@@ -153,6 +153,16 @@ TEST(ReplayFrom, AnOpWithoutAFullStateSaysSoAndBadOpsAreRefused) {
   EXPECT_TRUE(replay::start_points(t).empty());
 }
 
+TEST(ReplayFrom, ABackendThatCannotImportAStateIsRefusedByName) {
+  const std::string path = std::string(SSMCHECK_FIXTURES_DIR) + "/traces/tiny_f32_every_op.h5";
+  const Shell r = sh(std::string(SSMCHECK_BIN) + " replay " + q(path) + " --from 5 --backend plugin:" +
+                     q(SSMCHECK_REFERENCE_PLUGIN));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("cannot import a recorded state (Backend::import_state): replay it from op 0"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on plugin:"), std::string::npos) << r.out;
+}
+
 // A backend with a planted slip: `commit 2 4` on pool slot 1 restores intermediate n instead of n-1.
 class CommitSlip : public ref::ReferenceBackend {
  public:

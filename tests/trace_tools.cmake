@@ -5,5 +5,6 @@ ssmcheck_test(trace_tools_test LABEL cpu TIMEOUT 900
   SOURCES trace_writer_lock_test.cpp replay_from_test.cpp
   LIBS ssmcheck_replay ssmcheck_compare ssmcheck_formats ssmcheck_reference ssmcheck_fixtures ssmcheck_capture)
 target_compile_definitions(trace_tools_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
-  SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-add_dependencies(trace_tools_test ssmcheck)
+  SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+  SSMCHECK_REFERENCE_PLUGIN="$<TARGET_FILE:ssmcheck_reference_plugin>")
+add_dependencies(trace_tools_test ssmcheck ssmcheck_reference_plugin)
