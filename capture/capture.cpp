@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <thread>
 
 #include "core/conventions.h"
@@ -753,7 +754,7 @@ ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const char* fie
     const StateLayout lay = t->layouts.count(layer) ? t->layouts.at(layer) : StateLayout{};
     Tensor x = Tensor::zeros(dt, is_h ? h_shape_in(s, lay) : conv_shape_in(s, lay));
     copy_in(x.raw(), data, x.bytes(), mem, field);
-    x = is_h ? h_to_contract(x, s, lay) : conv_to_contract(x, s, lay);
+    x = is_h ? h_to_contract(std::move(x), s, lay) : conv_to_contract(std::move(x), s, lay);
     PendingLayer& pl = ps.layers[layer];
     auto put = [&](std::optional<Tensor>& slot) {
       need(!slot.has_value(), SSMC_ERR_ORDER, fmt::format("{} of seq {} layer {} given twice", f, seq, layer));

@@ -91,7 +91,7 @@ void check_shape(const Tensor& t, const std::vector<int64_t>& want, const char* 
 }
 }  // namespace
 
-Tensor h_to_contract(const Tensor& t, const LayerSpec& s, const StateLayout& layout) {
+Tensor h_to_contract(Tensor t, const LayerSpec& s, const StateLayout& layout) {
   check_shape(t, h_shape_in(s, layout), "h");
   if (layout.h_layout == HLayout::kd_vd) return t;
   const std::vector<int64_t> d = s.h_shape();  // [A][B][C] from the engine's [A][C][B]
@@ -106,7 +106,7 @@ Tensor h_to_contract(const Tensor& t, const LayerSpec& s, const StateLayout& lay
   return out;
 }
 
-Tensor conv_to_contract(const Tensor& t, const LayerSpec& s, const StateLayout& layout) {
+Tensor conv_to_contract(Tensor t, const LayerSpec& s, const StateLayout& layout) {
   check_shape(t, conv_shape_in(s, layout), "conv");
   if (layout.conv_window == ConvWindow::d_conv) return t;
   Tensor out = Tensor::zeros(DType::f32, {s.conv_dim(), s.d_conv});  // column 0: not kept, not compared

@@ -49,8 +49,9 @@ std::vector<int64_t> conv_shape_in(const LayerSpec& s, const StateLayout& layout
 // [conv_dim][d_conv]). A short conv window comes back with column 0 zero: mark the state
 // conv_oldest_column_absent (core/state.h), so that it is not compared. Throws
 // std::invalid_argument when `t`'s shape is not the engine's.
-Tensor h_to_contract(const Tensor& t, const LayerSpec& s, const StateLayout& layout);
-Tensor conv_to_contract(const Tensor& t, const LayerSpec& s, const StateLayout& layout);
+// (By value: in the contract's layout already, `t` is moved through, not copied.)
+Tensor h_to_contract(Tensor t, const LayerSpec& s, const StateLayout& layout);
+Tensor conv_to_contract(Tensor t, const LayerSpec& s, const StateLayout& layout);
 
 // Edit distance at most 2 between a and b (a likely misspelling), case-insensitive.
 bool near_miss(const std::string& a, const std::string& b);

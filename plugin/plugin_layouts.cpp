@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/conventions.h"
 #include "core/state.h"
 
 namespace ssm::plugin {
@@ -147,27 +148,14 @@ SequenceState ExportRoom::read(int slot, const std::string& who) const {
   out.prefill_stage_absent = conventions_.no_prefill_stage;
   out.last_verify_k = st.last_verify_k;
   // the plug-in's conventions (docs/plugins.md, "Convention profiles") to the contract's layouts
-  const bool short_window = conventions_.short_conv_window, transposed = conventions_.h_transposed;
-  auto h_field = [&](const void* p, bool f16, const LayerSpec& sp) {
-    if (!transposed) return tensor(p, f16, h_shape(sp));
-    Tensor t = Tensor::zeros(f16 ? DType::f16 : DType::f32, h_shape(sp));
-    const size_t e = dtype_size(t.dtype());
-    const char* src = static_cast<const char*>(p);
-    char* dst = static_cast<char*>(t.raw());
-    const std::vector<int64_t> d = h_shape(sp);  // [A][B][C] from the plug-in's [A][C][B]
-    for (int64_t h = 0; h < d[0]; ++h)            // (GDN [nv][vd][kd], Mamba-2 [nh][ns][hp])
-      for (int64_t i = 0; i < d[1]; ++i)
-        for (int64_t j = 0; j < d[2]; ++j)
-          std::memcpy(dst + size_t((h * d[1] + i) * d[2] + j) * e, src + size_t((h * d[2] + j) * d[1] + i) * e, e);
-    return t;
+  const StateLayout layout{conventions_.short_conv_window ? ConvWindow::d_conv_minus_1 : ConvWindow::d_conv,
+                           conventions_.h_transposed ? HLayout::vd_kd : HLayout::kd_vd};
+  const bool short_window = layout.conv_window == ConvWindow::d_conv_minus_1;
+  auto h_field = [&](const void* p, bool f16, const LayerSpec& sp) {  // core/conventions.h: the conversions
+    return h_to_contract(tensor(p, f16, h_shape_in(sp, layout)), sp, layout);
   };
-  auto conv_field = [&](const float* p, const LayerSpec& sp) {
-    if (!short_window) return tensor(p, false, conv_shape(sp));
-    Tensor t = Tensor::zeros(DType::f32, conv_shape(sp));  // column 0: not kept, not compared
-    const int D = sp.d_conv;
-    for (int c = 0; c < sp.conv_dim(); ++c)
-      std::memcpy(t.f32() + size_t(c) * D + 1, p + size_t(c) * (D - 1), size_t(D - 1) * sizeof(float));
-    return t;
+  auto conv_field = [&](const float* p, const LayerSpec& sp) {  // column 0 of a short window: zero, not compared
+    return conv_to_contract(tensor(p, false, conv_shape_in(sp, layout)), sp, layout);
   };
   for (size_t l = 0; l < states_.size(); ++l) {
     const ssmp_layer_state& s = states_[l];
