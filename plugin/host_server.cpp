@@ -364,7 +364,9 @@ class Server {
     for (size_t l = 0; l < n; ++l) {
       const LayerSpec& s = p.layers[l];
       const std::string at = "layer " + std::to_string(l) + " ";
-      // the weights in the wire's order: conv_w, [conv_bias], A_log, dt_bias, norm_w, [D], [ple_w]
+      // the weights in the wire's order, which names them as core does (LayerSpec::weights)
+      std::map<std::string, const float*> w;
+      for (const WeightField& wf : s.weights()) w[wf.name] = in(f, next++, at + wf.name);
       ssmp_layer& L = layers[l];
       L.kind = s.kind == LayerKind::mamba2 ? SSMP_LAYER_MAMBA2 : SSMP_LAYER_GDN;
       if (s.kind == LayerKind::gdn) {
@@ -373,17 +375,17 @@ class Server {
       }
       L.d_conv = s.d_conv;
       L.eps = s.eps;
-      L.conv_w = in(f, next++, at + "conv_w");
-      L.conv_bias = s.conv_bias ? in(f, next++, at + "conv_bias") : nullptr;
-      L.A_log = in(f, next++, at + "A_log");
-      L.dt_bias = in(f, next++, at + "dt_bias");
-      L.norm_w = in(f, next++, at + "norm_w");
+      L.conv_w = w.at("conv_w");
+      L.conv_bias = s.conv_bias ? w.at("conv_bias") : nullptr;
+      L.A_log = w.at("A_log");
+      L.dt_bias = w.at("dt_bias");
+      L.norm_w = w.at("norm_w");
       if (s.kind == LayerKind::mamba2) {
-        m2[l] = {s.nh, s.hp, s.ns, s.ng, s.norm_before_gate ? 1 : 0, s.dt_min, s.dt_max, in(f, next++, at + "D")};
+        m2[l] = {s.nh, s.hp, s.ns, s.ng, s.norm_before_gate ? 1 : 0, s.dt_min, s.dt_max, w.at("D")};
         any_m2 = true;
       }
       if (s.ple.hosted()) {
-        ple[l] = {s.ple.channels, s.ple.ngram_size, s.ple.k_size, s.ple.dilation, s.ple.eos_id, in(f, next++, at + "ple_w")};
+        ple[l] = {s.ple.channels, s.ple.ngram_size, s.ple.k_size, s.ple.dilation, s.ple.eos_id, w.at("ple_w")};
         any_ple = true;
       }
     }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/child_process.h"
+#include "core/conventions.h"
 #include "plugin/capabilities_wire.h"
 #include "plugin/config_model.h"
 
@@ -230,8 +231,7 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
     set_text(err->message, sizeof err->message, e.what());
     return SSMP_ERROR;
   }
-  // each layer's description, then its weights in this order: conv_w, [conv_bias], A_log,
-  // dt_bias, norm_w, [D (Mamba-2)], [ple_w (a PLE carry)]
+  // each layer's description with its geometry, then its weights in the order the geometry names them
   for (size_t l = 0; l < m.spec.layers.size(); ++l) {
     const LayerSpec& L = m.spec.layers[l];
     const LayerWeights& W = m.weights[l];
@@ -249,8 +249,18 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
     d["ple"] = L.ple.hosted() ? json{{"channels", L.ple.channels}, {"ngram_size", L.ple.ngram_size},
                                      {"k_size", L.ple.k_size}, {"dilation", L.ple.dilation}, {"eos_id", L.ple.eos_id}}
                               : json(nullptr);
-    for (const std::vector<float>* v : {&W.conv_w, &W.conv_bias, &W.A_log, &W.dt_bias, &W.norm_w, &W.D, &W.ple_w})
-      if (!v->empty()) w.push_back(floats(v->data(), v->size()));  // m outlives the call
+    // the layer's geometry as core states it once (core/layer_geometry.cpp), so the Python side
+    // restates no formula: conv channels, output width, h's shape, the per-token inputs and the
+    // weights by name, the weights following in that order
+    json inputs = json::array(), weights = json::array();
+    for (const InputField& f : L.inputs()) inputs.push_back({f.name, f.width});
+    for (const WeightField& f : L.weights()) {
+      weights.push_back({f.name, f.shape});
+      const std::vector<float>& v = W.*f.member;
+      w.push_back(floats(v.data(), v.size()));  // m outlives the call
+    }
+    d["geometry"] = {{"conv_dim", L.conv_dim()}, {"out_dim", L.out_dim()}, {"h_shape", L.h_shape()},
+                     {"inputs", inputs},         {"weights", weights}};
   }
   I.layers = m.spec.layers;
   const char* mode = c->h_mode == SSMP_H_F16 ? "f16" : c->h_mode == SSMP_H_F16_POOL ? "f16-pool" : "f32";
@@ -431,7 +441,7 @@ int async_pending(void* p, int slot) {
 // of a Python class (bridge.py's declared()).
 uint32_t declared_flags(const json& hello) {
   if (hello.contains("flags")) return hello.at("flags").get<uint32_t>();
-  // key, the contract's value, the other value, and the flag that other value sets
+  // key, the contract's value, the other value (core/conventions.h's names), and the flag the other sets
   struct Choice {
     const char* key;
     const char* contract;
@@ -439,11 +449,12 @@ uint32_t declared_flags(const json& hello) {
     uint32_t flag;
   };
   static const Choice choices[] = {
-      {"conv_window", "d_conv", "d_conv-1", SSMP_CONV_WINDOW_D_CONV_MINUS_1},
-      {"h_layout", "nv,kd,vd", "nv,vd,kd", SSMP_H_VD_KD},
-      {"gates", "clamped", "torch", SSMP_GATES_TORCH},
-      {"f16_store", "saturate", "inf", SSMP_F16_STORE_INF},
-      {"f16_rows", "stored", "carried", SSMP_F16_ROWS_CARRIED},
+      {"conv_window", to_string(ConvWindow::d_conv), to_string(ConvWindow::d_conv_minus_1),
+       SSMP_CONV_WINDOW_D_CONV_MINUS_1},
+      {"h_layout", to_string(HLayout::kd_vd), to_string(HLayout::vd_kd), SSMP_H_VD_KD},
+      {"gates", to_string(GateMath::clamped), to_string(GateMath::torch), SSMP_GATES_TORCH},
+      {"f16_store", to_string(F16Store::saturate), to_string(F16Store::inf), SSMP_F16_STORE_INF},
+      {"f16_rows", to_string(F16Rows::stored), to_string(F16Rows::carried), SSMP_F16_ROWS_CARRIED},
   };
   uint32_t flags = (hello.value("own_legality", false) ? SSMP_OWN_LEGALITY : 0) |
                    (hello.value("bitwise", false) ? SSMP_BITWISE : 0) |

@@ -240,7 +240,7 @@ TEST(Replay, RecordThenReplayFromTheCommandLine) {
   EXPECT_NE(rep.out.find("backend cuda: skipped"), std::string::npos) << rep.out;
 #endif
   // recorded by this very backend and build: judged bit for bit without asking
-  EXPECT_NE(rep.out.find("judged bit for bit: recorded by this backend and build (ssmcheck "), std::string::npos)
+  EXPECT_NE(rep.out.find("judged bit for bit: recorded by this backend and numerics (reference numerics:"), std::string::npos)
       << rep.out;
   const Shell bitwise = sh(bin + " replay --bitwise " + q(p));
   EXPECT_EQ(bitwise.code, 0) << bitwise.out;  // same backend, same inputs: same bits

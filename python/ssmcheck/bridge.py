@@ -70,7 +70,13 @@ class Refused(Exception):
 
 
 def _geometry(desc):
-    """(conv_dim, heads, out_dim, h_shape) of a layer description; heads is the width of a."""
+    """(conv_dim, heads, out_dim, h_shape) of a layer description; heads is the width of a. ssmcheck
+    sends each layer's "geometry" as core/layer_geometry.cpp states it once; a description built by
+    hand (a class driven without ssmcheck: python/examples/write_trace.py) has none, and gets the
+    same numbers from the shape parameters."""
+    g = desc.get("geometry")
+    if g is not None:
+        return g["conv_dim"], g["inputs"][1][1], g["out_dim"], tuple(g["h_shape"])
     if desc["kind"] == "mamba2":
         return desc["nh"] * desc["hp"] + 2 * desc["ng"] * desc["ns"], desc["nh"], desc["nh"] * desc["hp"], \
             (desc["nh"], desc["hp"], desc["ns"])
@@ -79,14 +85,9 @@ def _geometry(desc):
 
 
 def _weight_shapes(desc):
-    """The weights of a layer description as ssmcheck sends them (hosted_plugin.cpp's create_pool),
-    in order: [(name, shape)]."""
-    conv_dim, heads, out_dim, _ = _geometry(desc)
-    m2 = desc["kind"] == "mamba2"
-    w = [("conv_w", (conv_dim, desc["d_conv"]))] + ([("conv_bias", (conv_dim,))] if desc["conv_bias"] else [])
-    w += [("A_log", (heads,)), ("dt_bias", (heads,)), ("norm_w", (out_dim,) if m2 else (desc["vd"],))]
-    w += [("D", (heads,))] if m2 else []
-    return w + ([("ple_w", (desc["ple"]["channels"], desc["ple"]["k_size"]))] if desc.get("ple") else [])
+    """The weights of a layer description in the order ssmcheck sends them, as its geometry names
+    them: [(name, shape)]."""
+    return [(name, tuple(shape)) for name, shape in desc["geometry"]["weights"]]
 
 
 class Layer:
