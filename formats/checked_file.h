@@ -17,6 +17,7 @@
 #include <system_error>
 #include <utility>
 
+#include "formats/file_version.h"
 #include "formats/format_error.h"
 #include "formats/hdf5_file.h"
 #include "formats/output_file.h"
@@ -80,14 +81,15 @@ class CheckedReader {
     return v;
   }
 
-  // The root attributes format and version of the open file `f` must be `format` and `version`.
-  void check_format(hid_t f, const std::string& format, int64_t version) const {
+  // The root attribute format of the open file `f` must be `format`, and its version one of
+  // `versions` (formats/file_version.h); returns the version, on which the reader dispatches.
+  int64_t check_format(hid_t f, const std::string& format, const FileVersions& versions) const {
     const std::string found = str_attr(f, "/", "format");
     if (found != format) throw FormatError(file_, "/@format", "is '" + found + "', expected '" + format + "'");
     const int64_t v = int_attr(f, "/", "version", INT64_MIN, INT64_MAX);
-    if (v != version)
-      throw FormatError(file_, "/@version",
-                        fmt::format("unsupported version {} (this tool reads version {})", v, version));
+    const std::string why = versions.cannot_read(v);
+    if (!why.empty()) throw FormatError(file_, "/@version", why);
+    return v;
   }
 
   bool exists(hid_t loc, const std::string& path, const std::string& name) const {

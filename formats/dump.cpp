@@ -376,7 +376,7 @@ class Reader : public CheckedReader {
 
   Dump read() {
     h5::Handle f = open("dump");
-    check_format(f, kDumpFormat, kDumpVersion);
+    check_format(f, kDumpFormat, kDumpVersions);  // version 1 is the only one yet: read below
     only_attrs(*this, f, "/", {"format", "version", "tool_version", "backend", "seed", "op_index", "ops", "case",
                                "h_mode", "sequences"});
     Dump d;

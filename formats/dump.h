@@ -14,11 +14,14 @@
 #include "core/model.h"
 #include "core/backend.h"
 #include "core/state.h"
+#include "formats/file_version.h"
 #include "formats/format_error.h"
 
 namespace ssm::cmp {
 
-constexpr int kDumpVersion = 1;
+constexpr int kDumpVersion = 1;  // what this build writes
+// What it reads: every version ever written (formats/file_version.h: what keeps and what bumps it).
+constexpr FileVersions kDumpVersions{1, kDumpVersion};
 constexpr const char* kDumpFormat = "ssmcheck-dump";
 const char* tool_version();  // the project version this binary was built from
 // The identity of this very binary: "ssmcheck <version> exe:<FNV-1a 64 of the executable file>".

@@ -542,11 +542,12 @@ class Reader : public CheckedReader {
 
  public:
   TraceHeader read_header(hid_t f) {
-    check_format(f, kTraceFormat, kTraceVersion);
+    const int64_t version = check_format(f, kTraceFormat, kTraceVersions);
     only_attrs(*this, f, "/", {"format", "version", "producer", "h_mode", "ops", "backend", "build", "tool_version",
                                "case", "description", "seed", "expect_op", "expect_seq", "expect_layer",
                                "expect_tensor"});
     TraceHeader h;
+    h.version = version;  // version 1 is the only one yet: its members are read below
     h.producer = str_attr(f, "/", "producer");
     h.tool_version = opt_str_attr(f, "/", "tool_version");
     h.backend = opt_str_attr(f, "/", "backend");

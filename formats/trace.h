@@ -14,11 +14,14 @@
 #include "core/model.h"
 #include "core/op.h"
 #include "core/state.h"
+#include "formats/file_version.h"
 #include "formats/format_error.h"
 
 namespace ssm::cmp {
 
-constexpr int kTraceVersion = 1;
+constexpr int kTraceVersion = 1;  // what this build writes
+// What it reads: every version ever written (formats/file_version.h: what keeps and what bumps it).
+constexpr FileVersions kTraceVersions{1, kTraceVersion};
 constexpr const char* kTraceFormat = "ssmcheck-trace";
 
 // Any problem with a trace is a FormatError (formats/format_error.h): "FILE: OBJECT: what",
@@ -45,6 +48,7 @@ struct TraceState {
 
 struct TraceHeader {
   std::string producer;      // who wrote the file: "ssmcheck record", an engine's name
+  int64_t version = kTraceVersion;  // the file's @version (read: any of kTraceVersions; written: kTraceVersion)
   std::string tool_version;  // filled by the writer when empty
   std::string backend;       // what produced the recorded states: "reference", "cuda", "vllm-0.9"
   // The build that produced them (cmp::build_id() for ssmcheck's own backends; an engine may

@@ -301,8 +301,12 @@ TEST_F(BadTrace, TruncatedEmptyAndForeignFiles) {
 }
 
 TEST_F(BadTrace, VersionFormatAndHeader) {
+  // every version ever written is read (kTraceVersions, formats/file_version.h); a newer one is
+  // refused saying so, one never written as not this format
   expect_bad(mutate("version.h5", [](hid_t f) { replace_attr_i64(f, "version", 2); }), "/@version",
-             "unsupported version 2");
+             "version 2 was written by a newer ssmcheck: this one reads versions 1..1 (upgrade ssmcheck to read it)");
+  expect_bad(mutate("version0.h5", [](hid_t f) { replace_attr_i64(f, "version", 0); }), "/@version",
+             "version 0 was never written by ssmcheck");
   expect_bad(mutate("format.h5", [](hid_t f) { replace_attr_str(f, "format", "ssmcheck-dump"); }), "/@format",
              "expected 'ssmcheck-trace'");
   expect_bad(mutate("mode.h5", [](hid_t f) { replace_attr_str(f, "h_mode", "bf16"); }), "/@h_mode", "bf16");

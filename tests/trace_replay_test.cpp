@@ -47,6 +47,9 @@ TEST_P(GoldenTrace, ReplaysOnTheReference) {
   const cmp::Trace t = cmp::read_trace(path);
   EXPECT_TRUE(t.finished);
   EXPECT_FALSE(t.header.expect.has_value());
+  // every bundled trace is a file of a version this build still reads (formats/file_version.h)
+  EXPECT_GE(t.header.version, cmp::kTraceVersions.oldest);
+  EXPECT_LE(t.header.version, cmp::kTraceVersions.newest);
   ref::ReferenceBackend b;
   const replay::ReplayResult r = replay::replay_trace(t, b);
   EXPECT_TRUE(r.pass()) << path << "\n" << r.text();
