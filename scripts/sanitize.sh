@@ -25,6 +25,6 @@ cd "$build"
 # the script tests of the main build stay out, and so do the tests that cannot run under ASan:
 # those that cap the address space with `ulimit -v` (ASan reserves terabytes of it for its shadow
 # memory), one that loads the sanitized capture library into an unsanitized python (ctypes), and
-# one that kills a replay 1 s in and expects a trace finished by then (ASan is several times slower)
+# one that kills a replay once its first trace finished (its crash handler under ASan is not yet checked)
 exec ctest --no-tests=error --output-on-failure -j"$jobs" -L cpu \
   -E '^(install|mutants|report|libfuzzer|python|bench_ab|speed_targets)|^Replay\.(HugeOpsAndPoolsAreErrorsBeforeAllocation|PythonExampleTraceReplays|ACrashLeavesAVerdictNamingTheTraceAndBackend)$|^HostileInput\.(PoolFlagsAndHugeModelsAreRefusedBeforeAllocating|ADumpDeclaringAHugeLayerIsRefusedBeforeReadingIt)$' "$@"

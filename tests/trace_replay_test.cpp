@@ -490,6 +490,12 @@ TEST(Gate, ACrashLeavesAVerdictNamingTheCheck) {
 
 // replay and fuzz leave a failing verdict naming the running step when they die on a signal, and
 // keep what finished before it (the same mechanism as the gate's, cli/crash_verdict.h).
+// Shell: SIGSEGV to $pid once `log` holds `text` (a replay finished, a campaign's first progress
+// line: the crash verdict is armed by then), whatever the machine's speed; after 120 s regardless.
+std::string kill_once(const std::string& log, const std::string& text) {
+  return "for i in $(seq 1200); do grep -qF -- " + q(text) + " " + q(log) + " && break; sleep 0.1; done; kill -SEGV $pid;";
+}
+
 TEST(Replay, ACrashLeavesAVerdictNamingTheTraceAndBackend) {
   TempDir dir;
   const std::string json = dir.file("r.json"), xml = dir.file("r.xml"), log = dir.file("log");
@@ -497,7 +503,7 @@ TEST(Replay, ACrashLeavesAVerdictNamingTheTraceAndBackend) {
   for (int i = 0; i < 40; ++i)
     for (const std::string& t : traces(traces_dir())) many += " " + q(traces_dir() + "/" + t);
   const Shell s = sh(std::string(SSMCHECK_BIN) + " replay" + many + " --json " + q(json) + " --junit " + q(xml) +
-                     " > " + q(log) + " 2>&1 & pid=$!; sleep 1; kill -SEGV $pid; wait $pid; echo rc=$?");
+                     " > " + q(log) + " 2>&1 & pid=$!; " + kill_once(log, "-- on ") + " wait $pid; echo rc=$?");
   EXPECT_NE(s.out.find("rc=139"), std::string::npos) << s.out;
   std::ifstream js(json);
   const nlohmann::json all = nlohmann::json::parse(js);
@@ -512,7 +518,7 @@ TEST(Replay, ACrashLeavesAVerdictNamingTheTraceAndBackend) {
 
   const std::string fx = dir.file("f.xml");
   const Shell f = sh(std::string(SSMCHECK_BIN) + " fuzz --cases 100000 --out " + q(dir.file("out")) + " --junit " +
-                     q(fx) + " > " + q(log) + " 2>&1 & pid=$!; sleep 1; kill -SEGV $pid; wait $pid; echo rc=$?");
+                     q(fx) + " > " + q(log) + " 2>&1 & pid=$!; " + kill_once(log, " cases, ") + " wait $pid; echo rc=$?");
   EXPECT_NE(f.out.find("rc=139"), std::string::npos) << f.out;
   std::ifstream fxs(fx);
   const std::string fj((std::istreambuf_iterator<char>(fxs)), {});
