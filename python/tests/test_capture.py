@@ -40,6 +40,7 @@ Exit 77 (skipped) without h5py. ctest python_capture runs it so; without PYTHONP
 be installed (pip install ./python). The test_* functions are pytest tests too (no fixtures; each
 fails when one of its checks failed; skipped without h5py).
 """
+import json
 import math
 import os
 import subprocess
@@ -687,9 +688,15 @@ def test_conventions(tmp):
     r = replay(undeclared)
     check(r.returncode == 1, "the same engine without declaring its gates diverges (rc %d): %s" % (
         r.returncode, r.stdout.strip().splitlines()[-1:]))
-    r = replay(undeclared, "--gates", "torch")
+    verdict = os.path.join(tmp, "verdict.json")
+    r = replay(undeclared, "--gates", "torch", "--json", verdict)
     check(r.returncode == 0 and "conventions from the command line: --gates torch" in r.stdout and "AGREE" in r.stdout,
           "replay --gates torch agrees and says so (rc %d): %s" % (r.returncode, r.stdout.strip().splitlines()[:3]))
+    with open(verdict) as v:
+        results = json.load(v).get("results", [])
+    check(len(results) == 1 and results[0].get("conventions_overridden", "").startswith(
+        "conventions from the command line: --gates torch (on every layer; 2 of 2 declared otherwise)"),
+          "the JSON verdict names the override: %s" % [x.get("conventions_overridden") for x in results])
     r = replay(declared, "--gates", "clamped")
     check(r.returncode == 1 and "rerun: " in r.stdout and "--gates clamped" in r.stdout,
           "replay --gates clamped of the declared trace diverges, its rerun line keeping the flag (rc %d)" % r.returncode)
