@@ -20,12 +20,12 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-
   // What determines this implementation's numerics, as one line: a digest of the code that
   // computes them (cmake/numerics.cmake) and what it runs on ("reference numerics:1a2b... glibc
   // 2.36", "cuda kernels:3c4d... sm_90 x132"). A trace recorded with the same line replays bit for
   // bit (replay/replay.h). "": unknown; the executable's identity (formats/dump.h build_id) stands in.
   virtual std::string numerics_id() const { return ""; }
+
   // Replaces any previous pool. Throws std::invalid_argument for a bad model or config.
   virtual void create_pool(const Model& model, const PoolConfig& pool) = 0;
 

@@ -55,14 +55,14 @@ struct ReplayResult {
   std::string backend, trace, note;  // note: set for an unfinished capture
   bool bitwise = false;              // judged bit for bit (forced, or the same backend and build)
   std::string judged;                // why the replay was judged as it was, one line
-  int ops_total = 0, ops_run = 0;
-  int64_t states_compared = 0, outputs_compared = 0;
-  std::vector<Divergence> divergences;  // the first one first; more only with keep_going
-  std::vector<Refusal> refusals;
   // Recorded by this backend with other numerics (Backend::numerics_id; an older trace: another
   // executable), so judged under the classes: `ssmcheck approve` re-stamps it when these numerics
   // reproduce it bit for bit.
   bool other_numerics = false;
+  int ops_total = 0, ops_run = 0;
+  int64_t states_compared = 0, outputs_compared = 0;
+  std::vector<Divergence> divergences;  // the first one first; more only with keep_going
+  std::vector<Refusal> refusals;
   std::vector<cmp::TensorMargin> margins;  // every state and output tensor compared, in op order
   // The last op before the first divergence (or overall) whose recorded evidence (states,
   // outputs, refusals) all agreed; -1 when none.
