@@ -215,8 +215,7 @@ StepOutputs& outputs_of(ssmc_trace* t, PendingOp& p, int entry) {
 
 void check_entry(const PendingOp& p, int entry) {
   const Op& o = p.op.op;
-  need(o.takes_inputs(), SSMC_ERR_ORDER,
-       "op '" + to_string(o) + "' takes no inputs and makes no outputs");
+  need(o.takes_inputs(), SSMC_ERR_ORDER, "op '" + to_string(o) + "' takes no inputs and makes no outputs");
   need(entry >= 0 && size_t(entry) < o.seqs.size(), SSMC_ERR_ARGUMENT,
        fmt::format("entry {} outside the selector's 0..{}", entry, int(o.seqs.size()) - 1));
 }
@@ -684,9 +683,10 @@ int ssmc_state_field_shape(ssmc_trace* t, int layer, const char* field, int64_t 
     const std::string f = field;
     if (f == "h" || f == "h_checkpoint" || f == "h_intermediate") shape = h_shape_in(s, lay);
     else if (f == "conv" || f == "conv_checkpoint" || f == "conv_intermediate") shape = conv_shape_in(s, lay);
-    else throw Failure{SSMC_ERR_ARGUMENT, "ssmc_state_field_shape: unknown field '" + f +
-                                              "' (known: h, conv, h_checkpoint, conv_checkpoint, h_intermediate, "
-                                              "conv_intermediate)"};
+    else
+      throw Failure{SSMC_ERR_ARGUMENT, "ssmc_state_field_shape: unknown field '" + f +
+                                           "' (known: h, conv, h_checkpoint, conv_checkpoint, h_intermediate, "
+                                           "conv_intermediate)"};
   });
   if (st != SSMC_OK) return -1;
   std::copy(shape.begin(), shape.end(), dims);

@@ -95,7 +95,7 @@ fuzz::BackendEntry plugin_entry(const std::string& flag, const std::string& text
   e.strictness = lib->bitwise() ? cmp::Strictness::bitwise : cmp::Strictness::classes;
   e.numerics = lib->numerics();
   e.caps = lib->capabilities();  // SSMP_MAMBA2, SSMP_PLE, ssmp_capabilities, pause_async_copies
-  e.caps.norm_groups = false;     // ssmp_config.mamba2 passes no norm groups: the plug-in normalises by ng
+  e.caps.norm_groups = false;    // ssmp_config.mamba2 passes no norm groups: the plug-in normalises by ng
   // a plug-in is created now once, so that a create that fails (a bad option) is an error before any work
   try {
     e.make();

@@ -49,9 +49,10 @@ void check_case_size(const ModelSpec& spec, const std::string& model, int layers
   const cmp::MemoryLimit lim = cmp::memory_limit();
   if (bytes > double(lim.bytes))
     throw std::invalid_argument(model + (layers > 0 ? " --layers " + std::to_string(layers) : std::string()) + ": " +
-                                std::to_string(spec.layers.size()) + " layers whose weights and one sequence's state "
-                                "need at least " + cmp::size_text(bytes) +
-                                ", more than the memory this process can use: " + lim.text());
+                                std::to_string(spec.layers.size()) +
+                                " layers whose weights and one sequence's state "
+                                "need at least " +
+                                cmp::size_text(bytes) + ", more than the memory this process can use: " + lim.text());
 }
 
 }  // namespace
@@ -147,7 +148,8 @@ CaseConfig CaseOptions::resolve() const {
   CaseConfig whole = c;
   whole.layers = 0;
   const std::string model = c.config_path.empty() ? "--preset " + c.preset : "--config " + c.config_path;
-  check_layers_flag(c.layers, whole.spec(), c.config_path.empty() ? "preset " + c.preset : "config.json " + c.config_path);
+  check_layers_flag(c.layers, whole.spec(),
+                    c.config_path.empty() ? "preset " + c.preset : "config.json " + c.config_path);
   check_case_size(c.spec(), model, c.layers);  // before any backend allocates a byte
   return c;
 }

@@ -85,12 +85,13 @@ int run_approve(const ApproveFlags& f) {
       o.strictness = cmp::Strictness::classes;
       o.same_build_bitwise = false;
       const replay::ReplayResult rc = replay::replay_trace(trace, *be.make(), o);
-      fmt::print("{}: NOT approved: {} differs from '{}' bit for bit, first at {}; under the tolerance classes it {}.\n"
-                 "  Re-record it with these numerics (the fixtures: BACKEND={} scripts/record_golden.sh) and review the "
-                 "change.\n",
-                 path, here, was, r.divergences.front().headline(),
-                 rc.pass() ? "agrees" : "DIVERGES at " + rc.divergences.front().headline() + " (a bug, not a rebuild?)",
-                 be.name);
+      fmt::print(
+          "{}: NOT approved: {} differs from '{}' bit for bit, first at {}; under the tolerance classes it {}.\n"
+          "  Re-record it with these numerics (the fixtures: BACKEND={} scripts/record_golden.sh) and review the "
+          "change.\n",
+          path, here, was, r.divergences.front().headline(),
+          rc.pass() ? "agrees" : "DIVERGES at " + rc.divergences.front().headline() + " (a bug, not a rebuild?)",
+          be.name);
       ++differ;
       continue;
     }
@@ -117,7 +118,8 @@ int run_approve(const ApproveFlags& f) {
 
 void add_approve_command(CLI::App& app, int* rc) {
   auto* cmd = app.add_subcommand(
-      "approve", "re-stamp traces whose recorded states this backend's numerics reproduce bit for bit (after a rebuild)");
+      "approve",
+      "re-stamp traces whose recorded states this backend's numerics reproduce bit for bit (after a rebuild)");
   auto f = std::make_shared<ApproveFlags>();
   cmd->add_option("traces", f->traces, "finished trace files")->required();
   cmd->add_option("--backend", f->backend, "the backend whose numerics approve them: " + backend_choices())

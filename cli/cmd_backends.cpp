@@ -20,10 +20,12 @@ int run_backends(const std::vector<std::string>& names) {
     fmt::print("{:<10} {}; judged against the {} ({})\n", "", e.summary, e.model_name, strictness_name(e.strictness));
     fmt::print("{:<10} runs: {}\n", "", e.caps.text());
   }
-  fmt::print("{:<10} {}\n", "plugin:", "PATH.so[,key=value...]: an implementation of plugin/ssmcheck_plugin.h, in its "
-                                       "own process (docs/plugins.md)");
-  fmt::print("{:<10} {}\n", "python:", "NAME: a Python class, through ssmcheck.run(args, Class) (python/ssmcheck, "
-                                       "docs/plugins.md \"Python\")");
+  fmt::print("{:<10} {}\n", "plugin:",
+             "PATH.so[,key=value...]: an implementation of plugin/ssmcheck_plugin.h, in its "
+             "own process (docs/plugins.md)");
+  fmt::print("{:<10} {}\n", "python:",
+             "NAME: a Python class, through ssmcheck.run(args, Class) (python/ssmcheck, "
+             "docs/plugins.md \"Python\")");
   int rc = kExitOk;
   for (const std::string& n : names) {
     try {

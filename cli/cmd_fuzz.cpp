@@ -85,8 +85,8 @@ std::string fixed_cases_line(const std::vector<std::string>& args, const fuzz::C
 
 // The verdict of one test case (fuzz: the campaign; check: the script).
 replay::GateResult one_case(const std::string& tool, uint64_t seed, const std::string& suite, const std::string& name,
-                            bool pass, const std::string& message, const std::string& details = "",
-                            double seconds = 0, int shrunk_ops = -1, nlohmann::json evidence = nullptr) {
+                            bool pass, const std::string& message, const std::string& details = "", double seconds = 0,
+                            int shrunk_ops = -1, nlohmann::json evidence = nullptr) {
   replay::GateResult v;
   v.tool = tool;
   v.seed = seed;
@@ -156,7 +156,8 @@ int run_fuzz(const FuzzFlags& f) {
   if (o.h_mode && !be.caps.runs(*o.h_mode))
     throw BackendUnavailable("--h-mode " + f.h_mode + ": " + be.caps.cannot_run(ModelSpec{}, *o.h_mode, be.name));
   if (o.preset || o.config_path) {
-    const ModelSpec spec = o.config_path ? model_from_hf_config(*o.config_path, f.layers) : make_preset(*o.preset, f.layers);
+    const ModelSpec spec =
+        o.config_path ? model_from_hf_config(*o.config_path, f.layers) : make_preset(*o.preset, f.layers);
     if (const std::string why = be.cannot_run(spec); !why.empty())
       throw BackendUnavailable((o.config_path ? "--config " + *o.config_path : "--preset " + f.preset) + ": " + why);
   }
@@ -203,13 +204,13 @@ int run_fuzz(const FuzzFlags& f) {
     fmt::print("  the cases that ran, replayable: {}\n", fixed_cases_line(own_command_line(), r));
   if (f.verdict.any()) {  // one test case: the campaign
     const bool ok = !r.failed && !r.gave_up && r.cases > 0 && r.coverage_missing.empty() && r.bias.empty();
-    const std::string message =
-        r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
-        : r.gave_up ? "gave up: " + r.message
-        : r.cases == 0 ? std::string("no case ran")
-        : !r.bias.empty() ? "bias check failed: " + r.bias.front()
-        : !r.coverage_missing.empty() ? std::string("coverage check failed")
-                                      : fmt::format("{} cases, {} sequences, {} ops: passed", r.cases, r.sequences(), r.ops);
+    const std::string message = r.failed          ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
+                                : r.gave_up       ? "gave up: " + r.message
+                                : r.cases == 0    ? std::string("no case ran")
+                                : !r.bias.empty() ? "bias check failed: " + r.bias.front()
+                                : !r.coverage_missing.empty() ? std::string("coverage check failed")
+                                                              : fmt::format("{} cases, {} sequences, {} ops: passed",
+                                                                            r.cases, r.sequences(), r.ops);
     replay::GateResult v = one_case("ssmcheck fuzz", f.seed, suite, name, ok, message, r.summary(), r.seconds,
                                     r.failed ? r.script_length : -1, r.evidence());
     v.cases_per_campaign = o.cases;
@@ -271,24 +272,26 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
   }
   const bool nothing = r.pass && r.accepted == 0;  // both sides refused every op: no state was compared
   if (verdict.any())
-    verdict.write(one_case("ssmcheck check", cfg.gen.seed, suite, name, r.pass && !nothing,
-                           nothing ? std::string("every op was refused by both sides: nothing was checked")
-                           : r.pass ? fmt::format("{} ops agree", r.ops)
-                                    : fmt::format("DIVERGED after {} ops", r.ops),
-                           r.report + [&] {
-                             std::string t;
-                             for (const std::string& h : hints) t += "  likely cause: " + h + "\n";
-                             return t;
-                           }(),
-                           0, -1,
-                           r.pass ? nlohmann::json(nullptr)
-                                  : nlohmann::json{{"case_flags", cfg.flags()},
-                                                   {"config", fuzz::config_json(cfg)},
-                                                   {"script", to_string(script)},
-                                                   {"failed_op", r.failed_op},
-                                                   {"op", r.failed_op >= 0 ? r.op_labels[size_t(r.failed_op)] : ""},
-                                                   {"divergence", r.divergence},
-                                                   {"convention_hints", hints}}));
+    verdict.write(one_case(
+        "ssmcheck check", cfg.gen.seed, suite, name, r.pass && !nothing,
+        nothing  ? std::string("every op was refused by both sides: nothing was checked")
+        : r.pass ? fmt::format("{} ops agree", r.ops)
+                 : fmt::format("DIVERGED after {} ops", r.ops),
+        r.report +
+            [&] {
+              std::string t;
+              for (const std::string& h : hints) t += "  likely cause: " + h + "\n";
+              return t;
+            }(),
+        0, -1,
+        r.pass ? nlohmann::json(nullptr)
+               : nlohmann::json{{"case_flags", cfg.flags()},
+                                {"config", fuzz::config_json(cfg)},
+                                {"script", to_string(script)},
+                                {"failed_op", r.failed_op},
+                                {"op", r.failed_op >= 0 ? r.op_labels[size_t(r.failed_op)] : ""},
+                                {"divergence", r.divergence},
+                                {"convention_hints", hints}}));
   if (nothing) {
     fmt::print("ssmcheck check: every op was refused by both sides: nothing was checked\n");
     return kExitNothingRan;

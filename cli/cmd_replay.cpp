@@ -71,8 +71,10 @@ int start_for(const cmp::Trace& t, int op) {
   for (int s : replay::start_points(t))
     if (s <= op) start = s;
   if (start < 0)
-    fmt::print("  --from {}: no op at or before it has a recorded state of every live sequence in every layer ({}): "
-               "replaying from op 0\n", op, replay::why_not_start(t, op));
+    fmt::print(
+        "  --from {}: no op at or before it has a recorded state of every live sequence in every layer ({}): "
+        "replaying from op 0\n",
+        op, replay::why_not_start(t, op));
   else
     fmt::print("  --from {}: starting from the recorded state after op {} '{}': ops 0..{} are not replayed\n", op,
                start, to_string(t.ops[size_t(start)].op), start);
@@ -180,7 +182,7 @@ int run_replay(const ReplayFlags& f) {
       arm("replay." + be.name, path);
       auto backend = be.make();
       replay::ReplayResult r;
-      std::string bisected;     // --bisect: the segments it ran
+      std::string bisected;        // --bisect: the segments it ran
       nlohmann::json bisect_json;  // and its JSON (the last segment's result with "bisect")
       try {
         replay::ReplayOptions from = o;
@@ -213,7 +215,8 @@ int run_replay(const ReplayFlags& f) {
               ? std::vector<std::string>{}
               : replay::convention_hints(trace, be.make, o, r.divergences.front().op_index, r.bitwise);
       for (const std::string& h : hints) fmt::print("  likely cause: {}\n", h);
-      if (!r.pass()) fmt::print("  rerun: ssmcheck replay {} --backend {}{}\n", path, be.name, given_numerics(f.numerics));
+      if (!r.pass())
+        fmt::print("  rerun: ssmcheck replay {} --backend {}{}\n", path, be.name, given_numerics(f.numerics));
       diverged = diverged || !r.pass();
       if (f.html.any()) {
         const report::DivergenceGrid grid = report::grid_of(trace, r);
@@ -240,7 +243,10 @@ int run_replay(const ReplayFlags& f) {
   const bool nothing = !bad && !diverged && verdict.nothing_checked();
   if (f.traces.size() > 1 || skips)
     fmt::print("ssmcheck replay: {} traces: {}{}\n", f.traces.size(),
-               bad ? "BAD INPUT" : diverged ? "DIVERGED" : nothing ? "NOTHING CHECKED" : "all agree",
+               bad        ? "BAD INPUT"
+               : diverged ? "DIVERGED"
+               : nothing  ? "NOTHING CHECKED"
+                          : "all agree",
                skips ? fmt::format(" ({} of {} checks skipped)", skips, verdict.cases.size()) : "");
   if (!f.json.empty()) write_text_atomically(f.json, json_of(verdict, all), "--json");
   if (!f.junit.empty()) write_text_atomically(f.junit, verdict.junit(), "--junit");
@@ -248,7 +254,8 @@ int run_replay(const ReplayFlags& f) {
     page.add(report::checks_section(verdict, "Verdict: one check per trace and backend"));
     f.html.write(page);
   }
-  if (nothing) fmt::print(stderr, "ssmcheck replay: nothing was checked: every replay was skipped (see the reasons above)\n");
+  if (nothing)
+    fmt::print(stderr, "ssmcheck replay: nothing was checked: every replay was skipped (see the reasons above)\n");
   return bad ? kExitBadInput : diverged ? kExitDiffer : nothing ? kExitNothingRan : kExitOk;
 }
 

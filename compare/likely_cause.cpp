@@ -15,8 +15,8 @@ namespace ssm::cmp {
 
 namespace {
 
-constexpr double kMatch = 1e-3;    // relative max error under which a field resembles a candidate
-constexpr double kBetter = 0.1;    // ... and at most this fraction of its error against the reference
+constexpr double kMatch = 1e-3;  // relative max error under which a field resembles a candidate
+constexpr double kBetter = 0.1;  // ... and at most this fraction of its error against the reference
 constexpr float kF16Max = 65504.0f;
 
 // max |a - b| / max |b| over the elements (infinite when the sizes differ or a non-finite value
@@ -49,7 +49,8 @@ double rel_err(const Tensor& a, const Tensor& b) {
 // when it does not, or not far better than it resembles ref.
 std::string resemblance(double to_cand, double to_ref) {
   if (!(to_ref > 0) || !(to_cand <= kMatch) || !(to_cand <= kBetter * to_ref)) return "";
-  return to_cand == 0 ? "exactly" : fmt::format("to {:.1e} relative (against the reference's own: {:.1e})", to_cand, to_ref);
+  return to_cand == 0 ? "exactly"
+                      : fmt::format("to {:.1e} relative (against the reference's own: {:.1e})", to_cand, to_ref);
 }
 
 std::string elements(const Tensor& t) { return fmt::format("{} elements", t.size()); }
@@ -72,21 +73,28 @@ std::string reading(const OpView& v, int t, const std::string& field) {
   if (v.is(OpKind::commit)) {
     const int n = v.op->a, k = v.op->b;
     if (n < k) {
-      if (t == n) return fmt::format("`{}` must leave intermediate n-1 = {}: commit restores intermediate n instead of n-1?", v.text, n - 1);
-      if (t >= 0) return fmt::format("`{}` must leave intermediate n-1 = {}: commit restores {} instead?", v.text, n - 1, what);
-      return fmt::format("`{}` must leave intermediate {}: commit restores the checkpoint instead of the accepted rows?", v.text, n - 1);
+      if (t == n)
+        return fmt::format("`{}` must leave intermediate n-1 = {}: commit restores intermediate n instead of n-1?",
+                           v.text, n - 1);
+      if (t >= 0)
+        return fmt::format("`{}` must leave intermediate n-1 = {}: commit restores {} instead?", v.text, n - 1, what);
+      return fmt::format(
+          "`{}` must leave intermediate {}: commit restores the checkpoint instead of the accepted rows?", v.text,
+          n - 1);
     }
     return fmt::format("`{}` keeps all K rows: commit restores {} although every row was accepted?", v.text, what);
   }
   if (v.is(OpKind::rollback) || v.is(OpKind::rollback_and_checkpoint_async)) {
     const int n = v.op->a;
     const std::string want = n == 0 ? "the checkpoint" : fmt::format("intermediate n-1 = {}", n - 1);
-    if (t == n) return fmt::format("`{}` must restore {}: rollback restores intermediate n instead of n-1?", v.text, want);
+    if (t == n)
+      return fmt::format("`{}` must restore {}: rollback restores intermediate n instead of n-1?", v.text, want);
     return fmt::format("`{}` must restore {}: rollback restores {} instead?", v.text, want, what);
   }
   if (v.op)
-    return fmt::format("`{}` leaves the live {} at the reference's {}: an op that restores state ran (or this one did not update {})?",
-                       v.text, field, what, field);
+    return fmt::format(
+        "`{}` leaves the live {} at the reference's {}: an op that restores state ran (or this one did not update {})?",
+        v.text, field, what, field);
   return "";
 }
 
@@ -118,8 +126,8 @@ bool live_field_hints(const Tensor& got, const Tensor& ref, const std::optional<
   for (size_t t = 0; t < ref_inter.size(); ++t) {
     const std::string how = resemblance(rel_err(got, ref_inter[t]), to_ref);
     if (!how.empty())
-      out.push_back(fmt::format("{}: {} equals the reference's {}_intermediate[{}] {} (all {}): {}", at, field, field, t,
-                                how, elements(got), reading(v, int(t), field)));
+      out.push_back(fmt::format("{}: {} equals the reference's {}_intermediate[{}] {} (all {}): {}", at, field, field,
+                                t, how, elements(got), reading(v, int(t), field)));
   }
   if (ref_ckpt) {
     const std::string how = resemblance(rel_err(got, *ref_ckpt), to_ref);
@@ -130,18 +138,21 @@ bool live_field_hints(const Tensor& got, const Tensor& ref, const std::optional<
   return out.size() > before;
 }
 
-void layout_hints(const LayerState& g, const LayerState& r, bool h_explained, bool conv_explained, const std::string& at,
-                  std::vector<std::string>& out) {
+void layout_hints(const LayerState& g, const LayerState& r, bool h_explained, bool conv_explained,
+                  const std::string& at, std::vector<std::string>& out) {
   // h transposed: [nv][vd][kd] written where the contract has [nv][kd][vd]
   const auto& s = r.h.shape();
   const double h_err = rel_err(g.h, r.h);
   if (!h_explained && h_err > 0 && s.size() == 3 && g.h.size() == r.h.size() && s[1] > 1 && s[2] > 1) {
-    const std::string how = resemblance(rel_err(swapped(g.h), [&](int64_t i) { return r.h.get(i); }, r.h.size()), h_err);
+    const std::string how = resemblance(rel_err(
+                                            swapped(g.h), [&](int64_t i) { return r.h.get(i); }, r.h.size()),
+                                        h_err);
     if (!how.empty())
-      out.push_back(fmt::format("{}: h is the reference's h with its last two axes swapped {} (all {}): exported in the "
-                                "transposed layout ([{}][{}][{}] kd fastest) without declaring it (SSMP_H_VD_KD, "
-                                "h_layout = \"nv,vd,kd\")?",
-                                at, how, elements(g.h), s[0], s[2], s[1]));
+      out.push_back(
+          fmt::format("{}: h is the reference's h with its last two axes swapped {} (all {}): exported in the "
+                      "transposed layout ([{}][{}][{}] kd fastest) without declaring it (SSMP_H_VD_KD, "
+                      "h_layout = \"nv,vd,kd\")?",
+                      at, how, elements(g.h), s[0], s[2], s[1]));
   }
   // the conv window shifted by a column
   const auto& cs = r.conv.shape();
@@ -151,13 +162,15 @@ void layout_hints(const LayerState& g, const LayerState& r, bool h_explained, bo
     const double ahead = rel_err(columns(g.conv, 0, n), columns(r.conv, 1, n), total);
     const double behind = rel_err(columns(g.conv, 1, n), columns(r.conv, 0, n), total);
     if (const std::string how = resemblance(ahead, c_err); !how.empty())
-      out.push_back(fmt::format("{}: conv column j equals the reference's column j+1 {} (columns 0..{} of {} channels): "
-                                "the window shifted one column too far (shifted twice)?",
-                                at, how, n - 1, cs[0]));
+      out.push_back(
+          fmt::format("{}: conv column j equals the reference's column j+1 {} (columns 0..{} of {} channels): "
+                      "the window shifted one column too far (shifted twice)?",
+                      at, how, n - 1, cs[0]));
     if (const std::string how = resemblance(behind, c_err); !how.empty())
-      out.push_back(fmt::format("{}: conv column j+1 equals the reference's column j {} (columns 1..{} of {} channels): "
-                                "the window not shifted (the new column written over the newest)?",
-                                at, how, n, cs[0]));
+      out.push_back(
+          fmt::format("{}: conv column j+1 equals the reference's column j {} (columns 1..{} of {} channels): "
+                      "the window not shifted (the new column written over the newest)?",
+                      at, how, n, cs[0]));
   }
   // FP16 stores: overflow to inf where the contract saturates, or the reverse
   if (g.h.dtype() == DType::f16 && r.h.dtype() == DType::f16 && g.h.size() == r.h.size() && h_err > 0) {
@@ -170,14 +183,16 @@ void layout_hints(const LayerState& g, const LayerState& r, bool h_explained, bo
       else ++other;
     }
     if (inf_for_max && !other)
-      out.push_back(fmt::format("{}: h differs only where it is inf and the reference saturated at +-65504 ({} of {}): "
-                                "FP16 stores overflow to inf (triton's or torch's conversion) where the contract clamps; "
-                                "declare it (SSMP_F16_STORE_INF, f16_store = \"inf\") or judge with --f16-store inf?",
-                                at, inf_for_max, elements(g.h)));
+      out.push_back(
+          fmt::format("{}: h differs only where it is inf and the reference saturated at +-65504 ({} of {}): "
+                      "FP16 stores overflow to inf (triton's or torch's conversion) where the contract clamps; "
+                      "declare it (SSMP_F16_STORE_INF, f16_store = \"inf\") or judge with --f16-store inf?",
+                      at, inf_for_max, elements(g.h)));
     if (max_for_inf && !other)
-      out.push_back(fmt::format("{}: h differs only where it saturated at +-65504 and the reference is inf ({} of {}): "
-                                "FP16 stores clamp where the model's overflow to inf (--f16-store inf)?",
-                                at, max_for_inf, elements(g.h)));
+      out.push_back(
+          fmt::format("{}: h differs only where it saturated at +-65504 and the reference is inf ({} of {}): "
+                      "FP16 stores clamp where the model's overflow to inf (--f16-store inf)?",
+                      at, max_for_inf, elements(g.h)));
   }
 }
 
@@ -190,9 +205,10 @@ void intermediate_hints(const std::vector<Tensor>& got, const std::vector<Tensor
       if (u >= ref.size()) continue;  // (t - 1 wraps for t = 0)
       const std::string how = resemblance(rel_err(got[t], ref[u]), to_ref);
       if (!how.empty())
-        out.push_back(fmt::format("{}: {}[{}] equals the reference's {}[{}] {}: the verify writes the state after row {} "
-                                  "into slot {} (intermediates one row off)?",
-                                  at, field, t, field, u, how, u, t));
+        out.push_back(
+            fmt::format("{}: {}[{}] equals the reference's {}[{}] {}: the verify writes the state after row {} "
+                        "into slot {} (intermediates one row off)?",
+                        at, field, t, field, u, how, u, t));
     }
   }
 }
@@ -203,9 +219,10 @@ void checkpoint_hints(const LayerState& g, const LayerState& r, const std::strin
   if (to_ref == 0) return;
   const std::string how = resemblance(rel_err(*g.h_checkpoint, r.h), to_ref);
   if (!how.empty())
-    out.push_back(fmt::format("{}: h_checkpoint equals the reference's live h {}: the checkpoint follows the live state "
-                              "(the same buffer, or taken after the op instead of before)?",
-                              at, how));
+    out.push_back(
+        fmt::format("{}: h_checkpoint equals the reference's live h {}: the checkpoint follows the live state "
+                    "(the same buffer, or taken after the op instead of before)?",
+                    at, how));
 }
 
 }  // namespace

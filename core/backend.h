@@ -52,7 +52,8 @@ class Backend {
   // Throws std::invalid_argument for a state that does not fit; a backend that cannot import
   // refuses by name (the default).
   virtual void import_state(int /*slot*/, const SequenceState& /*state*/) {
-    throw std::invalid_argument(name() + " cannot import a recorded state (Backend::import_state): replay it from op 0");
+    throw std::invalid_argument(name() +
+                                " cannot import a recorded state (Backend::import_state): replay it from op 0");
   }
   // The digest of every field of what export_state(slot) would return (core/state_fields.h),
   // computed without exporting, for backends that can (the reference hashes its state in place, the

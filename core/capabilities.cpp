@@ -70,11 +70,11 @@ std::string Capabilities::cannot_run(const ModelSpec& spec, HMode mode, const st
 std::string Capabilities::cannot_run(const Op& op, const std::string& name) const {
   if (!runs(op.kind)) return std::string(op_name(op.kind)) + ": " + name + " does not implement it";
   if (op.kind == OpKind::verify && !runs(op.arm))
-    return std::string("verify arm ") + arm_name(op.arm) + ": " + name + " runs the " +
-           joined(verify_arms, arm_name) + " arm only";
+    return std::string("verify arm ") + arm_name(op.arm) + ": " + name + " runs the " + joined(verify_arms, arm_name) +
+           " arm only";
   if (op.is_batch()) {
-    if (!pad_rows && has(op.seqs, kPadRow)) return std::string(op_name(op.kind)) + " with padding rows: " + name +
-                                                   " takes none";
+    if (!pad_rows && has(op.seqs, kPadRow))
+      return std::string(op_name(op.kind)) + " with padding rows: " + name + " takes none";
     if (max_batch > 0 && int(op.seqs.size()) > max_batch)
       return std::string(op_name(op.kind)) + " of " + std::to_string(op.seqs.size()) + " rows: " + name +
              " takes at most " + std::to_string(max_batch);
@@ -94,7 +94,8 @@ std::string Capabilities::cannot_run_slots(int slots, const std::string& name) c
 std::string Capabilities::text() const {
   std::string s = joined(kinds, [](LayerKind k) { return to_string(k); }) + " layers; " +
                   (ple ? "PLE carries" : "no PLE carry") + "; h modes " +
-                  joined(h_modes, [](HMode m) { return to_string(m); }) + "; verify arms " + joined(verify_arms, arm_name);
+                  joined(h_modes, [](HMode m) { return to_string(m); }) + "; verify arms " +
+                  joined(verify_arms, arm_name);
   std::vector<std::string> without;
   if (!checkpoint_async) without.push_back("checkpoint_async");
   if (!rollback_and_checkpoint_async) without.push_back("rollback_and_checkpoint_async");

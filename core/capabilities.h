@@ -25,9 +25,9 @@ struct Capabilities {
   std::vector<HMode> h_modes = {HMode::f32, HMode::f16, HMode::f16_pool};  // to_f16 comes with f16
   // The transitions beyond the core ones (alloc, release, prefill, decode, verify, checkpoint,
   // commit, rollback, and to_f16 in f16 mode), which every implementation runs.
-  bool checkpoint_async = true;               // checkpoint_async
-  bool rollback_and_checkpoint_async = true;  // rollback_and_checkpoint_async
-  bool snapshots = true;                      // snapshot_save, snapshot_restore
+  bool checkpoint_async = true;                                            // checkpoint_async
+  bool rollback_and_checkpoint_async = true;                               // rollback_and_checkpoint_async
+  bool snapshots = true;                                                   // snapshot_save, snapshot_restore
   std::vector<VerifyArm> verify_arms = {VerifyArm::exact, VerifyArm::wy};  // at least one
   bool pad_rows = true;       // decode/verify batches with padding rows (kPadRow, on the dummy slot)
   bool async_copies = false;  // pause_async_copies holds its async copies (Backend::pause_async_copies)

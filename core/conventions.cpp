@@ -28,8 +28,8 @@ HLayout parse_h_layout(const std::string& s) {
 }
 
 const std::vector<std::string>& convention_names() {
-  static const std::vector<std::string> names = {"gates", "f16_store", "f16_rows", "conv_window", "h_layout",
-                                                 "norm_groups"};
+  static const std::vector<std::string> names = {"gates",       "f16_store", "f16_rows",
+                                                 "conv_window", "h_layout",  "norm_groups"};
   return names;
 }
 
@@ -112,7 +112,8 @@ Tensor conv_to_contract(Tensor t, const LayerSpec& s, const StateLayout& layout)
   Tensor out = Tensor::zeros(DType::f32, {s.conv_dim(), s.d_conv});  // column 0: not kept, not compared
   const int D = s.d_conv;
   for (int c = 0; c < s.conv_dim(); ++c)
-    std::copy(t.f32() + size_t(c) * size_t(D - 1), t.f32() + size_t(c + 1) * size_t(D - 1), out.f32() + size_t(c) * D + 1);
+    std::copy(t.f32() + size_t(c) * size_t(D - 1), t.f32() + size_t(c + 1) * size_t(D - 1),
+              out.f32() + size_t(c) * D + 1);
   return out;
 }
 

@@ -27,8 +27,8 @@ struct StateLayout {
   bool is_contract() const { return conv_window == ConvWindow::d_conv && h_layout == HLayout::kd_vd; }
 };
 
-const char* to_string(ConvWindow w);  // "d_conv" / "d_conv-1"
-const char* to_string(HLayout l);     // "nv,kd,vd" / "nv,vd,kd" (the names Python classes declare)
+const char* to_string(ConvWindow w);                 // "d_conv" / "d_conv-1"
+const char* to_string(HLayout l);                    // "nv,kd,vd" / "nv,vd,kd" (the names Python classes declare)
 ConvWindow parse_conv_window(const std::string& s);  // throws std::invalid_argument
 HLayout parse_h_layout(const std::string& s);        // throws std::invalid_argument
 

@@ -16,8 +16,9 @@ namespace ssm::cuda {
 void Engine::import_state(int slot, const SequenceState& state) {
   const SlotMeta meta = contract_.check_import(slot, state);
   if (model_.spec.hosts_ple())
-    throw std::invalid_argument("cuda: importing the state of a model hosting a PLE carry is not implemented (its "
-                                "history lives as token ids on the device): replay it from op 0");
+    throw std::invalid_argument(
+        "cuda: importing the state of a model hosting a PLE carry is not implemented (its "
+        "history lives as token ids on the device): replay it from op 0");
   wait_async(slot);
   contract_.on_import(slot, meta);
   ple_live_[size_t(slot)] = ple_checkpoint_[size_t(slot)] = 0;
@@ -31,7 +32,8 @@ void Engine::import_state(int slot, const SequenceState& state) {
     }
     const Tensor& t = field_tensor(st, f.key);
     if (t.dtype() != f.dtype || t.shape() != f.shape)
-      throw std::invalid_argument("cuda: import into slot " + std::to_string(slot) + ": a field's dtype or shape does "
+      throw std::invalid_argument("cuda: import into slot " + std::to_string(slot) +
+                                  ": a field's dtype or shape does "
                                   "not match the pool");
     SSM_CUDA(cudaMemcpyAsync(const_cast<void*>(f.src), t.raw(), t.bytes(), cudaMemcpyHostToDevice, main_));
   }

@@ -19,12 +19,12 @@ namespace ssm::cuda {
 std::string CudaBackend::numerics_id() const {
   std::string id = std::string("cuda kernels:") + numerics::cuda_kernels();
   int dev = 0, major = 0, minor = 0, sms = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+  if (cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess)
     id += " sm_" + std::to_string(major) + std::to_string(minor) + " x" + std::to_string(sms);
-  else
-    id += " (no device)";
+  else id += " (no device)";
   return id;
 }
 

@@ -377,8 +377,9 @@ class Reader : public CheckedReader {
   Dump read() {
     h5::Handle f = open("dump");
     check_format(f, kDumpFormat, kDumpVersions);  // version 1 is the only one yet: read below
-    only_attrs(*this, f, "/", {"format", "version", "tool_version", "backend", "seed", "op_index", "ops", "case",
-                               "h_mode", "sequences"});
+    only_attrs(
+        *this, f, "/",
+        {"format", "version", "tool_version", "backend", "seed", "op_index", "ops", "case", "h_mode", "sequences"});
     Dump d;
     Provenance& p = d.provenance;
     p.tool_version = str_attr(f, "/", "tool_version");
@@ -435,11 +436,11 @@ class Reader : public CheckedReader {
     double bytes = double(dtype == DType::f16 ? 2 : 4);
     for (int64_t n : shape) bytes *= double(n);
     if (held_ + bytes > double(limit_.bytes))
-      throw FormatError(file_, full,
-                        fmt::format("{} {} needs {}, which takes what the dump holds past the memory this process "
-                                    "can use ({} with {} read before it)",
-                                    dims_text(shape), to_string(dtype), size_text(bytes), limit_.text(),
-                                    size_text(held_)));
+      throw FormatError(
+          file_, full,
+          fmt::format("{} {} needs {}, which takes what the dump holds past the memory this process "
+                      "can use ({} with {} read before it)",
+                      dims_text(shape), to_string(dtype), size_text(bytes), limit_.text(), size_text(held_)));
     held_ += bytes;
     Tensor t = Tensor::zeros(dtype, shape);
     guard(full, [&] {

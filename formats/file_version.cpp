@@ -7,12 +7,13 @@ namespace ssm::cmp {
 
 std::string FileVersions::cannot_read(int64_t v) const {
   if (v > newest)
-    return fmt::format("version {} was written by a newer ssmcheck: this one reads versions {}..{} (upgrade ssmcheck "
-                       "to read it)",
-                       v, oldest, newest);
+    return fmt::format(
+        "version {} was written by a newer ssmcheck: this one reads versions {}..{} (upgrade ssmcheck "
+        "to read it)",
+        v, oldest, newest);
   if (v < oldest)
-    return fmt::format("version {} was never written by ssmcheck (versions {}..{} exist): not a file of this format",
-                       v, oldest, newest);
+    return fmt::format("version {} was never written by ssmcheck (versions {}..{} exist): not a file of this format", v,
+                       oldest, newest);
   return "";
 }
 

@@ -17,7 +17,7 @@ namespace ssm::cmp {
 
 struct MemoryLimit {
   uint64_t bytes = UINT64_MAX;
-  std::string what;  // "this machine's memory", "the cgroup's memory.max", "ulimit -v", "ulimit -d"
+  std::string what;          // "this machine's memory", "the cgroup's memory.max", "ulimit -v", "ulimit -d"
   std::string text() const;  // "23.4 GiB (this machine's memory)"
 };
 

@@ -159,11 +159,13 @@ void validate_trace_header(const TraceHeader& h, const std::string& file) {
     if (ts.seq < 0) throw FormatError(file, sp, "negative sequence");
     if (!seqs.insert(ts.seq).second) throw FormatError(file, sp, "sequence given twice");
     if (ts.state.slot < 0 || ts.state.slot >= h.pool.max_slots || !slots.insert(ts.state.slot).second)
-      throw FormatError(file, sp + "@slot",
-                        fmt::format("{}: a start state needs its own pool slot in 0..{}", ts.state.slot, h.pool.max_slots - 1));
+      throw FormatError(
+          file, sp + "@slot",
+          fmt::format("{}: a start state needs its own pool slot in 0..{}", ts.state.slot, h.pool.max_slots - 1));
     if (ts.layers.size() != h.model.spec.layers.size())
-      throw FormatError(file, sp, fmt::format("{} of the {} layers: a start state holds every layer", ts.layers.size(),
-                                              h.model.spec.layers.size()));
+      throw FormatError(file, sp,
+                        fmt::format("{} of the {} layers: a start state holds every layer", ts.layers.size(),
+                                    h.model.spec.layers.size()));
     check_state(h, ts, file, sp);
   }
 }
@@ -543,9 +545,9 @@ class Reader : public CheckedReader {
  public:
   TraceHeader read_header(hid_t f) {
     const int64_t version = check_format(f, kTraceFormat, kTraceVersions);
-    only_attrs(*this, f, "/", {"format", "version", "producer", "h_mode", "ops", "backend", "build", "tool_version",
-                               "case", "description", "seed", "expect_op", "expect_seq", "expect_layer",
-                               "expect_tensor"});
+    only_attrs(*this, f, "/",
+               {"format", "version", "producer", "h_mode", "ops", "backend", "build", "tool_version", "case",
+                "description", "seed", "expect_op", "expect_seq", "expect_layer", "expect_tensor"});
     TraceHeader h;
     h.version = version;  // version 1 is the only one yet: its members are read below
     h.producer = str_attr(f, "/", "producer");

@@ -66,7 +66,6 @@ struct TraceHeader {
   std::vector<TraceState> start;
 };
 
-
 struct TraceOp {
   Op op;
   std::optional<ErrorKind> refused;  // the producer's backend refused the op with this kind

@@ -68,8 +68,8 @@ std::string rerun_line(const CampaignOptions& o, const std::string& case_flags, 
 // brought up to the simplified case (flags, script, report, divergence, rerun line).
 void simplify_failure(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut,
                       CampaignResult& result) {
-  const Simplified s = simplify_case(result.config, parse_script(result.script), model, sut, o.tolerances,
-                                     o.strictness, o.sut_invariant, o.pause_async);
+  const Simplified s = simplify_case(result.config, parse_script(result.script), model, sut, o.tolerances, o.strictness,
+                                     o.sut_invariant, o.pause_async);
   result.recurred = s.recurred;
   if (!s.steps.empty()) {
     result.config = s.config;
@@ -83,9 +83,9 @@ void simplify_failure(const CampaignOptions& o, const BackendFactory& model, con
   }
   // a convention the implementation computes without declaring it (fuzz/convention_hints.h)
   if (s.recurred)
-    result.convention_hints = convention_hints(result.config, parse_script(result.script), model, sut, o.tolerances,
-                                               o.strictness, o.sut_invariant, o.pause_async,
-                                               result.sut_name.empty() ? o.backend_label : result.sut_name);
+    result.convention_hints =
+        convention_hints(result.config, parse_script(result.script), model, sut, o.tolerances, o.strictness,
+                         o.sut_invariant, o.pause_async, result.sut_name.empty() ? o.backend_label : result.sut_name);
 }
 
 struct RcModel {
@@ -258,8 +258,9 @@ struct RollbackCmd : OpCommand {
   explicit RollbackCmd(const RcModel& s) {
     int seq;
     if (!pick(s, seq)) return;
-    op.kind = s.caps->rollback_and_checkpoint_async ? *rc::gen::element(OpKind::rollback, OpKind::rollback_and_checkpoint_async)
-                                                    : OpKind::rollback;
+    op.kind = s.caps->rollback_and_checkpoint_async
+                  ? *rc::gen::element(OpKind::rollback, OpKind::rollback_and_checkpoint_async)
+                  : OpKind::rollback;
     op.a = uniform(0, std::max(s.m.meta(seq).last_verify_k, 1));
   }
 };
@@ -295,7 +296,11 @@ struct IllegalCmd : OpCommand {
       case 0: op.kind = OpKind::commit; op.a = 0; op.b = std::max(k, 1); break;           // n == 0
       case 1: op.kind = OpKind::commit; op.b = std::max(k, 1); op.a = op.b + 1; break;    // n > k
       case 2: op.kind = OpKind::commit; op.a = 1; op.b = k + 1; break;                    // k mismatch
-      case 3: op.kind = OpKind::verify; op.a = s.max_capacity + 2; op.arm = s.caps->verify_arms.front(); break;  // capacity
+      case 3:
+        op.kind = OpKind::verify;
+        op.a = s.max_capacity + 2;
+        op.arm = s.caps->verify_arms.front();
+        break;                                                                            // capacity
       case 4: op.kind = OpKind::rollback; op.a = std::max(k, 1); break;                   // past intermediates
       default: op.kind = OpKind::decode; op.seqs = {seq, seq}; break;                     // slot twice
     }
@@ -324,7 +329,8 @@ std::string draw_preset(const Capabilities& caps) {
       total += w;
     }
   }
-  if (drawable.empty()) throw std::invalid_argument("no preset holds only the layers the backend runs (" + caps.text() + ")");
+  if (drawable.empty())
+    throw std::invalid_argument("no preset holds only the layers the backend runs (" + caps.text() + ")");
   int pick = uniform(0, total);
   for (const auto& [w, name] : drawable) {
     if (pick < w) return name;
@@ -415,10 +421,11 @@ nlohmann::json config_json(const CaseConfig& c) {
 
 nlohmann::json CampaignResult::evidence() const {
   if (!failed) return nullptr;
-  return {{"case", failed_case},   {"case_flags", case_flags}, {"config", config_json(config)},
-          {"script", script},      {"script_ops", script_length}, {"rerun", rerun},
-          {"simplified", simplified}, {"recurred", recurred}, {"divergence", divergence},
-          {"convention_hints", convention_hints}};
+  return {{"case", failed_case},           {"case_flags", case_flags},
+          {"config", config_json(config)}, {"script", script},
+          {"script_ops", script_length},   {"rerun", rerun},
+          {"simplified", simplified},      {"recurred", recurred},
+          {"divergence", divergence},      {"convention_hints", convention_hints}};
 }
 
 int64_t CampaignResult::sequences() const {
@@ -456,10 +463,11 @@ std::string CampaignResult::summary() const {
     s += fmt::format("minimal failing case ({} ops):\n  case:   {}\n  script: {}\n  rerun:  {}\n", script_length,
                      case_flags, script, rerun);
     if (!recurred)
-      s += fmt::format("  DID NOT RECUR: the minimal case passed {} reruns in this process: a failure that depends on "
-                       "timing or on state left by earlier cases (a race, a leak between cases); the report below is "
-                       "the campaign's own failing run, and the rerun line may not reproduce it\n",
-                       kRecurrenceRuns);
+      s += fmt::format(
+          "  DID NOT RECUR: the minimal case passed {} reruns in this process: a failure that depends on "
+          "timing or on state left by earlier cases (a race, a leak between cases); the report below is "
+          "the campaign's own failing run, and the rerun line may not reproduce it\n",
+          kRecurrenceRuns);
     if (!simplified.empty()) {
       s += "  simplified after shrinking:";
       for (const std::string& x : simplified) s += " [" + x + "]";
@@ -513,8 +521,8 @@ int shard_case_count(const CampaignOptions& o) {
 // Case c as one RapidCheck run seeded by its index: the cases do not depend on how many ran
 // before them, so a count bound or a duration checked between cases is deterministic. What the
 // run learns lands in ctx.
-rc::detail::TestResult run_case(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut,
-                                int c, Context& ctx) {
+rc::detail::TestResult run_case(const CampaignOptions& o, const BackendFactory& model, const BackendFactory& sut, int c,
+                                Context& ctx) {
   g_ctx = &ctx;
   rc::detail::TestParams params;
   params.seed = mix(o.seed ^ mix(uint64_t(c)));
@@ -553,16 +561,18 @@ rc::detail::TestResult run_case(const CampaignOptions& o, const BackendFactory& 
     const PoolConfig pool = cfg.pool();
     int64_t elems = 0;
     for (const LayerSpec& l : cfg.spec().layers) elems += l.h_elems();
-    RcModel initial{OpModel(cfg.spec(), pool), pool.snapshot_slots, pool.max_capacity(), pool.h_mode,
+    RcModel initial{OpModel(cfg.spec(), pool),   pool.snapshot_slots,
+                    pool.max_capacity(),         pool.h_mode,
                     elems <= kWideBatchMaxElems, &o.caps};
     // one case per RapidCheck run: its length (1..max_ops) is drawn from the case's seed, not
     // from RapidCheck's size schedule, which would tie it to the number of cases run so far
     const auto commands = *rc::gen::resize(
         std::max(o.max_ops - 1, 0),
-        rc::state::gen::commands(initial, rc::state::gen::execOneOfWithArgs<
-            AllocCmd, ReleaseCmd, PrefillCmd, PrefillCmd, DecodeCmd, DecodeCmd, DecodeCmd, CheckpointCmd,
-            CheckpointCmd, VerifyCmd, VerifyCmd, VerifyCmd, CommitCmd, CommitCmd, CommitCmd, RollbackCmd,
-            RollbackCmd, ToF16Cmd, SnapshotCmd, IllegalCmd>()));
+        rc::state::gen::commands(
+            initial, rc::state::gen::execOneOfWithArgs<AllocCmd, ReleaseCmd, PrefillCmd, PrefillCmd, DecodeCmd,
+                                                       DecodeCmd, DecodeCmd, CheckpointCmd, CheckpointCmd, VerifyCmd,
+                                                       VerifyCmd, VerifyCmd, CommitCmd, CommitCmd, CommitCmd,
+                                                       RollbackCmd, RollbackCmd, ToF16Cmd, SnapshotCmd, IllegalCmd>()));
     rc::state::runAll(commands, initial, lock);
     const Lockstep::Step end = lock.finish();  // comparisons a paused async copy deferred
     if (!end.pass) OpCommand::fail(lock, end);
@@ -597,9 +607,9 @@ CaseRecord case_record(const rc::detail::TestResult& r, const Context& ctx, int 
   rc::detail::Error error;
   CaseRecord rec;
   rec.index = c;
-  rec.status = r.match(failure)                       ? CaseRecord::Status::fail
+  rec.status = r.match(failure)                     ? CaseRecord::Status::fail
                : r.match(gave_up) || r.match(error) ? CaseRecord::Status::gave_up
-                                                      : CaseRecord::Status::pass;
+                                                    : CaseRecord::Status::pass;
   rec.campaign = fingerprint;
   rec.ops = ctx.ops;
   rec.coverage = ctx.coverage;
@@ -645,10 +655,9 @@ void report_progress(const CampaignOptions& o, const CampaignResult& result, con
   const std::string eta = result.cases > 0 && result.cases < total && !result.failed
                               ? fmt::format(", ETA {:.0f} s", t / result.cases * (total - result.cases))
                               : "";
-  o.progress(fmt::format("{}/{} cases, {} ops, {:.1f} s{}{}", result.cases, total, result.ops, t, eta,
-                         result.failed ? fmt::format(", case {} failed, shrunk to {} ops ({} shrinks)", c,
-                                                     ctx.length, ctx.shrinks)
-                                       : ""));
+  o.progress(fmt::format(
+      "{}/{} cases, {} ops, {:.1f} s{}{}", result.cases, total, result.ops, t, eta,
+      result.failed ? fmt::format(", case {} failed, shrunk to {} ops ({} shrinks)", c, ctx.length, ctx.shrinks) : ""));
 }
 
 // The prefix of a failing case's files in out_dir, named by seed and case, never over earlier

@@ -49,7 +49,7 @@ struct CampaignOptions {
   int layers = 0;                     // with a fixed big preset: keep the first N layers
   std::string out_dir;                // where failing cases are written ("" = nowhere)
   std::string backend_label = "reference";  // --backend value that reruns the case
-  bool rerun_in_python = false;  // BackendEntry::python_class: the rerun line goes through the Python bridge
+  bool rerun_in_python = false;             // BackendEntry::python_class: the rerun line goes through the Python bridge
   cmp::Tolerances tolerances = cmp::Tolerances::defaults();
   cmp::Strictness strictness = cmp::Strictness::classes;
   Invariant sut_invariant;                           // checked after every op (e.g. guard bands)
@@ -90,7 +90,7 @@ struct CampaignResult {
   CaseConfig config;
   std::string case_flags, script, report, rerun;
   int script_length = 0;
-  nlohmann::json divergence;  // the failing op's comparison (cmp::StateReport::json), or {"text": ...}
+  nlohmann::json divergence;            // the failing op's comparison (cmp::StateReport::json), or {"text": ...}
   std::vector<std::string> simplified;  // what shrinking the configuration changed (fuzz/simplify.h)
   // The minimal case failed again when rerun (fuzz/simplify.h); false: a failure that did not
   // recur in kRecurrenceRuns reruns, whose evidence is the campaign's own run, not a rerun.

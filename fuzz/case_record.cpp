@@ -25,8 +25,8 @@ const char* status_name(CaseRecord::Status s) {
 }
 
 json coverage_json(const Coverage& c) {
-  return json{{"ops", c.ops},     {"refusals", c.refusals}, {"accepts", c.accepts},
-              {"axes", c.axes},   {"signs", c.signs},       {"total", c.total}};
+  return json{{"ops", c.ops},   {"refusals", c.refusals}, {"accepts", c.accepts},
+              {"axes", c.axes}, {"signs", c.signs},       {"total", c.total}};
 }
 
 Coverage coverage_of(const json& j) {
@@ -64,13 +64,13 @@ PhaseTimes times_of(const json& j) {
 
 std::string to_json_line(const CaseRecord& r) {
   return files::json_text(json{{"case", r.index},
-              {"campaign", fmt::format("{:016x}", r.campaign)},
-              {"status", status_name(r.status)},
-              {"ops", r.ops},
-              {"coverage", coverage_json(r.coverage)},
-              {"times", times_json(r.times)},
-              {"model", r.model_name},
-              {"sut", r.sut_name}},
+                               {"campaign", fmt::format("{:016x}", r.campaign)},
+                               {"status", status_name(r.status)},
+                               {"ops", r.ops},
+                               {"coverage", coverage_json(r.coverage)},
+                               {"times", times_json(r.times)},
+                               {"model", r.model_name},
+                               {"sut", r.sut_name}},
                           -1);  // a name of any bytes
 }
 

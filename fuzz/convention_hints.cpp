@@ -34,9 +34,10 @@ std::vector<std::string> convention_hints(const CaseConfig& config, const std::v
       passes = false;  // the case cannot be set up that way: nothing confirmed
     }
     if (passes)
-      hints.push_back(fmt::format("the case passes when the reference computes {}: {} computes it without declaring it "
-                                  "({}; {})?",
-                                  alt.what, sut_name, declaration(alt.flag), alt.flag));
+      hints.push_back(
+          fmt::format("the case passes when the reference computes {}: {} computes it without declaring it "
+                      "({}; {})?",
+                      alt.what, sut_name, declaration(alt.flag), alt.flag));
   }
   return hints;
 }

@@ -103,8 +103,8 @@ std::vector<std::string> Coverage::required(bool paused_async, const Capabilitie
   if (caps.kinds.size() > 1) v.push_back(kMixedKinds);
   for (HMode m : caps.h_modes) v.push_back(mode_axis(m));
   if (caps.max_slots != 1) v.push_back(kTiered);
-  for (const char* a : {kConvDiffers, kDeep, kExtremeGates, kCommitPartial, kCommitFull, kRollbackCheckpoint,
-                        kRollbackIntermediate})
+  for (const char* a :
+       {kConvDiffers, kDeep, kExtremeGates, kCommitPartial, kCommitFull, kRollbackCheckpoint, kRollbackIntermediate})
     v.push_back(a);
   if (caps.pad_rows && (caps.max_batch == 0 || caps.max_batch >= kWideBatchRows)) v.push_back(kWideBatch);
   if (paused_async && caps.async_copies) v.push_back(kAsyncDeferred);

@@ -17,8 +17,8 @@ std::string failure_site(const ReplayResult& r) {
   if (r.pass) return "";
   std::string op = r.failed_op >= 0 && size_t(r.failed_op) < r.op_labels.size() ? r.op_labels[size_t(r.failed_op)] : "";
   op = op.substr(0, op.find(' '));
-  const nlohmann::json& f = r.divergence.is_object() ? r.divergence.value("failures", nlohmann::json::array())
-                                                     : nlohmann::json::array();
+  const nlohmann::json& f =
+      r.divergence.is_object() ? r.divergence.value("failures", nlohmann::json::array()) : nlohmann::json::array();
   if (!f.is_array() || f.empty()) return op + " (no tensor)";
   const nlohmann::json& first = f.front();
   return fmt::format("{} {} layer {}", op, first.value("tensor", std::string()), first.value("layer", -1));
@@ -71,8 +71,7 @@ Simplified simplify_case(const CaseConfig& config, const std::vector<Op>& script
   // the generator's knobs, towards their plainest values
   if (best.config.gen.extreme_gates)
     attempt(with([](CaseConfig& c) { c.gen.extreme_gates = false; }), best.script, "--extreme-gates off");
-  if (best.config.gen.decay != 0.5)
-    attempt(with([](CaseConfig& c) { c.gen.decay = 0.5; }), best.script, "--decay 0.5");
+  if (best.config.gen.decay != 0.5) attempt(with([](CaseConfig& c) { c.gen.decay = 0.5; }), best.script, "--decay 0.5");
   for (double v : {1.0, 30.0, 2000.0, 60000.0})
     if (v < best.config.gen.value_scale &&
         attempt(with([v](CaseConfig& c) { c.gen.value_scale = v; }), best.script, fmt::format("--value-scale {:g}", v)))

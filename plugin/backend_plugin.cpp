@@ -240,11 +240,31 @@ int async_pending(void* p, int slot) { return self(p).backend->async_pending(slo
 
 const ssmp_plugin* expose(const ExposedBackend& what) {
   g_exposed = what;
-  g_table = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), g_exposed.name.c_str(), g_exposed.flags,
-                        create, destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint, commit,
-                        rollback, to_f16, snapshot_save, snapshot_restore, export_state,
-                        what.async_copies ? pause_async_copies : nullptr, what.async_copies ? async_pending : nullptr,
-                        prefill_ple, decode_ple, verify_ple, what.capabilities};
+  g_table = ssmp_plugin{SSMP_ABI_VERSION,
+                        sizeof(ssmp_plugin),
+                        g_exposed.name.c_str(),
+                        g_exposed.flags,
+                        create,
+                        destroy,
+                        create_pool,
+                        alloc,
+                        release,
+                        prefill,
+                        decode,
+                        verify,
+                        checkpoint,
+                        commit,
+                        rollback,
+                        to_f16,
+                        snapshot_save,
+                        snapshot_restore,
+                        export_state,
+                        what.async_copies ? pause_async_copies : nullptr,
+                        what.async_copies ? async_pending : nullptr,
+                        prefill_ple,
+                        decode_ple,
+                        verify_ple,
+                        what.capabilities};
   return &g_table;
 }
 

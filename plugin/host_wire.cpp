@@ -106,8 +106,9 @@ void Arena::map(uint64_t bytes) {
 
 void Arena::follow(uint64_t bytes) {
   if (bytes > kMaxArena)
-    throw WireError("the peer announced an arena of " + std::to_string(bytes) + " bytes, more than the wire's bound of " +
-                    std::to_string(kMaxArena) + " (plugin/host_wire.h, kMaxArena)");
+    throw WireError("the peer announced an arena of " + std::to_string(bytes) +
+                    " bytes, more than the wire's bound of " + std::to_string(kMaxArena) +
+                    " (plugin/host_wire.h, kMaxArena)");
   if (bytes <= size_) return;
   // a mapping past the file's end faults (SIGBUS) where it is read: the size announced must be there
   struct stat st {};

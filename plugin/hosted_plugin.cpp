@@ -259,8 +259,11 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
       const std::vector<float>& v = W.*f.member;
       w.push_back(floats(v.data(), v.size()));  // m outlives the call
     }
-    d["geometry"] = {{"conv_dim", L.conv_dim()}, {"out_dim", L.out_dim()}, {"h_shape", L.h_shape()},
-                     {"inputs", inputs},         {"weights", weights}};
+    d["geometry"] = {{"conv_dim", L.conv_dim()},
+                     {"out_dim", L.out_dim()},
+                     {"h_shape", L.h_shape()},
+                     {"inputs", inputs},
+                     {"weights", weights}};
   }
   I.layers = m.spec.layers;
   const char* mode = c->h_mode == SSMP_H_F16 ? "f16" : c->h_mode == SSMP_H_F16_POOL ? "f16-pool" : "f32";
@@ -488,10 +491,31 @@ const ssmp_plugin* hosted_plugin_table(HostLaunch launch) {
   const json& hello = H->declaration;
   H->name = hello.value("name", std::string("hosted"));
   ssmp_plugin& t = H->table;
-  t = ssmp_plugin{SSMP_ABI_VERSION, sizeof(ssmp_plugin), H->name.c_str(), declared_flags(hello),
-                  kCreates[hosts().size()], destroy, create_pool, alloc, release, prefill, decode, verify, checkpoint,
-                  commit, rollback, to_f16, snapshot_save, snapshot_restore, export_state, nullptr, nullptr,
-                  prefill_ple, decode_ple, verify_ple, nullptr};
+  t = ssmp_plugin{SSMP_ABI_VERSION,
+                  sizeof(ssmp_plugin),
+                  H->name.c_str(),
+                  declared_flags(hello),
+                  kCreates[hosts().size()],
+                  destroy,
+                  create_pool,
+                  alloc,
+                  release,
+                  prefill,
+                  decode,
+                  verify,
+                  checkpoint,
+                  commit,
+                  rollback,
+                  to_f16,
+                  snapshot_save,
+                  snapshot_restore,
+                  export_state,
+                  nullptr,
+                  nullptr,
+                  prefill_ple,
+                  decode_ple,
+                  verify_ple,
+                  nullptr};
   if (hello.value("async", false)) {
     t.pause_async_copies = pause_async_copies;
     t.async_pending = async_pending;

@@ -122,8 +122,8 @@ void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
   call("create_pool", -1, pool.name(), [&](ssmp_error* e) { return lib_->table->create_pool(self_, c.get(), e); });
   model_ = model;
   contract_ = Contract(model.spec, pool);
-  export_room_ = ExportRoom(model.spec, pool,
-                            {lib_->short_conv_window(), lib_->h_vd_kd(), lib_->no_prefill_stage(), lib_->ple()});
+  export_room_ =
+      ExportRoom(model.spec, pool, {lib_->short_conv_window(), lib_->h_vd_kd(), lib_->no_prefill_stage(), lib_->ple()});
   has_pool_ = true;
 }
 

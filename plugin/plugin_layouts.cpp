@@ -37,9 +37,19 @@ PluginConfig::PluginConfig(const Model& model, const PoolConfig& pool)
     const LayerWeights& w = model.weights[l];
     if (s.ple.hosted())
       ple_[l] = {s.ple.channels, s.ple.ngram_size, s.ple.k_size, s.ple.dilation, s.ple.eos_id, w.ple_w.data()};
-    ssmp_layer L{SSMP_LAYER_GDN, s.nk, s.nv, s.kd, s.vd, s.d_conv, s.output_gate == OutputGate::sigmoid ? 1 : 0,
-                 s.eps, w.conv_w.data(), w.conv_bias.empty() ? nullptr : w.conv_bias.data(), w.A_log.data(),
-                 w.dt_bias.data(), w.norm_w.data()};
+    ssmp_layer L{SSMP_LAYER_GDN,
+                 s.nk,
+                 s.nv,
+                 s.kd,
+                 s.vd,
+                 s.d_conv,
+                 s.output_gate == OutputGate::sigmoid ? 1 : 0,
+                 s.eps,
+                 w.conv_w.data(),
+                 w.conv_bias.empty() ? nullptr : w.conv_bias.data(),
+                 w.A_log.data(),
+                 w.dt_bias.data(),
+                 w.norm_w.data()};
     if (s.kind == LayerKind::mamba2) {  // GDN's shape fields are 0; the shape travels in ssmp_config.mamba2
       L.kind = SSMP_LAYER_MAMBA2;
       L.nk = L.nv = L.kd = L.vd = L.sigmoid_gate = 0;
@@ -174,7 +184,8 @@ SequenceState ExportRoom::read(int slot, const std::string& who) const {
     if (s.has_conv_checkpoint) L.conv_checkpoint = conv_field(s.conv_checkpoint, sp);
     for (int t = 0; t < s.n_h_intermediates; ++t)
       L.h_intermediates.push_back(h_field(s.h_intermediates[t], s.h_intermediates_are_f16 != 0, sp));
-    for (int t = 0; t < s.n_conv_intermediates; ++t) L.conv_intermediates.push_back(conv_field(s.conv_intermediates[t], sp));
+    for (int t = 0; t < s.n_conv_intermediates; ++t)
+      L.conv_intermediates.push_back(conv_field(s.conv_intermediates[t], sp));
     if (!ple_states_.empty() && sp.ple.hosted()) {
       const ssmp_ple_state& P = ple_states_[l];
       if (P.n_snapshots < 0 || P.n_snapshots > P.snapshot_room)

@@ -24,20 +24,20 @@ namespace fs = std::filesystem;
 // SSMP_PLE (only then is the table known to reach them: check_table checks its size first).
 std::vector<std::pair<const char*, bool>> required_members(const ssmp_plugin& t) {
   std::vector<std::pair<const char*, bool>> m = {{"create", t.create != nullptr},
-          {"destroy", t.destroy != nullptr},
-          {"create_pool", t.create_pool != nullptr},
-          {"alloc", t.alloc != nullptr},
-          {"release", t.release != nullptr},
-          {"prefill", t.prefill != nullptr},
-          {"decode", t.decode != nullptr},
-          {"verify", t.verify != nullptr},
-          {"checkpoint", t.checkpoint != nullptr},
-          {"commit", t.commit != nullptr},
-          {"rollback", t.rollback != nullptr},
-          {"to_f16", t.to_f16 != nullptr},
-          {"snapshot_save", t.snapshot_save != nullptr},
-          {"snapshot_restore", t.snapshot_restore != nullptr},
-          {"export_state", t.export_state != nullptr}};
+                                                 {"destroy", t.destroy != nullptr},
+                                                 {"create_pool", t.create_pool != nullptr},
+                                                 {"alloc", t.alloc != nullptr},
+                                                 {"release", t.release != nullptr},
+                                                 {"prefill", t.prefill != nullptr},
+                                                 {"decode", t.decode != nullptr},
+                                                 {"verify", t.verify != nullptr},
+                                                 {"checkpoint", t.checkpoint != nullptr},
+                                                 {"commit", t.commit != nullptr},
+                                                 {"rollback", t.rollback != nullptr},
+                                                 {"to_f16", t.to_f16 != nullptr},
+                                                 {"snapshot_save", t.snapshot_save != nullptr},
+                                                 {"snapshot_restore", t.snapshot_restore != nullptr},
+                                                 {"export_state", t.export_state != nullptr}};
   if (t.flags & SSMP_PLE)
     m.insert(m.end(), {{"prefill_ple (SSMP_PLE)", t.prefill_ple != nullptr},
                        {"decode_ple (SSMP_PLE)", t.decode_ple != nullptr},
@@ -52,8 +52,7 @@ PluginSpec PluginSpec::parse(const std::string& text) {
   const size_t comma = text.find(',');
   s.path = text.substr(0, comma);
   if (comma != std::string::npos) s.options = text.substr(comma + 1);
-  if (s.path.empty())
-    throw std::invalid_argument("plugin: no path (expected plugin:PATH.so[,key=value...])");
+  if (s.path.empty()) throw std::invalid_argument("plugin: no path (expected plugin:PATH.so[,key=value...])");
   size_t start = 0;
   while (comma != std::string::npos && start <= s.options.size()) {
     const size_t end = std::min(s.options.find(',', start), s.options.size());
@@ -85,7 +84,8 @@ const ssmp_capabilities* declared_capabilities(const ssmp_plugin& t) {
 
 Capabilities PluginLibrary::capabilities() const {
   Capabilities c;
-  c.kinds = mamba2() ? std::vector<LayerKind>{LayerKind::gdn, LayerKind::mamba2} : std::vector<LayerKind>{LayerKind::gdn};
+  c.kinds =
+      mamba2() ? std::vector<LayerKind>{LayerKind::gdn, LayerKind::mamba2} : std::vector<LayerKind>{LayerKind::gdn};
   c.ple = ple();
   c.async_copies = table->pause_async_copies != nullptr;
   if (const ssmp_capabilities* d = declared_capabilities(*table)) c = with_declared(c, *d);
@@ -103,7 +103,8 @@ void check_capabilities(const std::string& who, const ssmp_plugin& t) {
     throw std::runtime_error(where + ".struct_size is " + std::to_string(d->struct_size) + ", expected " +
                              std::to_string(sizeof(ssmp_capabilities)) + " (set it to sizeof the struct)");
   if (d->h_modes & ~uint32_t(SSMP_RUNS_ALL_H_MODES))
-    throw std::runtime_error(where + ".h_modes has unknown bits " + std::to_string(d->h_modes & ~uint32_t(SSMP_RUNS_ALL_H_MODES)) +
+    throw std::runtime_error(where + ".h_modes has unknown bits " +
+                             std::to_string(d->h_modes & ~uint32_t(SSMP_RUNS_ALL_H_MODES)) +
                              " (expected SSMP_RUNS_F32 | SSMP_RUNS_F16 | SSMP_RUNS_F16_POOL)");
   if (d->transitions & ~uint32_t(SSMP_T_ALL))
     throw std::runtime_error(where + ".transitions has unknown bits " +
@@ -127,9 +128,9 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
   // a header from before the *_ple members ends the table at async_pending: still ABI 1
   constexpr size_t kBeforePle = offsetof(ssmp_plugin, prefill_ple);
   if (t->struct_size < kBeforePle)
-    throw std::runtime_error(who + ": its function table is " + std::to_string(t->struct_size) +
-                             " bytes, ABI " + std::to_string(SSMP_ABI_VERSION) + "'s is at least " +
-                             std::to_string(kBeforePle) + " (built against another header?)");
+    throw std::runtime_error(who + ": its function table is " + std::to_string(t->struct_size) + " bytes, ABI " +
+                             std::to_string(SSMP_ABI_VERSION) + "'s is at least " + std::to_string(kBeforePle) +
+                             " (built against another header?)");
   const bool ple = t->flags & SSMP_PLE;
   if (ple && !covers(t->struct_size, offsetof(ssmp_plugin, verify_ple), sizeof t->verify_ple))
     throw std::runtime_error(who + ": declares SSMP_PLE, but its function table (" + std::to_string(t->struct_size) +
@@ -224,7 +225,7 @@ const PluginLibrary& load_plugin_in_process(const std::string& path) {
   auto entry = reinterpret_cast<ssmp_entry_fn>(dlsym(handle, SSMP_ENTRY_SYMBOL));
   if (!entry)
     throw std::runtime_error(who + ": does not export " SSMP_ENTRY_SYMBOL
-                             "() (the entry point of plugin/ssmcheck_plugin.h; declared extern \"C\"?)");
+                                   "() (the entry point of plugin/ssmcheck_plugin.h; declared extern \"C\"?)");
   const ssmp_plugin* t = entry();
   check_table(who, t);
   PluginLibrary lib;

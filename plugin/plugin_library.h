@@ -15,7 +15,7 @@ namespace ssm::plugin {
 // of a registered in-process table).
 struct PluginSpec {
   std::string path;
-  std::string options;  // "key=value,..." as given, passed to the plug-in's create
+  std::string options;      // "key=value,..." as given, passed to the plug-in's create
   bool in_process = false;  // plugin-in-process:PATH (debugging): dlopen'ed into ssmcheck's own process
   // Throws std::invalid_argument naming what is malformed (empty path, an option without '=').
   static PluginSpec parse(const std::string& text);
@@ -25,7 +25,7 @@ struct PluginSpec {
 // A loaded plug-in library (loaded once per path and kept for the process's life): served by its
 // host process (plugin/hosted_plugin.h), or, for debugging or a registered table, in this one.
 struct PluginLibrary {
-  std::string path;  // absolute path of the file, or the registered name of an in-process table
+  std::string path;         // absolute path of the file, or the registered name of an in-process table
   bool in_process = false;  // dlopen'ed here, or a registered table: its crash is ssmcheck's
   const ssmp_plugin* table = nullptr;
   bool own_legality() const { return table->flags & SSMP_OWN_LEGALITY; }

@@ -135,12 +135,12 @@ enum {
 enum {
   /* ssmp_capabilities.transitions: the optional transitions it implements (alloc, release,
    * prefill, decode, verify, checkpoint, commit, rollback and export_state it always does). */
-  SSMP_T_CHECKPOINT_ASYNC = 1u << 0,               /* checkpoint(async = 1) */
-  SSMP_T_ROLLBACK_AND_CHECKPOINT_ASYNC = 1u << 1,  /* rollback(and_checkpoint = 1) */
-  SSMP_T_SNAPSHOTS = 1u << 2,                      /* snapshot_save, snapshot_restore */
-  SSMP_T_VERIFY_EXACT = 1u << 3,                   /* verify arm SSMP_ARM_EXACT */
-  SSMP_T_VERIFY_WY = 1u << 4,                      /* verify arm SSMP_ARM_WY */
-  SSMP_T_PAD_ROWS = 1u << 5,                       /* decode/verify entries of SSMP_PAD_ROW */
+  SSMP_T_CHECKPOINT_ASYNC = 1u << 0,              /* checkpoint(async = 1) */
+  SSMP_T_ROLLBACK_AND_CHECKPOINT_ASYNC = 1u << 1, /* rollback(and_checkpoint = 1) */
+  SSMP_T_SNAPSHOTS = 1u << 2,                     /* snapshot_save, snapshot_restore */
+  SSMP_T_VERIFY_EXACT = 1u << 3,                  /* verify arm SSMP_ARM_EXACT */
+  SSMP_T_VERIFY_WY = 1u << 4,                     /* verify arm SSMP_ARM_WY */
+  SSMP_T_PAD_ROWS = 1u << 5,                      /* decode/verify entries of SSMP_PAD_ROW */
   SSMP_T_ALL = (1u << 6) - 1,
 };
 typedef struct {

@@ -16,7 +16,7 @@ BisectResult bisect_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
   int lo = -1;
   const int m = int(r.boundaries.size()) - 1;  // index of the last boundary
   while (true) {
-    const int mid = lo + (m - lo + 1) / 2;     // halfway to the end, rounded up: at least lo + 1
+    const int mid = lo + (m - lo + 1) / 2;  // halfway to the end, rounded up: at least lo + 1
     ReplayOptions o = options;
     o.start = lo < 0 ? -1 : r.boundaries[size_t(lo)];
     o.stop = r.boundaries[size_t(mid)];
@@ -56,7 +56,9 @@ nlohmann::json BisectResult::json() const {
   nlohmann::json segs = nlohmann::json::array();
   for (const BisectSegment& g : segments)
     segs.push_back({{"start_after", g.start}, {"stop", g.stop}, {"pass", g.pass}, {"ops_run", g.ops_run}});
-  j["bisect"] = {{"boundaries", boundaries.size()}, {"segments", segs}, {"ops_replayed", ops_replayed},
+  j["bisect"] = {{"boundaries", boundaries.size()},
+                 {"segments", segs},
+                 {"ops_replayed", ops_replayed},
                  {"ops_skipped", ops_skipped}};
   return j;
 }

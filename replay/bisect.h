@@ -20,11 +20,11 @@ struct BisectSegment {
 };
 
 struct BisectResult {
-  std::vector<int> boundaries;         // the start points, then the last op
+  std::vector<int> boundaries;          // the start points, then the last op
   std::vector<BisectSegment> segments;  // in the order they ran
-  ReplayResult last;                   // the last segment's replay: its first divergence, if any
-  int ops_replayed = 0;                // over every segment
-  int ops_skipped = 0;                 // ops never replayed (after the divergence)
+  ReplayResult last;                    // the last segment's replay: its first divergence, if any
+  int ops_replayed = 0;                 // over every segment
+  int ops_skipped = 0;                  // ops never replayed (after the divergence)
   bool pass() const { return last.pass(); }
   std::string text() const;
   nlohmann::json json() const;

@@ -23,7 +23,8 @@ std::vector<std::string> convention_hints(cmp::Trace& trace, const std::function
   o.same_build_bitwise = false;
   const size_t n_alternatives = numerics_alternatives(declared[0], mode).size();
   for (size_t a = 0; a < n_alternatives; ++a) {
-    for (size_t l = 0; l < layers.size(); ++l) layers[l].numerics = numerics_alternatives(declared[l], mode)[a].numerics;
+    for (size_t l = 0; l < layers.size(); ++l)
+      layers[l].numerics = numerics_alternatives(declared[l], mode)[a].numerics;
     const NumericsAlternative alt = numerics_alternatives(declared[0], mode)[a];
     bool agrees = false;
     try {

@@ -51,8 +51,8 @@ std::string outside_filters(const cmp::Trace& tr, const GateOptions& o) {
       return s;
     }() + " only)";
   if (o.model && layer_names(tr.header.model.spec) != layer_names(*o.model))
-    return "another model (the gate checks " + (o.config_path ? "--config " + *o.config_path : "--preset " + o.preset.value_or("")) +
-           " only)";
+    return "another model (the gate checks " +
+           (o.config_path ? "--config " + *o.config_path : "--preset " + o.preset.value_or("")) + " only)";
   return "";
 }
 
@@ -64,8 +64,8 @@ GateCase replay_case(const std::string& path, const fuzz::BackendEntry& be, bool
   const auto start = Clock::now();
   try {
     const cmp::Trace tr = cmp::read_trace(path);
-    const std::string why_not = outside_filters(tr, o).empty() ? cannot_replay(tr, be.caps, be.name)
-                                                               : outside_filters(tr, o);
+    const std::string why_not =
+        outside_filters(tr, o).empty() ? cannot_replay(tr, be.caps, be.name) : outside_filters(tr, o);
     if (!why_not.empty()) {  // outside what the backend runs, or what the gate was asked to check
       c.status = GateCase::Status::skipped;
       c.message = "skipped: " + why_not;
@@ -81,8 +81,8 @@ GateCase replay_case(const std::string& path, const fuzz::BackendEntry& be, bool
       c.status = r.pass() ? GateCase::Status::pass : GateCase::Status::fail;
       c.other_numerics = r.other_numerics;
       c.message = r.pass() ? fmt::format("agree {}: {} ops, {} states, {} outputs",
-                                         r.bitwise ? "bit for bit" : "under the classes", r.ops_run,
-                                         r.states_compared, r.outputs_compared)
+                                         r.bitwise ? "bit for bit" : "under the classes", r.ops_run, r.states_compared,
+                                         r.outputs_compared)
                            : "diverged at " + r.divergences.front().headline();
       if (!r.pass()) c.details = r.text();
     } else if (!tr.header.expect) {
@@ -127,8 +127,8 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
     co.caps.h_modes = both;
   }
   const std::string outside = co.caps.h_modes.empty() ? "it runs none of the h modes the gate checks (--h-mode)"
-                              : o.model                ? be.cannot_run(*o.model)
-                                                       : "";
+                              : o.model               ? be.cannot_run(*o.model)
+                                                      : "";
   if (!outside.empty()) {
     c.status = GateCase::Status::skipped;
     c.message = "skipped: " + outside;
@@ -136,7 +136,8 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
   }
   co.tolerances = o.tolerances;
   co.strictness = be.strictness;
-  co.pause_async = be.caps.async_copies;  // async copies held until their reader waits: a reader that skips it is caught
+  co.pause_async =
+      be.caps.async_copies;  // async copies held until their reader waits: a reader that skips it is caught
   co.require_coverage = o.require_coverage;
   if (o.progress) co.progress = [&](const std::string& line) { o.progress(c.suite + ": " + line); };
   const auto start = Clock::now();
@@ -144,17 +145,17 @@ GateCase campaign_case(const fuzz::BackendEntry& be, const GateOptions& o) {
     const fuzz::CampaignResult r = o.run_campaign ? o.run_campaign(co, be) : fuzz::run_campaign(co, be.model, be.under_test);
     // nothing ran is not a pass
     const bool uncovered = !r.coverage_missing.empty(), biased = !r.bias.empty();
-    c.status = r.failed || r.gave_up || r.cases == 0 || uncovered || biased ? GateCase::Status::fail
-                                                                           : GateCase::Status::pass;
+    c.status =
+        r.failed || r.gave_up || r.cases == 0 || uncovered || biased ? GateCase::Status::fail : GateCase::Status::pass;
     std::string missing;
     for (const auto& m : r.coverage_missing) missing += (missing.empty() ? "" : ", ") + m;
     c.message = fmt::format("{}, {} sequences, {} ops: {}", r.case_range(), r.sequences(), r.ops,
-                            r.failed ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
-                            : r.gave_up ? "gave up: " + r.message
+                            r.failed       ? fmt::format("case {} FAILED, rerun: {}", r.failed_case, r.rerun)
+                            : r.gave_up    ? "gave up: " + r.message
                             : r.cases == 0 ? "no case ran"
-                            : biased ? "bias check failed: " + r.bias.front()
-                            : uncovered ? "coverage check failed, never reached: " + missing
-                                        : "passed");
+                            : biased       ? "bias check failed: " + r.bias.front()
+                            : uncovered    ? "coverage check failed, never reached: " + missing
+                                           : "passed");
     if (c.status == GateCase::Status::fail) c.details = r.summary();
     if (r.failed) {
       c.shrunk_ops = r.script_length;
@@ -230,13 +231,14 @@ std::string GateResult::summary() const {
       ++stale_count[be];
     }
   for (const auto& [be, files] : stale)
-    s += fmt::format("{} golden trace(s) recorded by {} with other numerics were judged under the classes, not bit "
-                     "for bit; re-stamp those these numerics reproduce exactly (the rest need re-recording, "
-                     "scripts/record_golden.sh):\n  ssmcheck approve --backend {}{}\n",
-                     stale_count[be], be, be, files);
+    s += fmt::format(
+        "{} golden trace(s) recorded by {} with other numerics were judged under the classes, not bit "
+        "for bit; re-stamp those these numerics reproduce exactly (the rest need re-recording, "
+        "scripts/record_golden.sh):\n  ssmcheck approve --backend {}{}\n",
+        stale_count[be], be, be, files);
   const int skipped = count(GateCase::Status::skipped);
   const std::string skips = skipped ? fmt::format(" ({} of {} checks skipped)", skipped, cases.size()) : "";
-  s += !pass() ? "result: FAIL" + skips + "\n"
+  s += !pass()             ? "result: FAIL" + skips + "\n"
        : nothing_checked() ? "result: NOTHING CHECKED (every check was skipped)\n"
                            : "result: PASS" + skips + "\n";
   return s;
@@ -284,13 +286,17 @@ std::string GateResult::junit() const {
 }
 
 nlohmann::json GateResult::json() const {
-  nlohmann::json j = {{"schema", "ssmcheck-verdict"}, {"schema_version", kVerdictSchemaVersion},
-                      {"tool", tool},       {"pass", pass()},
-                      {"seconds", seconds}, {"seed", seed},
+  nlohmann::json j = {{"schema", "ssmcheck-verdict"},
+                      {"schema_version", kVerdictSchemaVersion},
+                      {"tool", tool},
+                      {"pass", pass()},
+                      {"seconds", seconds},
+                      {"seed", seed},
                       {"cases_per_campaign", cases_per_campaign},
-                      {"counts", {{"pass", count(GateCase::Status::pass)},
-                                  {"fail", count(GateCase::Status::fail)},
-                                  {"skipped", count(GateCase::Status::skipped)}}},
+                      {"counts",
+                       {{"pass", count(GateCase::Status::pass)},
+                        {"fail", count(GateCase::Status::fail)},
+                        {"skipped", count(GateCase::Status::skipped)}}},
                       {"nothing_checked", nothing_checked()}};
   j["cases"] = nlohmann::json::array();
   for (const GateCase& c : cases) {

@@ -114,7 +114,8 @@ std::string signature(const Divergence& d, const std::vector<int>& layers) {
     for (const char* key : {"failure", "mismatched", "elements", "shape"})
       if (f.contains(key)) j[key] = f[key];
     if (f.contains("worst"))
-      for (const auto& w : f["worst"]) j["worst"].push_back({w.value("index", nlohmann::json()), w.value("ref_bits", ""), w.value("got_bits", "")});
+      for (const auto& w : f["worst"])
+        j["worst"].push_back({w.value("index", nlohmann::json()), w.value("ref_bits", ""), w.value("got_bits", "")});
     static const std::regex layer_no("layer \\d+");
     for (const auto& h : d.json.value("hints", nlohmann::json::array()))
       j["hints"].push_back(std::regex_replace(h.get<std::string>(), layer_no, "layer L"));
@@ -157,9 +158,7 @@ std::vector<int> ddmin(std::vector<int> items, const std::function<bool(const st
 
 }  // namespace
 
-nlohmann::json TraceSize::json() const {
-  return {{"ops", ops}, {"seqs", seqs}, {"layers", layers}, {"bytes", bytes}};
-}
+nlohmann::json TraceSize::json() const { return {{"ops", ops}, {"seqs", seqs}, {"layers", layers}, {"bytes", bytes}}; }
 
 TraceSize size_of(const cmp::Trace& t) {
   TraceSize s;
@@ -266,13 +265,16 @@ ReduceResult reduce_trace(const cmp::Trace& trace, Backend& b, const ReduceOptio
     std::vector<int> items;
     for (int l : keep.layers)
       if (l != r.original.layer) items.push_back(l);
-    const std::vector<int> kept = ddmin(items, [&](const std::vector<int>& v) {
-      Keep k = keep;
-      k.layers = v;
-      if (r.original.layer >= 0) k.layers.push_back(r.original.layer);
-      std::sort(k.layers.begin(), k.layers.end());
-      return fails(k);
-    }, budget);
+    const std::vector<int> kept = ddmin(
+        items,
+        [&](const std::vector<int>& v) {
+          Keep k = keep;
+          k.layers = v;
+          if (r.original.layer >= 0) k.layers.push_back(r.original.layer);
+          std::sort(k.layers.begin(), k.layers.end());
+          return fails(k);
+        },
+        budget);
     keep.layers = kept;
     if (r.original.layer >= 0) keep.layers.push_back(r.original.layer);
     std::sort(keep.layers.begin(), keep.layers.end());
@@ -281,23 +283,29 @@ ReduceResult reduce_trace(const cmp::Trace& trace, Backend& b, const ReduceOptio
     std::vector<int> items;
     for (int q : keep.seqs)
       if (q != r.original.seq) items.push_back(q);
-    const std::vector<int> kept = ddmin(items, [&](const std::vector<int>& v) {
-      Keep k = keep;
-      k.seqs = std::set<int>(v.begin(), v.end());
-      if (r.original.seq >= 0) k.seqs.insert(r.original.seq);
-      return fails(k);
-    }, budget);
+    const std::vector<int> kept = ddmin(
+        items,
+        [&](const std::vector<int>& v) {
+          Keep k = keep;
+          k.seqs = std::set<int>(v.begin(), v.end());
+          if (r.original.seq >= 0) k.seqs.insert(r.original.seq);
+          return fails(k);
+        },
+        budget);
     keep.seqs = std::set<int>(kept.begin(), kept.end());
     if (r.original.seq >= 0) keep.seqs.insert(r.original.seq);
   }
   {
     std::vector<int> items(keep.ops.begin(), keep.ops.end() - 1);
-    const std::vector<int> kept = ddmin(items, [&](const std::vector<int>& v) {
-      Keep k = keep;
-      k.ops = v;
-      k.ops.push_back(last);
-      return fails(k);
-    }, budget);
+    const std::vector<int> kept = ddmin(
+        items,
+        [&](const std::vector<int>& v) {
+          Keep k = keep;
+          k.ops = v;
+          k.ops.push_back(last);
+          return fails(k);
+        },
+        budget);
     keep.ops = kept;
     keep.ops.push_back(last);
   }
@@ -321,24 +329,30 @@ ReduceResult reduce_trace(const cmp::Trace& trace, Backend& b, const ReduceOptio
 std::string ReduceResult::text() const {
   if (!diverged) return "result: AGREE: nothing to reduce (the trace does not diverge on this backend)\n";
   std::string s = fmt::format("first divergence of the trace: {}\n", original.headline());
-  s += start_after >= 0 ? fmt::format("cut: from the recorded state after op {} (written as the trace's /start)\n", start_after)
-                        : std::string("cut: from op 0 (no recorded full state before the divergence)\n");
+  s += start_after >= 0
+           ? fmt::format("cut: from the recorded state after op {} (written as the trace's /start)\n", start_after)
+           : std::string("cut: from op 0 (no recorded full state before the divergence)\n");
   s += fmt::format("{:<8} {:>8} {:>8} {:>8} {:>12}\n", "", "ops", "seqs", "layers", "bytes");
   s += fmt::format("{:<8} {:>8} {:>8} {:>8} {:>12}\n", "before", before.ops, before.seqs, before.layers, before.bytes);
   s += fmt::format("{:<8} {:>8} {:>8} {:>8} {:>12}\n", "after", after.ops, after.seqs, after.layers, after.bytes);
-  s += fmt::format("{} candidate replays{}\n", replays, budget_hit ? " (the --max-replays bound was reached: a smaller trace may exist)" : "");
+  s += fmt::format("{} candidate replays{}\n", replays,
+                   budget_hit ? " (the --max-replays bound was reached: a smaller trace may exist)" : "");
   s += fmt::format("the reduced trace diverges at {}\n", reproduced.headline());
   return s;
 }
 
 nlohmann::json ReduceResult::json() const {
-  nlohmann::json j = {{"diverged", diverged}, {"replays", replays}, {"budget_hit", budget_hit},
+  nlohmann::json j = {{"diverged", diverged},    {"replays", replays},    {"budget_hit", budget_hit},
                       {"before", before.json()}, {"after", after.json()}, {"start_after", start_after}};
   if (diverged) {
-    j["original"] = {{"op_index", original.op_index}, {"op", original.op}, {"what", original.what},
-                     {"seq", original.seq}, {"layer", original.layer}, {"tensor", original.tensor}};
-    j["reduced"] = {{"op_index", reproduced.op_index}, {"op", reproduced.op}, {"what", reproduced.what},
-                    {"seq", reproduced.seq}, {"layer", reproduced.layer}, {"tensor", reproduced.tensor},
+    j["original"] = {{"op_index", original.op_index}, {"op", original.op},       {"what", original.what},
+                     {"seq", original.seq},           {"layer", original.layer}, {"tensor", original.tensor}};
+    j["reduced"] = {{"op_index", reproduced.op_index},
+                    {"op", reproduced.op},
+                    {"what", reproduced.what},
+                    {"seq", reproduced.seq},
+                    {"layer", reproduced.layer},
+                    {"tensor", reproduced.tensor},
                     {"hints", reproduced.json.value("hints", nlohmann::json::array())}};
   }
   return j;

@@ -17,7 +17,7 @@
 namespace ssm::replay {
 
 struct ReduceOptions {
-  ReplayOptions replay;  // tolerances and strictness; start, stop and keep_going are reduce's
+  ReplayOptions replay;    // tolerances and strictness; start, stop and keep_going are reduce's
   int max_replays = 2000;  // a bound on the candidates tried (each one replay of a short trace)
 };
 
@@ -28,14 +28,14 @@ struct TraceSize {
 };
 
 struct ReduceResult {
-  bool diverged = false;      // false: the trace agrees on the backend, nothing to reduce
-  Divergence original;        // the full replay's first divergence
-  int start_after = -1;       // the op of the original after which the reduced trace starts (-1: op 0)
-  cmp::Trace reduced;         // diverges at its last op
-  Divergence reproduced;      // the reduced trace's divergence
+  bool diverged = false;  // false: the trace agrees on the backend, nothing to reduce
+  Divergence original;    // the full replay's first divergence
+  int start_after = -1;   // the op of the original after which the reduced trace starts (-1: op 0)
+  cmp::Trace reduced;     // diverges at its last op
+  Divergence reproduced;  // the reduced trace's divergence
   TraceSize before, after;
-  int replays = 0;            // candidates replayed
-  bool budget_hit = false;    // max_replays reached: smaller may exist
+  int replays = 0;          // candidates replayed
+  bool budget_hit = false;  // max_replays reached: smaller may exist
   std::string text() const;
   nlohmann::json json() const;
 };

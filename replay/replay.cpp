@@ -82,9 +82,9 @@ std::string ReplayResult::text() const {
   if (!judged.empty()) s += "  judged " + judged + "\n";
   if (started_after >= 0 || ops_skipped > 0)
     s += fmt::format("  started from {}; {} of {} ops not replayed\n",
-                     started_after < 0 ? std::string("a fresh pool")
-                                       : fmt::format("the recorded state after op {} '{}'", started_after,
-                                                     started_after_text),
+                     started_after < 0
+                         ? std::string("a fresh pool")
+                         : fmt::format("the recorded state after op {} '{}'", started_after, started_after_text),
                      ops_skipped, ops_total);
   if (!note.empty()) s += "  note: " + note + "\n";
   for (const Refusal& r : refusals) s += "  refusal: " + r.text(backend) + "\n";
@@ -153,7 +153,8 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
     r.judged = tr.header.backend == b.name()
                    ? "under the tolerance classes: recorded by " +
                          (tr.header.build.empty() ? std::string("an unrecorded build") : tr.header.build) +
-                         ", this is " + here + " (`ssmcheck approve` re-stamps a trace these numerics reproduce; else re-record it)"
+                         ", this is " + here +
+                         " (`ssmcheck approve` re-stamps a trace these numerics reproduce; else re-record it)"
                    : "under the tolerance classes: states from '" + tr.header.backend + "', replayed on " + b.name();
   }
   r.other_numerics = tr.header.backend == b.name() && !same;

@@ -70,7 +70,8 @@ std::string why_not(const cmp::Trace& tr, int op, const std::vector<std::vector<
   if (op < 0 || size_t(op) >= tr.ops.size()) return fmt::format("no op {} (the trace has {})", op, tr.ops.size());
   if (size_t(op) >= live.size())
     return fmt::format("the contract refuses an alloc or release the trace accepted at or before op {}", live.size());
-  if (blocked[size_t(op)]) return "a later snapshot_restore reads a snapshot saved at or before it (snapshots are not recorded)";
+  if (blocked[size_t(op)])
+    return "a later snapshot_restore reads a snapshot saved at or before it (snapshots are not recorded)";
   const cmp::TraceOp& t = tr.ops[size_t(op)];
   const size_t L = tr.header.model.spec.layers.size();
   for (const auto& [seq, slot] : live[size_t(op)]) {

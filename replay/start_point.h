@@ -13,7 +13,7 @@
 namespace ssm::replay {
 
 struct StartPoint {
-  int after_op = -1;  // the op after which the recorded states are the start; -1: a fresh pool
+  int after_op = -1;                       // the op after which the recorded states are the start; -1: a fresh pool
   std::vector<std::pair<int, int>> slots;  // live logical sequence -> pool slot, ascending seq
 };
 

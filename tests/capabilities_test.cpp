@@ -175,8 +175,8 @@ TEST(Replay, EverySkippedChecksNothingAndAPartOfThemIsCounted) {
   EXPECT_EQ(part.code, 0) << part.out;
   EXPECT_NE(part.out.find("all agree (1 of 2 checks skipped)"), std::string::npos) << part.out;
   // a golden trace using what it lacks (a WY verify, snapshots): skipped naming the op
-  const auto ops = test::sh(kBin + " replay " + test::q(kTraces + "/tiny_f32_every_op.h5") + " --backend " +
-                            test::q(kPartial));
+  const auto ops =
+      test::sh(kBin + " replay " + test::q(kTraces + "/tiny_f32_every_op.h5") + " --backend " + test::q(kPartial));
   EXPECT_EQ(ops.code, 5) << ops.out;
   EXPECT_NE(ops.out.find("skipped (op "), std::string::npos) << ops.out;
 }
@@ -210,8 +210,8 @@ TEST(Gate, HModeAndPresetFiltersSkipAndCountTheRest) {
     }
   }
   // a filter that leaves nothing: exit 5, not a pass
-  const auto none = test::sh(kBin + " gate --backend " + test::q(kPartial) + " --h-mode f16 --cases 5 --traces " +
-                             test::q(kTraces));
+  const auto none =
+      test::sh(kBin + " gate --backend " + test::q(kPartial) + " --h-mode f16 --cases 5 --traces " + test::q(kTraces));
   EXPECT_EQ(none.code, 5) << none.out;
   EXPECT_NE(none.out.find("NOTHING CHECKED"), std::string::npos) << none.out;
 }

@@ -37,8 +37,9 @@ std::vector<std::string> hints_of(cmp::Trace& t, replay::ReplayResult* out = nul
   const replay::ReplayResult r = replay::replay_trace(t, b);
   if (out) *out = r;
   if (r.pass()) return {};
-  return replay::convention_hints(t, [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); }, {},
-                                  r.divergences.front().op_index, r.bitwise);
+  return replay::convention_hints(
+      t, [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); }, {}, r.divergences.front().op_index,
+      r.bitwise);
 }
 
 TEST(ConventionHints, UndeclaredTorchGatesAreNamed) {
@@ -51,9 +52,9 @@ TEST(ConventionHints, UndeclaredTorchGatesAreNamed) {
   const std::vector<std::string> hints = hints_of(t, &r);
   ASSERT_FALSE(r.pass()) << "the undeclared torch gates must diverge under the contract's";
   ASSERT_EQ(hints.size(), 1u) << testing::PrintToString(hints);
-  EXPECT_NE(hints[0].find("replaying with --gates torch agrees through op " +
-                          std::to_string(r.divergences.front().op_index)),
-            std::string::npos)
+  EXPECT_NE(
+      hints[0].find("replaying with --gates torch agrees through op " + std::to_string(r.divergences.front().op_index)),
+      std::string::npos)
       << hints[0];
   EXPECT_NE(hints[0].find("torch gates"), std::string::npos) << hints[0];
   // the trace is as it was
@@ -86,10 +87,8 @@ TEST(ConventionHints, ASlipIsNotAConvention) {
   // h after the commit perturbed far beyond any convention's difference
   Tensor& h = t.ops[5].states[0].state.layers[0].h;
   for (int64_t e = 0; e < h.size(); e += 7) {
-    if (h.dtype() == DType::f16)
-      h.f16()[e] ^= 0x4400;  // exponent bits: far off, finite
-    else
-      h.f32()[e] = h.f32()[e] * 2.0f + 1.0f;
+    if (h.dtype() == DType::f16) h.f16()[e] ^= 0x4400;  // exponent bits: far off, finite
+    else h.f32()[e] = h.f32()[e] * 2.0f + 1.0f;
   }
   replay::ReplayResult r;
   const std::vector<std::string> hints = hints_of(t, &r);

@@ -45,8 +45,9 @@ TEST(Conventions, EveryNameSetsItsFieldAndPrintsBack) {
 }
 
 TEST(Conventions, UnknownNamesAndValuesAreRefusedNamingThem) {
-  EXPECT_EQ(error_of("gate", "torch"),
-            "unknown convention 'gate' (known: gates, f16_store, f16_rows, conv_window, h_layout, norm_groups); did you mean gates?");
+  EXPECT_EQ(
+      error_of("gate", "torch"),
+      "unknown convention 'gate' (known: gates, f16_store, f16_rows, conv_window, h_layout, norm_groups); did you mean gates?");
   EXPECT_EQ(error_of("frobnicate", "x"),
             "unknown convention 'frobnicate' (known: gates, f16_store, f16_rows, conv_window, h_layout, norm_groups)");
   EXPECT_EQ(error_of("norm_groups", "-1"), "norm_groups '-1': expected an integer (0: ng, 1: the whole width)");
@@ -67,10 +68,15 @@ TEST(Conventions, NearMissIsAtMostTwoEdits) {
 // where it belongs, in both dtypes; the contract's layout comes back as it is.
 TEST(Conventions, TransposedHComesBackInTheContractsLayout) {
   LayerSpec g;  // gdn nk=1 nv=2 kd=3 vd=5
-  g.nv = 2; g.kd = 3; g.vd = 5;
+  g.nv = 2;
+  g.kd = 3;
+  g.vd = 5;
   LayerSpec m;
   m.kind = LayerKind::mamba2;
-  m.nh = 2; m.hp = 3; m.ns = 4; m.ng = 1;
+  m.nh = 2;
+  m.hp = 3;
+  m.ns = 4;
+  m.ng = 1;
   StateLayout swapped;
   swapped.h_layout = HLayout::vd_kd;
   for (const LayerSpec* s : {&g, &m})
@@ -95,7 +101,10 @@ TEST(Conventions, TransposedHComesBackInTheContractsLayout) {
 // A d_conv-1 window lands in columns 1..d_conv-1; column 0 is zero (not kept, not compared).
 TEST(Conventions, ShortConvWindowFillsTheNewestColumns) {
   LayerSpec s;
-  s.nv = 2; s.kd = 3; s.vd = 5; s.d_conv = 4;
+  s.nv = 2;
+  s.kd = 3;
+  s.vd = 5;
+  s.d_conv = 4;
   StateLayout shortw;
   shortw.conv_window = ConvWindow::d_conv_minus_1;
   Tensor eng = Tensor::zeros(DType::f32, conv_shape_in(s, shortw));

@@ -22,7 +22,7 @@ struct Slip {
   const char* name;
   const char* flags;  // case flags
   const char* ops;
-  const char* hint;   // what the likely-cause line must say
+  const char* hint;              // what the likely-cause line must say
   const char* absent = nullptr;  // what no line may say (a misleading reading of the same evidence)
 };
 
@@ -48,7 +48,8 @@ INSTANTIATE_TEST_SUITE_P(
              "commit restores intermediate n instead of n-1?", "shifted"},
         Slip{"rollback_off_by_one", "--preset tiny", "alloc; prefill 3; checkpoint; verify 4; rollback 1",
              "rollback restores intermediate n instead of n-1?", "shifted"},
-        Slip{"h_transposed", "--preset tiny", "alloc; prefill 3", "h is the reference's h with its last two axes swapped"},
+        Slip{"h_transposed", "--preset tiny", "alloc; prefill 3",
+             "h is the reference's h with its last two axes swapped"},
         Slip{"conv_shifted_twice", "--preset tiny", "alloc; prefill 3", "the window shifted one column too far"},
         // judged below one FP16 step at 65504: the default classes admit an inf-vs-65504 pair as one
         // step (docs/tolerances.md, "FP16's overflow boundary"), so an export-only slip would pass
@@ -69,8 +70,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(LikelyCauseCampaign, AnUndeclaredConventionIsNamed) {
   test::TempDir dir;
   const std::string json = dir.path() + "/v.json";
-  const auto r = test::sh(kBin + " fuzz --backend " + test::q(kSlip + ",slip=gates_torch") + " --cases 200 --seed 7 --json " +
-                          test::q(json));
+  const auto r = test::sh(kBin + " fuzz --backend " + test::q(kSlip + ",slip=gates_torch") +
+                          " --cases 200 --seed 7 --json " + test::q(json));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("likely cause: the case passes when the reference computes torch gates"), std::string::npos)
       << r.out;
@@ -97,8 +98,9 @@ TEST(ShrunkCase, CarriesNoIrrelevantFlagAndItsVerdictIsStructured) {
   for (const int seed : {3, 5, 8}) {
     test::TempDir dir;
     const std::string json = dir.path() + "/v.json";
-    const auto r = test::sh(kBin + " fuzz --backend " + test::q(kSlip + ",slip=commit_off_by_one") + " --cases 300 --seed " +
-                            std::to_string(seed) + " --out " + test::q(dir.path() + "/out") + " --json " + test::q(json));
+    const auto r =
+        test::sh(kBin + " fuzz --backend " + test::q(kSlip + ",slip=commit_off_by_one") + " --cases 300 --seed " +
+                 std::to_string(seed) + " --out " + test::q(dir.path() + "/out") + " --json " + test::q(json));
     ASSERT_EQ(r.code, 1) << "seed " << seed << "\n" << r.out;
     std::ifstream in(json);
     const nlohmann::json v = nlohmann::json::parse(in);
@@ -123,7 +125,8 @@ TEST(ShrunkCase, CarriesNoIrrelevantFlagAndItsVerdictIsStructured) {
     for (const char* k : {"op_index", "op", "seq", "layer", "tensor", "worst"}) EXPECT_TRUE(f.contains(k)) << k;
     EXPECT_FALSE(f["worst"].empty());
     ASSERT_FALSE(d["hints"].empty()) << d.dump(2);
-    EXPECT_NE(d["hints"][0].get<std::string>().find("commit restores intermediate n instead of n-1?"), std::string::npos);
+    EXPECT_NE(d["hints"][0].get<std::string>().find("commit restores intermediate n instead of n-1?"),
+              std::string::npos);
     // the rerun line is a shell command that fails the same way
     const auto again = test::sh(e["rerun"].get<std::string>().replace(0, 8, kBin));
     EXPECT_EQ(again.code, 1) << e["rerun"] << "\n" << again.out;
@@ -167,8 +170,8 @@ TEST(Bias, OneUlpUpwardIsFlaggedAndACorrectPluginIsNot) {
   std::ifstream in(json);
   const nlohmann::json v = nlohmann::json::parse(in);
   EXPECT_NE(v["cases"][0]["message"].get<std::string>().find("bias check failed: output"), std::string::npos);
-  const auto ok = test::sh(kBin + " fuzz --backend " + test::q(kSlip) + " --cases 200 --seed 17 --out " +
-                           test::q(dir.path()));
+  const auto ok =
+      test::sh(kBin + " fuzz --backend " + test::q(kSlip) + " --cases 200 --seed 17 --out " + test::q(dir.path()));
   EXPECT_EQ(ok.code, 0) << ok.out;
   EXPECT_EQ(ok.out.find("BIAS"), std::string::npos) << ok.out;
 }

@@ -131,14 +131,18 @@ TEST_F(FormatAttrs, MisspellingsEverywhereAreRefused) {
   };
   const Case cases[] = {
       {"/model/layer0", "nh", "/model/layer0@nh: not a member of /model/layer0"},  // a Mamba-2 shape on a GDN layer
-      {"/model/layer0/A_log", "units", "/model/layer0/A_log@units: not a member of /model/layer0/A_log (defined: no attributes)"},
-      {"/ops/000000", "refusal", "/ops/000000@refusal: not a member of /ops/000000 (defined: op, refused); did you mean refused?"},
+      {"/model/layer0/A_log", "units",
+       "/model/layer0/A_log@units: not a member of /model/layer0/A_log (defined: no attributes)"},
+      {"/ops/000000", "refusal",
+       "/ops/000000@refusal: not a member of /ops/000000 (defined: op, refused); did you mean refused?"},
       {"/ops/000001/state/seq0", "last_verify", "did you mean last_verify_k?"},
       {"/ops/000001/state/seq0/layer1", "conv_oldest_column_abset", "did you mean conv_oldest_column_absent?"},
-      {"/ops/000001/state/seq0/layer0/h", "layuot", "/ops/000001/state/seq0/layer0/h@layuot: not a member of "
-                                                    "/ops/000001/state/seq0/layer0/h (defined: dtype, layout); did you mean layout?"},
+      {"/ops/000001/state/seq0/layer0/h", "layuot",
+       "/ops/000001/state/seq0/layer0/h@layuot: not a member of "
+       "/ops/000001/state/seq0/layer0/h (defined: dtype, layout); did you mean layout?"},
       {"/", "produce", "/@produce: not a member of / (defined: format, version, producer"},
-      {"/pool", "slots", "/pool@slots: not a member of /pool (defined: max_slots, h_capacity, conv_capacity, snapshot_slots)"},
+      {"/pool", "slots",
+       "/pool@slots: not a member of /pool (defined: max_slots, h_capacity, conv_capacity, snapshot_slots)"},
   };
   int n = 0;
   for (const Case& c : cases) {

@@ -96,7 +96,8 @@ TEST(hf_config, falcon_h1_options) {
   ASSERT_EQ(d.layers.size(), 2u) << "an SSM in every block";
   EXPECT_TRUE(d.layers[0].norm_before_gate) << "mamba_norm_before_gate defaults to true in Falcon-H1";
   EXPECT_TRUE(d.layers[0].conv_bias);
-  const LayerSpec s = load(R"(, "mamba_conv_bias": false, "mamba_norm_before_gate": false, "mamba_rms_norm": true)").layers[0];
+  const LayerSpec s =
+      load(R"(, "mamba_conv_bias": false, "mamba_norm_before_gate": false, "mamba_rms_norm": true)").layers[0];
   EXPECT_FALSE(s.conv_bias);
   EXPECT_FALSE(s.norm_before_gate);
   for (const auto& [bad, expect] :

@@ -316,7 +316,8 @@ TEST(HostileInput, LayersBeyondTheModelAreExitTwo) {
   const std::string tail = " --preset tiny --layers 99 --ops 'alloc; prefill 2'";
   expect_refusal(kBin + " run" + tail, {"--layers 99", "tiny has 2 recurrent layers"});
   expect_refusal(kBin + " dump" + tail + " -o " + q(dir.file("d.h5")), {"--layers 99", "tiny has 2 recurrent layers"});
-  expect_refusal(kBin + " record" + tail + " -o " + q(dir.file("t.h5")), {"--layers 99", "tiny has 2 recurrent layers"});
+  expect_refusal(kBin + " record" + tail + " -o " + q(dir.file("t.h5")),
+                 {"--layers 99", "tiny has 2 recurrent layers"});
   expect_refusal(kBin + " check --backend reference" + tail, {"--layers 99", "tiny has 2 recurrent layers"});
   expect_refusal(kBin + " fuzz --preset tiny --layers 99 --cases 1", {"--layers 99", "tiny has 2 recurrent layers"});
   expect_refusal(kBin + " run --preset odd-c --layers 2 --ops alloc", {"--layers 2", "odd-c has 1 recurrent layers"});
@@ -360,7 +361,7 @@ TEST(HostileInput, TheCaptureLibraryQuotesALongOpOnceAndBounded) {
   const ssmc_layer_desc d = {nk, nv, kd, vd, dc, 0, 0, 1e-6f};
   ASSERT_EQ(ssmc_add_layer(t, &d, conv_w.data(), nullptr, a_log.data(), dt_bias.data(), norm_w.data()), SSMC_OK)
       << ssmc_last_error();
-  const std::string word(size_t(2) << 20, 'x');  // an unknown op of 2 MB
+  const std::string word(size_t(2) << 20, 'x');                           // an unknown op of 2 MB
   const std::string arg = "decode " + std::string(size_t(2) << 20, '7');  // an argument of 2 MB
   for (const std::string& op : {word, arg}) {
     EXPECT_EQ(ssmc_begin_op(t, op.c_str()), SSMC_ERR_ARGUMENT);
@@ -514,7 +515,8 @@ TEST(HostileInput, APeerAnnouncingMoreThanItSentIsAWireError) {
     ADD_FAILURE() << "an arena of 2^33 bytes that the file does not hold was mapped";
     return;  // (writing into it would fault: SIGBUS)
   } catch (const wire::WireError& e) {
-    EXPECT_NE(std::string(e.what()).find("8589934592 bytes, but the shared file holds 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("8589934592 bytes, but the shared file holds 0"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(a.size(), 0u);
   EXPECT_THROW(a.follow(uint64_t(1) << 40), wire::WireError);  // past kMaxArena

@@ -20,7 +20,11 @@ namespace {
 LayerSpec layer(int norm_groups) {
   LayerSpec s;
   s.kind = LayerKind::mamba2;
-  s.nh = 4; s.hp = 3; s.ns = 5; s.ng = 2; s.d_conv = 4;
+  s.nh = 4;
+  s.hp = 3;
+  s.ns = 5;
+  s.ng = 2;
+  s.d_conv = 4;
   s.eps = 1e-5f;
   s.norm_groups = norm_groups;
   return s;
@@ -79,9 +83,10 @@ TEST(Mamba2NormGroups, NameBoundsAndCapability) {
   Capabilities caps;
   EXPECT_EQ(caps.cannot_run(m, "reference"), "");
   caps.norm_groups = false;
-  EXPECT_EQ(caps.cannot_run(m, "cuda"),
-            "layer 1 is mamba2(nh=4,hp=3,ns=5,ng=2,d_conv=4,no_bias,norm_groups=1); cuda normalises a Mamba-2 output by its "
-            "ng groups only");
+  EXPECT_EQ(
+      caps.cannot_run(m, "cuda"),
+      "layer 1 is mamba2(nh=4,hp=3,ns=5,ng=2,d_conv=4,no_bias,norm_groups=1); cuda normalises a Mamba-2 output by its "
+      "ng groups only");
   m.layers[1].norm_groups = 0;
   EXPECT_EQ(caps.cannot_run(m, "cuda"), "");
 }

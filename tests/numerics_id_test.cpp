@@ -139,8 +139,9 @@ TEST(NumericsDigest, FollowsTheIncludesOfTheSourcesAndNothingElse) {
   put("k/unrelated.h", "const int kU = 3;\n");
   auto digest = [&](const std::string& extra) {
     const std::string out = d.file("out.cpp");
-    const auto r = sh("cmake -DNAME=kernels -DOUT=" + q(out) + " -DROOT=" + q(d.path()) + " -DSOURCES=k/a.cu '-DEXTRA=" +
-                      extra + "' -P " + q(std::string(SSMCHECK_SOURCE_DIR) + "/cmake/numerics_digest.cmake"));
+    const auto r =
+        sh("cmake -DNAME=kernels -DOUT=" + q(out) + " -DROOT=" + q(d.path()) + " -DSOURCES=k/a.cu '-DEXTRA=" + extra +
+           "' -P " + q(std::string(SSMCHECK_SOURCE_DIR) + "/cmake/numerics_digest.cmake"));
     EXPECT_EQ(r.code, 0) << r.out;
     const std::string text = bytes_of(out);
     const size_t at = text.find("return \"");

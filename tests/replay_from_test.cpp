@@ -32,9 +32,7 @@ std::vector<std::string> fixture_traces() {
   return v;
 }
 
-std::string where(const replay::ReplayResult& r) {
-  return r.pass() ? "agree" : r.divergences.front().headline();
-}
+std::string where(const replay::ReplayResult& r) { return r.pass() ? "agree" : r.divergences.front().headline(); }
 
 TEST(ReplayFrom, FromEveryStartPointAndBisectAgreeWithAFullReplayOnEveryFixture) {
   const auto traces = fixture_traces();
@@ -81,8 +79,8 @@ std::string long_script(int cycles) {
   for (int c = 0; c < cycles; ++c)
     for (int q : {0, 1}) {
       const int n = 1 + (c * 7 + q * 3) % 3;  // accepted rows 1..3 of 4: never 2 on seq 1 before the end
-      s += fmt::format("; checkpoint @{}; verify 4 @{}; commit {} 4 @{}; decode @{}", q, q, q == 1 && n == 2 ? 3 : n,
-                       q, q);
+      s += fmt::format("; checkpoint @{}; verify 4 @{}; commit {} 4 @{}; decode @{}", q, q, q == 1 && n == 2 ? 3 : n, q,
+                       q);
     }
   return s + "; checkpoint @1; verify 4 @1; commit 2 4 @1; decode @1; decode @0";
 }
@@ -120,24 +118,28 @@ TEST(ReplayFrom, BisectFindsALateFaultInAFewSegmentsAndFromSkipsToIt) {
   EXPECT_NE(from.out.find(fmt::format("starting from the recorded state after op {} ", fault - 2)), std::string::npos)
       << from.out;
   EXPECT_NE(from.out.find(fmt::format("ops 0..{} are not replayed", fault - 2)), std::string::npos) << from.out;
-  EXPECT_NE(from.out.find(fmt::format("FIRST DIVERGENCE at op {} 'commit 2 4 @1'", fault)), std::string::npos) << from.out;
+  EXPECT_NE(from.out.find(fmt::format("FIRST DIVERGENCE at op {} 'commit 2 4 @1'", fault)), std::string::npos)
+      << from.out;
   std::ifstream js(dir.file("from.json"));
   const nlohmann::json j = nlohmann::json::parse(js);
   EXPECT_EQ(j["results"][0]["started_after"], fault - 2);
   EXPECT_EQ(j["results"][0]["ops_skipped"], fault - 1);  // ops 0..fault-2
   const Shell bis = sh(std::string(SSMCHECK_BIN) + " replay " + q(path) + " --bitwise --bisect");
   EXPECT_EQ(bis.code, 1) << bis.out;
-  EXPECT_NE(bis.out.find(fmt::format("FIRST DIVERGENCE at op {} 'commit 2 4 @1'", fault)), std::string::npos) << bis.out;
+  EXPECT_NE(bis.out.find(fmt::format("FIRST DIVERGENCE at op {} 'commit 2 4 @1'", fault)), std::string::npos)
+      << bis.out;
   EXPECT_NE(bis.out.find("segment(s):"), std::string::npos) << bis.out;
   EXPECT_NE(bis.out.find("not replayed (after the first divergence)"), std::string::npos) << bis.out;
 }
 
 TEST(ReplayFrom, AnOpWithoutAFullStateSaysSoAndBadOpsAreRefused) {
-  const std::string path = std::string(SSMCHECK_FIXTURES_DIR) + "/traces/qwen3_next_80b_f16.h5";  // state of layer 1 only
+  const std::string path =
+      std::string(SSMCHECK_FIXTURES_DIR) + "/traces/qwen3_next_80b_f16.h5";  // state of layer 1 only
   const Shell r = sh(std::string(SSMCHECK_BIN) + " replay " + q(path) + " --from 5");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("--from 5: no op at or before it has a recorded state of every live sequence in every layer"),
-            std::string::npos) << r.out;
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("replaying from op 0"), std::string::npos) << r.out;
   const Shell beyond = sh(std::string(SSMCHECK_BIN) + " replay " + q(path) + " --from 99");
   EXPECT_EQ(beyond.code, 2) << beyond.out;
@@ -155,11 +157,12 @@ TEST(ReplayFrom, AnOpWithoutAFullStateSaysSoAndBadOpsAreRefused) {
 
 TEST(ReplayFrom, ABackendThatCannotImportAStateIsRefusedByName) {
   const std::string path = std::string(SSMCHECK_FIXTURES_DIR) + "/traces/tiny_f32_every_op.h5";
-  const Shell r = sh(std::string(SSMCHECK_BIN) + " replay " + q(path) + " --from 5 --backend plugin:" +
-                     q(SSMCHECK_REFERENCE_PLUGIN));
+  const Shell r = sh(std::string(SSMCHECK_BIN) + " replay " + q(path) +
+                     " --from 5 --backend plugin:" + q(SSMCHECK_REFERENCE_PLUGIN));
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("cannot import a recorded state (Backend::import_state): replay it from op 0"),
-            std::string::npos) << r.out;
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("on plugin:"), std::string::npos) << r.out;
 }
 
@@ -185,7 +188,8 @@ void expect_reduced(const cmp::Trace& t, Backend& b, const std::string& out_path
   EXPECT_EQ(r.reproduced.tensor, r.original.tensor) << r.text();
   EXPECT_EQ(r.reproduced.seq, r.original.seq) << r.text();
   EXPECT_EQ(r.reproduced.json.value("hints", nlohmann::json::array()).size(),
-            r.original.json.value("hints", nlohmann::json::array()).size()) << r.text();
+            r.original.json.value("hints", nlohmann::json::array()).size())
+      << r.text();
   // standalone: written, read back (its /start included) and replayed, it diverges there again
   cmp::write_trace(out_path, r.reduced.header, r.reduced.ops);
   const cmp::Trace back = cmp::read_trace(out_path);

@@ -624,7 +624,8 @@ static void misuse_conventions(const char* path) {
              "f16 store 'overflow': expected saturate or inf");
   EXPECT_MSG(ssmc_set_layer_convention(t, 1, "gates", "torch") == SSMC_ERR_ARGUMENT, "layer 1 outside 0..0");
   EXPECT_MSG(ssmc_set_layer_convention(t, 0, NULL, "torch") == SSMC_ERR_ARGUMENT, "name or value is null");
-  EXPECT_MSG(ssmc_set_layer_convention(t, 0, "norm_groups", "1") == SSMC_ERR_ARGUMENT, "norm_groups is a Mamba-2 layer's");
+  EXPECT_MSG(ssmc_set_layer_convention(t, 0, "norm_groups", "1") == SSMC_ERR_ARGUMENT,
+             "norm_groups is a Mamba-2 layer's");
   EXPECT(ssmc_set_layer_convention(t, 0, "h_layout", "nv,vd,kd") == SSMC_OK);
   EXPECT(ssmc_set_layer_convention(t, 0, "conv_window", "d_conv-1") == SSMC_OK);
   EXPECT(ssmc_state_field_shape(t, 0, "h_intermediate", d) == 3 && d[0] == NV && d[1] == VD && d[2] == KD);

@@ -243,7 +243,8 @@ TEST(Replay, RecordThenReplayFromTheCommandLine) {
   EXPECT_NE(rep.out.find("backend cuda: skipped"), std::string::npos) << rep.out;
 #endif
   // recorded by this very backend and build: judged bit for bit without asking
-  EXPECT_NE(rep.out.find("judged bit for bit: recorded by this backend and numerics (reference numerics:"), std::string::npos)
+  EXPECT_NE(rep.out.find("judged bit for bit: recorded by this backend and numerics (reference numerics:"),
+            std::string::npos)
       << rep.out;
   const Shell bitwise = sh(bin + " replay --bitwise " + q(p));
   EXPECT_EQ(bitwise.code, 0) << bitwise.out;  // same backend, same inputs: same bits
@@ -493,7 +494,8 @@ TEST(Gate, ACrashLeavesAVerdictNamingTheCheck) {
 // Shell: SIGSEGV to $pid once `log` holds `text` (a replay finished, a campaign's first progress
 // line: the crash verdict is armed by then), whatever the machine's speed; after 120 s regardless.
 std::string kill_once(const std::string& log, const std::string& text) {
-  return "for i in $(seq 1200); do grep -qF -- " + q(text) + " " + q(log) + " && break; sleep 0.1; done; kill -SEGV $pid;";
+  return "for i in $(seq 1200); do grep -qF -- " + q(text) + " " + q(log) +
+         " && break; sleep 0.1; done; kill -SEGV $pid;";
 }
 
 TEST(Replay, ACrashLeavesAVerdictNamingTheTraceAndBackend) {
@@ -517,8 +519,9 @@ TEST(Replay, ACrashLeavesAVerdictNamingTheTraceAndBackend) {
   EXPECT_NE(junit.find("crashed"), std::string::npos) << junit;
 
   const std::string fx = dir.file("f.xml");
-  const Shell f = sh(std::string(SSMCHECK_BIN) + " fuzz --cases 100000 --out " + q(dir.file("out")) + " --junit " +
-                     q(fx) + " > " + q(log) + " 2>&1 & pid=$!; " + kill_once(log, " cases, ") + " wait $pid; echo rc=$?");
+  const Shell f =
+      sh(std::string(SSMCHECK_BIN) + " fuzz --cases 100000 --out " + q(dir.file("out")) + " --junit " + q(fx) + " > " +
+         q(log) + " 2>&1 & pid=$!; " + kill_once(log, " cases, ") + " wait $pid; echo rc=$?");
   EXPECT_NE(f.out.find("rc=139"), std::string::npos) << f.out;
   std::ifstream fxs(fx);
   const std::string fj((std::istreambuf_iterator<char>(fxs)), {});

@@ -122,8 +122,8 @@ TEST(TraceWriterLock, ACaptureHandleSharedByThreadsKeepsAnOpToTheThreadThatBegan
   ASSERT_EQ(ssmc_set_pool(t, 2, nullptr, 4, 1), SSMC_OK);
   const LayerSpec& s = r.header.model.spec.layers.at(0);
   const LayerWeights& w = r.header.model.weights.at(0);
-  ssmc_layer_desc desc = {s.nk, s.nv, s.kd, s.vd, s.d_conv, s.conv_bias ? 1 : 0,
-                          s.output_gate == OutputGate::sigmoid ? 1 : 0, s.eps};
+  ssmc_layer_desc desc = {
+      s.nk, s.nv, s.kd, s.vd, s.d_conv, s.conv_bias ? 1 : 0, s.output_gate == OutputGate::sigmoid ? 1 : 0, s.eps};
   for (size_t l = 0; l < r.header.model.spec.layers.size(); ++l)
     ASSERT_EQ(ssmc_add_layer(t, &desc, w.conv_w.data(), s.conv_bias ? w.conv_bias.data() : nullptr, w.A_log.data(),
                              w.dt_bias.data(), w.norm_w.data()),

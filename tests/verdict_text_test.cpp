@@ -25,12 +25,13 @@ std::string slurp(const std::string& path) {
 
 TEST(VerdictText, InvalidUtf8BecomesReplacementCharacters) {
   EXPECT_EQ(files::valid_utf8("plain ascii"), "plain ascii");
-  EXPECT_EQ(files::valid_utf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
-  EXPECT_EQ(files::valid_utf8("a\xFFz"), "a" + kFffd + "z");                      // not a lead byte
-  EXPECT_EQ(files::valid_utf8("a\x80z"), "a" + kFffd + "z");                      // stray continuation
-  EXPECT_EQ(files::valid_utf8("a\xE2\x82z"), "a" + kFffd + "z");                  // truncated: one subpart
-  EXPECT_EQ(files::valid_utf8("\xC0\xAF"), kFffd + kFffd);                        // overlong '/'
-  EXPECT_EQ(files::valid_utf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);            // a surrogate
+  EXPECT_EQ(files::valid_utf8("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"),
+            "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  EXPECT_EQ(files::valid_utf8("a\xFFz"), "a" + kFffd + "z");                        // not a lead byte
+  EXPECT_EQ(files::valid_utf8("a\x80z"), "a" + kFffd + "z");                        // stray continuation
+  EXPECT_EQ(files::valid_utf8("a\xE2\x82z"), "a" + kFffd + "z");                    // truncated: one subpart
+  EXPECT_EQ(files::valid_utf8("\xC0\xAF"), kFffd + kFffd);                          // overlong '/'
+  EXPECT_EQ(files::valid_utf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);              // a surrogate
   EXPECT_EQ(files::valid_utf8("\xF4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);  // past U+10FFFF
   EXPECT_EQ(files::valid_utf8("end\xE2"), "end" + kFffd);
 }
@@ -69,8 +70,10 @@ TEST(VerdictText, AHostileFileNameKeepsEveryVerdictValid) {
   EXPECT_TRUE(v["pass"].get<bool>());
   EXPECT_NE(v["cases"][0]["name"].get<std::string>().find("bad" + kFffd + kFffd + " name"), std::string::npos);
   // well-formed XML, checked by an XML parser
-  const auto x = test::sh("/usr/bin/python3 -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
-                          "print(d.getElementsByTagName(\"testcase\")[0].getAttribute(\"name\"))' " + test::q(junit));
+  const auto x = test::sh(
+      "/usr/bin/python3 -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
+      "print(d.getElementsByTagName(\"testcase\")[0].getAttribute(\"name\"))' " +
+      test::q(junit));
   EXPECT_EQ(x.code, 0) << x.out << slurp(junit);
   EXPECT_NE(x.out.find("<!--<script>& ]]>"), std::string::npos) << x.out;
   // the report's data element holds no markup: the page's scripts see all of it

@@ -64,12 +64,13 @@ class Partial : public ref::ReferenceBackend {
 }  // namespace
 
 extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) {
-  static const ssmp_plugin* table = plugin::expose(
-      {"partial (the reference, FP32 GDN only, vLLM-like)", SSMP_BITWISE,
-       [](const std::string& options) -> std::unique_ptr<Backend> {
-         if (!options.empty()) throw std::invalid_argument("unknown option '" + options + "' (it takes none)");
-         return std::make_unique<Partial>();
-       },
-       /*async_copies=*/false, &kCapabilities});
+  static const ssmp_plugin* table =
+      plugin::expose({"partial (the reference, FP32 GDN only, vLLM-like)", SSMP_BITWISE,
+                      [](const std::string& options) -> std::unique_ptr<Backend> {
+                        if (!options.empty())
+                          throw std::invalid_argument("unknown option '" + options + "' (it takes none)");
+                        return std::make_unique<Partial>();
+                      },
+                      /*async_copies=*/false, &kCapabilities});
   return table;
 }

@@ -29,10 +29,9 @@ namespace {
 
 using namespace ssm;
 
-constexpr const char* kSlips[] = {"commit_off_by_one",     "rollback_off_by_one", "h_transposed",
-                                  "conv_shifted_twice",    "f16_store_inf",       "intermediates_one_off",
-                                  "checkpoint_aliased",    "output_round_up",     "flaky_commit",
-                                  "gates_torch"};
+constexpr const char* kSlips[] = {
+    "commit_off_by_one",     "rollback_off_by_one", "h_transposed",    "conv_shifted_twice", "f16_store_inf",
+    "intermediates_one_off", "checkpoint_aliased",  "output_round_up", "flaky_commit",       "gates_torch"};
 
 // [a][b][c] -> the same values laid out [a][c][b]
 Tensor transposed(const Tensor& t) {
@@ -70,7 +69,8 @@ class Slipped : public ref::ReferenceBackend {
   }
   void rollback(int slot, int n, bool and_checkpoint) override {
     const int k = export_state(slot).last_verify_k;
-    if (slip_ == "rollback_off_by_one" && n > 0 && n + 1 < k) return ReferenceBackend::rollback(slot, n + 1, and_checkpoint);
+    if (slip_ == "rollback_off_by_one" && n > 0 && n + 1 < k)
+      return ReferenceBackend::rollback(slot, n + 1, and_checkpoint);
     ReferenceBackend::rollback(slot, n, and_checkpoint);
   }
   StepOutputs prefill(int slot, const StepInputs& in) override { return nudged(ReferenceBackend::prefill(slot, in)); }
@@ -92,7 +92,8 @@ class Slipped : public ref::ReferenceBackend {
       }
       if (slip_ == "f16_store_inf" && L.h.dtype() == DType::f16)
         for (int64_t i = 0; i < L.h.size(); ++i)
-          if (std::fabs(L.h.get(i)) == 65504.0f) L.h.f16()[i] = float_to_half_rne(L.h.get(i) > 0 ? INFINITY : -INFINITY);
+          if (std::fabs(L.h.get(i)) == 65504.0f)
+            L.h.f16()[i] = float_to_half_rne(L.h.get(i) > 0 ? INFINITY : -INFINITY);
       if (slip_ == "intermediates_one_off")
         for (size_t t = 0; t + 1 < L.h_intermediates.size(); ++t) L.h_intermediates[t] = L.h_intermediates[t + 1];
       if (slip_ == "checkpoint_aliased" && L.h_checkpoint) L.h_checkpoint = L.h;
@@ -131,7 +132,6 @@ std::unique_ptr<Backend> make(const std::string& options) {
 }  // namespace
 
 extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) {
-  static const ssmp_plugin* table =
-      plugin::expose({"slips (the reference with one planted slip)", SSMP_MAMBA2, make});
+  static const ssmp_plugin* table = plugin::expose({"slips (the reference with one planted slip)", SSMP_MAMBA2, make});
   return table;
 }
