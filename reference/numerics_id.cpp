@@ -11,10 +11,23 @@ const char* reference();
 
 namespace ssm::ref {
 
-// The C library's version too: its libm (expf, log1pf, ...) is part of the arithmetic and is
-// loaded at run time, so the same executable may compute otherwise on another system.
+// What it runs on too: the C library's version (its libm, expf, log1pf, ..., is part of the
+// arithmetic and is loaded at run time), the architecture (whether the compiler may contract a*b+c
+// into one rounding) and, on x86-64, the CPU features by which glibc's libm picks its code at load
+// time (its FMA and AVX2 variants), so the same executable never promises bits across machines that
+// may compute otherwise.
 std::string ReferenceBackend::numerics_id() const {
-  return std::string("reference numerics:") + numerics::reference() + " glibc " + gnu_get_libc_version();
+  std::string id = std::string("reference numerics:") + numerics::reference() + " glibc " + gnu_get_libc_version();
+#if defined(__x86_64__)
+  id += " x86-64";
+  if (__builtin_cpu_supports("fma")) id += " fma";
+  if (__builtin_cpu_supports("avx2")) id += " avx2";
+#elif defined(__aarch64__)
+  id += " aarch64";
+#else
+  id += " another architecture";
+#endif
+  return id;
 }
 
 }  // namespace ssm::ref
