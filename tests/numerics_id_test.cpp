@@ -13,6 +13,7 @@
 #include "formats/trace.h"
 #include "formats/trace_stamp.h"
 #include "reference/reference_backend.h"
+#include "replay/gate.h"
 #include "replay/replay.h"
 #include "tests/support/shell.h"
 
@@ -125,6 +126,28 @@ TEST(NumericsId, ApproveReStampsATraceTheseNumericsReproduceAndNothingElse) {
   r = sh(std::string(SSMCHECK_BIN) + " approve " + q(other));
   EXPECT_EQ(r.code, 5) << r.out;
   EXPECT_NE(r.out.find("its states come from 'cuda'"), std::string::npos) << r.out;
+}
+
+// The gate's summary names the command that re-stamps golden traces recorded by other numerics,
+// per backend (a plug-in's name holds dots and slashes), and nothing when there are none.
+TEST(NumericsId, TheGateSummaryNamesTheApproveCommand) {
+  replay::GateResult g;
+  replay::GateCase a;
+  a.suite = "replay.golden.plugin:/opt/k/libk.so";
+  a.name = "t.h5";
+  a.path = "/fx/t.h5";
+  a.other_numerics = true;
+  replay::GateCase b = a;
+  b.suite = "replay.golden.reference";
+  b.other_numerics = false;
+  g.cases = {a, b};
+  const std::string s = g.summary();
+  EXPECT_NE(s.find("1 golden trace(s) recorded by plugin:/opt/k/libk.so with other numerics"), std::string::npos) << s;
+  EXPECT_NE(s.find("ssmcheck approve --backend plugin:/opt/k/libk.so /fx/t.h5\n"), std::string::npos) << s;
+  EXPECT_EQ(s.find("--backend reference"), std::string::npos) << s;
+  EXPECT_TRUE(g.json()["cases"][0]["other_numerics"].get<bool>());
+  g.cases = {b};
+  EXPECT_EQ(g.summary().find("ssmcheck approve"), std::string::npos);
 }
 
 // The digest follows the sources and the headers they include, and nothing else
