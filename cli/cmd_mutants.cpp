@@ -277,6 +277,10 @@ int run_mutants(const MutantsFlags& f) {
                               {"failing_check", r.check}, {"shrunk_ops", r.shrunk}, {"note", r.note}});
     write_text_atomically(f.json, files::json_text(j) + "\n", "--json");
   }
+  if (f.logs.empty()) {  // the private directory it made: gone when no mutant left a log in it
+    std::error_code ec;
+    if (fs::is_empty(dir, ec)) fs::remove(dir, ec);
+  }
   if (ran == 0) return kExitNothingRan;
   return survived ? kExitDiffer : kExitOk;
 }

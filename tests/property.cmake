@@ -28,10 +28,12 @@ endif()
 # gate (`ssmcheck mutants` exits 1 when one survives); the CUDA ones where a GPU is present
 # (exit 5, skipped, where none is).
 add_test(NAME mutants.reference
-  COMMAND ssmcheck mutants --backend reference --traces ${PROJECT_SOURCE_DIR}/fixtures/traces)
+  COMMAND ssmcheck mutants --backend reference --traces ${PROJECT_SOURCE_DIR}/fixtures/traces
+          --logs ${CMAKE_CURRENT_BINARY_DIR}/mutants-reference-logs)  # in the build tree, not /tmp
 set_tests_properties(mutants.reference PROPERTIES LABELS cpu TIMEOUT 900)
 if(TARGET ssmcheck_cuda)
   add_test(NAME mutants.cuda
-    COMMAND ssmcheck mutants --backend cuda --traces ${PROJECT_SOURCE_DIR}/fixtures/traces)
+    COMMAND ssmcheck mutants --backend cuda --traces ${PROJECT_SOURCE_DIR}/fixtures/traces
+            --logs ${CMAKE_CURRENT_BINARY_DIR}/mutants-cuda-logs)
   set_tests_properties(mutants.cuda PROPERTIES LABELS gpu TIMEOUT 3600 SKIP_RETURN_CODE 5)
 endif()

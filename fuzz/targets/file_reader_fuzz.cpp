@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "formats/dump.h"
@@ -18,8 +19,14 @@
 
 namespace {
 
-std::string scratch_file() {
-  static const std::string path = "/tmp/ssmcheck-file-reader-fuzz-" + std::to_string(getpid()) + ".h5";
+std::string scratch_path() { return "/tmp/ssmcheck-file-reader-fuzz-" + std::to_string(getpid()) + ".h5"; }
+
+// The one scratch file of this process, removed when it exits (libFuzzer ends with exit() after -runs).
+const std::string& scratch_file() {
+  static const std::string path = [] {
+    std::atexit([] { std::remove(scratch_path().c_str()); });
+    return scratch_path();
+  }();
   return path;
 }
 
