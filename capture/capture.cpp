@@ -18,6 +18,7 @@
 #include <utility>
 #include <thread>
 
+#include "async.h"
 #include "core/conventions.h"
 #include "formats/model_attrs.h"
 #include "formats/trace.h"
@@ -83,6 +84,17 @@ std::vector<float> floats(const float* p, size_t n, ssmc_memory mem, const char*
 
 }  // namespace
 
+namespace {
+// The op an asynchronous capture is building (ssmc_set_async): its calls with their pointers,
+// host bytes copied at the call, device pointers copied at ssmc_end_op.
+struct Building {
+  ssm::Op op;
+  ssmc_async::QueuedOp q;
+  std::vector<char> heap;
+  void* stream = nullptr;  // cudaStream_t (ssmc_op_stream); null: the legacy default stream
+};
+}  // namespace
+
 struct ssmc_trace {
   std::string path;
   cmp::TraceHeader header;
@@ -94,6 +106,14 @@ struct ssmc_trace {
   // ended by that thread only (another thread's calls on it are refused, SSMC_ERR_ORDER).
   mutable std::mutex mu;
   std::thread::id op_thread;
+  // Asynchronous capture (ABI minor 5): the writer thread replays each op into `inner` (a capture
+  // of its own, which owns the TraceWriter); `async` is declared after it, so it stops first.
+  std::unique_ptr<ssmc_trace> inner;
+  std::unique_ptr<ssmc_async::Async> async;
+  std::optional<Building> building;
+  int accepted = 0;            // ops ssmc_end_op queued
+  int64_t states_dropped = 0;  // of them, ops whose states the drop policy left out
+  bool header_written() const { return writer || inner; }
 };
 
 namespace {
@@ -154,23 +174,32 @@ ssmc_status call(ssmc_trace* t, bool drops_op, F f) {
   g_error.clear();
   std::unique_lock<std::mutex> serial;
   if (t) serial = std::unique_lock<std::mutex>(t->mu);
-  if (drops_op && t && t->op && t->op_thread != std::this_thread::get_id())
-    return fail(SSMC_ERR_ORDER, "op '" + to_string(t->op->op.op) +
+  if (drops_op && t && (t->op || t->building) && t->op_thread != std::this_thread::get_id())
+    return fail(SSMC_ERR_ORDER, "op '" + to_string(t->op ? t->op->op.op : t->building->op) +
                                     "' was begun by another thread: an op is built and ended by the thread that began "
                                     "it (one handle's ops are captured one at a time)");
   try {
     f();
     return SSMC_OK;
   } catch (const Failure& e) {
-    if (drops_op && t) t->op.reset();
+    if (drops_op && t) {
+      t->op.reset();
+      t->building.reset();
+    }
     return fail(e.status, e.what);
   } catch (const ssm::cmp::FormatError& e) {
-    if (drops_op && t) t->op.reset();
+    if (drops_op && t) {
+      t->op.reset();
+      t->building.reset();
+    }
     const bool io = std::string(e.what()).find("writing failed") != std::string::npos ||
                     std::string(e.what()).find("rename") != std::string::npos;
     return fail(io ? SSMC_ERR_IO : SSMC_ERR_INVALID, e.what());
   } catch (const std::exception& e) {
-    if (drops_op && t) t->op.reset();
+    if (drops_op && t) {
+      t->op.reset();
+      t->building.reset();
+    }
     return fail(SSMC_ERR_INVALID, e.what());
   }
 }
@@ -341,6 +370,216 @@ void ple_state_tensor(ssmc_trace* t, PendingLayer& pl, int seq, int layer, const
   m.emplace(index, std::move(x));
 }
 
+// ---- Asynchronous capture (ssmc_set_async, ABI minor 5): the engine's thread records each call
+// of an op (checking what it can without the data) and queues the op at ssmc_end_op; the writer
+// thread replays the calls into t->inner with host pointers into the staging arena.
+using ssmc_async::Call;
+using ssmc_async::Staged;
+
+Building& building_of(ssmc_trace* t) {
+  need(t->building.has_value(), SSMC_ERR_ORDER, "no op begun (call ssmc_begin_op first)");
+  return *t->building;
+}
+
+void async_entry(const Building& b, int entry) {
+  need(b.op.takes_inputs(), SSMC_ERR_ORDER, "op '" + to_string(b.op) + "' takes no inputs and makes no outputs");
+  need(entry >= 0 && size_t(entry) < b.op.seqs.size(), SSMC_ERR_ARGUMENT,
+       fmt::format("entry {} outside the selector's 0..{}", entry, int(b.op.seqs.size()) - 1));
+}
+
+// A pointer argument of the op: host bytes are copied now, a device pointer is kept for end_op.
+Staged stage(Building& b, const void* p, size_t bytes, ssmc_memory mem, const std::string& what) {
+  Staged s;
+  s.given = p != nullptr;
+  s.bytes = bytes;
+  if (!p || bytes == 0) return s;
+  if (mem == SSMC_HOST) {
+    s.heap_off = b.heap.size();
+    b.heap.insert(b.heap.end(), static_cast<const char*>(p), static_cast<const char*>(p) + bytes);
+  } else if (mem == SSMC_DEVICE) {
+#ifdef SSMC_WITH_CUDA
+    s.device = true;
+    s.src = p;
+#else
+    throw Failure{SSMC_ERR_DEVICE, what +
+                                       ": SSMC_DEVICE pointer, but this libssmcheck_capture was built without CUDA "
+                                       "(copy to host first, or rebuild with CUDA)"};
+#endif
+  } else {
+    throw Failure{SSMC_ERR_ARGUMENT, what + ": memory must be SSMC_HOST or SSMC_DEVICE"};
+  }
+  return s;
+}
+
+// Lays the op's calls out in one range from offset 0: host bytes first, then the device ranges
+// sorted by address and merged where they touch or overlap (one copy per run). Returns its size.
+size_t lay_out(Building& b, std::vector<ssmc_async::DeviceCopy>& runs) {
+  struct Dev {
+    const char* src;
+    size_t bytes;
+    Staged* s;
+  };
+  std::vector<Dev> dev;
+  size_t at = 0;
+  for (Call& c : b.q.calls)
+    for (Staged& s : c.data) {
+      if (!s.given || s.bytes == 0) continue;
+      if (s.device) {
+        dev.push_back({static_cast<const char*>(s.src), s.bytes, &s});
+      } else {
+        s.pos = at;
+        at += (s.bytes + 15) / 16 * 16;
+      }
+    }
+  std::sort(dev.begin(), dev.end(), [](const Dev& x, const Dev& y) { return x.src < y.src; });
+  runs.clear();
+  for (const Dev& d : dev) {
+    const char* run = runs.empty() ? nullptr : static_cast<const char*>(runs.back().src);
+    if (run && d.src <= run + runs.back().bytes) {
+      runs.back().bytes = std::max(runs.back().bytes, size_t(d.src + d.bytes - run));
+      d.s->pos = runs.back().pos + uint64_t(d.src - run);
+    } else {
+      at = (at + 255) / 256 * 256;
+      runs.push_back({d.src, at, d.bytes});
+      d.s->pos = at;
+    }
+    at = size_t(runs.back().pos) + runs.back().bytes;
+  }
+  return at;
+}
+
+ssmc_status status_of(const std::string& what) {
+  return what.find("writing failed") != std::string::npos || what.find("rename") != std::string::npos
+             ? SSMC_ERR_IO
+             : SSMC_ERR_INVALID;
+}
+
+// The writer's failures not reported yet, as the error of this call.
+void report_background(ssmc_trace* t) {
+  const std::vector<std::string> f = t->async->take_failures();
+  if (f.empty()) return;
+  std::string all;
+  for (const std::string& x : f) all += (all.empty() ? "" : "; ") + x;
+  throw Failure{status_of(all),
+                fmt::format("{} op(s) failed in the background writer and are not in the trace: {}", f.size(), all)};
+}
+
+// The capture the writer thread writes through (the header is written here, on the caller's thread).
+void start_inner(ssmc_trace* t) {
+  if (t->inner) return;
+  need(t->pool_set, SSMC_ERR_ORDER, "ssmc_begin_op before ssmc_set_pool");
+  need(!t->header.model.spec.layers.empty(), SSMC_ERR_ORDER, "ssmc_begin_op before any ssmc_add_layer");
+  auto in = std::make_unique<ssmc_trace>();
+  in->path = t->path;
+  in->header = t->header;
+  in->layouts = t->layouts;
+  in->pool_set = true;
+  in->writer = std::make_unique<cmp::TraceWriter>(t->path, t->header);
+  t->inner = std::move(in);
+}
+
+// Runs on the writer thread: the op's calls again, on `in`, with host pointers into the arena.
+std::string write_queued(ssmc_trace* in, const ssmc_async::Async& a, const ssmc_async::QueuedOp& q) {
+  if (q.text.empty()) return "";  // an op that failed at end_op: only its staging range is given back
+  auto p = [&](const Call& c, size_t i) -> const void* { return c.data[i].given ? a.at(c.data[i].pos) : nullptr; };
+  auto f = [&](const Call& c, size_t i) { return static_cast<const float*>(p(c, i)); };
+  auto ok = [](ssmc_status st) {
+    if (st != SSMC_OK) throw std::runtime_error(ssmc_last_error());
+  };
+  try {
+    ok(ssmc_begin_op(in, q.text.c_str()));
+    for (const Call& c : q.calls) switch (c.kind) {
+        case Call::inputs: ok(ssmc_op_inputs(in, c.i0, c.i1, f(c, 0), f(c, 1), f(c, 2), f(c, 3), SSMC_HOST)); break;
+        case Call::ple_inputs:
+          ok(ssmc_op_ple_inputs(in, c.i0, c.i1, static_cast<const int32_t*>(p(c, 0)), f(c, 1), SSMC_HOST));
+          break;
+        case Call::outputs: ok(ssmc_op_outputs(in, c.i0, c.i1, f(c, 0), SSMC_HOST)); break;
+        case Call::ple_outputs: ok(ssmc_op_ple_outputs(in, c.i0, c.i1, f(c, 0), SSMC_HOST)); break;
+        case Call::refused: ok(ssmc_op_refused(in, c.text.c_str())); break;
+        case Call::state_begin: ok(ssmc_state_begin(in, c.i0, c.i1, c.i2)); break;
+        case Call::state_tensor:
+          ok(ssmc_state_tensor(in, c.i0, c.i1, c.text.c_str(), c.i2, ssmc_dtype(c.i3), p(c, 0), SSMC_HOST));
+          break;
+      }
+    if (q.states_dropped) in->op->op.states_dropped = true;
+    ok(ssmc_end_op(in));
+    return "";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    ssmc_drop_op(in);
+    return fmt::format("op {} '{}': {}", q.index, q.text, what);
+  }
+}
+
+// The bytes ssmc_state_tensor reads for `field` of `layer` (its checks: field known, layer hosts it).
+size_t state_bytes(ssmc_trace* t, int layer, const std::string& f, ssmc_dtype dtype) {
+  const size_t esz = dtype == SSMC_F16 ? 2 : 4;
+  std::vector<int64_t> shape;
+  if (f == "h_prefill_stage") {
+    shape = {stage_elems(t->header.model.spec)};
+  } else {
+    const LayerSpec& s = layer_of(t, layer);
+    const StateLayout lay = t->layouts.count(layer) ? t->layouts.at(layer) : StateLayout{};
+    if (f.rfind("ple_", 0) == 0)
+      shape = f.find("history") != std::string::npos ? ple_history_shape(ple_layer_of(t, layer, "ssmc_state_tensor"))
+                                                     : ple_conv_shape(ple_layer_of(t, layer, "ssmc_state_tensor"));
+    else if (f == "h" || f == "h_checkpoint" || f == "h_intermediate") shape = h_shape_in(s, lay);
+    else if (f == "conv" || f == "conv_checkpoint" || f == "conv_intermediate") shape = conv_shape_in(s, lay);
+    else
+      throw Failure{SSMC_ERR_ARGUMENT,
+                    "ssmc_state_tensor: unknown field '" + f +
+                        "' (known: h, conv, h_checkpoint, conv_checkpoint, h_intermediate, conv_intermediate, "
+                        "h_prefill_stage, and on a layer hosting a PLE carry ple_history, ple_conv, their _checkpoint "
+                        "and _snapshot)"};
+  }
+  size_t n = esz;
+  for (int64_t d : shape) n *= size_t(d);
+  return n;
+}
+
+void end_async(ssmc_trace* t) {
+  Building& b = building_of(t);
+  ssmc_async::Async& a = *t->async;
+  const bool has_states = std::any_of(b.q.calls.begin(), b.q.calls.end(), [](const Call& c) { return c.is_state(); });
+  std::vector<ssmc_async::DeviceCopy> runs;
+  size_t n = lay_out(b, runs);
+  uint64_t pos = 0;
+  try {
+    if (!a.reserve(n, a.policy() == ssmc_async::Policy::drop_states && has_states, pos)) {
+      // the drop policy: the op goes on without its states, marked so in the trace
+      b.q.calls.erase(std::remove_if(b.q.calls.begin(), b.q.calls.end(), [](const Call& c) { return c.is_state(); }),
+                      b.q.calls.end());
+      b.q.states_dropped = true;
+      n = lay_out(b, runs);
+      a.reserve(n, false, pos);
+    }
+  } catch (const std::length_error& e) {
+    throw Failure{SSMC_ERR_INVALID, fmt::format("ssmc_end_op: op {} '{}': {} (ssmc_set_async's staging_bytes)",
+                                                b.q.index, b.q.text, e.what())};
+  }
+  b.q.end = pos + n;
+  for (Call& c : b.q.calls)
+    for (Staged& s : c.data)
+      if (s.given && s.bytes > 0) {
+        s.pos += pos;
+        if (!s.device) std::memcpy(a.at(s.pos), b.heap.data() + s.heap_off, s.bytes);
+      }
+  for (ssmc_async::DeviceCopy& r : runs) r.pos += pos;
+  try {
+    a.copy_from_device(b.q, runs, b.stream);
+  } catch (const std::exception& e) {
+    ssmc_async::QueuedOp hole;  // gives the reserved range back in order
+    hole.end = b.q.end;
+    hole.copied = b.q.copied;
+    a.push(std::move(hole));
+    throw Failure{SSMC_ERR_DEVICE, fmt::format("ssmc_end_op: op {} '{}': {}", b.q.index, b.q.text, e.what())};
+  }
+  t->states_dropped += b.q.states_dropped ? 1 : 0;
+  ++t->accepted;
+  a.push(std::move(b.q));
+  t->building.reset();
+}
+
 }  // namespace
 
 extern "C" {
@@ -383,7 +622,7 @@ ssmc_status ssmc_set_pool(ssmc_trace* t, int max_slots, const int* h_capacity, i
                           int snapshot_slots) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_set_pool: null trace");
   return call(t, false, [&] {
-    need(!t->writer, SSMC_ERR_ORDER, "ssmc_set_pool after the first op");
+    need(!t->header_written(), SSMC_ERR_ORDER, "ssmc_set_pool after the first op");
     need(max_slots >= 1 && max_slots <= 65536, SSMC_ERR_ARGUMENT, "ssmc_set_pool: max_slots must be in 1..65536");
     PoolConfig p = t->header.pool;  // a refused call changes nothing
     p.max_slots = max_slots;
@@ -405,10 +644,14 @@ ssmc_status ssmc_add_layer(ssmc_trace* t, const ssmc_layer_desc* d, const float*
                            const float* A_log, const float* dt_bias, const float* norm_w) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_add_layer: null trace");
   return call(t, false, [&] {
-    need(!t->writer, SSMC_ERR_ORDER, "ssmc_add_layer after the first op");
+    need(!t->header_written(), SSMC_ERR_ORDER, "ssmc_add_layer after the first op");
     need(d != nullptr, SSMC_ERR_ARGUMENT, "ssmc_add_layer: desc is null");
     LayerSpec s;
-    s.nk = d->nk; s.nv = d->nv; s.kd = d->kd; s.vd = d->vd; s.d_conv = d->d_conv;
+    s.nk = d->nk;
+    s.nv = d->nv;
+    s.kd = d->kd;
+    s.vd = d->vd;
+    s.d_conv = d->d_conv;
     s.conv_bias = d->conv_bias != 0;
     s.output_gate = d->sigmoid_gate ? OutputGate::sigmoid : OutputGate::silu;
     s.eps = d->eps;
@@ -434,13 +677,17 @@ ssmc_status ssmc_add_mamba2_layer(ssmc_trace* t, const ssmc_mamba2_layer_desc* d
                                   const float* norm_w) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_add_mamba2_layer: null trace");
   return call(t, false, [&] {
-    need(!t->writer, SSMC_ERR_ORDER, "ssmc_add_mamba2_layer after the first op");
+    need(!t->header_written(), SSMC_ERR_ORDER, "ssmc_add_mamba2_layer after the first op");
     need(d != nullptr, SSMC_ERR_ARGUMENT, "ssmc_add_mamba2_layer: desc is null");
     const size_t index = t->header.model.spec.layers.size();
     const std::string at = fmt::format("ssmc_add_mamba2_layer: layer {}", index);
     LayerSpec s;
     s.kind = LayerKind::mamba2;
-    s.nh = d->nh; s.hp = d->hp; s.ns = d->ns; s.ng = d->ng; s.d_conv = d->d_conv;
+    s.nh = d->nh;
+    s.hp = d->hp;
+    s.ns = d->ns;
+    s.ng = d->ng;
+    s.d_conv = d->d_conv;
     s.conv_bias = d->conv_bias != 0;
     s.norm_before_gate = d->norm_before_gate != 0;
     s.dt_min = d->dt_min;
@@ -488,8 +735,24 @@ ssmc_status ssmc_add_mamba2_layer(ssmc_trace* t, const ssmc_mamba2_layer_desc* d
 ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_begin_op: null trace");
   return call(t, true, [&] {
-    need(!t->op.has_value(), SSMC_ERR_ORDER, "ssmc_begin_op: the previous op was not ended (ssmc_end_op)");
+    if (t->async) report_background(t);
+    need(!t->op.has_value() && !t->building.has_value(), SSMC_ERR_ORDER,
+         "ssmc_begin_op: the previous op was not ended (ssmc_end_op)");
     need(op != nullptr, SSMC_ERR_ARGUMENT, "ssmc_begin_op: op is null");
+    if (t->async) {
+      start_inner(t);
+      Building b;
+      try {
+        b.op = parse_op(op);
+      } catch (const std::exception& e) {
+        throw Failure{SSMC_ERR_ARGUMENT, "ssmc_begin_op: " + op_error(op, e.what())};
+      }
+      b.q.text = to_string(b.op);
+      b.q.index = t->accepted - t->async->failures();
+      t->building = std::move(b);
+      t->op_thread = std::this_thread::get_id();
+      return;
+    }
     if (!t->writer) {
       need(t->pool_set, SSMC_ERR_ORDER, "ssmc_begin_op before ssmc_set_pool");
       need(!t->header.model.spec.layers.empty(), SSMC_ERR_ORDER, "ssmc_begin_op before any ssmc_add_layer");
@@ -512,6 +775,25 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
                            const float* z, ssmc_memory mem) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_inputs: null trace");
   return call(t, true, [&] {
+    if (t->async) {
+      Building& bu = building_of(t);
+      async_entry(bu, entry);
+      const LayerSpec& s = layer_of(t, layer);
+      const std::pair<const char*, std::vector<float> LayerRows::*> members[] = {
+          {"x", &LayerRows::x}, {"a", &LayerRows::a}, {"b", &LayerRows::b}, {"z", &LayerRows::z}};
+      const float* ptrs[] = {x, a, b, z};
+      Call c{Call::inputs};
+      c.i0 = entry;
+      c.i1 = layer;
+      for (size_t k = 0; k < 4; ++k) {
+        int64_t width = 0;  // 0: the layer's kind takes no such input (a pointer given is refused by the writer)
+        for (const InputField& f : s.inputs())
+          if (f.member == members[k].second) width = f.width;
+        c.data.push_back(stage(bu, ptrs[k], size_t(bu.op.rows()) * size_t(width) * 4, mem, members[k].first));
+      }
+      bu.q.calls.push_back(std::move(c));
+      return;
+    }
     PendingOp& p = current(t);
     check_entry(p, entry);
     const LayerSpec& s = layer_of(t, layer);
@@ -572,6 +854,16 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
 ssmc_status ssmc_op_outputs(ssmc_trace* t, int entry, int layer, const float* out, ssmc_memory mem) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_outputs: null trace");
   return call(t, true, [&] {
+    if (t->async) {
+      Building& bu = building_of(t);
+      async_entry(bu, entry);
+      Call c{Call::outputs};
+      c.i0 = entry;
+      c.i1 = layer;
+      c.data.push_back(stage(bu, out, size_t(bu.op.rows()) * size_t(layer_of(t, layer).out_dim()) * 4, mem, "out"));
+      bu.q.calls.push_back(std::move(c));
+      return;
+    }
     PendingOp& p = current(t);
     check_entry(p, entry);
     const LayerSpec& s = layer_of(t, layer);
@@ -585,6 +877,18 @@ ssmc_status ssmc_op_outputs(ssmc_trace* t, int entry, int layer, const float* ou
 ssmc_status ssmc_op_ple_outputs(ssmc_trace* t, int entry, int layer, const float* out, ssmc_memory mem) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_ple_outputs: null trace");
   return call(t, true, [&] {
+    if (t->async) {
+      Building& bu = building_of(t);
+      async_entry(bu, entry);
+      const LayerSpec& s = ple_layer_of(t, layer, "ssmc_op_ple_outputs");
+      Call c{Call::ple_outputs};
+      c.i0 = entry;
+      c.i1 = layer;
+      c.data.push_back(
+          stage(bu, out, size_t(bu.op.rows()) * size_t(s.ple.channels) * 4, mem, "ssmc_op_ple_outputs out"));
+      bu.q.calls.push_back(std::move(c));
+      return;
+    }
     PendingOp& p = current(t);
     check_entry(p, entry);
     const LayerSpec& s = ple_layer_of(t, layer, "ssmc_op_ple_outputs");
@@ -601,6 +905,19 @@ ssmc_status ssmc_op_ple_inputs(ssmc_trace* t, int entry, int layer, const int32_
                                ssmc_memory mem) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_ple_inputs: null trace");
   return call(t, true, [&] {
+    if (t->async) {
+      Building& bu = building_of(t);
+      async_entry(bu, entry);
+      const LayerSpec& s = ple_layer_of(t, layer, "ssmc_op_ple_inputs");
+      const size_t rows = size_t(bu.op.rows());
+      Call c{Call::ple_inputs};
+      c.i0 = entry;
+      c.i1 = layer;
+      c.data.push_back(stage(bu, tokens, rows * 4, mem, "ssmc_op_ple_inputs tokens"));
+      c.data.push_back(stage(bu, x, rows * size_t(s.ple.channels) * 4, mem, "ssmc_op_ple_inputs x"));
+      bu.q.calls.push_back(std::move(c));
+      return;
+    }
     PendingOp& p = current(t);
     check_entry(p, entry);
     const LayerSpec& s = ple_layer_of(t, layer, "ssmc_op_ple_inputs");
@@ -627,7 +944,8 @@ ssmc_status ssmc_op_ple_inputs(ssmc_trace* t, int entry, int layer, const int32_
 ssmc_status ssmc_set_layer_ple(ssmc_trace* t, int layer, const ssmc_ple_desc* desc, const float* ple_w) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_set_layer_ple: null trace");
   return call(t, false, [&] {
-    need(!t->writer, SSMC_ERR_ORDER, "ssmc_set_layer_ple after the first ssmc_begin_op (the header is written)");
+    need(!t->header_written(), SSMC_ERR_ORDER,
+         "ssmc_set_layer_ple after the first ssmc_begin_op (the header is written)");
     need(desc != nullptr, SSMC_ERR_ARGUMENT, "ssmc_set_layer_ple: desc is null");
     LayerSpec s = layer_of(t, layer);
     const std::string at = fmt::format("ssmc_set_layer_ple: layer {}", layer);
@@ -652,7 +970,8 @@ ssmc_status ssmc_set_layer_ple(ssmc_trace* t, int layer, const ssmc_ple_desc* de
 ssmc_status ssmc_set_layer_convention(ssmc_trace* t, int layer, const char* name, const char* value) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_set_layer_convention: null trace");
   return call(t, false, [&] {
-    need(!t->writer, SSMC_ERR_ORDER, "ssmc_set_layer_convention after the first ssmc_begin_op (the header is written)");
+    need(!t->header_written(), SSMC_ERR_ORDER,
+         "ssmc_set_layer_convention after the first ssmc_begin_op (the header is written)");
     need(name != nullptr && value != nullptr, SSMC_ERR_ARGUMENT, "ssmc_set_layer_convention: name or value is null");
     LayerSpec s = layer_of(t, layer);  // a refused call changes nothing
     StateLayout lay = t->layouts.count(layer) ? t->layouts.at(layer) : StateLayout{};
@@ -696,6 +1015,14 @@ int ssmc_state_field_shape(ssmc_trace* t, int layer, const char* field, int64_t 
 ssmc_status ssmc_op_refused(ssmc_trace* t, const char* kind) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_refused: null trace");
   return call(t, true, [&] {
+    if (t->async) {
+      Building& bu = building_of(t);
+      need(kind != nullptr, SSMC_ERR_ARGUMENT, "ssmc_op_refused: kind is null");
+      Call c{Call::refused};
+      c.text = kind;
+      bu.q.calls.push_back(std::move(c));
+      return;
+    }
     PendingOp& p = current(t);
     need(kind != nullptr, SSMC_ERR_ARGUMENT, "ssmc_op_refused: kind is null");
     if (const auto k = parse_error_kind(kind)) {
@@ -710,6 +1037,15 @@ ssmc_status ssmc_op_refused(ssmc_trace* t, const char* kind) {
 ssmc_status ssmc_state_begin(ssmc_trace* t, int seq, int slot, int last_verify_k) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_state_begin: null trace");
   return call(t, true, [&] {
+    if (t->async) {
+      Building& bu = building_of(t);
+      Call c{Call::state_begin};
+      c.i0 = seq;
+      c.i1 = slot;
+      c.i2 = last_verify_k;
+      bu.q.calls.push_back(std::move(c));
+      return;
+    }
     PendingOp& p = current(t);
     need(seq >= 0, SSMC_ERR_ARGUMENT, "ssmc_state_begin: negative sequence");
     need(last_verify_k >= 0 && last_verify_k <= 65536, SSMC_ERR_ARGUMENT, "ssmc_state_begin: bad last_verify_k");
@@ -724,6 +1060,19 @@ ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const char* fie
                               const void* data, ssmc_memory mem) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_state_tensor: null trace");
   return call(t, true, [&] {
+    if (t->async) {
+      Building& bu = building_of(t);
+      need(field != nullptr, SSMC_ERR_ARGUMENT, "ssmc_state_tensor: field is null");
+      Call c{Call::state_tensor};
+      c.i0 = seq;
+      c.i1 = layer;
+      c.i2 = index;
+      c.i3 = int(dtype);
+      c.text = field;
+      c.data.push_back(stage(bu, data, state_bytes(t, layer, c.text, dtype), mem, c.text));
+      bu.q.calls.push_back(std::move(c));
+      return;
+    }
     PendingOp& p = current(t);
     need(field != nullptr, SSMC_ERR_ARGUMENT, "ssmc_state_tensor: field is null");
     need(p.states.count(seq), SSMC_ERR_ORDER, fmt::format("ssmc_state_tensor: sequence {} not begun", seq));
@@ -776,6 +1125,7 @@ ssmc_status ssmc_state_tensor(ssmc_trace* t, int seq, int layer, const char* fie
 ssmc_status ssmc_end_op(ssmc_trace* t) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_end_op: null trace");
   return call(t, true, [&] {
+    if (t->async) return end_async(t);
     PendingOp& p = current(t);
     const cmp::TraceOp op = assemble(t, p);
     t->writer->append(op);
@@ -785,22 +1135,79 @@ ssmc_status ssmc_end_op(ssmc_trace* t) {
 
 ssmc_status ssmc_drop_op(ssmc_trace* t) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_drop_op: null trace");
-  return call(t, true, [&] { t->op.reset(); });
+  return call(t, true, [&] {
+    t->op.reset();
+    t->building.reset();
+  });
 }
 
 int ssmc_op_count(const ssmc_trace* t) {
   if (!t) return 0;
   const std::lock_guard<std::mutex> serial(t->mu);
+  if (t->async) return t->accepted - t->async->failures();
   return t->writer ? t->writer->ops() : 0;
+}
+
+ssmc_status ssmc_set_async(ssmc_trace* t, int64_t staging_bytes, int policy) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_set_async: null trace");
+  return call(t, false, [&] {
+    need(!t->header_written(), SSMC_ERR_ORDER, "ssmc_set_async after the first ssmc_begin_op");
+    need(!t->async, SSMC_ERR_ORDER, "ssmc_set_async: the capture is asynchronous already");
+    need(staging_bytes == 0 || (staging_bytes >= 4096 && staging_bytes <= (int64_t(1) << 40)), SSMC_ERR_ARGUMENT,
+         fmt::format("ssmc_set_async: staging_bytes {} outside 4096..2^40 (0: the default, 1 GiB)", staging_bytes));
+    need(policy == SSMC_BLOCK || policy == SSMC_DROP_STATES, SSMC_ERR_ARGUMENT,
+         fmt::format("ssmc_set_async: policy {} is neither SSMC_BLOCK (0) nor SSMC_DROP_STATES (1)", policy));
+    const size_t bytes = staging_bytes == 0 ? size_t(1) << 30 : size_t(staging_bytes);
+    t->async = std::make_unique<ssmc_async::Async>(
+        bytes, ssmc_async::Policy(policy),
+        [t](const ssmc_async::QueuedOp& q, const char*) { return write_queued(t->inner.get(), *t->async, q); });
+  });
+}
+
+ssmc_status ssmc_op_stream(ssmc_trace* t, void* stream) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_stream: null trace");
+  return call(t, true, [&] {
+    need(t->async != nullptr, SSMC_ERR_ORDER, "ssmc_op_stream: the capture is not asynchronous (ssmc_set_async)");
+    building_of(t).stream = stream;
+  });
+}
+
+ssmc_status ssmc_flush(ssmc_trace* t) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_flush: null trace");
+  return call(t, false, [&] {
+    if (!t->async) return;  // every op is durable once ssmc_end_op returns
+    t->async->drain();
+    report_background(t);
+  });
+}
+
+int64_t ssmc_states_dropped(const ssmc_trace* t) {
+  if (!t) return 0;
+  const std::lock_guard<std::mutex> serial(t->mu);
+  return t->states_dropped;
 }
 
 ssmc_status ssmc_close(ssmc_trace* t) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_close: null trace");
   std::unique_ptr<ssmc_trace> owned(t);
   std::unique_lock<std::mutex> serial(owned->mu);  // released before the handle is freed
-  const bool pending = owned->op.has_value();
+  const bool pending = owned->op.has_value() || owned->building.has_value();
   owned->op.reset();
+  owned->building.reset();
   const ssmc_status s = call(nullptr, false, [&] {
+    if (owned->async) {
+      start_inner(owned.get());
+      owned->async->drain();
+      const int failed = owned->async->failures();
+      const std::string first = owned->async->first_failure();
+      owned->async.reset();  // the writer thread ends
+      owned->inner->writer->close();
+      need(failed == 0, status_of(first),
+           fmt::format("ssmc_close: {} op(s) failed in the background writer and are not in the trace (it holds the "
+                       "other {}); the first: {}",
+                       failed, owned->inner->writer->ops(), first));
+      return;
+    }
     if (!owned->writer) {
       need(owned->pool_set && !owned->header.model.spec.layers.empty(), SSMC_ERR_ORDER,
            "ssmc_close: no pool or no layer described");

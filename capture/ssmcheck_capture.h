@@ -39,6 +39,27 @@
  *   SSMC_I32 or SSMC_F32), ple_conv [R][C] f32, their _checkpoint copies and per-row _snapshot t.
  * Memory: SSMC_HOST pointers are read directly; SSMC_DEVICE pointers are copied with
  * cudaMemcpy when the library was built with CUDA (otherwise SSMC_ERR_DEVICE).
+ *
+ * Asynchronous capture (ABI minor 5; docs/trace-format.md "Asynchronous capture"): after
+ * ssmc_set_async, no call waits for the GPU or for the file. Each data call records its pointer;
+ * host bytes are copied at the call, so the engine may reuse them at once. At ssmc_end_op the op's
+ * device arrays are copied on the library's own side stream into a bounded pinned staging pool,
+ * after an event recorded on the engine's stream (ssmc_op_stream), and the engine's stream waits on
+ * the device (cudaStreamWaitEvent, never a host sync) for those copies before its later work, so the
+ * engine may overwrite the arrays with work enqueued after ssmc_end_op. A background thread waits
+ * for the copies, checks the op and writes it. Durability: an op is durable once ssmc_flush or
+ * ssmc_close returns (ssmc_end_op only queues it); a crash loses at most the queued ops, and
+ * PATH.partial/ holds every op written before, recovered as above. Back-pressure, chosen at
+ * ssmc_set_async, when an op does not fit in the pool's free bytes: SSMC_BLOCK waits in ssmc_end_op
+ * until the writer frees enough; SSMC_DROP_STATES drops the op's states (never its inputs, outputs or
+ * refusal: those wait as under SSMC_BLOCK), marks the op @states_dropped in the trace (replay then
+ * knows why they are absent) and counts it (ssmc_states_dropped). An op larger than the whole pool
+ * is refused by ssmc_end_op under SSMC_BLOCK (SSMC_ERR_INVALID, naming both sizes) and loses its
+ * states under SSMC_DROP_STATES. Errors: what needs no data (order, layer, entry, field names) is
+ * refused at the call as before; what needs the data (shapes given twice, non-finite inputs, token
+ * ids) or the file is found by the writer, whose failed op is left out of the trace, and is reported
+ * by the next ssmc_begin_op (which then begins nothing), by ssmc_flush, and by ssmc_close (which
+ * still finishes the trace with the other ops).
  */
 #ifndef SSMCHECK_CAPTURE_H
 #define SSMCHECK_CAPTURE_H
@@ -64,10 +85,12 @@ extern "C" {
  *      the ple_* fields of ssmc_state_tensor, SSMC_I32);
  *   4: a layer's conventions by name (ssmc_set_layer_convention: gates, f16_store, f16_rows,
  *      conv_window, h_layout, norm_groups) and the shape a state field is read in
- *      (ssmc_state_field_shape).
+ *      (ssmc_state_field_shape);
+ *   5: asynchronous capture (ssmc_set_async, ssmc_op_stream, ssmc_flush, ssmc_states_dropped,
+ *      SSMC_BLOCK, SSMC_DROP_STATES) and the trace's op attribute @states_dropped.
  * A caller that needs a minor looks ssmc_abi_minor up (dlsym) and compares; a library without the
  * symbol is minor 0. */
-#define SSMC_ABI_MINOR 4
+#define SSMC_ABI_MINOR 5
 
 typedef struct ssmc_trace ssmc_trace;
 
@@ -208,13 +231,34 @@ SSMC_API ssmc_status ssmc_end_op(ssmc_trace* t);
  * an exception in its step); the next ssmc_begin_op and ssmc_close then work as if it had never
  * begun. SSMC_OK also when no op is begun (a failed call may already have dropped it). Minor 2. */
 SSMC_API ssmc_status ssmc_drop_op(ssmc_trace* t);
-/* Ops written so far. */
+/* Ops written so far (an asynchronous capture: written or queued, less those the writer failed). */
 SSMC_API int ssmc_op_count(const ssmc_trace* t);
 
+/* Makes the capture asynchronous (ABI minor 5; see "Asynchronous capture" above): before the first
+ * ssmc_begin_op. staging_bytes: the pinned staging pool (4096..2^40; 0: 1 GiB), which bounds the
+ * bytes of the ops queued and being written, every op's bytes (host and device) counted; policy:
+ * SSMC_BLOCK or SSMC_DROP_STATES, what ssmc_end_op does when the op does not fit. Starts the writer
+ * thread. */
+#define SSMC_BLOCK 0
+#define SSMC_DROP_STATES 1
+SSMC_API ssmc_status ssmc_set_async(ssmc_trace* t, int64_t staging_bytes, int policy);
+/* The CUDA stream (a cudaStream_t, passed as void*) that produces the op's device arrays (minor 5,
+ * asynchronous captures only; between ssmc_begin_op and ssmc_end_op). The copies start after the work
+ * enqueued on it before ssmc_end_op, and its work enqueued after ssmc_end_op starts after the copies.
+ * Not given: the legacy default stream (0). */
+SSMC_API ssmc_status ssmc_op_stream(ssmc_trace* t, void* stream);
+/* Waits until every op ssmc_end_op queued is written (durable); reports the writer's failures not
+ * reported yet. SSMC_OK at once for a synchronous capture (every op is durable already). Minor 5. */
+SSMC_API ssmc_status ssmc_flush(ssmc_trace* t);
+/* Ops whose states SSMC_DROP_STATES left out so far (minor 5). */
+SSMC_API int64_t ssmc_states_dropped(const ssmc_trace* t);
+
 /* Finishes PATH (merged from PATH.partial/, which is removed) and frees t, also on error (the
- * partial directory then stays). */
+ * partial directory then stays). An asynchronous capture writes its queued ops first, and fails
+ * (naming the count and the first) when the writer failed any op during the capture. */
 SSMC_API ssmc_status ssmc_close(ssmc_trace* t);
-/* Frees t without finishing: PATH.partial/ stays, as after a crash. */
+/* Frees t without finishing: PATH.partial/ stays, as after a crash (an asynchronous capture: the op
+ * being written is finished, the queued ones are lost). */
 SSMC_API void ssmc_abandon(ssmc_trace* t);
 
 #ifdef __cplusplus

@@ -196,6 +196,8 @@ void validate_trace_op(const TraceHeader& h, const TraceOp& t, int index, const 
       check_inputs(h, in, rows, file, ep);
     }
   }
+  if (t.states_dropped && !t.states.empty())
+    throw FormatError(file, op + "@states_dropped", "set, but the op has states");
   if (!t.outputs.empty()) {
     if (!takes_inputs) throw FormatError(file, op + "/outputs", "present for an op without outputs");
     if (t.refused) throw FormatError(file, op + "/outputs", "present for a refused op");
@@ -282,6 +284,7 @@ void write_op(hid_t ops_group, int index, const TraceOp& t, const TraceHeader& h
   h5::Handle og = h5::create_group(ops_group, name);
   h5::write_attr_str(og, "op", to_string(t.op));
   if (t.refused) h5::write_attr_str(og, "refused", to_string(*t.refused));
+  if (t.states_dropped) h5::write_attr_i64(og, "states_dropped", 1);
   const ModelSpec& spec = h.model.spec;
   if (!t.inputs.empty()) {
     h5::Handle ig = h5::create_group(og, "inputs");
@@ -620,7 +623,8 @@ class Reader : public CheckedReader {
     const std::string op = op_path(index);
     h5::Handle og = group(f, "/", trace_op_name(index));
     TraceOp t;
-    only_attrs(*this, og, op, {"op", "refused"});
+    only_attrs(*this, og, op, {"op", "refused", "states_dropped"});
+    if (has_attr(og, op, "states_dropped")) t.states_dropped = int_attr(og, op, "states_dropped", 1, 1) == 1;
     const std::string text = str_attr(og, op, "op");
     try {
       t.op = parse_op(text);

@@ -76,6 +76,9 @@ struct TraceOp {
   // Empty, or one per selector entry (nullopt: not recorded). Padding entries are never compared.
   std::vector<std::optional<StepOutputs>> outputs;
   std::vector<TraceState> states;  // ascending seq, distinct
+  // An asynchronous capture's drop policy left this op's states out (@states_dropped = 1): its
+  // states are absent because the capture could not keep up, not because the engine chose so.
+  bool states_dropped = false;
 };
 
 struct Trace {

@@ -8,3 +8,12 @@ target_compile_definitions(trace_tools_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:
   SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
   SSMCHECK_REFERENCE_PLUGIN="$<TARGET_FILE:ssmcheck_reference_plugin>")
 add_dependencies(trace_tools_test ssmcheck ssmcheck_reference_plugin)
+
+# Asynchronous capture (issue 44 item 1; ABI minor 5) with host pointers: queued ops written as a
+# synchronous capture writes them, both back-pressure policies, the writer's failures reported at
+# the next begin, flush and close, a crash after a flush recovered. cpu label.
+ssmcheck_test(capture_async_test LABEL cpu TIMEOUT 300
+  SOURCES capture_async_test.cpp
+  LIBS ssmcheck_formats ssmcheck_reference ssmcheck_fixtures ssmcheck_capture)
+target_compile_definitions(capture_async_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>")
+add_dependencies(capture_async_test ssmcheck)

@@ -1,0 +1,193 @@
+// Asynchronous capture's staging ring, side-stream copies and writer thread (capture/async.h).
+#include "async.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+#include <utility>
+#include <fmt/core.h>
+#ifdef SSMC_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace ssmc_async {
+
+namespace {
+#ifdef SSMC_WITH_CUDA
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(fmt::format("{} failed: {}", what, cudaGetErrorString(e)));
+}
+#endif
+}  // namespace
+
+Async::Async(size_t arena_bytes, Policy policy, std::function<std::string(const QueuedOp&, const char*)> write)
+    : write_(std::move(write)), policy_(policy), cap_(arena_bytes) {
+#ifdef SSMC_WITH_CUDA
+  // pinned, so that the side stream's copies run asynchronously at full speed; without a device
+  // (a CPU machine running a CUDA build) plain memory serves host pointers
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, cap_, cudaHostAllocDefault) == cudaSuccess) {
+    base_ = static_cast<char*>(p);
+    pinned_ = true;
+  } else {
+    cudaGetLastError();
+  }
+#endif
+  if (!base_) base_ = static_cast<char*>(std::aligned_alloc(256, (cap_ + 255) / 256 * 256));
+  if (!base_) throw std::bad_alloc();
+  thread_ = std::thread([this] { run(); });
+}
+
+Async::~Async() {
+  {
+    const std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+#ifdef SSMC_WITH_CUDA
+  // copies still in flight write into the arena: wait for them before it is freed
+  if (side_) {
+    cudaStreamSynchronize(static_cast<cudaStream_t>(side_));
+    cudaStreamDestroy(static_cast<cudaStream_t>(side_));
+  }
+  for (QueuedOp& q : queue_)
+    if (q.copied) cudaEventDestroy(static_cast<cudaEvent_t>(q.copied));
+  if (pinned_) {
+    cudaFreeHost(base_);
+    return;
+  }
+#endif
+  std::free(base_);
+}
+
+bool Async::reserve(size_t n, bool may_drop, uint64_t& pos) {
+  n = (n + 255) / 256 * 256;
+  if (n > cap_) {
+    if (may_drop) return false;
+    throw std::length_error(fmt::format("the op needs {} bytes of staging, more than the {} of the pool", n, cap_));
+  }
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    uint64_t p = head_;
+    const uint64_t off = p % cap_;
+    if (off + n > cap_) {
+      p += cap_ - off;                        // an op's bytes never wrap: skip the arena's end
+      if (tail_ == head_) tail_ = head_ = p;  // nothing in flight: start the next lap
+    }
+    if (p + n - tail_ <= cap_) {
+      pos = p;
+      head_ = p + n;
+      return true;
+    }
+    if (may_drop) return false;
+    cv_.wait(lk);
+  }
+}
+
+void Async::copy_from_device(QueuedOp& op, const std::vector<DeviceCopy>& copies, void* stream) {
+  if (copies.empty()) return;
+#ifdef SSMC_WITH_CUDA
+  if (!side_) {
+    cudaStream_t s = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags (the capture's side stream)");
+    side_ = s;
+  }
+  const cudaStream_t side = static_cast<cudaStream_t>(side_), engine = static_cast<cudaStream_t>(stream);
+  cudaEvent_t ready = nullptr, copied = nullptr;
+  cuda_ok(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  cuda_ok(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  op.copied = copied;
+  // the engine's work so far (which produced the arrays) before the copies; the engine's later
+  // work (which may overwrite them) after the copies: both waits are on the device
+  cuda_ok(cudaEventRecord(ready, engine), "cudaEventRecord on the engine's stream");
+  cuda_ok(cudaStreamWaitEvent(side, ready, 0), "cudaStreamWaitEvent (side stream)");
+  cudaEventDestroy(ready);  // released once recorded work completes
+  for (const DeviceCopy& c : copies)
+    cuda_ok(cudaMemcpyAsync(at(c.pos), c.src, c.bytes, cudaMemcpyDeviceToHost, side),
+            fmt::format("cudaMemcpyAsync of {} bytes from device pointer {}", c.bytes, c.src).c_str());
+  cuda_ok(cudaEventRecord(copied, side), "cudaEventRecord on the side stream");
+  cuda_ok(cudaStreamWaitEvent(engine, copied, 0), "cudaStreamWaitEvent (the engine's stream)");
+#else
+  (void)op;
+  (void)stream;
+  throw std::runtime_error("device pointers, but this libssmcheck_capture was built without CUDA");
+#endif
+}
+
+void Async::push(QueuedOp op) {
+  {
+    const std::lock_guard<std::mutex> lk(mu_);
+    queue_.push_back(std::move(op));
+  }
+  cv_.notify_all();
+}
+
+void Async::drain() {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return queue_.empty() && !writing_; });
+}
+
+std::vector<std::string> Async::take_failures() {
+  const std::lock_guard<std::mutex> lk(mu_);
+  return std::exchange(unreported_, {});
+}
+
+int Async::failures() const {
+  const std::lock_guard<std::mutex> lk(mu_);
+  return failures_;
+}
+
+std::string Async::first_failure() const {
+  const std::lock_guard<std::mutex> lk(mu_);
+  return first_failure_;
+}
+
+int64_t Async::queued() const {
+  const std::lock_guard<std::mutex> lk(mu_);
+  return int64_t(queue_.size()) + (writing_ ? 1 : 0);
+}
+
+void Async::run() {
+  for (;;) {
+    QueuedOp op;
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (stop_) return;  // queued ops are dropped, as by a crash (ssmc_close drains first)
+      op = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;
+    }
+    std::string err;
+#ifdef SSMC_WITH_CUDA
+    if (op.copied) {
+      const cudaError_t e = cudaEventSynchronize(static_cast<cudaEvent_t>(op.copied));
+      cudaEventDestroy(static_cast<cudaEvent_t>(op.copied));
+      if (e != cudaSuccess)
+        err = fmt::format("op {} '{}': the copy of its device arrays failed: {}", op.index, op.text,
+                          cudaGetErrorString(e));
+    }
+#endif
+    if (err.empty()) {
+      try {
+        err = write_(op, base_);
+      } catch (const std::exception& e) {
+        err = fmt::format("op {} '{}': {}", op.index, op.text, e.what());
+      }
+    }
+    {
+      const std::lock_guard<std::mutex> lk(mu_);
+      writing_ = false;
+      tail_ = std::max(tail_, op.end);  // a zero-byte op's end may lie before a new lap's start
+      if (!err.empty()) {
+        if (failures_++ == 0) first_failure_ = err;
+        unreported_.push_back(err);
+      }
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace ssmc_async
