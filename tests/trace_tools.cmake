@@ -17,3 +17,12 @@ ssmcheck_test(capture_async_test LABEL cpu TIMEOUT 300
   LIBS ssmcheck_formats ssmcheck_reference ssmcheck_fixtures ssmcheck_capture)
 target_compile_definitions(capture_async_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>")
 add_dependencies(capture_async_test ssmcheck)
+# The same with device pointers on a GPU (gpu label): uploaded on the engine's stream, overwritten
+# right after ssmc_end_op; the trace equals the recording bit for bit and replays.
+if(TARGET ssmcheck_cuda)
+  ssmcheck_test(capture_async_gpu_test LABEL gpu TIMEOUT 600
+    SOURCES capture_async_gpu_test.cpp
+    LIBS ssmcheck_cuda ssmcheck_fuzz ssmcheck_capture CUDA::cudart)
+  target_compile_definitions(capture_async_gpu_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>")
+  add_dependencies(capture_async_gpu_test ssmcheck)
+endif()
