@@ -68,6 +68,7 @@ fuzz::BackendEntry cuda_entry() {
   e.model = reference_factory();
   e.caps = Capabilities::everything();
   e.caps.norm_groups = false;  // its Mamba-2 output kernel normalises by ng groups
+  e.perturbable = true;        // cuda/schedule.h
   return e;
 }
 
@@ -114,6 +115,13 @@ std::vector<std::pair<fuzz::BackendEntry, std::string>> builtin_backends() {
 bool cuda_probed() { return g_cuda_probed; }
 
 fuzz::BackendEntry find_backend(const std::string& name) {
+  if (name.rfind(fuzz::kPerturbedPrefix, 0) == 0) {
+    const fuzz::BackendEntry base = find_backend(name.substr(std::char_traits<char>::length(fuzz::kPerturbedPrefix)));
+    if (!base.perturbable)
+      throw std::invalid_argument("backend '" + name + "': " + base.name +
+                                  " offers no perturbed schedule (docs/cuda.md, \"Perturbed schedules\")");
+    return fuzz::perturbed_entry(base);
+  }
   if (name.rfind(kPluginPrefix, 0) == 0)
     return plugin_entry(name, name.substr(std::char_traits<char>::length(kPluginPrefix)));
   if (name.rfind(kInProcessPrefix, 0) == 0)
@@ -160,7 +168,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) { return find_bac
 std::string backend_choices() {
   std::string s;
   for (const fuzz::BackendEntry& b : {reference_entry(), cuda_entry()}) s += b.name + ", ";  // no device probe
-  return s + "plugin:PATH.so[,key=value...] or python:NAME (through python/ssmcheck)";
+  return s + "plugin:PATH.so[,key=value...], python:NAME (through python/ssmcheck) or perturbed:NAME";
 }
 
 }  // namespace ssm::cli

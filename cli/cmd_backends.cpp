@@ -26,6 +26,9 @@ int run_backends(const std::vector<std::string>& names) {
   fmt::print("{:<10} {}\n", "python:",
              "NAME: a Python class, through ssmcheck.run(args, Class) (python/ssmcheck, "
              "docs/plugins.md \"Python\")");
+  fmt::print("{:<10} {}\n", "perturbed:",
+             "NAME: NAME with its schedule perturbed (blocks in seeded orders over several waves, copies "
+             "delayed), where it offers that: cuda (docs/cuda.md \"Perturbed schedules\")");
   int rc = kExitOk;
   for (const std::string& n : names) {
     try {

@@ -76,6 +76,11 @@ class Backend {
   // While on, every async copy is held until its reader waits for it, so a reader that skips
   // the wait reads stale bytes deterministically (docs/fuzzing.md). False: no async path.
   virtual bool pause_async_copies(bool /*on*/) { return false; }
+  // Schedule perturbation (docs/cuda.md, "Perturbed schedules"): from the next create_pool on, run
+  // blocks in seeded orders over several waves and delay copies, so that order- and wave-dependent
+  // bugs show on every run; the plan depends on the seed and the ops since create_pool alone.
+  // False: the implementation offers no such mode.
+  virtual bool perturb_schedule(uint64_t /*seed*/) { return false; }
 };
 
 }  // namespace ssm

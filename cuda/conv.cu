@@ -14,6 +14,7 @@
 //   the windows, the inputs and every write come after.
 // Counterpart: reference/conv.cpp, reference/gdn_gates.cpp, reference/mamba2_gates.cpp.
 #include "cuda/check.h"
+#include "cuda/block_order.cuh"
 #include "cuda/common.cuh"
 #include "cuda/dependent_launch.cuh"
 #include "cuda/conv.h"
@@ -74,9 +75,17 @@ __global__ void conv_kernel(ConvParams p) {
   constexpr int NW = DC > 0 ? DC : kMaxDConv;  // window registers
   __shared__ float red[32];
   allow_dependents();  // the row kernel may launch and prefetch H; it waits for this kernel's end
-  const int row_b = blockIdx.y;
-  const int chunk = blockIdx.x;
-  if (chunk == int(gridDim.x) - 1) {  // the gates block: beside the channels, not after a chunk's
+  const uint2 lb = logical_block(p.order);
+  const int row_b = int(lb.y);
+  int chunk = int(lb.x);
+  // mutant (the one-wave conv window, tokenspeed #857's class): each Q/K head has a sibling block
+  // after the gates block that recomputes its outputs from the live window, which the head's own
+  // block commits in place at its end; right only while the sibling reads before that commit
+  const bool one_wave_mutant = SSM_DEVICE_MUTANT(p, kMutConvOneWave) && p.norm_heads > 0;
+  const int gates_block = int(logical_grid(p.order).x) - 1 - (one_wave_mutant ? p.norm_heads : 0);
+  const bool sibling = chunk > gates_block;
+  if (sibling) chunk -= gates_block + 1;
+  if (chunk == gates_block) {  // the gates block: beside the channels, not after a chunk's
     wait_for_previous();  // the kernels before may still read gb (the scratch is shared by the layers)
     gates(p, row_b);
     return;
@@ -125,7 +134,7 @@ __global__ void conv_kernel(ConvParams p) {
     }
     if (valid) p.qkv[row * conv_dim + c] = y;
   }
-  if (valid) store_window<DC>(live, D, win);
+  if (valid && !sibling) store_window<DC>(live, D, win);
 }
 }  // namespace
 
@@ -134,11 +143,11 @@ void launch_conv(const ConvParams& p, cudaStream_t stream, bool dependent) {
   const int cb = p.norm_heads > 0 ? (p.norm_width + 31) / 32 * 32 : 128;
   const int rest = p.conv_dim - p.norm_heads * p.norm_width;
   const int chunks = p.norm_heads + (rest + cb - 1) / cb;
-  const dim3 grid(unsigned(chunks + 1), unsigned(p.B));  // + the gates block
+  const int siblings = SSM_DEVICE_MUTANT(p, kMutConvOneWave) ? p.norm_heads : 0;  // mutant: see conv_kernel
+  const dim3 grid(unsigned(chunks + 1 + siblings), unsigned(p.B));  // + the gates block
   void (*kernel)(ConvParams) = p.d_conv == 4 ? &conv_kernel<4> : &conv_kernel<0>;
-  if (dependent) return launch_dependent("conv_kernel", kernel, grid, dim3(unsigned(cb)), 0, stream, p);
-  kernel<<<grid, dim3(unsigned(cb)), 0, stream>>>(p);  // its waits return at once
-  SSM_CUDA_LAUNCHED("conv_kernel");
+  // plainly launched, its waits return at once
+  launch_ordered("conv_kernel", kernel, grid, dim3(unsigned(cb)), 0, stream, dependent, p, &ConvParams::order);
 }
 
 }  // namespace ssm::cuda

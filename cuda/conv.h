@@ -2,6 +2,8 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include "cuda/schedule.h"
+
 namespace ssm::cuda {
 
 struct ConvParams {
@@ -26,6 +28,7 @@ struct ConvParams {
   int gate_heads;              // GDN nv, Mamba-2 nh
   float dt_min, dt_max;        // Mamba-2's dt limits
   int mutants;  // device mutant bits (cuda/mutant_bits.h): 0 in shipped builds
+  BlockOrder order;  // set by the launch (cuda/block_order.cuh)
 };
 
 // dependent = false: a plain launch, for when the kernel before wrote the H that the row kernel

@@ -16,7 +16,9 @@ struct CopyDesc {
 };
 
 // Regions must not overlap each other's destinations; order inside one list is unspecified.
-void launch_copies(const std::vector<CopyDesc>& list, cudaStream_t stream);
+// Under a perturbed schedule (cuda/schedule.h) the copies start after a drawn delay, unless
+// `delayable` is false (a read-back the host waits for at once: a delay would only cost time).
+void launch_copies(const std::vector<CopyDesc>& list, cudaStream_t stream, bool delayable = true);
 
 // Test hook of paused async copies (Engine::pause_async_copies): holds `stream` until the
 // host-mapped counter *released reaches ticket (polled with __nanosleep; gives up after about

@@ -10,6 +10,7 @@
 #include "core/backend.h"
 #include "core/contract.h"
 #include "cuda/pool_family.h"
+#include "cuda/schedule.h"
 
 namespace ssm::cuda {
 
@@ -50,11 +51,13 @@ class CudaBackend : public Backend {
   size_t family_offset(int layer, PoolFamily f, int slot, int t = 0) const;  // slot's bytes in the family
   bool async_pending(int slot) const override;
   bool pause_async_copies(bool on) override;
+  bool perturb_schedule(uint64_t seed) override;  // cuda/schedule.h
   void synchronize();
   Engine& engine() { return *e_; }
 
  private:
   std::unique_ptr<Engine> e_;
+  Schedule schedule_;  // perturbed launches: current on the calling thread during each call (ScheduleScope)
 };
 
 // True when a CUDA device is usable; otherwise *why says what failed.

@@ -738,7 +738,7 @@ void Engine::read_back(const std::vector<Readback>& reads) {
     gather.push_back(CopyDesc{r.src, readback_.get() + off, r.bytes});
     off += round_up256(r.bytes);
   }
-  launch_copies(gather, main_);
+  launch_copies(gather, main_, /*delayable=*/false);
   SSM_CUDA(cudaMemcpyAsync(host_readback_.get(), readback_.get(), off, cudaMemcpyDeviceToHost, main_));
   SSM_CUDA(cudaStreamSynchronize(main_));
   std::vector<size_t> at(reads.size());

@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "cuda/check.h"
+#include "cuda/block_order.cuh"
 #include "cuda/common.cuh"
 #include "cuda/dependent_launch.cuh"
 #include "cuda/gdn_decode.h"
@@ -91,11 +92,14 @@ struct RowsItem {
   bool owner;
   size_t h_off, inter_off;
 };
+// Under a perturbed schedule (cuda/schedule.h) item i is the order's logical_item(i).
 __device__ __forceinline__ int item_slot(const RowsParams& p, int item) {
+  item = logical_item(p.order, item);
   return item < p.B * p.nv * p.ntiles ? p.slots[item / (p.ntiles * p.nv)] : 0;
 }
 template <typename HT>
 __device__ __forceinline__ RowsItem rows_item(const RowsParams& p, int item, int slot, int tx, int ty) {
+  item = logical_item(p.order, item);
   RowsItem w;
   const int tile = item % p.ntiles;
   w.vh = (item / p.ntiles) % p.nv;
@@ -394,8 +398,14 @@ void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
   auto* fn = one_row ? &gdn_rows_kernel<HT, VEC, MINB, true> : &gdn_rows_kernel<HT, VEC, MINB, false>;
   const void* kernel = reinterpret_cast<const void*>(fn);
   const int items = p.B * p.nv * p.ntiles;
-  const int grid = std::min(items, resident_ctas(kernel, threads, smem));
-  launch_dependent("gdn_rows_kernel", fn, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, s, p);
+  int grid = std::min(items, resident_ctas(kernel, threads, smem));
+  RowsParams q = p;
+  if (Schedule* order = current_schedule()) {  // perturbed: the items in a seeded order, on fewer CTAs
+    const Schedule::Plan plan = order->next(unsigned(items));
+    q.order = BlockOrder{unsigned(items), unsigned(items), 1, 0, plan.mul, plan.add};
+    grid = int(order->persistent_grid(unsigned(grid)));
+  }
+  launch_dependent("gdn_rows_kernel", fn, dim3(unsigned(grid)), dim3(unsigned(threads)), smem, s, q);
 }
 
 std::atomic<int> forced_rows_ctas{0};

@@ -7,6 +7,8 @@
 
 #include <cstddef>
 
+#include "cuda/schedule.h"
+
 namespace ssm::cuda {
 
 struct RowsParams {
@@ -29,6 +31,7 @@ struct RowsParams {
   int tx_n, ty_n, ty_groups, tx_pad, tj, ntiles;
   int in_vec4;  // row kernel: qkv and gb rows copy in 16- and 8-byte pieces (set by launch_gdn_rows)
   int mutants;  // device mutant bits (cuda/mutant_bits.h): 0 in shipped builds
+  BlockOrder order;  // set by the launch (cuda/block_order.cuh)
 };
 
 // Lanes of a warp: kRowLanes thread rows by kColLanes thread columns (gdn_rows_threads.cuh).

@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "cuda/check.h"
+#include "cuda/block_order.cuh"
 #include "cuda/common.cuh"
 #include "cuda/dependent_launch.cuh"
 #include "cuda/gdn_rows_threads.cuh"
@@ -48,7 +49,8 @@ __global__ void __launch_bounds__(256, VEC == 4 && KMAX <= 4 ? 2 : 1) gdn_verify
   float* sgb = sv + KMAX * TJ;        // [KMAX][2]
   float* kk = sgb + 2 * KMAX;         // [KMAX][KMAX], s < t
 
-  const int vh = blockIdx.x / p.ntiles, tile = blockIdx.x % p.ntiles, b = blockIdx.y;
+  const uint2 lb = logical_block(p.order);
+  const int vh = int(lb.x) / p.ntiles, tile = int(lb.x) % p.ntiles, b = int(lb.y);
   const int kh = vh / (p.nv / p.nk);
   const int slot = p.slots[b];
   const int tid = threadIdx.x;
@@ -255,8 +257,8 @@ void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
   std::call_once(once, [&] {
     SSM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
   });
-  launch_dependent("gdn_verify_wy_kernel", k, dim3(unsigned(p.ntiles * p.nv), unsigned(p.B)), dim3(unsigned(threads)),
-                   smem, s, p);
+  launch_ordered("gdn_verify_wy_kernel", k, dim3(unsigned(p.ntiles * p.nv), unsigned(p.B)), dim3(unsigned(threads)),
+                 smem, s, true, p, &RowsParams::order);
 }
 
 template <typename HT, int KMAX>

@@ -40,6 +40,9 @@ void Engine::import_state(int slot, const SequenceState& state) {
   SSM_CUDA(cudaStreamSynchronize(main_));  // the host tensors are freed on return
 }
 
-void CudaBackend::import_state(int slot, const SequenceState& state) { e_->import_state(slot, state); }
+void CudaBackend::import_state(int slot, const SequenceState& state) {
+  const ScheduleScope scheduled(&schedule_);  // as every call that enqueues work (cuda_backend.cpp)
+  e_->import_state(slot, state);
+}
 
 }  // namespace ssm::cuda

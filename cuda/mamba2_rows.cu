@@ -22,6 +22,7 @@
 
 #include "core/layer_spec.h"
 #include "cuda/check.h"
+#include "cuda/block_order.cuh"
 #include "cuda/common.cuh"
 #include "cuda/dependent_launch.cuh"
 #include "cuda/h_regs.cuh"
@@ -92,7 +93,8 @@ template <typename HT, int VEC, int NC, bool ONE_ROW, int VALS>
 __global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2_rows_kernel(Mamba2RowsParams p) {
   constexpr int RPW = VALS / (VEC * NC) > 0 ? VALS / (VEC * NC) : 1;
   allow_dependents();  // the output norm may launch now (it reads z and weights, then waits for this kernel)
-  const int head = blockIdx.x / p.ptiles, tile = blockIdx.x % p.ptiles, b = blockIdx.y;
+  const uint2 lb = logical_block(p.order);
+  const int head = int(lb.x) / p.ptiles, tile = int(lb.x) % p.ptiles, b = int(lb.y);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int hp = p.hp, ns = p.ns;
   const int p0 = (tile * p.warps + warp) * RPW;  // this warp's first row
@@ -207,8 +209,9 @@ __global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2
 
 template <typename HT, int VEC, int NC, bool ONE_ROW, int VALS>
 void launch_k(const Mamba2RowsParams& p, cudaStream_t s) {
-  launch_dependent("mamba2_rows_kernel", &mamba2_rows_kernel<HT, VEC, NC, ONE_ROW, VALS>,
-                   dim3(unsigned(p.ptiles * p.nh), unsigned(p.B)), dim3(unsigned(p.warps * 32)), 0, s, p);
+  launch_ordered("mamba2_rows_kernel", &mamba2_rows_kernel<HT, VEC, NC, ONE_ROW, VALS>,
+                 dim3(unsigned(p.ptiles * p.nh), unsigned(p.B)), dim3(unsigned(p.warps * 32)), 0, s, true, p,
+                 &Mamba2RowsParams::order);
 }
 
 template <typename HT, int VEC, int NC>

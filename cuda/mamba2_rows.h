@@ -9,6 +9,8 @@
 
 #include <cstddef>
 
+#include "cuda/schedule.h"
+
 namespace ssm::cuda {
 
 struct Mamba2RowsParams {
@@ -25,6 +27,7 @@ struct Mamba2RowsParams {
   int nh, hp, ns, ng;
   int warps, ptiles;       // layout (mamba2_rows_layout)
   int mutants;  // device mutant bits (cuda/mutant_bits.h): 0 in shipped builds
+  BlockOrder order;  // set by the launch (cuda/block_order.cuh)
 };
 
 // Layout: a warp owns RPW = vals / (VEC * NC) rows p of one head (at least 1); lane l holds

@@ -7,11 +7,12 @@
 namespace ssm::cuda {
 
 enum MutantBit : int {
-  kMutInterStride = 1,         // cuda_inter_stride
-  kMutNoSoftplusThreshold = 2, // cuda_multirow_no_softplus_threshold
-  kMutHStoreClamp = 4,         // cuda_h_store_clamp
-  kMutDtBiasBf16 = 8,          // cuda_dt_bias_as_bf16
-  kMutMissingBarrier = 16,     // cuda_rows_missing_barrier
+  kMutInterStride = 1,          // cuda_inter_stride
+  kMutNoSoftplusThreshold = 2,  // cuda_multirow_no_softplus_threshold
+  kMutHStoreClamp = 4,          // cuda_h_store_clamp
+  kMutDtBiasBf16 = 8,           // cuda_dt_bias_as_bf16
+  kMutMissingBarrier = 16,      // cuda_rows_missing_barrier
+  kMutConvOneWave = 32,         // cuda_conv_window_one_wave
 };
 
 // Host: the bits of the selected mutant (0 in shipped builds).
@@ -20,7 +21,8 @@ inline int device_mutant_bits() {
          (SSM_MUTANT("cuda_multirow_no_softplus_threshold") ? kMutNoSoftplusThreshold : 0) |
          (SSM_MUTANT("cuda_h_store_clamp") ? kMutHStoreClamp : 0) |
          (SSM_MUTANT("cuda_dt_bias_as_bf16") ? kMutDtBiasBf16 : 0) |
-         (SSM_MUTANT("cuda_rows_missing_barrier") ? kMutMissingBarrier : 0);
+         (SSM_MUTANT("cuda_rows_missing_barrier") ? kMutMissingBarrier : 0) |
+         (SSM_MUTANT("cuda_conv_window_one_wave") ? kMutConvOneWave : 0);
 }
 
 }  // namespace ssm::cuda

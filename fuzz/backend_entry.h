@@ -3,6 +3,7 @@
 // list of them (built-ins and plug-ins); campaigns, check, replay and gate take entries from it.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,16 @@ struct BackendEntry {
   std::string cannot_run(const ModelSpec& spec) const { return caps.cannot_run(spec, name); }
   // A campaign's two sides, as the gate names them: "reference vs alternate path", "reference vs cuda".
   std::string campaign_sides() const { return model_name + " vs " + (alternate_path ? "alternate path" : name); }
+  // It offers a perturbed schedule (Backend::perturb_schedule): the gate runs part of its campaign on
+  // perturbed_entry(*this) too.
+  bool perturbable = false;
 };
+
+// `perturbed:NAME` (docs/cuda.md, "Perturbed schedules"): `base` with its schedule perturbed from
+// its creation on, with kPerturbSeed. Made implementations that offer no such mode are an error
+// naming the backend.
+constexpr const char* kPerturbedPrefix = "perturbed:";
+constexpr uint64_t kPerturbSeed = 0x5eed5c4edull;
+BackendEntry perturbed_entry(const BackendEntry& base);
 
 }  // namespace ssm::fuzz

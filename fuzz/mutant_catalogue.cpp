@@ -48,6 +48,10 @@ const std::vector<MutantInfo>& mutant_catalogue() {
       {"cuda_rows_missing_barrier", 18, "cuda",
        "the row kernel reads the H^T k partials without the barrier after they are written", "odd-d",
        "alloc; decode @0,pad,pad,pad,pad,pad,pad,pad,pad"},
+      {"cuda_conv_window_one_wave", 19, "cuda",
+       "each Q/K head's conv outputs are recomputed by a sibling block from the live window, which the head's "
+       "own block commits in place: right only while the sibling reads first, as when the grid fits one wave "
+       "(lightseekorg/tokenspeed #857)"},
   };
   return v;
 }

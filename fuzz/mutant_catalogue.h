@@ -11,7 +11,7 @@ namespace ssm::fuzz {
 
 struct MutantInfo {
   std::string name;     // the SSM_MUTANT site name and the value of SSMCHECK_MUTANT
-  int bug_class = 0;    // 1..18
+  int bug_class = 0;    // 1..19 (docs/state-model.md, "Bug classes")
   std::string backend;  // gate backend that runs it: "reference" (the alternate path or the shared
                         // contract, CPU) or "cuda"
   std::string what;     // the bug, in one line

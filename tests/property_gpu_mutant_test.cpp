@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/mutant.h"
+#include "fuzz/backend_entry.h"
 #include "fuzz/campaign.h"
 #include "fuzz/mutant_catalogue.h"
 #include "reference/reference_backend.h"
@@ -22,6 +23,14 @@ std::vector<std::string> cuda_mutants() {
     if (m.backend == "cuda" && m.race_ops.empty()) v.push_back(m.name);
   return v;
 }
+
+fuzz::BackendFactory perturbed_cuda(uint64_t seed) {
+  return [seed] {
+    auto b = std::make_unique<cuda::CudaBackend>();
+    b->perturb_schedule(seed);
+    return std::unique_ptr<Backend>(std::move(b));
+  };
+}
 }  // namespace
 
 class PropertyGpuMutant : public GpuTestP<std::string> {};
@@ -36,13 +45,49 @@ TEST_P(PropertyGpuMutant, IsCaughtAndShrunk) {
   o.backend_label = "cuda";
   o.pause_async = true;
   o.sut_invariant = [](Backend& b) { return static_cast<cuda::CudaBackend&>(b).check_guards(); };
-  const fuzz::CampaignResult r = fuzz::run_campaign(
-      o, [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); },
-      [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); });
+  auto reference = [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
+  fuzz::CampaignResult r =
+      fuzz::run_campaign(o, reference, [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); });
+  if (!r.failed) {  // then, as the gate does, half as many cases from the next seed on a perturbed schedule
+    std::printf("mutant %s survived the plain campaign:\n%s", GetParam().c_str(), r.summary().c_str());
+    o.seed += 1;
+    o.cases = std::max(1, o.cases / 2);
+    o.backend_label = std::string(fuzz::kPerturbedPrefix) + "cuda";
+    r = fuzz::run_campaign(o, reference, perturbed_cuda(fuzz::kPerturbSeed));
+  }
   mutant::select("");
   std::printf("mutant %s:\n%s", GetParam().c_str(), r.summary().c_str());
   ASSERT_TRUE(r.failed) << "mutant " << GetParam() << " survived " << r.cases << " cases";
   EXPECT_LE(r.script_length, 8) << r.script;
+}
+
+// A conv window committed in place before a sibling block reads it (tokenspeed #857's class) is
+// right while both blocks are resident at once, as they are in one wave: a plain run catches it by
+// timing or not at all. A perturbed schedule catches it on every seed, on a small grid.
+class PerturbedScheduleMutantGpu : public GpuTest {};
+
+TEST_F(PerturbedScheduleMutantGpu, CatchesTheOneWaveConvWindowOnEverySeed) {
+  GpuCase c;
+  c.preset = "odd-a";
+  c.slots = 3;
+  c.capacity = 4;
+  const std::string script = "alloc @0; alloc @1; prefill 3 @0; prefill 2 @1; decode @0,1; decode @1,0; verify 3 @0,1";
+  auto reference = [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
+  mutant::select("cuda_conv_window_one_wave");
+  const fuzz::ReplayResult plain = fuzz::check_script(
+      c.config(), parse_script(script), reference, [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); },
+      cmp::Tolerances::defaults(), cmp::Strictness::classes);
+  std::printf("plain schedule (timing decides, not asserted): %s\n", plain.pass ? "passed" : "caught");
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    const fuzz::ReplayResult r = fuzz::check_script(c.config(), parse_script(script), reference, perturbed_cuda(seed),
+                                                    cmp::Tolerances::defaults(), cmp::Strictness::classes);
+    EXPECT_FALSE(r.pass) << "schedule seed " << seed << ": the one-wave conv window survived " << c.name() << " "
+                         << script;
+  }
+  mutant::select("");
+  const fuzz::ReplayResult shipped = fuzz::check_script(c.config(), parse_script(script), reference, perturbed_cuda(1),
+                                                        cmp::Tolerances::defaults(), cmp::Strictness::classes);
+  EXPECT_TRUE(shipped.pass) << "without the mutant the perturbed schedule agrees\n" << shipped.report;
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, PropertyGpuMutant, ::testing::ValuesIn(cuda_mutants()),

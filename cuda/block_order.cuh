@@ -1,0 +1,57 @@
+// Block order under schedule perturbation (cuda/schedule.h), device and launch side. A kernel that
+// takes a BlockOrder in its parameters asks logical_block() which block it is instead of reading
+// blockIdx, and logical_grid() how many there are instead of gridDim; launch_ordered() launches it
+// as written, or, when the engine enqueueing on this thread perturbs its schedule, as the seeded
+// permutation in 2 to 4 sequential waves.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "cuda/check.h"
+#include "cuda/dependent_launch.cuh"
+#include "cuda/schedule.h"
+
+namespace ssm::cuda {
+
+// The logical block this block runs: (x, y) of the logical grid.
+__device__ __forceinline__ uint2 logical_block(const BlockOrder& o) {
+  if (o.n == 0) return make_uint2(blockIdx.x, blockIdx.y);
+  const unsigned i = o.first + blockIdx.x;
+  const unsigned l = unsigned((unsigned long long)o.mul * i % o.n + o.add) % o.n;
+  return make_uint2(l % o.gx, l / o.gx);
+}
+__device__ __forceinline__ uint2 logical_grid(const BlockOrder& o) {
+  return o.n == 0 ? make_uint2(gridDim.x, gridDim.y) : make_uint2(o.gx, o.gy);
+}
+// A work item's index under the order of a persistent kernel (n == 0 or i beyond n: i itself).
+__device__ __forceinline__ int logical_item(const BlockOrder& o, int i) {
+  if (o.n == 0 || unsigned(i) >= o.n) return i;
+  return int(unsigned((unsigned long long)o.mul * unsigned(i) % o.n + o.add) % o.n);
+}
+
+// Launches kernel(p) on a grid (x, y) of `block` threads: as written (a programmatic dependent of
+// the kernel before it when `dependent`), or, under a perturbed schedule, p.*order set for each wave
+// of the plan, the first wave launched as written and the others plainly after it.
+template <typename Params>
+void launch_ordered(const char* name, void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                    bool dependent, Params p, BlockOrder Params::*order) {
+  Schedule* s = current_schedule();
+  if (!s || grid.z != 1) {
+    if (dependent) return launch_dependent(name, kernel, grid, block, smem, stream, p);
+    kernel<<<grid, block, smem, stream>>>(p);
+    return cuda_check(cudaGetLastError(), name, __FILE__, __LINE__);
+  }
+  const unsigned n = grid.x * grid.y;
+  const Schedule::Plan plan = s->next(n);
+  for (size_t w = 0; w + 1 < plan.cuts.size(); ++w) {
+    p.*order = BlockOrder{n, grid.x, grid.y, plan.cuts[w], plan.mul, plan.add};
+    const dim3 wave(plan.cuts[w + 1] - plan.cuts[w]);
+    if (w == 0 && dependent) {
+      launch_dependent(name, kernel, wave, block, smem, stream, p);
+    } else {
+      kernel<<<wave, block, smem, stream>>>(p);
+      cuda_check(cudaGetLastError(), name, __FILE__, __LINE__);
+    }
+  }
+}
+
+}  // namespace ssm::cuda
