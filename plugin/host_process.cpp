@@ -70,6 +70,7 @@ void HostProcess::stop() {
   arena_ = wire::Arena();
   bell_ = wire::Bell();
   use_bell_ = false;
+  compact_ = false;
 }
 
 std::string HostProcess::output_tail() const {
@@ -167,34 +168,57 @@ const nlohmann::json& HostProcess::start() {
   close_ends();
   ++generation_;
   timeout_s_ = call_timeout_s();  // read once per start, not on every call
-  Reply r = call({{"call", "hello"}, {"abi", 1}}, {}, [&] { return "start-up (loading " + launch_.label + ")"; });
-  if (r.msg.value("status", -1) != 0) {
+  const Reply& r =
+      call({{"call", "hello"}, {"abi", 1}}, {}, [&] { return "start-up (loading " + launch_.label + ")"; });
+  if (r.status() != 0) {
     const std::string why = r.msg.value("message", std::string("no message"));
     stop();
     throw std::runtime_error(launch_.label + ": its host refused to start: " + why);
   }
   hello_ = r.msg;
   use_bell_ = launch_.bell && hello_.value("bell", false);
+  compact_ = use_bell_ && hello_.value("compact", false);
   hello_.erase("bell");  // how frames travel is not part of what the host declares
+  hello_.erase("compact");
   return hello_;
 }
 
-HostProcess::Reply HostProcess::call(const nlohmann::json& request, const std::vector<wire::Arena::Piece>& arrays,
-                                     const std::function<std::string()>& what_fn) {
+const HostProcess::Reply& HostProcess::call(const nlohmann::json& request,
+                                            const std::vector<wire::Arena::Piece>& arrays,
+                                            const std::function<std::string()>& what) {
+  return exchange(
+      [&] {
+        if (use_bell_) {
+          bell_.send(wire::Bell::kToHost, arena_, request, arrays);
+        } else {
+          const auto at = arena_.put(arrays);
+          wire::write_frame(channel_, request, at, arena_.size());
+        }
+      },
+      what);
+}
+
+const HostProcess::Reply& HostProcess::call(const wire::Compact& c, const int32_t* slots,
+                                            const std::vector<wire::Arena::Piece>& arrays,
+                                            const std::function<std::string()>& what) {
+  if (!compact_) return call(wire::json_of(c, slots), arrays, what);
+  return exchange([&] { bell_.send(wire::Bell::kToHost, arena_, c, slots, arrays); }, what);
+}
+
+template <class Send>
+const HostProcess::Reply& HostProcess::exchange(const Send& send, const std::function<std::string()>& what_fn) {
   // what the call is, for messages only: built when one is needed, not on every call
   auto what = [&] { return what_fn(); };
   if (!running()) throw HostDied(launch_.label + ": " + what() + ": the host process is not running (" +
                                  (last_death_.empty() ? std::string("never started") : last_death_) + ")");
-  struct stat st {};
-  if (::fstat(log_, &st) == 0 && st.st_size > kLogKeep) (void)!::ftruncate(log_, 0);
+  // the output file is cut back when it passed kLogKeep, looked at every 16th call (a system call)
+  if (calls_++ % 16 == 0) {
+    struct stat st {};
+    if (::fstat(log_, &st) == 0 && st.st_size > kLogKeep) (void)!::ftruncate(log_, 0);
+  }
   const double timeout = timeout_s_;
   try {
-    if (use_bell_) {
-      bell_.send(wire::Bell::kToHost, arena_, request, arrays);
-    } else {
-      const auto at = arena_.put(arrays);
-      wire::write_frame(channel_, request, at, arena_.size());
-    }
+    send();
   } catch (const wire::WireError&) {
     died(what(), "");
   }
@@ -226,7 +250,7 @@ HostProcess::Reply HostProcess::call(const nlohmann::json& request, const std::v
       check_alive();
     }
   };
-  wire::Frame f;
+  wire::Frame& f = frame_;
   try {
     if (use_bell_) {
       bell_.receive(wire::Bell::kToClient, arena_, &f, check_alive);
@@ -234,12 +258,22 @@ HostProcess::Reply HostProcess::call(const nlohmann::json& request, const std::v
       if (!wire::read_frame(channel_, &f, wait)) died(what(), "");
       arena_.follow(f.arena_bytes);
     }
-    Reply r;
-    r.msg = std::move(f.msg);
-    for (size_t i = 0; i < f.arrays.size(); ++i)
-      r.arrays.emplace_back(arena_.at(f.arrays[i].first, f.arrays[i].second, "reply array " + std::to_string(i)),
-                            f.arrays[i].second);
-    if (!r.msg.is_object()) throw wire::WireError("the reply is not a JSON object");
+    Reply& r = reply_;
+    r.compact = f.compact;
+    r.arrays.clear();
+    for (size_t i = 0; i < f.arrays.size(); ++i) {
+      const auto [off, bytes] = f.arrays[i];
+      if (off > arena_.size() || bytes > arena_.size() - off)
+        arena_.at(off, bytes, "reply array " + std::to_string(i));  // throws naming it
+      r.arrays.emplace_back(arena_.base() + off, bytes);
+    }
+    if (f.compact) {
+      r.c = f.c;
+      r.msg = nullptr;
+    } else {
+      r.msg = std::move(f.msg);
+      if (!r.msg.is_object()) throw wire::WireError("the reply is not a JSON object");
+    }
     return r;
   } catch (const wire::WireError& e) {
     if (timed_out)

@@ -59,14 +59,21 @@ class HostProcess {
   const std::string& label() const { return launch_.label; }
 
   // One call: the request with its arrays placed in the arena, then the reply (status included)
-  // and its arrays, which stay valid until the next call. `what` names the call for messages
+  // and its arrays; both stay valid until the next call. `what` names the call for messages
   // ("decode(slots 0, 1)"), called only when one is needed. Throws HostDied when the host does not answer.
   struct Reply {
+    bool compact = false;  // a Compact record (c; msg is not set), else JSON (msg)
+    wire::Compact c;
     nlohmann::json msg;
     std::vector<std::pair<const char*, uint64_t>> arrays;
+    int status() const { return compact ? c.status : msg.value("status", -1); }
   };
-  Reply call(const nlohmann::json& request, const std::vector<wire::Arena::Piece>& arrays,
-             const std::function<std::string()>& what);
+  const Reply& call(const nlohmann::json& request, const std::vector<wire::Arena::Piece>& arrays,
+                    const std::function<std::string()>& what);
+  // An op's call (wire::Op): a Compact record with c.n_slots slots when the host takes them (a C
+  // host through the doorbell), else the same call in JSON (wire::json_of).
+  const Reply& call(const wire::Compact& c, const int32_t* slots, const std::vector<wire::Arena::Piece>& arrays,
+                    const std::function<std::string()>& what);
 
   // Why the host last died ("" while it never did).
   const std::string& last_death() const { return last_death_; }
@@ -75,6 +82,9 @@ class HostProcess {
   // Ends the host (it is given a moment to end by itself, so that its exit status or signal can be
   // named: `how` overrides that, `if_alive` says what it did when it had to be killed) and throws
   // HostDied naming `what`, the status and the end of its output.
+  // sends with `send`, then waits for the reply
+  template <class Send>
+  const Reply& exchange(const Send& send, const std::function<std::string()>& what);
   [[noreturn]] void died(const std::string& what, const std::string& how, const std::string& if_alive = "");
   std::string output_tail() const;
   void stop();
@@ -86,6 +96,10 @@ class HostProcess {
   wire::Arena arena_;
   wire::Bell bell_;
   bool use_bell_ = false;  // the host answered the hello with "bell": true
+  bool compact_ = false;   // ... and "compact": true: ops go as Compact records
+  uint64_t calls_ = 0;     // calls since the start, for checking the output file's size now and then
+  wire::Frame frame_;      // the last reply's frame, and the reply (reused: a call allocates nothing)
+  Reply reply_;
   nlohmann::json hello_;
   int generation_ = 0;
   double timeout_s_ = kDefaultCallTimeout;  // call_timeout_s() at the last start

@@ -35,12 +35,58 @@ using nlohmann::json;
 const size_t kPage = size_t(::sysconf(_SC_PAGESIZE));
 constexpr unsigned char kCanary = 0xA5;
 
-// What the fatal-signal handler reports: the running call, and the fences by address.
+// What the fatal-signal handler reports: the running call, and the fences by address. A call
+// sent compact is named from g_op and g_op_slot when it is reported, not formatted on every call.
 char g_call[256] = "start-up (loading the plug-in)";
+const char* g_op = nullptr;  // the running compact call's name, or null: g_call names the call
+int g_op_slot = -1;          // its slot, or -1 (decode, verify, alloc)
+
+// A buffer's name, kept in parts and written out only when it is reported (an overrun, a fatal
+// signal): "HEAD[ entry E][ layer L] FIELD[ I]", e.g. "the output of entry 0 layer 1
+// ([rows][out_dim])", "export_state's layer 0 h_intermediate 2".
+struct FenceTag {
+  const char* head = "";
+  int entry = -1, layer = -1;  // -1: not part of the name
+  const char* field = "";
+  int index = -1;
+};
+
+// v >= 0 in decimal into buf (n >= 12); async-signal-safe.
+void int_text(int v, char* buf, size_t n) {
+  char d[12];
+  int k = 0;
+  unsigned u = v < 0 ? 0u : unsigned(v);
+  do d[k++] = char('0' + u % 10);
+  while ((u /= 10) && k < 11);
+  size_t at = 0;
+  while (k > 0 && at + 1 < n) buf[at++] = d[--k];
+  buf[at] = '\0';
+}
+
+// The tag's text into buf (NUL-terminated, cut at n); async-signal-safe: no allocation, no locale.
+void tag_text(const FenceTag& t, char* buf, size_t n) {
+  size_t at = 0;
+  auto put = [&](const char* s) {
+    while (*s && at + 1 < n) buf[at++] = *s++;
+  };
+  auto num = [&](int v) {
+    char d[12];
+    int_text(v, d, sizeof d);
+    put(d);
+  };
+  put(t.head);
+  if (t.entry >= 0) put(" entry "), num(t.entry);
+  if (t.layer >= 0) put(" layer "), num(t.layer);
+  put(" ");
+  put(t.field);
+  if (t.index >= 0) put(" "), num(t.index);
+  buf[at] = '\0';
+}
+
 struct FenceName {
   const char* lo;
   const char* hi;
-  char name[96];
+  FenceTag tag;
 };
 constexpr int kMaxFences = 8192;
 FenceName g_fences[kMaxFences];
@@ -65,7 +111,7 @@ class Fenced {
     return *this;
   }
   // Room for `bytes`, named for the reports; canaries set.
-  char* take(size_t bytes, const std::string& name, int fence) {
+  char* take(size_t bytes, const FenceTag& tag, int fence) {
     const size_t room = (bytes + 15) / 16 * 16;
     if (!map_ || room > map_bytes_ - 2 * kPage) {
       // at least twice the room it had: buffers reused across layers of several sizes settle fast
@@ -86,7 +132,7 @@ class Fenced {
       FenceName& f = g_fences[fence];
       f.lo = map_;
       f.hi = map_ + map_bytes_;
-      std::snprintf(f.name, sizeof f.name, "%s", name.c_str());
+      f.tag = tag;
       if (fence >= g_n_fences) g_n_fences = fence + 1;
     }
     return data_;
@@ -111,24 +157,30 @@ class Fenced {
 class FencedSet {
  public:
   void begin() { used_ = 0; }
-  char* take(size_t bytes, const std::string& name) {
-    if (used_ == bufs_.size()) bufs_.emplace_back();
-    names_.resize(bufs_.size());
-    names_[used_] = name;
+  char* take(size_t bytes, const FenceTag& tag) {
+    if (used_ == bufs_.size()) {
+      bufs_.emplace_back();
+      tags_.emplace_back();
+    }
+    tags_[used_] = tag;
     const size_t i = used_++;
-    return bufs_[i].take(bytes, name, int(i));
+    return bufs_[i].take(bytes, tag, int(i));
   }
   // "" when every canary is intact, else the buffers written past
   std::string overrun() const {
     std::string s;
     for (size_t i = 0; i < used_; ++i)
-      if (!bufs_[i].canary_intact()) s += (s.empty() ? "" : ", ") + names_[i];
+      if (!bufs_[i].canary_intact()) {
+        char name[160];
+        tag_text(tags_[i], name, sizeof name);
+        s += (s.empty() ? "" : ", ") + std::string(name);
+      }
     return s;
   }
 
  private:
   std::vector<Fenced> bufs_;
-  std::vector<std::string> names_;
+  std::vector<FenceTag> tags_;
   size_t used_ = 0;
 };
 
@@ -142,13 +194,27 @@ void on_fatal(int sig, siginfo_t* info, void*) {
   std::snprintf(num, sizeof num, "%d (%s)", sig, sigdescr_np(sig) ? sigdescr_np(sig) : "?");
   say(num);
   say(" during ");
-  say(g_call);
+  if (g_op) {  // a compact call: "commit(slot 0)", "decode()"
+    say(g_op);
+    say("(");
+    if (g_op_slot >= 0) {
+      char slot[32];
+      int_text(g_op_slot, slot, sizeof slot);
+      say("slot ");
+      say(slot);
+    }
+    say(")");
+  } else {
+    say(g_call);
+  }
   if ((sig == SIGSEGV || sig == SIGBUS) && info) {
     const char* a = static_cast<const char*>(info->si_addr);
     for (int i = 0; i < g_n_fences; ++i)
       if (a >= g_fences[i].lo && a < g_fences[i].hi) {
         say(a >= g_fences[i].hi - kPage ? ": a write past the end of " : ": an access before the start of ");
-        say(g_fences[i].name);
+        char name[160];
+        tag_text(g_fences[i].tag, name, sizeof name);
+        say(name);
         break;
       }
   }
@@ -230,17 +296,25 @@ class Server {
         arena_.follow(f.arena_bytes);
       }
       json reply;
-      std::vector<wire::Arena::Piece> out;
+      std::vector<wire::Arena::Piece>& out = out_;
+      out.clear();
       try {
-        reply = handle(f, &out);
+        // a compact call's plain success is answered compact (reply stays null), anything else in JSON
+        reply = f.compact ? compact_call(f, &out) : handle(f, &out);
       } catch (const std::exception& e) {
         reply = {{"status", SSMP_ERROR}, {"message", std::string("ssmcheck-plugin-host: ") + e.what()}};
         out.clear();
       }
+      g_op = nullptr;
       std::snprintf(g_call, sizeof g_call, "%s", "(between calls)");
-      const bool hello = f.msg.value("call", std::string()) == "hello";
-      if (hello && bell_.on()) reply["bell"] = true;
-      if (via_bell) {
+      const bool hello = !f.compact && f.msg.value("call", std::string()) == "hello";
+      if (hello && bell_.on()) {
+        reply["bell"] = true;
+        reply["compact"] = true;  // the calls of ops may come as Compact records (host_wire.h)
+      }
+      if (via_bell && reply.is_null()) {
+        bell_.send(wire::Bell::kToClient, arena_, compact_reply_, compact_reply_slots_.data(), out);
+      } else if (via_bell) {
         bell_.send(wire::Bell::kToClient, arena_, reply, out);
       } else {
         const auto at = arena_.put(out);
@@ -258,9 +332,16 @@ class Server {
   };
 
   const float* in(const wire::Frame& f, size_t i, const std::string& what) {
-    if (i >= f.arrays.size()) throw std::runtime_error("the request has no array for " + what);
+    return in(f, i, [&] { return what; });
+  }
+  // the same, the name built only for an error
+  template <class What>
+  const float* in(const wire::Frame& f, size_t i, const What& what) {
+    if (i >= f.arrays.size()) throw std::runtime_error("the request has no array for " + what());
     const auto [off, bytes] = f.arrays[i];
-    return bytes ? reinterpret_cast<const float*>(arena_.at(off, bytes, what)) : nullptr;
+    if (!bytes) return nullptr;
+    if (off > arena_.size() || bytes > arena_.size() - off) arena_.at(off, bytes, what());  // throws naming it
+    return reinterpret_cast<const float*>(arena_.base() + off);
   }
 
   static json status_of(int rc, const ssmp_error& err) {
@@ -285,6 +366,56 @@ class Server {
     const auto slot = req.find("slot");
     std::snprintf(g_call, sizeof g_call, "%s(%s%s)", req.value("call", std::string("?")).c_str(),
                   slot != req.end() ? "slot " : "", slot != req.end() ? slot->dump().c_str() : "");
+  }
+
+  // A call sent as a Compact record (an op's): null when it succeeded (the reply is
+  // compact_reply_), else its JSON reply (a refusal or error with its message, an overrun).
+  json compact_call(const wire::Frame& f, std::vector<wire::Arena::Piece>* out) {
+    const wire::Compact& c = f.c;
+    const wire::Op op = wire::Op(c.op);
+    g_op = wire::op_name(op);
+    g_op_slot = op == wire::Op::decode || op == wire::Op::verify || op == wire::Op::alloc ? -1 : c.slot;
+    auto it = insts_.find(c.instance);
+    if (it == insts_.end()) throw std::runtime_error("no instance " + std::to_string(c.instance));
+    Inst& I = it->second;
+    ssmp_error err{};
+    compact_reply_ = wire::Compact{};
+    compact_reply_.op = c.op;
+    compact_reply_.instance = c.instance;
+    int rc = SSMP_OK;
+    switch (op) {
+      case wire::Op::prefill:
+      case wire::Op::decode:
+      case wire::Op::verify: {
+        if (!I.has_pool) throw std::runtime_error(std::string(g_op) + " before create_pool");
+        const bool prefill = op == wire::Op::prefill;
+        const int* slots = prefill ? &c.slot : f.slots.data();
+        const size_t entries = prefill ? 1 : f.slots.size();
+        const int rows = op == wire::Op::decode ? 1 : c.rows;
+        json r = rows_call(I, op, slots, entries, rows, c.arg, f, out, &err);
+        return r.at("status") == SSMP_OK && !r.contains("message") ? json() : r;
+      }
+      case wire::Op::alloc: {
+        int slot = -1;
+        rc = t_->alloc(I.self, c.arg, &slot, &err);
+        compact_reply_.slot = slot;
+        if (rc != SSMP_OK) {
+          json r = status_of(rc, err);
+          r["slot"] = slot;
+          return r;
+        }
+        break;
+      }
+      case wire::Op::release: rc = t_->release(I.self, c.slot, &err); break;
+      case wire::Op::checkpoint: rc = t_->checkpoint(I.self, c.slot, c.arg ? 1 : 0, &err); break;
+      case wire::Op::commit: rc = t_->commit(I.self, c.slot, c.n, c.k, &err); break;
+      case wire::Op::rollback: rc = t_->rollback(I.self, c.slot, c.n, c.arg ? 1 : 0, &err); break;
+      case wire::Op::to_f16: rc = t_->to_f16(I.self, c.slot, &err); break;
+      case wire::Op::snapshot_save: rc = t_->snapshot_save(I.self, c.slot, c.arg, &err); break;
+      case wire::Op::snapshot_restore: rc = t_->snapshot_restore(I.self, c.slot, c.arg, &err); break;
+    }
+    if (rc != SSMP_OK) return status_of(rc, err);
+    return json();
   }
 
   json handle(const wire::Frame& f, std::vector<wire::Arena::Piece>* out) {
@@ -339,7 +470,15 @@ class Server {
     if (call == "async_pending")
       return {{"status", SSMP_OK}, {"pending", t_->async_pending ? t_->async_pending(I.self, slot()) : 0}};
     if (!I.has_pool) throw std::runtime_error(call + " before create_pool");
-    if (call == "prefill" || call == "decode" || call == "verify") return rows_call(I, f, out, &err);
+    if (call == "prefill" || call == "decode" || call == "verify") {
+      const bool prefill = call == "prefill";
+      const std::vector<int> slots =
+          prefill ? std::vector<int>{req.at("slot").get<int>()} : req.at("slots").get<std::vector<int>>();
+      const int rows = prefill ? req.at("rows").get<int>() : call == "decode" ? 1 : req.at("k").get<int>();
+      const int arm = req.value("arm", std::string("exact")) == "wy" ? SSMP_ARM_WY : SSMP_ARM_EXACT;
+      const wire::Op op = prefill ? wire::Op::prefill : call == "decode" ? wire::Op::decode : wire::Op::verify;
+      return rows_call(I, op, slots.data(), slots.size(), rows, arm, f, out, &err);
+    }
     if (call == "export_state") return export_state(I, slot(), out, &err);
     throw std::runtime_error("unknown call '" + call + "'");
   }
@@ -417,53 +556,58 @@ class Server {
     return false;
   }
 
-  json rows_call(Inst& I, const wire::Frame& f, std::vector<wire::Arena::Piece>* out, ssmp_error* err) {
-    const json& req = f.msg;
-    const std::string call = req.at("call");
-    const bool prefill = call == "prefill";
-    std::vector<int> slots = prefill ? std::vector<int>{req.at("slot").get<int>()} : req.at("slots").get<std::vector<int>>();
-    const int rows = prefill ? req.at("rows").get<int>() : call == "decode" ? 1 : req.at("k").get<int>();
-    if (rows < 1 || slots.empty()) throw std::runtime_error(call + " of " + std::to_string(rows) + " rows");
+  // prefill (one slot), decode or verify: inputs read in place from the arena, outputs into fenced
+  // buffers (reused across calls), named only when one is reported
+  json rows_call(Inst& I, wire::Op op, const int* slots, size_t entries, int rows, int arm, const wire::Frame& f,
+                 std::vector<wire::Arena::Piece>* out, ssmp_error* err) {
+    const char* call = wire::op_name(op);
+    const bool prefill = op == wire::Op::prefill;
+    if (rows < 1 || entries == 0) throw std::runtime_error(std::string(call) + " of " + std::to_string(rows) + " rows");
     const bool with_ple = hosts_ple(I.pool);
-    const size_t n = I.pool.layers.size(), entries = slots.size();
-    std::vector<ssmp_layer_io> io(entries * n);
-    std::vector<ssmp_ple_io> ple(entries * n, ssmp_ple_io{nullptr, nullptr, nullptr});
-    std::vector<std::pair<const char*, size_t>> outs;  // fenced outputs, in reply order
+    const size_t n = I.pool.layers.size();
+    std::vector<ssmp_layer_io>& io = io_;
+    std::vector<ssmp_ple_io>& ple = ple_io_;
+    io.assign(entries * n, ssmp_layer_io{});
+    ple.assign(entries * n, ssmp_ple_io{nullptr, nullptr, nullptr});
+    std::vector<std::pair<const char*, size_t>>& outs = outs_;  // fenced outputs, in reply order
+    outs.clear();
     fenced_.begin();
     size_t next = 0;
     for (size_t e = 0; e < entries; ++e)
       for (size_t l = 0; l < n; ++l) {
         const LayerSpec& s = I.pool.layers[l];
-        const std::string at = "entry " + std::to_string(e) + " layer " + std::to_string(l) + " ";
+        auto at = [&](const char* what) {
+          return "entry " + std::to_string(e) + " layer " + std::to_string(l) + " " + what;
+        };
         ssmp_layer_io& x = io[e * n + l];
-        x.x = in(f, next++, at + "x");
-        x.a = in(f, next++, at + "a");
-        x.b = in(f, next++, at + "b");
-        x.z = in(f, next++, at + "z");
+        x.x = in(f, next++, [&] { return at("x"); });
+        x.a = in(f, next++, [&] { return at("a"); });
+        x.b = in(f, next++, [&] { return at("b"); });
+        x.z = in(f, next++, [&] { return at("z"); });
         const size_t bytes = size_t(rows) * size_t(s.out_dim()) * sizeof(float);
-        x.out = reinterpret_cast<float*>(fenced_.take(bytes, "the output of " + at + "([rows][out_dim])"));
+        x.out =
+            reinterpret_cast<float*>(fenced_.take(bytes, {"the output of", int(e), int(l), "([rows][out_dim])", -1}));
         outs.emplace_back(reinterpret_cast<const char*>(x.out), bytes);
         if (s.ple.hosted() && with_ple) {
           ssmp_ple_io& p = ple[e * n + l];
-          p.tokens = in(f, next++, at + "ple_tokens");
-          p.x = in(f, next++, at + "ple_x");
+          p.tokens = in(f, next++, [&] { return at("ple_tokens"); });
+          p.x = in(f, next++, [&] { return at("ple_x"); });
           const size_t pb = size_t(rows) * size_t(s.ple.channels) * sizeof(float);
-          p.out = reinterpret_cast<float*>(fenced_.take(pb, "the PLE output of " + at + "([rows][C])"));
+          p.out = reinterpret_cast<float*>(fenced_.take(pb, {"the PLE output of", int(e), int(l), "([rows][C])", -1}));
           outs.emplace_back(reinterpret_cast<const char*>(p.out), pb);
         }
       }
     int rc;
     const int k = rows;
-    const int arm = req.value("arm", std::string("exact")) == "wy" ? SSMP_ARM_WY : SSMP_ARM_EXACT;
     if (prefill)
       rc = with_ple ? t_->prefill_ple(I.self, slots[0], rows, io.data(), ple.data(), err)
                     : t_->prefill(I.self, slots[0], rows, io.data(), err);
-    else if (call == "decode")
-      rc = with_ple ? t_->decode_ple(I.self, int(entries), slots.data(), io.data(), ple.data(), err)
-                    : t_->decode(I.self, int(entries), slots.data(), io.data(), err);
+    else if (op == wire::Op::decode)
+      rc = with_ple ? t_->decode_ple(I.self, int(entries), slots, io.data(), ple.data(), err)
+                    : t_->decode(I.self, int(entries), slots, io.data(), err);
     else
-      rc = with_ple ? t_->verify_ple(I.self, int(entries), slots.data(), k, arm, io.data(), ple.data(), err)
-                    : t_->verify(I.self, int(entries), slots.data(), k, arm, io.data(), err);
+      rc = with_ple ? t_->verify_ple(I.self, int(entries), slots, k, arm, io.data(), ple.data(), err)
+                    : t_->verify(I.self, int(entries), slots, k, arm, io.data(), err);
     json r = checked(rc, *err, call);
     if (r.at("status") == SSMP_OK)
       for (const auto& [p, bytes] : outs) out->push_back({p, bytes});
@@ -475,39 +619,48 @@ class Server {
     const size_t n = P.layers.size();
     const int h_room = P.pool.max_capacity(), conv_room = P.pool.conv_capacity;
     fenced_.begin();
-    std::vector<ssmp_layer_state> ls(n, ssmp_layer_state{});
-    std::vector<std::vector<void*>> h_inter(n);
-    std::vector<std::vector<float*>> conv_inter(n);
-    std::vector<ssmp_ple_state> ps(n, ssmp_ple_state{});
-    std::vector<std::vector<ssmp_ple_carry>> snaps(n);
+    // the tables handed to the plug-in, reused across calls (cleared, their room kept)
+    std::vector<ssmp_layer_state>& ls = ex_.ls;
+    std::vector<ssmp_ple_state>& ps = ex_.ps;
+    ls.assign(n, ssmp_layer_state{});
+    ps.assign(n, ssmp_ple_state{});
+    ex_.h_inter.resize(std::max(ex_.h_inter.size(), n));
+    ex_.conv_inter.resize(std::max(ex_.conv_inter.size(), n));
+    ex_.snaps.resize(std::max(ex_.snaps.size(), n));
+    auto& h_inter = ex_.h_inter;
+    auto& conv_inter = ex_.conv_inter;
+    auto& snaps = ex_.snaps;
+    for (size_t l = 0; l < n; ++l) {
+      h_inter[l].clear();
+      conv_inter[l].clear();
+      snaps[l].clear();
+    }
     const bool with_ple = hosts_ple(P) && (t_->flags & SSMP_PLE);
-    auto fl = [&](size_t elems, const std::string& what) {
-      return reinterpret_cast<float*>(fenced_.take(elems * sizeof(float), what));
+    int layer = -1;  // the layer whose buffers are handed out, for their names
+    auto fl = [&](size_t elems, const char* field, int index = -1) {
+      return reinterpret_cast<float*>(fenced_.take(elems * sizeof(float), {"export_state's", -1, layer, field, index}));
     };
     for (size_t l = 0; l < n; ++l) {
       const LayerSpec& s = P.layers[l];
-      const std::string at = "layer " + std::to_string(l) + " ";
+      layer = int(l);
       const size_t h = size_t(s.h_elems()), conv = size_t(s.conv_elems());
       ssmp_layer_state& o = ls[l];
-      o.h = fl(h, "export_state's " + at + "h");
-      o.conv = fl(conv, "export_state's " + at + "conv");
-      o.h_checkpoint = fl(h, "export_state's " + at + "h_checkpoint");
-      o.conv_checkpoint = fl(conv, "export_state's " + at + "conv_checkpoint");
-      for (int t = 0; t < h_room; ++t) h_inter[l].push_back(fl(h, "export_state's " + at + "h_intermediate " + std::to_string(t)));
-      for (int t = 0; t < conv_room; ++t)
-        conv_inter[l].push_back(fl(conv, "export_state's " + at + "conv_intermediate " + std::to_string(t)));
+      o.h = fl(h, "h");
+      o.conv = fl(conv, "conv");
+      o.h_checkpoint = fl(h, "h_checkpoint");
+      o.conv_checkpoint = fl(conv, "conv_checkpoint");
+      for (int t = 0; t < h_room; ++t) h_inter[l].push_back(fl(h, "h_intermediate", t));
+      for (int t = 0; t < conv_room; ++t) conv_inter[l].push_back(fl(conv, "conv_intermediate", t));
       o.h_intermediates = h_inter[l].data();
       o.conv_intermediates = conv_inter[l].data();
       o.h_intermediate_room = h_room;
       o.conv_intermediate_room = conv_room;
       if (with_ple && s.ple.hosted()) {
         const size_t hist = size_t(s.ple.history_len()), pc = size_t(s.ple.conv_rows()) * size_t(s.ple.channels);
-        ps[l].live = {fl(hist, "export_state's " + at + "PLE history"), fl(pc, "export_state's " + at + "PLE conv")};
-        ps[l].checkpoint = {fl(hist, "export_state's " + at + "PLE checkpoint history"),
-                            fl(pc, "export_state's " + at + "PLE checkpoint conv")};
+        ps[l].live = {fl(hist, "PLE history"), fl(pc, "PLE conv")};
+        ps[l].checkpoint = {fl(hist, "PLE checkpoint history"), fl(pc, "PLE checkpoint conv")};
         for (int t = 0; t < h_room + 1; ++t)
-          snaps[l].push_back({fl(hist, "export_state's " + at + "PLE snapshot history"),
-                              fl(pc, "export_state's " + at + "PLE snapshot conv")});
+          snaps[l].push_back({fl(hist, "PLE snapshot history"), fl(pc, "PLE snapshot conv")});
         ps[l].snapshots = snaps[l].data();
         ps[l].snapshot_room = h_room + 1;
       }
@@ -518,7 +671,8 @@ class Server {
     st.struct_size = sizeof st;
     st.n_layers = int(n);
     st.layers = ls.data();
-    st.h_prefill_stage = P.pool.h_mode == HMode::f16_pool ? fl(size_t(stage), "export_state's h_prefill_stage") : nullptr;
+    layer = -1;
+    st.h_prefill_stage = P.pool.h_mode == HMode::f16_pool ? fl(size_t(stage), "h_prefill_stage") : nullptr;
     st.stage_elems = P.pool.h_mode == HMode::f16_pool ? stage : 0;
     st.ple = with_ple ? ps.data() : nullptr;
     const int rc = t_->export_state(I.self, slot, &st, err);
@@ -581,6 +735,20 @@ class Server {
   std::map<int64_t, Inst> insts_;
   int64_t next_id_ = 1;
   FencedSet fenced_;
+  // reused across calls, so that a call allocates nothing once they have their room
+  std::vector<wire::Arena::Piece> out_;
+  std::vector<ssmp_layer_io> io_;
+  std::vector<ssmp_ple_io> ple_io_;
+  std::vector<std::pair<const char*, size_t>> outs_;
+  struct ExportTables {
+    std::vector<ssmp_layer_state> ls;
+    std::vector<std::vector<void*>> h_inter;
+    std::vector<std::vector<float*>> conv_inter;
+    std::vector<ssmp_ple_state> ps;
+    std::vector<std::vector<ssmp_ple_carry>> snaps;
+  } ex_;
+  wire::Compact compact_reply_;
+  std::vector<int32_t> compact_reply_slots_;
 };
 
 // The channel and arena descriptors, and the parent-death request; false when not started by ssmcheck.

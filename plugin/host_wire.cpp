@@ -16,6 +16,8 @@
 #include <cstring>
 #include <thread>
 
+#include "plugin/ssmcheck_plugin.h"
+
 namespace ssm::plugin::wire {
 
 namespace {
@@ -56,7 +58,7 @@ bool read_all(int fd, void* p, size_t n, const WaitReadable& wait, bool eof_ok) 
 struct Header {  // (offsetof arena_bytes is part of the wire: Bell::send writes it in place)
   uint64_t json_bytes;
   uint32_t n_arrays;
-  uint32_t zero;
+  uint32_t form;  // 0: JSON text, 1: a Compact record
   uint64_t arena_bytes;
 };
 static_assert(sizeof(Header) == 24, "the frame header is 24 bytes");
@@ -121,11 +123,21 @@ void Arena::follow(uint64_t bytes) {
 
 std::vector<std::pair<uint64_t, uint64_t>> Arena::put(const std::vector<Piece>& pieces) {
   std::vector<std::pair<uint64_t, uint64_t>> at;
+  put(pieces, &at, 0);
+  return at;
+}
+
+uint64_t Arena::put(const std::vector<Piece>& pieces, std::vector<std::pair<uint64_t, uint64_t>>* at_out,
+                    uint64_t extra) {
+  auto& at = *at_out;
+  at.clear();
   uint64_t end = 0;
   for (const Piece& p : pieces) {
     at.emplace_back(end, p.bytes);
     end = aligned(end + p.bytes);
   }
+  const uint64_t room = end;
+  end += extra;
   if (end > kMaxArena) throw WireError("arrays of " + std::to_string(end) + " bytes do not fit the shared arena");
   if (end > size_) {
     const uint64_t grown = std::max<uint64_t>(end, size_ + size_ / 2);
@@ -135,7 +147,7 @@ std::vector<std::pair<uint64_t, uint64_t>> Arena::put(const std::vector<Piece>& 
   }
   for (size_t i = 0; i < pieces.size(); ++i)
     if (pieces[i].bytes) std::memcpy(base_ + at[i].first, pieces[i].data, pieces[i].bytes);
-  return at;
+  return room;
 }
 
 void Arena::place(uint64_t offset, const void* data, uint64_t bytes) {
@@ -155,6 +167,35 @@ const char* Arena::at(uint64_t offset, uint64_t bytes, const std::string& what) 
     throw WireError(what + ": " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
                     " lie outside the shared arena (" + std::to_string(size_) + " bytes)");
   return base_ + offset;
+}
+
+const char* op_name(Op op) {
+  static const char* const names[] = {"?",      "prefill",  "decode", "verify",        "checkpoint",
+                                      "commit", "rollback", "to_f16", "snapshot_save", "snapshot_restore",
+                                      "alloc",  "release"};
+  return uint32_t(op) <= kLastOp ? names[uint32_t(op)] : "?";
+}
+
+nlohmann::json json_of(const Compact& c, const int32_t* slots) {
+  const Op op = Op(c.op);
+  nlohmann::json j = {{"call", op_name(op)}, {"instance", c.instance}};
+  switch (op) {
+    case Op::decode: j["slots"] = std::vector<int>(slots, slots + c.n_slots); break;
+    case Op::verify:
+      j["slots"] = std::vector<int>(slots, slots + c.n_slots);
+      j["k"] = c.rows;
+      j["arm"] = c.arg == SSMP_ARM_WY ? "wy" : "exact";
+      break;
+    case Op::alloc: j["min_capacity"] = c.arg; break;
+    default: j["slot"] = c.slot; break;
+  }
+  if (op == Op::prefill) j["rows"] = c.rows;
+  if (op == Op::checkpoint) j["async"] = c.arg != 0;
+  if (op == Op::commit || op == Op::rollback) j["n"] = c.n;
+  if (op == Op::commit) j["k"] = c.k;
+  if (op == Op::rollback) j["and_checkpoint"] = c.arg != 0;
+  if (op == Op::snapshot_save || op == Op::snapshot_restore) j["snap"] = c.arg;
+  return j;
 }
 
 std::string dump(const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
@@ -180,9 +221,9 @@ void write_frame(int fd, const nlohmann::json& msg, const std::vector<std::pair<
 
 namespace {
 void check_header(const Header& h) {
-  if (h.json_bytes > kMaxJson || h.n_arrays > kMaxArrays || h.zero != 0)
+  if (h.json_bytes > kMaxJson || h.n_arrays > kMaxArrays || h.form > 1)
     throw WireError("the peer sent a malformed frame header (" + std::to_string(h.json_bytes) + " bytes of JSON, " +
-                    std::to_string(h.n_arrays) + " arrays)");
+                    std::to_string(h.n_arrays) + " arrays, form " + std::to_string(h.form) + ")");
 }
 
 // The JSON text and the array table after a header.
@@ -194,6 +235,19 @@ void decode_body(const Header& h, const char* body, Frame* f) {
     f->arrays[i] = {pair[0], pair[1]};
   }
   f->arena_bytes = h.arena_bytes;
+  f->compact = h.form == 1;
+  if (f->compact) {
+    if (h.json_bytes < sizeof(Compact))
+      throw WireError("a compact record of " + std::to_string(h.json_bytes) + " bytes");
+    std::memcpy(&f->c, body, sizeof(Compact));
+    if (f->c.n_slots > kMaxSlots || h.json_bytes != sizeof(Compact) + uint64_t(f->c.n_slots) * 4 || f->c.op == 0 ||
+        f->c.op > kLastOp)
+      throw WireError("a malformed compact record (call " + std::to_string(f->c.op) + ", " +
+                      std::to_string(f->c.n_slots) + " slots, " + std::to_string(h.json_bytes) + " bytes)");
+    f->slots.resize(f->c.n_slots);
+    if (f->c.n_slots) std::memcpy(f->slots.data(), body + sizeof(Compact), size_t(f->c.n_slots) * 4);
+    return;
+  }
   try {
     f->msg = nlohmann::json::parse(body, body + h.json_bytes);
   } catch (const std::exception& e) {
@@ -243,6 +297,12 @@ constexpr size_t kBellBytes = 4096;
 const auto kSpinHot = std::chrono::microseconds(std::thread::hardware_concurrency() >= 4 ? 200 : 10);
 constexpr auto kSpinYield = std::chrono::microseconds(200);  // then yielding the core between looks
 
+void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* t) {
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, t, nullptr, 0);
 }
@@ -281,18 +341,34 @@ Bell& Bell::operator=(Bell&& o) noexcept {
 }
 
 void Bell::send(int d, Arena& arena, const nlohmann::json& msg, const std::vector<Arena::Piece>& arrays) {
-  const auto at = arena.put(arrays);
-  uint64_t end = 0;
-  for (const auto& [off, n] : at) end = std::max(end, (off + n + 63) / 64 * 64);
-  // the frame's own arena size is the size after the frame is placed: place first, then encode
-  // with a size field that the placement cannot change (the header is fixed-size)
-  std::string frame = encode_frame(msg, at, 0);
-  arena.place(end, frame.data(), frame.size());
-  const uint64_t size = arena.size();
-  std::memcpy(arena.base() + end + offsetof(Header, arena_bytes), &size, sizeof size);
+  const std::string text = dump(msg);
+  ring(d, arena, 0, text.data(), text.size(), nullptr, 0, arrays);
+}
+
+void Bell::send(int d, Arena& arena, const Compact& c, const int32_t* slots, const std::vector<Arena::Piece>& arrays) {
+  ring(d, arena, 1, &c, sizeof c, slots, uint64_t(c.n_slots) * 4, arrays);
+}
+
+// The arrays, then the frame right after them, written in place (the arena grown once for both).
+void Bell::ring(int d, Arena& arena, uint32_t form, const void* body, uint64_t body_bytes, const void* slots,
+                uint64_t slot_bytes, const std::vector<Arena::Piece>& arrays) {
+  const uint64_t n_bytes = body_bytes + slot_bytes;
+  const uint64_t frame_bytes = sizeof(Header) + n_bytes + uint64_t(arrays.size()) * 16;
+  const uint64_t end = arena.put(arrays, &at_, frame_bytes);
+  char* p = arena.base() + end;
+  // the frame's arena size is the size after the frame is placed (put grew it for both)
+  const Header h{n_bytes, uint32_t(arrays.size()), form, arena.size()};
+  std::memcpy(p, &h, sizeof h);
+  std::memcpy(p + sizeof h, body, body_bytes);
+  if (slot_bytes) std::memcpy(p + sizeof h + body_bytes, slots, slot_bytes);
+  char* table = p + sizeof h + n_bytes;
+  for (size_t i = 0; i < at_.size(); ++i) {
+    const uint64_t pair[2] = {at_[i].first, at_[i].second};
+    std::memcpy(table + i * 16, pair, sizeof pair);
+  }
   block_->frame_offset[d] = end;
-  block_->frame_bytes[d] = frame.size();
-  block_->arena_bytes[d] = size;
+  block_->frame_bytes[d] = frame_bytes;
+  block_->arena_bytes[d] = arena.size();
   block_->seq[d].store(++sent_[d], std::memory_order_seq_cst);
   if (block_->asleep[d].load(std::memory_order_seq_cst)) futex(&block_->seq[d], FUTEX_WAKE, INT_MAX, nullptr);
 }
@@ -302,6 +378,10 @@ void Bell::receive(int d, Arena& arena, Frame* f, const std::function<void()>& t
   std::atomic<uint32_t>& word = block_->seq[d];
   const auto start = std::chrono::steady_clock::now();
   for (uint32_t i = 0; word.load(std::memory_order_acquire) == last; ++i) {
+    if (i % 64 != 63) {  // the clock (tens of ns, more in a VM) is read at every 64th look only
+      relax();
+      continue;
+    }
     const auto spent = std::chrono::steady_clock::now() - start;
     if (spent < kSpinHot) continue;
     if (spent < kSpinYield) {

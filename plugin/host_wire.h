@@ -9,8 +9,11 @@
 // word for a while before it sleeps on it (futex), so a call costs no system call while the peer
 // answers within the spin window.
 //
-// A frame, either direction (little-endian): u64 json_bytes, u32 n_arrays, u32 0, u64 arena_bytes,
-// the JSON text, then n_arrays x {u64 offset, u64 bytes} into the arena. arena_bytes is the
+// A frame, either direction (little-endian): u64 json_bytes, u32 n_arrays, u32 form, u64
+// arena_bytes, the body (json_bytes bytes), then n_arrays x {u64 offset, u64 bytes} into the arena.
+// form 0: the body is JSON text. form 1 (through the doorbell only, so only between ssmcheck and a
+// C host): the body is a Compact record and its slots, for the calls of every op (Op below) and
+// their plain replies; a reply with a kind or message, and every other call, stays JSON. arena_bytes is the
 // arena's size as the writer left it: a writer that needs more room grows the file, and the
 // reader maps it again before reading. Requests are {"call": NAME, "instance": ID, ...}, replies
 // {"status": 0|1|2, "kind", "message", ...}. Arrays start at 64-byte aligned offsets; a reply's
@@ -61,6 +64,9 @@ class Arena {
     uint64_t bytes;
   };
   std::vector<std::pair<uint64_t, uint64_t>> put(const std::vector<Piece>& pieces);
+  // The same into *at (reused: no allocation once it has the room), and `extra` bytes more of room
+  // after the last array (64-byte aligned); returns where that room starts.
+  uint64_t put(const std::vector<Piece>& pieces, std::vector<std::pair<uint64_t, uint64_t>>* at, uint64_t extra);
   // Copies `bytes` to `offset`, growing the file when they do not fit.
   void place(uint64_t offset, const void* data, uint64_t bytes);
   // A received array, checked to lie inside the arena; throws WireError naming `what`.
@@ -73,7 +79,39 @@ class Arena {
   uint64_t size_ = 0;
 };
 
+// The calls sent as Compact records (form 1), and the fields they use.
+enum class Op : uint32_t {
+  prefill = 1,       // slot, rows; arrays: the inputs
+  decode,            // slots
+  verify,            // slots, rows (k), arg (SSMP_ARM_*)
+  checkpoint,        // slot, arg (async)
+  commit,            // slot, n, k
+  rollback,          // slot, n, arg (and_checkpoint)
+  to_f16,            // slot
+  snapshot_save,     // slot, arg (snap)
+  snapshot_restore,  // slot, arg (snap)
+  alloc,             // arg (min_capacity); the reply's slot
+  release,           // slot
+};
+constexpr uint32_t kLastOp = uint32_t(Op::release);
+const char* op_name(Op op);
+struct Compact {
+  uint32_t op = 0;     // Op; a reply repeats its call's
+  int32_t status = 0;  // a reply's SSMP_OK, SSMP_REFUSED or SSMP_ERROR (without a message)
+  int64_t instance = 0;
+  int32_t slot = -1, rows = 0, n = 0, k = 0, arg = 0;
+  uint32_t n_slots = 0;  // then n_slots x i32
+};
+static_assert(sizeof(Compact) == 40, "the compact record is 40 bytes");
+// The same call as JSON, as a host without Compact records takes it (the Python host):
+// {"call": "commit", "instance": 1, "slot": 0, "n": 2, "k": 3}; slots: c.n_slots of them.
+nlohmann::json json_of(const Compact& c, const int32_t* slots);
+constexpr uint32_t kMaxSlots = 1u << 20;
+
 struct Frame {
+  bool compact = false;  // form 1: `c` and `slots` hold it, `msg` is not touched
+  Compact c;
+  std::vector<int32_t> slots;
   nlohmann::json msg;
   std::vector<std::pair<uint64_t, uint64_t>> arrays;  // offset, bytes
   uint64_t arena_bytes = 0;
@@ -111,6 +149,8 @@ class Bell {
 
   // Places the arrays and the frame in the arena and rings direction d.
   void send(int d, Arena& arena, const nlohmann::json& msg, const std::vector<Arena::Piece>& arrays);
+  // The same with a Compact record (form 1) and its n_slots slots as the body.
+  void send(int d, Arena& arena, const Compact& c, const int32_t* slots, const std::vector<Arena::Piece>& arrays);
   // Waits for the next frame of direction d (spinning first, then sleeping); every ~100 ms of
   // sleep calls `tick`, which may throw to give up. The frame's arrays lie in the arena.
   void receive(int d, Arena& arena, Frame* f, const std::function<void()>& tick);
@@ -119,7 +159,10 @@ class Bell {
   struct Block;
   int fd_ = -1;
   Block* block_ = nullptr;
+  void ring(int d, Arena& arena, uint32_t form, const void* body, uint64_t body_bytes, const void* slots,
+            uint64_t slot_bytes, const std::vector<Arena::Piece>& arrays);
   uint32_t sent_[2] = {0, 0}, seen_[2] = {0, 0};
+  std::vector<std::pair<uint64_t, uint64_t>> at_;  // where the last frame's arrays went (reused)
 };
 
 // JSON text that is always valid UTF-8 (invalid bytes replaced), for messages from the other side.

@@ -61,6 +61,7 @@ struct Instance {
   int generation = 0;  // the host's start it was created on
   int64_t id = 0;
   std::vector<LayerSpec> layers;  // the pool's model (create_pool), whose geometry sizes every array
+  std::vector<Piece> inputs;      // the last call's input arrays (reused)
 };
 Instance& self(void* p) { return *static_cast<Instance*>(p); }
 
@@ -84,19 +85,26 @@ std::string what_of(const json& req) {
   return call + "(" + args + ")";
 }
 
-// One call of an instance: sends it, maps the reply's status; the reply in *reply. A host that
-// died now or earlier is an error of the call.
-int exchange(Instance& I, json req, const std::vector<Piece>& arrays, ssmp_error* err, HostProcess::Reply* reply) {
-  req["instance"] = I.id;
+// One call of an instance: sends it with `send` (which returns the reply), maps the reply's
+// status; the reply in *reply (valid until the next call). A host that died now or earlier is an
+// error of the call, named by `what`.
+template <class Send, class What>
+int exchange_with(Instance& I, const Send& send, const What& what, ssmp_error* err, const HostProcess::Reply** reply) {
   HostProcess& proc = I.host->proc;
   try {
     if (!proc.running() || proc.generation() != I.generation)
-      throw HostDied(what_of(req) + ": the host process of this instance is gone (" + proc.last_death() + ")");
-    *reply = proc.call(req, arrays, [&] { return what_of(req); });
-    const int status = reply->msg.value("status", -1);
+      throw HostDied(what() + ": the host process of this instance is gone (" + proc.last_death() + ")");
+    const HostProcess::Reply& r = send(proc);
+    *reply = &r;
+    const int status = r.status();
     if (status == SSMP_OK) return SSMP_OK;
-    set_text(err->kind, sizeof err->kind, reply->msg.value("kind", ""));
-    set_text(err->message, sizeof err->message, reply->msg.value("message", ""));
+    if (r.compact) {  // a host answers a refusal or error with its message, in JSON
+      set_text(err->kind, sizeof err->kind, "");
+      set_text(err->message, sizeof err->message, what() + ": status " + std::to_string(status) + " without a message");
+      return SSMP_ERROR;
+    }
+    set_text(err->kind, sizeof err->kind, r.msg.value("kind", ""));
+    set_text(err->message, sizeof err->message, r.msg.value("message", ""));
     return status == SSMP_REFUSED ? SSMP_REFUSED : SSMP_ERROR;
   } catch (const std::exception& e) {
     set_text(err->kind, sizeof err->kind, "");
@@ -105,17 +113,44 @@ int exchange(Instance& I, json req, const std::vector<Piece>& arrays, ssmp_error
   }
 }
 
-int simple(const char* call, void* p, json args, ssmp_error* err) {
-  args["call"] = call;
-  HostProcess::Reply reply;
-  return exchange(self(p), args, {}, err, &reply);
+// A call in JSON (create, create_pool, export_state, the rare ones).
+int exchange(Instance& I, json req, const std::vector<Piece>& arrays, ssmp_error* err,
+             const HostProcess::Reply** reply) {
+  req["instance"] = I.id;
+  auto what = [&] { return what_of(req); };
+  return exchange_with(
+      I, [&](HostProcess& proc) -> const HostProcess::Reply& { return proc.call(req, arrays, what); }, what, err,
+      reply);
+}
+
+// An op's call (wire::Op): a Compact record with its slots; JSON to a host that takes no records.
+int exchange_op(Instance& I, wire::Compact c, const int32_t* slots, const std::vector<Piece>& arrays, ssmp_error* err,
+                const HostProcess::Reply** reply) {
+  c.instance = I.id;
+  auto what = [&] { return what_of(wire::json_of(c, slots)); };
+  return exchange_with(
+      I, [&](HostProcess& proc) -> const HostProcess::Reply& { return proc.call(c, slots, arrays, what); }, what, err,
+      reply);
+}
+
+wire::Compact op_call(wire::Op op, int slot = -1) {
+  wire::Compact c;
+  c.op = uint32_t(op);
+  c.slot = slot;
+  return c;
+}
+
+int simple(wire::Compact c, void* p, ssmp_error* err) {
+  const HostProcess::Reply* reply = nullptr;
+  return exchange_op(self(p), c, nullptr, {}, err, &reply);
 }
 
 // Inputs of `entries` x layers: x, a, b, z each, then ple_tokens and ple_x at a layer hosting a
-// PLE carry (ple: NULL for a model hosting none).
-std::vector<Piece> input_pieces(const Instance& I, int entries, int rows, const ssmp_layer_io* io,
-                                const ssmp_ple_io* ple) {
-  std::vector<Piece> v;
+// PLE carry (ple: NULL for a model hosting none), into I.inputs.
+const std::vector<Piece>& input_pieces(Instance& I, int entries, int rows, const ssmp_layer_io* io,
+                                       const ssmp_ple_io* ple) {
+  std::vector<Piece>& v = I.inputs;
+  v.clear();
   for (int e = 0; e < entries; ++e)
     for (size_t l = 0; l < I.layers.size(); ++l) {
       const LayerSpec& L = I.layers[l];
@@ -146,32 +181,32 @@ void take_outputs(const Instance& I, int entries, int rows, const HostProcess::R
                              std::to_string(want) + " (per entry and layer: the output, and the PLE output of a "
                              "layer hosting a carry)");
   size_t next = 0;
-  auto take = [&](float* dst, size_t floats_n, const std::string& what) {
+  auto take = [&](float* dst, size_t floats_n, size_t l, const char* what) {
     const size_t bytes = floats_n * sizeof(float);
     if (got.arrays[next].second != bytes)
-      throw std::runtime_error("output " + std::to_string(next) + " (" + what + ") from the host has " +
-                               std::to_string(got.arrays[next].second) + " bytes, expected " + std::to_string(bytes) +
-                               " (float32)");
+      throw std::runtime_error("output " + std::to_string(next) + " (layer " + std::to_string(l) + " " + what +
+                               ") from the host has " + std::to_string(got.arrays[next].second) + " bytes, expected " +
+                               std::to_string(bytes) + " (float32)");
     std::memcpy(dst, got.arrays[next++].first, bytes);
   };
   for (int e = 0; e < entries; ++e)
     for (size_t l = 0; l < I.layers.size(); ++l) {
       const LayerSpec& L = I.layers[l];
       const size_t at = size_t(e) * I.layers.size() + l;
-      take(io[at].out, size_t(rows) * size_t(L.out_dim()), "layer " + std::to_string(l) + " [rows][out_dim]");
-      if (L.ple.hosted() && ple)
-        take(ple[at].out, size_t(rows) * size_t(L.ple.channels), "layer " + std::to_string(l) + " PLE [rows][C]");
+      take(io[at].out, size_t(rows) * size_t(L.out_dim()), l, "[rows][out_dim]");
+      if (L.ple.hosted() && ple) take(ple[at].out, size_t(rows) * size_t(L.ple.channels), l, "PLE [rows][C]");
     }
 }
 
-int with_outputs(json req, void* p, int entries, int rows, ssmp_layer_io* io, ssmp_error* err,
+// prefill, decode or verify: c with its slots (c.n_slots), the inputs and the outputs of `entries`
+int with_outputs(wire::Compact c, const int* slots, void* p, int entries, int rows, ssmp_layer_io* io, ssmp_error* err,
                  const ssmp_ple_io* ple = nullptr) {
   Instance& I = self(p);
-  HostProcess::Reply reply;
-  const int rc = exchange(I, req, input_pieces(I, entries, rows, io, ple), err, &reply);
+  const HostProcess::Reply* reply = nullptr;
+  const int rc = exchange_op(I, c, slots, input_pieces(I, entries, rows, io, ple), err, &reply);
   if (rc != SSMP_OK) return rc;
   try {
-    take_outputs(I, entries, rows, reply, io, ple);
+    take_outputs(I, entries, rows, *reply, io, ple);
   } catch (const std::exception& e) {
     set_text(err->message, sizeof err->message, e.what());
     return SSMP_ERROR;
@@ -193,10 +228,10 @@ void* create_on(Host& H, const char* options, ssmp_error* err) {
   auto I = std::make_unique<Instance>();
   I->host = &H;
   I->generation = H.proc.generation();
-  HostProcess::Reply reply;
+  const HostProcess::Reply* reply = nullptr;
   if (exchange(*I, {{"call", "create"}, {"options", options ? options : ""}}, {}, err, &reply) != SSMP_OK)
     return nullptr;
-  I->id = reply.msg.value("instance", int64_t(0));
+  I->id = reply->msg.value("instance", int64_t(0));
   return I.release();
 }
 
@@ -214,7 +249,8 @@ void destroy(void* p) {
   Instance* I = static_cast<Instance*>(p);
   if (I->host->proc.running() && I->host->proc.generation() == I->generation) {
     ssmp_error err{};
-    simple("destroy", p, json::object(), &err);
+    const HostProcess::Reply* reply = nullptr;
+    exchange(*I, {{"call", "destroy"}}, {}, &err, &reply);
   }
   delete I;
 }
@@ -275,78 +311,92 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
               {"h_capacity", std::vector<int>(c->h_capacity, c->h_capacity + c->max_slots)},
               {"conv_capacity", c->conv_capacity},
               {"snapshot_slots", c->snapshot_slots}};
-  HostProcess::Reply reply;
+  const HostProcess::Reply* reply = nullptr;
   return exchange(I, req, w, err, &reply);
 }
 
 int alloc(void* p, int min_capacity, int* slot, ssmp_error* err) {
-  HostProcess::Reply reply;
-  const int rc = exchange(self(p), {{"call", "alloc"}, {"min_capacity", min_capacity}}, {}, err, &reply);
-  if (rc == SSMP_OK) *slot = reply.msg.value("slot", -1);
+  wire::Compact c = op_call(wire::Op::alloc);
+  c.arg = min_capacity;
+  const HostProcess::Reply* reply = nullptr;
+  const int rc = exchange_op(self(p), c, nullptr, {}, err, &reply);
+  if (rc == SSMP_OK) *slot = reply->compact ? reply->c.slot : reply->msg.value("slot", -1);
   return rc;
 }
 
-int release(void* p, int slot, ssmp_error* err) { return simple("release", p, {{"slot", slot}}, err); }
+int release(void* p, int slot, ssmp_error* err) { return simple(op_call(wire::Op::release, slot), p, err); }
+
+wire::Compact rows_op(wire::Op op, int slot, int n, int rows, int arm) {
+  wire::Compact c = op_call(op, slot);
+  c.rows = rows;
+  c.n_slots = uint32_t(n);
+  c.arg = arm;
+  return c;
+}
 
 int prefill(void* p, int slot, int rows, ssmp_layer_io* io, ssmp_error* err) {
-  return with_outputs({{"call", "prefill"}, {"slot", slot}, {"rows", rows}}, p, 1, rows, io, err);
+  return with_outputs(rows_op(wire::Op::prefill, slot, 0, rows, 0), nullptr, p, 1, rows, io, err);
 }
 
 int decode(void* p, int n, const int* slots, ssmp_layer_io* io, ssmp_error* err) {
-  return with_outputs({{"call", "decode"}, {"slots", std::vector<int>(slots, slots + n)}}, p, n, 1, io, err);
+  return with_outputs(rows_op(wire::Op::decode, -1, n, 1, 0), slots, p, n, 1, io, err);
 }
 
 int verify(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, ssmp_error* err) {
-  return with_outputs({{"call", "verify"},
-                       {"slots", std::vector<int>(slots, slots + n)},
-                       {"k", k},
-                       {"arm", arm == SSMP_ARM_WY ? "wy" : "exact"}},
-                      p, n, k, io, err);
+  return with_outputs(rows_op(wire::Op::verify, -1, n, k, arm), slots, p, n, k, io, err);
 }
 
 int prefill_ple(void* p, int slot, int rows, ssmp_layer_io* io, const ssmp_ple_io* ple, ssmp_error* err) {
-  return with_outputs({{"call", "prefill"}, {"slot", slot}, {"rows", rows}}, p, 1, rows, io, err, ple);
+  return with_outputs(rows_op(wire::Op::prefill, slot, 0, rows, 0), nullptr, p, 1, rows, io, err, ple);
 }
 
 int decode_ple(void* p, int n, const int* slots, ssmp_layer_io* io, const ssmp_ple_io* ple, ssmp_error* err) {
-  return with_outputs({{"call", "decode"}, {"slots", std::vector<int>(slots, slots + n)}}, p, n, 1, io, err, ple);
+  return with_outputs(rows_op(wire::Op::decode, -1, n, 1, 0), slots, p, n, 1, io, err, ple);
 }
 
 int verify_ple(void* p, int n, const int* slots, int k, int arm, ssmp_layer_io* io, const ssmp_ple_io* ple,
                ssmp_error* err) {
-  return with_outputs({{"call", "verify"},
-                       {"slots", std::vector<int>(slots, slots + n)},
-                       {"k", k},
-                       {"arm", arm == SSMP_ARM_WY ? "wy" : "exact"}},
-                      p, n, k, io, err, ple);
+  return with_outputs(rows_op(wire::Op::verify, -1, n, k, arm), slots, p, n, k, io, err, ple);
 }
 
 int checkpoint(void* p, int slot, int async, ssmp_error* err) {
-  return simple("checkpoint", p, {{"slot", slot}, {"async", async != 0}}, err);
+  wire::Compact c = op_call(wire::Op::checkpoint, slot);
+  c.arg = async != 0;
+  return simple(c, p, err);
 }
 int commit(void* p, int slot, int n, int k, ssmp_error* err) {
-  return simple("commit", p, {{"slot", slot}, {"n", n}, {"k", k}}, err);
+  wire::Compact c = op_call(wire::Op::commit, slot);
+  c.n = n;
+  c.k = k;
+  return simple(c, p, err);
 }
 int rollback(void* p, int slot, int n, int and_checkpoint, ssmp_error* err) {
-  return simple("rollback", p, {{"slot", slot}, {"n", n}, {"and_checkpoint", and_checkpoint != 0}}, err);
+  wire::Compact c = op_call(wire::Op::rollback, slot);
+  c.n = n;
+  c.arg = and_checkpoint != 0;
+  return simple(c, p, err);
 }
-int to_f16(void* p, int slot, ssmp_error* err) { return simple("to_f16", p, {{"slot", slot}}, err); }
+int to_f16(void* p, int slot, ssmp_error* err) { return simple(op_call(wire::Op::to_f16, slot), p, err); }
 int snapshot_save(void* p, int slot, int snap, ssmp_error* err) {
-  return simple("snapshot_save", p, {{"slot", slot}, {"snap", snap}}, err);
+  wire::Compact c = op_call(wire::Op::snapshot_save, slot);
+  c.arg = snap;
+  return simple(c, p, err);
 }
 int snapshot_restore(void* p, int slot, int snap, ssmp_error* err) {
-  return simple("snapshot_restore", p, {{"slot", slot}, {"snap", snap}}, err);
+  wire::Compact c = op_call(wire::Op::snapshot_restore, slot);
+  c.arg = snap;
+  return simple(c, p, err);
 }
 
 // Export: the reply says which fields it has; its blobs come in the order h, conv, [h_checkpoint],
 // [conv_checkpoint], h intermediates, conv intermediates (per layer), then [the stage].
 int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
   Instance& I = self(p);
-  HostProcess::Reply r;
+  const HostProcess::Reply* r = nullptr;
   const int rc = exchange(I, {{"call", "export_state"}, {"slot", slot}}, {}, err, &r);
   if (rc != SSMP_OK) return rc;
-  const json& reply = r.msg;
-  const auto& got = r.arrays;
+  const json& reply = r->msg;
+  const auto& got = r->arrays;
   try {
     if (st->n_layers != int(I.layers.size())) throw std::runtime_error("export of another model's layer count");
     const json& layers = reply.at("layers");
@@ -429,15 +479,15 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
 // Optional async members, for a host whose implementation has them ("async": true in hello).
 int pause_async_copies(void* p, int on) {
   ssmp_error err{};
-  HostProcess::Reply reply;
+  const HostProcess::Reply* reply = nullptr;
   if (exchange(self(p), {{"call", "pause_async_copies"}, {"on", on != 0}}, {}, &err, &reply) != SSMP_OK) return 0;
-  return reply.msg.value("supported", 0);
+  return reply->msg.value("supported", 0);
 }
 int async_pending(void* p, int slot) {
   ssmp_error err{};
-  HostProcess::Reply reply;
+  const HostProcess::Reply* reply = nullptr;
   if (exchange(self(p), {{"call", "async_pending"}, {"slot", slot}}, {}, &err, &reply) != SSMP_OK) return 0;
-  return reply.msg.value("pending", 0);
+  return reply->msg.value("pending", 0);
 }
 
 // The flags a hello declares: "flags" (a C host passes its plug-in's), or the string attributes
