@@ -7,9 +7,12 @@ A benchmark, never a test. Usage:
 
 Each size records `alloc @0; alloc @1; prefill 4 @0; prefill 4 @1` then cycles of
 `checkpoint; verify 3; commit 2 3; decode` on both sequences (the `tiny` preset, f32), to a
-temporary directory, then replays it on the reference. Prints one row per size: seconds and peak
-RSS (MiB, the child's ru_maxrss) of each, the trace's size, and the time per op; the ratio of
-time per op between consecutive sizes is what "linear" is checked against (docs/trace-format.md).
+temporary directory, then replays it on the reference. Prints one row per size: wall seconds, CPU
+seconds (user + system, the child's and its reaped children's: replay's crash probe) and peak RSS
+(MiB, ru_maxrss) of each, the trace's size, and the time per op; the ratio of time per op between
+consecutive sizes is what "linear" is checked against (docs/trace-format.md). CPU time is the
+steadier figure on a shared machine: wall time also counts waiting for the disk (record fsyncs
+every op) and for other processes.
 """
 import argparse, json, os, subprocess, tempfile, time
 
@@ -25,7 +28,7 @@ def script(ops):
 
 
 def timed(cmd):
-    """(seconds, peak RSS MiB) of cmd: its own rusage (os.wait4), not the other children's."""
+    """(wall seconds, CPU seconds, peak RSS MiB) of cmd: its own rusage (os.wait4), not the other children's."""
     t = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     err = p.stderr.read()
@@ -33,7 +36,7 @@ def timed(cmd):
     secs = time.monotonic() - t
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(cmd)}: exit {os.waitstatus_to_exitcode(status)}: {err[-2000:]}")
-    return secs, usage.ru_maxrss / 1024.0
+    return secs, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
 
 
 def main():
@@ -44,21 +47,21 @@ def main():
     a = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="ssmcheck-scaling-") as d:
-        print(f"{'ops':>8} {'record s':>9} {'rec MiB':>8} {'replay s':>9} {'rep MiB':>8} {'trace MB':>9} "
-              f"{'rec us/op':>10} {'rep us/op':>10}")
+        print(f"{'ops':>8} {'record s':>9} {'rec cpu':>8} {'rec MiB':>8} {'replay s':>9} {'rep cpu':>8} "
+              f"{'rep MiB':>8} {'trace MB':>9} {'rec us/op':>10} {'rep us/op':>10} {'rec cpu/op':>10} {'rep cpu/op':>10}")
         for n in [int(x) for x in a.ops.split(",")]:
             ops = os.path.join(d, f"ops{n}.txt")
             with open(ops, "w") as f:
                 f.write(script(n))
             trace = os.path.join(d, f"t{n}.h5")
-            rs, rm = timed([a.ssmcheck, "record", "--ops", "@" + ops, "-o", trace, "--states", "all"])
-            ps, pm = timed([a.ssmcheck, "replay", trace])
+            rs, rc, rm = timed([a.ssmcheck, "record", "--ops", "@" + ops, "-o", trace, "--states", "all"])
+            ps, pc, pm = timed([a.ssmcheck, "replay", trace])
             size = os.path.getsize(trace) / 1e6
-            row = {"ops": n, "record_s": rs, "record_peak_mib": rm, "replay_s": ps, "replay_peak_mib": pm,
-                   "trace_mb": size}
+            row = {"ops": n, "record_s": rs, "record_cpu_s": rc, "record_peak_mib": rm, "replay_s": ps,
+                   "replay_cpu_s": pc, "replay_peak_mib": pm, "trace_mb": size}
             rows.append(row)
-            print(f"{n:>8} {rs:>9.2f} {rm:>8.0f} {ps:>9.2f} {pm:>8.0f} {size:>9.1f} {1e6 * rs / n:>10.0f} "
-                  f"{1e6 * ps / n:>10.0f}", flush=True)
+            print(f"{n:>8} {rs:>9.2f} {rc:>8.2f} {rm:>8.0f} {ps:>9.2f} {pc:>8.2f} {pm:>8.0f} {size:>9.1f} "
+                  f"{1e6 * rs / n:>10.0f} {1e6 * ps / n:>10.0f} {1e6 * rc / n:>10.0f} {1e6 * pc / n:>10.0f}", flush=True)
             os.remove(trace)
     if a.json:
         with open(a.json, "w") as f:

@@ -36,14 +36,15 @@ int run_approve(const ApproveFlags& f) {
   const auto& be = backends.front();
   int approved = 0, current = 0, differ = 0, bad = 0, other = 0;
   for (const std::string& path : f.traces) {
-    cmp::Trace trace;
+    std::unique_ptr<cmp::TraceSource> source;  // read op by op, as replay reads it
     try {
-      trace = cmp::read_trace(path);
+      source = cmp::open_trace(path);
     } catch (const cmp::FormatError& e) {
       fmt::print(stderr, "ssmcheck approve: bad trace: {}\n", e.what());
       ++bad;
       continue;
     }
+    cmp::TraceSource& trace = *source;
     if (!trace.finished) {
       fmt::print(stderr, "ssmcheck approve: {}: an unfinished capture ({}); only a finished trace is re-stamped\n",
                  path, trace.source);
@@ -71,6 +72,7 @@ int run_approve(const ApproveFlags& f) {
     }
     replay::ReplayOptions o;
     o.strictness = cmp::Strictness::bitwise;
+    o.margins = false;
     replay::ReplayResult r;
     try {
       r = replay::replay_trace(trace, *backend, o);

@@ -49,7 +49,7 @@ std::string given_numerics(const NumericsFlags& flags) {
 }
 // The trace's layers with the numerics flags given in place of what the trace declares (core/
 // layer_spec.h, Numerics); "" when no flag is given, else the line that says so, for the report.
-std::string override_numerics(cmp::Trace& t, const NumericsFlags& flags) {
+std::string override_numerics(cmp::TraceSource& t, const NumericsFlags& flags) {
   const std::string given = given_numerics(flags);
   if (given.empty()) return "";
   size_t changed = 0;
@@ -64,9 +64,9 @@ std::string override_numerics(cmp::Trace& t, const NumericsFlags& flags) {
 
 // --from OP: the latest start point at or before OP (replay/start_point.h), said on stdout; -1
 // (op 0) when there is none, said too. OP beyond the trace: std::invalid_argument.
-int start_for(const cmp::Trace& t, int op) {
-  if (size_t(op) >= t.ops.size())
-    throw std::invalid_argument(fmt::format("--from {}: the trace has ops 0..{}", op, int(t.ops.size()) - 1));
+int start_for(const cmp::TraceSource& t, int op) {
+  if (size_t(op) >= t.size())
+    throw std::invalid_argument(fmt::format("--from {}: the trace has ops 0..{}", op, int(t.size()) - 1));
   int start = -1;
   for (int s : replay::start_points(t))
     if (s <= op) start = s;
@@ -77,14 +77,14 @@ int start_for(const cmp::Trace& t, int op) {
         op, replay::why_not_start(t, op));
   else
     fmt::print("  --from {}: starting from the recorded state after op {} '{}': ops 0..{} are not replayed\n", op,
-               start, to_string(t.ops[size_t(start)].op), start);
+               start, to_string(t.heads[size_t(start)].op), start);
   return start;
 }
 
-std::string describe(const cmp::Trace& t) {
+std::string describe(const cmp::TraceSource& t) {
   const cmp::TraceHeader& h = t.header;
-  return fmt::format("{} ops, model '{}' ({}), {}, recorded by '{}' (states from '{}')", t.ops.size(),
-                     h.model.spec.name, h.model.spec.layers_text(), h.pool.name(), h.producer, h.backend);
+  return fmt::format("{} ops, model '{}' ({}), {}, recorded by '{}' (states from '{}')", t.size(), h.model.spec.name,
+                     h.model.spec.layers_text(), h.pool.name(), h.producer, h.backend);
 }
 
 int run_replay(const ReplayFlags& f) {
@@ -102,6 +102,7 @@ int run_replay(const ReplayFlags& f) {
   verdict.tool = "ssmcheck replay";
   replay::ReplayOptions o;
   o.tolerances = f.tol.resolve();
+  o.margins = f.html.any();  // the HTML map is drawn from them; without it none is kept
   o.strictness = f.bitwise ? cmp::Strictness::bitwise : cmp::Strictness::classes;
   o.same_build_bitwise = !f.classes;
   o.keep_going = f.keep_going;
@@ -146,10 +147,11 @@ int run_replay(const ReplayFlags& f) {
   };
   // every trace is replayed, a bad one reported and skipped: nothing already checked is lost
   for (const std::string& path : f.traces) {
-    cmp::Trace trace;
+    // read op by op: the replay holds the live state and one op, whatever the trace's length
+    std::unique_ptr<cmp::TraceSource> source;
     arm("replay.read", path);
     try {
-      trace = cmp::read_trace(path);
+      source = cmp::open_trace(path);
     } catch (const cmp::FormatError& e) {
       fmt::print(stderr, "ssmcheck replay: bad trace: {}\n", e.what());
       all.push_back({{"trace", path}, {"bad_input", e.what()}});
@@ -162,6 +164,7 @@ int run_replay(const ReplayFlags& f) {
       bad = true;
       continue;
     }
+    cmp::TraceSource& trace = *source;
     const std::string overridden = override_numerics(trace, f.numerics);
     fmt::print("ssmcheck replay: {}: {}\n", trace.source, describe(trace));
     if (!overridden.empty()) fmt::print("  {}\n", overridden);

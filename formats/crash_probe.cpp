@@ -10,7 +10,8 @@
 
 namespace ssm::cmp {
 
-std::string crash_probe(const std::function<void()>& read) {
+std::string crash_probe(const std::function<void()>& read, bool* threw) {
+  if (threw) *threw = false;
   const pid_t pid = ::fork();
   if (pid < 0) return "";
   if (pid == 0) {
@@ -21,16 +22,21 @@ std::string crash_probe(const std::function<void()>& read) {
     }
     // the child must die of the signal itself, not run a crash handler of the parent's
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, SIG_DFL);
+    int rc = 0;
     try {
       read();
     } catch (...) {
+      rc = 3;
     }
-    ::_exit(0);
+    ::_exit(rc);
   }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return "";
-  if (!WIFSIGNALED(status)) return "";
+  if (!WIFSIGNALED(status)) {
+    if (threw) *threw = WIFEXITED(status) && WEXITSTATUS(status) == 3;
+    return "";
+  }
   const int sig = WTERMSIG(status);
   const char* name = sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGABRT ? "SIGABRT"
                      : sig == SIGFPE ? "SIGFPE" : sig == SIGILL ? "SIGILL" : strsignal(sig);

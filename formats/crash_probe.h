@@ -13,6 +13,7 @@ namespace ssm::cmp {
 // finished, whether or not `read` threw (the caller then reads for real and gets the same error
 // with its message), or what killed it ("reading it crashed libhdf5 (SIGSEGV)"). When no child
 // can be made, returns "" without probing.
-std::string crash_probe(const std::function<void()>& read);
+// `threw` (when given) says whether `read` threw in the child (false when no child could be made).
+std::string crash_probe(const std::function<void()>& read, bool* threw = nullptr);
 
 }  // namespace ssm::cmp

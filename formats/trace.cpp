@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fmt/core.h>
 #include <set>
 
@@ -437,12 +438,12 @@ class Reader : public CheckedReader {
  public:
   explicit Reader(std::string file) : CheckedReader(std::move(file)) {}
 
-  // A finished trace file.
-  Trace read_file() {
-    h5::Handle f = open("trace");
-    Trace t;
-    t.source = file_;
-    t.header = read_header(f);
+  // Where each op goes as it is read: into Trace::ops (read_trace), or dropped (open_trace's checks).
+  using Sink = std::function<void(TraceOp&&)>;
+
+  // A finished trace file: its header, and its op count (checked against /ops).
+  int64_t read_file_header(hid_t f, TraceHeader& h) {
+    h = read_header(f);
     const int64_t n = int_attr(f, "/", "ops", 0, INT32_MAX);
     h5::Handle ops = group(f, "/", "ops", /*required=*/n > 0);
     if (ops.id() >= 0) {
@@ -450,12 +451,22 @@ class Reader : public CheckedReader {
       if (int64_t(names.size()) != n)
         throw FormatError(file_, "/ops", fmt::format("{} members, the root attribute ops says {}", names.size(), n));
     }
-    for (int64_t i = 0; i < n; ++i) t.ops.push_back(read_op(f, int(i), t.header));
+    return n;
+  }
+
+  // A finished trace file.
+  Trace read_file(const Sink& sink) {
+    h5::Handle f = open("trace");
+    Trace t;
+    t.source = file_;
+    const int64_t n = read_file_header(f, t.header);
+    for (int64_t i = 0; i < n; ++i) sink(read_op(f, int(i), t.header));
     return t;
   }
 
-  // An unfinished capture: header.h5 and op-NNNNNN.h5 up to the first missing one.
-  Trace read_partial(const std::string& dir) {
+  // An unfinished capture: header.h5 and op-NNNNNN.h5 up to the first missing one. `recovered`:
+  // how many ops it recovers.
+  Trace read_partial(const std::string& dir, const Sink& sink, size_t* recovered = nullptr) {
     Trace t;
     t.source = dir;
     t.finished = false;
@@ -477,6 +488,8 @@ class Reader : public CheckedReader {
     }
     const long last = present.empty() ? -1 : *present.rbegin();
     std::string lost;  // why recovery stopped before the last op file, if it did
+    size_t count = 0;
+    std::string last_text;  // the last recovered op
     for (long i = 0; i <= last; ++i) {
       const std::string of = op_file(dir, int(i));
       if (!present.count(i)) {
@@ -487,7 +500,10 @@ class Reader : public CheckedReader {
       try {
         Reader orr(of);
         h5::Handle f = orr.open("trace");
-        t.ops.push_back(orr.read_op(f, int(i), t.header));
+        TraceOp op = orr.read_op(f, int(i), t.header);
+        last_text = to_string(op.op);
+        ++count;
+        sink(std::move(op));
       } catch (const FormatError& e) {
         if (i != last) throw;  // a damaged op file in the middle is a damaged trace
         lost = fmt::format("the last op file, {}, is incomplete (the capture died while writing it) and is not "
@@ -495,11 +511,11 @@ class Reader : public CheckedReader {
         break;
       }
     }
-    t.note = t.ops.empty()
-                 ? "capture did not finish: 0 ops recovered (it ended before the first op was flushed)"
-                 : fmt::format("capture did not finish: {} ops recovered, the trace ends after op {} '{}'", t.ops.size(),
-                               t.ops.size() - 1, to_string(t.ops.back().op));
+    t.note = count == 0 ? "capture did not finish: 0 ops recovered (it ended before the first op was flushed)"
+                        : fmt::format("capture did not finish: {} ops recovered, the trace ends after op {} '{}'",
+                                      count, count - 1, last_text);
     if (!lost.empty()) t.note += "; " + lost;
+    if (recovered) *recovered = count;
     return t;
   }
 
@@ -723,6 +739,43 @@ class Reader : public CheckedReader {
     return t;
   }
 
+  // The head of op `index` (TraceOpHead): its attributes and which states it records, without
+  // reading any dataset. For an op read_op has validated (open_trace checks every op first).
+  TraceOpHead read_head(hid_t f, int index) {
+    const std::string op = op_path(index);
+    h5::Handle og = group(f, "/", trace_op_name(index));
+    TraceOpHead t;
+    try {
+      t.op = parse_op(str_attr(og, op, "op"));
+    } catch (const FormatError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw FormatError(file_, op + "@op", e.what());
+    }
+    if (has_attr(og, op, "refused")) {
+      const std::string k = str_attr(og, op, "refused");
+      t.refused = parse_error_kind(k);
+      if (!t.refused) throw FormatError(file_, op + "@refused", "unknown error kind '" + k + "'");
+    }
+    h5::Handle sg = group(og, op, "state", false);
+    if (sg.id() < 0) return t;
+    const std::string sp = op + "/state";
+    for (const std::string& n : guard(sp, [&] { return children(sg); })) {
+      TraceStateHead sh;
+      sh.seq = int(numbered(n, "seq"));
+      if (sh.seq < 0) throw FormatError(file_, sp + "/" + n, "unexpected member (expected seqN, N a logical sequence)");
+      h5::Handle g = group(sg, sp, n);
+      for (const std::string& m : guard(sp + "/" + n, [&] { return children(g); })) {
+        if (m == "h_prefill_stage") sh.stage = true;
+        else if (numbered(m, "layer") >= 0) ++sh.layers;
+      }
+      t.states.push_back(sh);
+    }
+    std::sort(t.states.begin(), t.states.end(),
+              [](const TraceStateHead& a, const TraceStateHead& b) { return a.seq < b.seq; });
+    return t;
+  }
+
   // A recorded state: the members are checked here (layer<l> of the model, h_prefill_stage), the
   // rest by the dump's sequence-group reader.
   TraceState read_state(hid_t parent, const std::string& path, const std::string& name, int seq,
@@ -757,21 +810,119 @@ class Reader : public CheckedReader {
 }  // namespace
 
 namespace {
-Trace read_trace_unprobed(const std::string& path) {
+
+// Reads `path` as read_trace does, each op handed to `sink` as it is read. `recovered`: the ops of
+// an unfinished capture that it recovers.
+Trace read_trace_into(const std::string& path, const Reader::Sink& sink, size_t* recovered = nullptr) {
   return errors_as(path, "/", [&] {
     std::error_code ec;
-    if (fs::is_directory(path, ec)) return Reader(path).read_partial(path);
+    if (fs::is_directory(path, ec)) return Reader(path).read_partial(path, sink, recovered);
     if (!fs::exists(path, ec) && fs::is_directory(trace_partial_dir(path), ec))
-      return Reader(trace_partial_dir(path)).read_partial(trace_partial_dir(path));
-    return Reader(path).read_file();
+      return Reader(trace_partial_dir(path)).read_partial(trace_partial_dir(path), sink, recovered);
+    return Reader(path).read_file(sink);
   });
 }
+
+Trace read_trace_unprobed(const std::string& path) {
+  Trace t;
+  Trace r = read_trace_into(path, [&](TraceOp&& op) { t.ops.push_back(std::move(op)); });
+  r.ops = std::move(t.ops);
+  return r;
+}
+
+// A trace file or unfinished capture read op by op (open_trace).
+class FileTrace : public TraceSource {
+ public:
+  explicit FileTrace(const std::string& path) {
+    std::error_code ec;
+    const bool dir = fs::is_directory(path, ec);
+    const bool partial = dir || (!fs::exists(path, ec) && fs::is_directory(trace_partial_dir(path), ec));
+    size_t n = 0;
+    if (partial) {
+      // the ops it recovers (every op file up to a gap, the last one only if complete): found by
+      // reading them once, one at a time, as read_trace does
+      const Trace t = read_trace_into(
+          path, [](TraceOp&&) {}, &n);
+      header = t.header;
+      source = t.source;
+      finished = false;
+      note = t.note;
+      dir_ = source;
+      for (size_t i = 0; i < n; ++i) {
+        Reader r(op_file(dir_, int(i)));
+        h5::Handle f = r.open("trace");
+        heads.push_back(r.read_head(f, int(i)));
+      }
+    } else {
+      reader_ = std::make_unique<Reader>(path);
+      file_ = reader_->open("trace");
+      source = path;
+      n = size_t(reader_->read_file_header(file_, header));
+      heads.reserve(n);
+      for (size_t i = 0; i < n; ++i) heads.push_back(reader_->read_head(file_, int(i)));
+    }
+    file_header_ = header;
+  }
+
+  const TraceOp& op(size_t i) override {
+    if (i >= heads.size()) throw FormatError(source, "/", fmt::format("no op {} (the trace has {})", i, heads.size()));
+    if (current_ != i) {
+      current_ = size_t(-1);
+      // read with the header as recorded (replay may override the numerics of `header`)
+      op_ = errors_as(reader_ ? source : op_file(dir_, int(i)), "/", [&] {
+        if (reader_) return reader_->read_op(file_, int(i), file_header_);
+        Reader r(op_file(dir_, int(i)));
+        h5::Handle f = r.open("trace");
+        return r.read_op(f, int(i), file_header_);
+      });
+      current_ = i;
+    }
+    return op_;
+  }
+
+ private:
+  std::unique_ptr<Reader> reader_;  // a finished trace: its file, open
+  h5::Handle file_;
+  std::string dir_;  // an unfinished capture: its directory
+  TraceHeader file_header_;
+  TraceOp op_;
+  size_t current_ = size_t(-1);
+};
+
 }  // namespace
 
 Trace read_trace(const std::string& path) {
   const std::string crash = crash_probe([&] { (void)read_trace_unprobed(path); });
   if (!crash.empty()) throw FormatError(path, "/", crash + ": the file is corrupted");
   return read_trace_unprobed(path);
+}
+
+TraceOpHead head_of(const TraceOp& op) {
+  TraceOpHead h;
+  h.op = op.op;
+  h.refused = op.refused;
+  for (const TraceState& s : op.states)
+    h.states.push_back(TraceStateHead{s.seq, int(s.layers.size()), bool(s.state.h_prefill_stage)});
+  return h;
+}
+
+MemoryTrace::MemoryTrace(const Trace& trace) : trace_(&trace) {
+  header = trace.header;
+  source = trace.source;
+  finished = trace.finished;
+  note = trace.note;
+  heads.reserve(trace.ops.size());
+  for (const TraceOp& op : trace.ops) heads.push_back(head_of(op));
+}
+
+std::unique_ptr<TraceSource> open_trace(const std::string& path) {
+  // every op read and validated once, one at a time, in a child: a crash of libhdf5 is an error
+  const auto check = [&] { (void)read_trace_into(path, [](TraceOp&&) {}); };
+  bool threw = false;
+  const std::string crash = crash_probe(check, &threw);
+  if (!crash.empty()) throw FormatError(path, "/", crash + ": the file is corrupted");
+  if (threw) check();  // the same error, here (read_trace's message)
+  return errors_as(path, "/", [&] { return std::unique_ptr<TraceSource>(std::make_unique<FileTrace>(path)); });
 }
 
 }  // namespace ssm::cmp

@@ -141,7 +141,55 @@ void write_trace(const std::string& path, const TraceHeader& header, const std::
 
 // Reads a finished trace (a file) or an unfinished capture (a PATH.partial directory, also
 // looked up when PATH does not exist). Validates everything and never crashes on a malformed
-// file: throws FormatError naming the file and object.
+// file: throws FormatError naming the file and object. Holds every op in memory: replay streams
+// instead (open_trace); this is for small traces that are cut and rewritten (reduce, tests).
 Trace read_trace(const std::string& path);
+
+// What a replay needs of every op before it reads any op's data: the op, its recorded refusal and
+// which states it recorded (for start points, replay/start_point.h). About 100 bytes an op.
+struct TraceStateHead {
+  int seq = 0;
+  int layers = 0;      // how many layers are recorded
+  bool stage = false;  // h_prefill_stage recorded
+};
+struct TraceOpHead {
+  Op op;
+  std::optional<ErrorKind> refused;
+  std::vector<TraceStateHead> states;  // ascending seq
+};
+TraceOpHead head_of(const TraceOp& op);
+
+// A trace read one op at a time: the header and the ops' heads are held, an op's inputs, outputs
+// and states only while it is the current one, so a replay holds the live state plus one op,
+// whatever the trace's length (issue 44 item 5; docs/trace-format.md "Scaling").
+class TraceSource {
+ public:
+  virtual ~TraceSource() = default;
+  TraceHeader header;              // mutable: replay may override the layers' numerics (--gates, convention hints)
+  std::vector<TraceOpHead> heads;  // one per op
+  std::string source;              // as Trace::source
+  bool finished = true;            // as Trace::finished
+  std::string note;                // as Trace::note
+  size_t size() const { return heads.size(); }
+  // Op `i` with its data; the reference stays valid until the next call. Throws FormatError.
+  virtual const TraceOp& op(size_t i) = 0;
+};
+
+// A Trace already in memory as a TraceSource (it must outlive the source).
+class MemoryTrace : public TraceSource {
+ public:
+  explicit MemoryTrace(const Trace& trace);
+  const TraceOp& op(size_t i) override { return trace_->ops.at(i); }
+
+ private:
+  const Trace* trace_;
+};
+
+// Opens a trace as read_trace does (a file or an unfinished capture, with the same errors, the
+// same crash containment and the same recovery of an unfinished capture), but reads only the
+// header and the ops' heads now: op(i) reads op i from the file, validated. Every op is read and
+// validated once first in a child process (formats/crash_probe.h) that holds one op at a time, so
+// a malformed op is reported here, before any replay, with read_trace's message.
+std::unique_ptr<TraceSource> open_trace(const std::string& path);
 
 }  // namespace ssm::cmp

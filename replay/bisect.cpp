@@ -7,10 +7,15 @@
 
 namespace ssm::replay {
 
-BisectResult bisect_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions& options) {
+BisectResult bisect_trace(const cmp::Trace& trace, Backend& b, const ReplayOptions& options) {
+  cmp::MemoryTrace tr(trace);
+  return bisect_trace(tr, b, options);
+}
+
+BisectResult bisect_trace(cmp::TraceSource& tr, Backend& b, const ReplayOptions& options) {
   BisectResult r;
   r.boundaries = start_points(tr);
-  const int last = int(tr.ops.size()) - 1;
+  const int last = int(tr.size()) - 1;
   if (r.boundaries.empty() || r.boundaries.back() != last) r.boundaries.push_back(last);
   // lo: the boundary the next segment starts after (-1: a fresh pool); every op up to it agreed
   int lo = -1;
@@ -33,7 +38,7 @@ BisectResult bisect_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
     if (!r.last.pass() || mid == m) break;
     lo = mid;
   }
-  r.ops_skipped = int(tr.ops.size()) - r.ops_replayed;
+  r.ops_skipped = int(tr.size()) - r.ops_replayed;
   r.last.ops_run = r.ops_replayed;
   r.last.ops_skipped = r.ops_skipped;
   return r;

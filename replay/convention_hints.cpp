@@ -9,14 +9,23 @@ namespace ssm::replay {
 
 std::vector<std::string> convention_hints(cmp::Trace& trace, const std::function<std::unique_ptr<Backend>()>& make,
                                           const ReplayOptions& options, int first_op, bool bitwise) {
+  cmp::MemoryTrace source(trace);
+  return convention_hints(source, make, options, first_op, bitwise);
+}
+
+std::vector<std::string> convention_hints(cmp::TraceSource& trace,
+                                          const std::function<std::unique_ptr<Backend>()>& make,
+                                          const ReplayOptions& options, int first_op, bool bitwise) {
   std::vector<std::string> hints;
   std::vector<LayerSpec>& layers = trace.header.model.spec.layers;
-  if (layers.empty() || first_op < 0 || size_t(first_op) >= trace.ops.size()) return hints;
+  if (layers.empty() || first_op < 0 || size_t(first_op) >= trace.size()) return hints;
   const HMode mode = trace.header.pool.h_mode;
   std::vector<Numerics> declared;
   for (const LayerSpec& l : layers) declared.push_back(l.numerics);
   ReplayOptions o = options;
   o.keep_going = false;
+  o.stop = first_op;  // agreeing through first_op is what is asked: the ops after it need not run
+  o.margins = false;
   // as the replay that diverged was judged: bit for bit (the same backend and numerics recorded it,
   // or --bitwise) or under the classes
   o.strictness = bitwise ? cmp::Strictness::bitwise : cmp::Strictness::classes;
@@ -39,7 +48,7 @@ std::vector<std::string> convention_hints(cmp::Trace& trace, const std::function
           "replaying with {} agrees through op {} '{}' (its first divergence without it): the trace's states were "
           "computed with {}, which its layers do not declare; declare it (ssmc_set_layer_convention, "
           "TraceWriter.set_layer_conventions) or replay with {}",
-          alt.flag, first_op, to_string(trace.ops[size_t(first_op)].op), alt.what, alt.flag));
+          alt.flag, first_op, to_string(trace.heads[size_t(first_op)].op), alt.what, alt.flag));
   }
   for (size_t l = 0; l < layers.size(); ++l) layers[l].numerics = declared[l];
   return hints;

@@ -133,12 +133,17 @@ nlohmann::json ReplayResult::json() const {
   return j;
 }
 
-ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions& o) {
+ReplayResult replay_trace(const cmp::Trace& trace, Backend& b, const ReplayOptions& o) {
+  cmp::MemoryTrace tr(trace);
+  return replay_trace(tr, b, o);
+}
+
+ReplayResult replay_trace(cmp::TraceSource& tr, Backend& b, const ReplayOptions& o) {
   ReplayResult r;
   r.backend = b.name();
   r.trace = tr.source;
   r.note = tr.note;
-  r.ops_total = int(tr.ops.size());
+  r.ops_total = int(tr.size());
   // bits where bits are promised: the same backend and build reproduce their own trace exactly
   ReplayOptions opt = o;
   // the same numerics: the backend's numerics_id (its kernels' digest and device), not the executable
@@ -163,23 +168,24 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
   cmp::LineageTracker lineage(tr.header.pool.h_mode, tr.header.pool.snapshot_slots);
   b.create_pool(tr.header.model, tr.header.pool);
   const StartPoint start = start_point(tr, o.start);  // throws std::invalid_argument: not a start
-  const size_t stop = o.stop < 0 ? tr.ops.size() : std::min(tr.ops.size(), size_t(o.stop) + 1);
+  const size_t stop = o.stop < 0 ? tr.size() : std::min(tr.size(), size_t(o.stop) + 1);
   r.started_after = start.after_op;
-  if (start.after_op >= 0) r.started_after_text = to_string(tr.ops[size_t(start.after_op)].op);
-  r.ops_skipped = int(start.after_op + 1 + (tr.ops.size() - std::max(stop, size_t(start.after_op + 1))));
-  // The trace's inputs; zeros where it recorded none (padding entries, refused ops).
+  if (start.after_op >= 0) r.started_after_text = to_string(tr.heads[size_t(start.after_op)].op);
+  r.ops_skipped = int(start.after_op + 1 + (tr.size() - std::max(stop, size_t(start.after_op + 1))));
+  // The trace's inputs; zeros where it recorded none (padding entries, refused ops). The runner
+  // asks for the inputs of the op it runs, the current one of the source.
   Runner runner(b, [&](const InputKey& key, int rows) {
     const int row = key.batch_row;
-    const cmp::TraceOp& t = tr.ops.at(size_t(key.op_index));
+    const cmp::TraceOp& t = tr.op(size_t(key.op_index));
     if (size_t(row) < t.inputs.size() && t.inputs[size_t(row)].rows == rows && !t.inputs[size_t(row)].layers.empty())
       return t.inputs[size_t(row)];
     return StepInputs::zeros(spec, rows);
   });
   // the ops before the start: their lineage (what the trace accepted), and the recorded states
   for (int i = 0; i <= start.after_op; ++i)
-    if (!tr.ops[size_t(i)].refused) lineage.apply(tr.ops[size_t(i)].op);
+    if (!tr.heads[size_t(i)].refused) lineage.apply(tr.heads[size_t(i)].op);
   const std::vector<cmp::TraceState>& from =
-      start.after_op < 0 ? tr.header.start : tr.ops[size_t(start.after_op)].states;
+      start.after_op < 0 ? tr.header.start : tr.op(size_t(start.after_op)).states;
   for (const auto& [seq, slot] : start.slots) {
     for (const cmp::TraceState& ts : from)
       if (ts.seq == seq) b.import_state(slot, ts.state);
@@ -188,7 +194,7 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
   int last_ok = start.after_op;  // the recorded states a replay starts from agree by construction
   std::string last_ok_text = r.started_after_text;
   for (size_t i = size_t(start.after_op + 1); i < stop; ++i) {
-    const cmp::TraceOp& t = tr.ops[i];
+    const cmp::TraceOp& t = tr.op(i);
     const int index = int(i);
     const std::string text = to_string(t.op);
     ++r.ops_run;
@@ -230,7 +236,7 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
             cmp::compare_outputs(spec, *t.outputs[e], res.outputs[e], o.tolerances, w, opt.strictness,
                                 lineage.output_lineage(t.op, w.seq));
         r.outputs_compared += rep.tensors;
-        r.margins.insert(r.margins.end(), rep.margins.begin(), rep.margins.end());
+        if (o.margins) r.margins.insert(r.margins.end(), rep.margins.begin(), rep.margins.end());
         if (!rep.pass()) here.push_back(from_report(rep, index, text, "output"));
       }
       lineage.apply(t.op);
@@ -257,7 +263,7 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
           cmp::compare_state(ts.state, restrict_to(b.export_state(slot), ts), o.tolerances, w, opt.strictness,
                              lineage.of(ts.seq));
       r.states_compared += rep.tensors;
-      r.margins.insert(r.margins.end(), rep.margins.begin(), rep.margins.end());
+      if (o.margins) r.margins.insert(r.margins.end(), rep.margins.begin(), rep.margins.end());
       if (!rep.pass()) here.push_back(from_report(rep, index, text, "state"));
     }
     if (!here.empty()) {
@@ -280,11 +286,15 @@ ReplayResult replay_trace(const cmp::Trace& tr, Backend& b, const ReplayOptions&
 }
 
 std::string cannot_replay(const cmp::Trace& trace, const Capabilities& caps, const std::string& name) {
+  return cannot_replay(cmp::MemoryTrace(trace), caps, name);
+}
+
+std::string cannot_replay(const cmp::TraceSource& trace, const Capabilities& caps, const std::string& name) {
   const cmp::TraceHeader& h = trace.header;
   if (std::string why = caps.cannot_run(h.model.spec, h.pool.h_mode, name); !why.empty()) return why;
   if (std::string why = caps.cannot_run_slots(h.pool.max_slots, name); !why.empty()) return why;
-  for (size_t i = 0; i < trace.ops.size(); ++i) {
-    const cmp::TraceOp& t = trace.ops[i];
+  for (size_t i = 0; i < trace.size(); ++i) {
+    const cmp::TraceOpHead& t = trace.heads[i];
     if (t.refused) continue;
     if (std::string why = caps.cannot_run(t.op, name); !why.empty())
       return fmt::format("op {} '{}': {}", i, to_string(t.op), why);

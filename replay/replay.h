@@ -27,6 +27,10 @@ struct ReplayOptions {
   // (replay/start_point.h, Backend::import_state; -1: a fresh pool) and the replay ends after op
   // `stop` (-1: the last op). The ops outside are skipped and the result says so.
   int start = -1, stop = -1;
+  // Keep every compared tensor's margin in ReplayResult::margins (the HTML report's map: a few
+  // hundred bytes a tensor, so it grows with the trace). Off, the replay holds the live state and
+  // one op only (issue 44 item 5): `replay` keeps them only with --html, the gate never.
+  bool margins = true;
 };
 
 struct Divergence {
@@ -63,7 +67,8 @@ struct ReplayResult {
   int64_t states_compared = 0, outputs_compared = 0;
   std::vector<Divergence> divergences;  // the first one first; more only with keep_going
   std::vector<Refusal> refusals;
-  std::vector<cmp::TensorMargin> margins;  // every state and output tensor compared, in op order
+  // every state and output tensor compared, in op order (only with ReplayOptions::margins)
+  std::vector<cmp::TensorMargin> margins;
   // The last op before the first divergence (or overall) whose recorded evidence (states,
   // outputs, refusals) all agreed; -1 when none.
   int last_agreed_op = -1;
@@ -82,6 +87,9 @@ struct ReplayResult {
 
 // Creates a fresh pool on `backend` from the trace's model and pool and replays every op.
 // Throws std::invalid_argument when the backend rejects the model or pool.
+// The ops are read one at a time (cmp::TraceSource::op): a trace opened with cmp::open_trace is
+// replayed in memory bounded by the live state, whatever its length.
+ReplayResult replay_trace(cmp::TraceSource& trace, Backend& backend, const ReplayOptions& options = {});
 ReplayResult replay_trace(const cmp::Trace& trace, Backend& backend, const ReplayOptions& options = {});
 
 // "" when an implementation that runs `caps` (core/capabilities.h) runs the trace: its layers, its
@@ -89,6 +97,7 @@ ReplayResult replay_trace(const cmp::Trace& trace, Backend& backend, const Repla
 // the contract before it reaches the implementation); else why not, naming the first op outside
 // it ("op 7 'snapshot_save 0': plugin:x does not implement it"). Replay and the gate skip such a
 // trace on that backend with this reason.
+std::string cannot_replay(const cmp::TraceSource& trace, const Capabilities& caps, const std::string& name);
 std::string cannot_replay(const cmp::Trace& trace, const Capabilities& caps, const std::string& name);
 
 }  // namespace ssm::replay

@@ -10,7 +10,7 @@
 
 namespace ssm::replay {
 
-std::vector<std::vector<std::pair<int, int>>> live_slots(const cmp::Trace& tr) {
+std::vector<std::vector<std::pair<int, int>>> live_slots(const cmp::TraceSource& tr) {
   Contract c(tr.header.model.spec, tr.header.pool);
   std::map<int, int> live;
   std::vector<std::vector<std::pair<int, int>>> out;
@@ -22,7 +22,7 @@ std::vector<std::vector<std::pair<int, int>>> live_slots(const cmp::Trace& tr) {
   } catch (const std::invalid_argument&) {
     return out;
   }
-  for (const cmp::TraceOp& t : tr.ops) {
+  for (const cmp::TraceOpHead& t : tr.heads) {
     if (!t.refused) {
       const int seq = t.op.seqs.at(0);
       try {
@@ -48,40 +48,39 @@ std::vector<std::vector<std::pair<int, int>>> live_slots(const cmp::Trace& tr) {
 namespace {
 
 // [first, last] ranges of ops after which a start would miss a snapshot a later restore reads.
-std::vector<int> snapshot_blocked(const cmp::Trace& tr) {
-  std::vector<int> diff(tr.ops.size() + 1, 0);
+std::vector<int> snapshot_blocked(const cmp::TraceSource& tr) {
+  std::vector<int> diff(tr.size() + 1, 0);
   std::map<int, int> saved;  // snapshot slot -> last accepted save
-  for (size_t j = 0; j < tr.ops.size(); ++j) {
-    const cmp::TraceOp& t = tr.ops[j];
+  for (size_t j = 0; j < tr.size(); ++j) {
+    const cmp::TraceOpHead& t = tr.heads[j];
     if (t.op.kind == OpKind::snapshot_restore && saved.count(t.op.a)) {
       ++diff[size_t(saved.at(t.op.a))];
       --diff[j];
     }
     if (t.op.kind == OpKind::snapshot_save && !t.refused) saved[t.op.a] = int(j);
   }
-  std::vector<int> blocked(tr.ops.size(), 0);
+  std::vector<int> blocked(tr.size(), 0);
   int run = 0;
-  for (size_t i = 0; i < tr.ops.size(); ++i) blocked[i] = (run += diff[i]);
+  for (size_t i = 0; i < tr.size(); ++i) blocked[i] = (run += diff[i]);
   return blocked;
 }
 
-std::string why_not(const cmp::Trace& tr, int op, const std::vector<std::vector<std::pair<int, int>>>& live,
+std::string why_not(const cmp::TraceSource& tr, int op, const std::vector<std::vector<std::pair<int, int>>>& live,
                     const std::vector<int>& blocked) {
-  if (op < 0 || size_t(op) >= tr.ops.size()) return fmt::format("no op {} (the trace has {})", op, tr.ops.size());
+  if (op < 0 || size_t(op) >= tr.size()) return fmt::format("no op {} (the trace has {})", op, tr.size());
   if (size_t(op) >= live.size())
     return fmt::format("the contract refuses an alloc or release the trace accepted at or before op {}", live.size());
   if (blocked[size_t(op)])
     return "a later snapshot_restore reads a snapshot saved at or before it (snapshots are not recorded)";
-  const cmp::TraceOp& t = tr.ops[size_t(op)];
+  const cmp::TraceOpHead& t = tr.heads[size_t(op)];
   const size_t L = tr.header.model.spec.layers.size();
   for (const auto& [seq, slot] : live[size_t(op)]) {
-    const cmp::TraceState* s = nullptr;
-    for (const cmp::TraceState& ts : t.states)
+    const cmp::TraceStateHead* s = nullptr;
+    for (const cmp::TraceStateHead& ts : t.states)
       if (ts.seq == seq) s = &ts;
     if (!s) return fmt::format("the state of live seq {} is not recorded", seq);
-    if (s->layers.size() != L)
-      return fmt::format("seq {} is recorded in {} of the {} layers", seq, s->layers.size(), L);
-    if (tr.header.pool.h_mode == HMode::f16_pool && !s->state.h_prefill_stage)
+    if (size_t(s->layers) != L) return fmt::format("seq {} is recorded in {} of the {} layers", seq, s->layers, L);
+    if (tr.header.pool.h_mode == HMode::f16_pool && !s->stage)
       return fmt::format("seq {} is recorded without its h_prefill_stage (f16-pool)", seq);
   }
   return "";
@@ -89,7 +88,7 @@ std::string why_not(const cmp::Trace& tr, int op, const std::vector<std::vector<
 
 }  // namespace
 
-std::vector<int> start_points(const cmp::Trace& tr) {
+std::vector<int> start_points(const cmp::TraceSource& tr) {
   const auto live = live_slots(tr);
   const auto blocked = snapshot_blocked(tr);
   std::vector<int> v;
@@ -98,11 +97,11 @@ std::vector<int> start_points(const cmp::Trace& tr) {
   return v;
 }
 
-std::string why_not_start(const cmp::Trace& tr, int op) {
+std::string why_not_start(const cmp::TraceSource& tr, int op) {
   return why_not(tr, op, live_slots(tr), snapshot_blocked(tr));
 }
 
-StartPoint start_point(const cmp::Trace& tr, int op) {
+StartPoint start_point(const cmp::TraceSource& tr, int op) {
   StartPoint p;
   p.after_op = op;
   if (op < 0) {  // op 0, from the trace's own start (TraceHeader::start; usually an empty pool)
@@ -115,5 +114,12 @@ StartPoint start_point(const cmp::Trace& tr, int op) {
   p.slots = live[size_t(op)];
   return p;
 }
+
+std::vector<std::vector<std::pair<int, int>>> live_slots(const cmp::Trace& trace) {
+  return live_slots(cmp::MemoryTrace(trace));
+}
+std::vector<int> start_points(const cmp::Trace& trace) { return start_points(cmp::MemoryTrace(trace)); }
+StartPoint start_point(const cmp::Trace& trace, int op) { return start_point(cmp::MemoryTrace(trace), op); }
+std::string why_not_start(const cmp::Trace& trace, int op) { return why_not_start(cmp::MemoryTrace(trace), op); }
 
 }  // namespace ssm::replay

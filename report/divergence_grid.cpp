@@ -129,9 +129,13 @@ nlohmann::json DivergenceGrid::error_growth() const {
 }
 
 DivergenceGrid grid_of(const cmp::Trace& trace, const replay::ReplayResult& r) {
+  return grid_of(cmp::MemoryTrace(trace), r);
+}
+
+DivergenceGrid grid_of(const cmp::TraceSource& trace, const replay::ReplayResult& r) {
   DivergenceGrid g;
   g.title = fmt::format("{} on {}", trace.source, r.backend);
-  for (size_t i = 0; i < trace.ops.size(); ++i) g.columns.push_back(fmt::format("{} {}", i, to_string(trace.ops[i].op)));
+  for (size_t i = 0; i < trace.size(); ++i) g.columns.push_back(fmt::format("{} {}", i, to_string(trace.heads[i].op)));
   for (const cmp::TensorMargin& m : r.margins) g.add(m.where.op_index, m);
   if (!r.pass() && r.ops_run < r.ops_total)
     g.note = fmt::format("The replay stopped at the first divergence: ops {} to {} were not replayed (--keep-going "

@@ -12,6 +12,14 @@ target_compile_definitions(trace_test PRIVATE
   SSMCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 add_dependencies(trace_test ssmcheck ssmcheck-mutants)
 
+# Replay memory bounded by the live state (issue 44 item 5): peak RSS of `ssmcheck replay` on a
+# 1,008-op and a 10,008-op trace (one recorded cycle repeated by hard links) within a derived bound.
+ssmcheck_test(trace_bounded_test LABEL cpu TIMEOUT 300
+  SOURCES trace_bounded_test.cpp
+  LIBS ssmcheck_formats)
+target_compile_definitions(trace_bounded_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>")
+add_dependencies(trace_bounded_test ssmcheck)
+
 # The C ABI from C: trace_capture_c records three traces (a good one, one with a wrong state, an
 # abandoned capture) and checks error codes; ssmcheck must replay them with exit 0, 1 and 0. Then
 # Mamba-2 (ABI minor 1): a Mamba-2 model whose states and outputs the test computes (exit 0), the
