@@ -46,7 +46,14 @@ int run_record(const RecordFlags& f) {
   h.model = cfg.model();
   h.pool = cfg.pool();
   h.seed = cfg.gen.seed;
-  h.case_name = cfg.flags() + " --ops '" + to_string(script) + "'";
+  // The script inline up to 512 KiB (about 40,000 ops). A longer one goes by the file it came
+  // from, or by its length: 10^5 ops are 1.2 MB of text in this one attribute, beyond the 1 MiB the
+  // reader accepts of a string (formats/hdf5_file.cpp), and the ops themselves are in the trace.
+  const std::string text = to_string(script);
+  h.case_name =
+      cfg.flags() + (text.size() <= (1u << 19)  ? " --ops '" + text + "'"
+                     : f.ops.rfind('@', 0) == 0 ? " --ops " + f.ops
+                                                : fmt::format(" --ops '<{} ops, as in the trace>'", script.size()));
   h.description = f.description;
   const ModelSpec& spec = h.model.spec;
   std::vector<int> layers;
