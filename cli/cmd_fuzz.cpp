@@ -155,6 +155,9 @@ int run_fuzz(const FuzzFlags& f) {
   // a fixed model or h mode outside what the backend runs: nothing could be checked (exit 5)
   if (o.h_mode && !be.caps.runs(*o.h_mode))
     throw BackendUnavailable("--h-mode " + f.h_mode + ": " + be.caps.cannot_run(ModelSpec{}, *o.h_mode, be.name));
+  if (!be.caps.other_numerics && !o.numerics.is_contract())
+    throw BackendUnavailable(o.numerics.flags().substr(1) + ": " + be.name +
+                             " implements the contract's numerics only");
   if (o.preset || o.config_path) {
     const ModelSpec spec =
         o.config_path ? model_from_hf_config(*o.config_path, f.layers) : make_preset(*o.preset, f.layers);

@@ -57,6 +57,11 @@ std::string Capabilities::cannot_run(const ModelSpec& spec, const std::string& n
       if (spec.layers[l].kind == LayerKind::mamba2 && spec.layers[l].norm_group_count() != spec.layers[l].ng)
         return "layer " + std::to_string(l) + " is " + spec.layers[l].name() + "; " + name +
                " normalises a Mamba-2 output by its ng groups only";
+  if (!other_numerics)
+    for (size_t l = 0; l < spec.layers.size(); ++l)
+      if (!spec.layers[l].numerics.is_contract())
+        return "layer " + std::to_string(l) + " declares" + spec.layers[l].numerics.flags() + "; " + name +
+               " implements the contract's numerics only";
   return "";
 }
 

@@ -22,6 +22,10 @@ struct Capabilities {
   // Face's Mamba2 normalises the whole width). The reference runs them; the CUDA backend and the
   // plug-in ABI (which passes no norm groups) do not.
   bool norm_groups = true;
+  // Layers whose numerics are not the contract's (LayerSpec::numerics: torch gates, FP16 stores to
+  // inf, rows carried in FP32), as a trace of such an engine declares them. The reference runs them;
+  // the CUDA kernels implement the contract's only.
+  bool other_numerics = true;
   std::vector<HMode> h_modes = {HMode::f32, HMode::f16, HMode::f16_pool};  // to_f16 comes with f16
   // The transitions beyond the core ones (alloc, release, prefill, decode, verify, checkpoint,
   // commit, rollback, and to_f16 in f16 mode), which every implementation runs.

@@ -73,6 +73,20 @@ TEST(Capabilities, SayWhyNotNamingWhatIsOutside) {
   }
 }
 
+// An engine's trace declaring other numerics (issue 40 item 2) is skipped on an implementation of
+// the contract's only (the CUDA backend), naming the layer and what it declares, instead of failing.
+TEST(Capabilities, ContractNumericsOnlySayWhichLayerDeclaresOthers) {
+  Capabilities c;
+  ModelSpec spec = make_preset("odd-a");
+  EXPECT_EQ(c.cannot_run(spec, "p"), "");
+  c.other_numerics = false;
+  EXPECT_EQ(c.cannot_run(spec, "p"), "") << "contract numerics run";
+  spec.layers[1].numerics.gates = GateMath::torch;
+  EXPECT_EQ(c.cannot_run(spec, "p"), "layer 1 declares --gates torch; p implements the contract's numerics only");
+  c.other_numerics = true;
+  EXPECT_EQ(c.cannot_run(spec, "p"), "");
+}
+
 TEST(Capabilities, CoverageAsksOnlyForWhatItRuns) {
   Capabilities c;
   c.kinds = {LayerKind::gdn};
