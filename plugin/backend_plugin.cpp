@@ -235,6 +235,7 @@ int export_state(void* p, int slot, ssmp_state* out, ssmp_error* err) {
 
 int pause_async_copies(void* p, int on) { return self(p).backend->pause_async_copies(on != 0) ? 1 : 0; }
 int async_pending(void* p, int slot) { return self(p).backend->async_pending(slot) ? 1 : 0; }
+int perturb_schedule(void* p, uint64_t seed) { return self(p).backend->perturb_schedule(seed) ? 1 : 0; }
 
 }  // namespace
 
@@ -264,7 +265,8 @@ const ssmp_plugin* expose(const ExposedBackend& what) {
                         prefill_ple,
                         decode_ple,
                         verify_ple,
-                        what.capabilities};
+                        what.capabilities,
+                        what.perturbable ? perturb_schedule : nullptr};
   return &g_table;
 }
 

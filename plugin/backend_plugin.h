@@ -25,6 +25,8 @@ struct ExposedBackend {
   bool async_copies = false;
   // What it runs beyond its flags (null: everything).
   const ssmp_capabilities* capabilities = nullptr;
+  // Its perturbed schedule (Backend::perturb_schedule): the table then has perturb_schedule.
+  bool perturbable = false;
 };
 
 // The table of a plug-in library exposing `what` (called once, from its ssmcheck_plugin()).

@@ -427,7 +427,8 @@ class Server {
       json hello = {{"status", SSMP_OK},
                     {"name", t_->name ? t_->name : ""},
                     {"flags", t_->flags},
-                    {"async", t_->pause_async_copies != nullptr && t_->async_pending != nullptr}};
+                    {"async", t_->pause_async_copies != nullptr && t_->async_pending != nullptr},
+                    {"perturbable", offers_perturbed_schedule(*t_)}};
       if (const ssmp_capabilities* c = declared_capabilities(*t_)) hello["capabilities"] = capabilities_json(*c);
       return hello;
     }
@@ -467,6 +468,10 @@ class Server {
     if (call == "snapshot_restore") return status_of(t_->snapshot_restore(I.self, slot(), req.at("snap"), &err), err);
     if (call == "pause_async_copies")
       return {{"status", SSMP_OK}, {"supported", t_->pause_async_copies ? t_->pause_async_copies(I.self, req.at("on") ? 1 : 0) : 0}};
+    if (call == "perturb_schedule")
+      return {
+          {"status", SSMP_OK},
+          {"on", offers_perturbed_schedule(*t_) ? t_->perturb_schedule(I.self, req.at("seed").get<uint64_t>()) : 0}};
     if (call == "async_pending")
       return {{"status", SSMP_OK}, {"pending", t_->async_pending ? t_->async_pending(I.self, slot()) : 0}};
     if (!I.has_pool) throw std::runtime_error(call + " before create_pool");

@@ -490,6 +490,14 @@ int async_pending(void* p, int slot) {
   return reply->msg.value("pending", 0);
 }
 
+// Optional perturbed schedule, for a host whose implementation has it ("perturbable": true in hello).
+int perturb_schedule(void* p, uint64_t seed) {
+  ssmp_error err{};
+  const HostProcess::Reply* reply = nullptr;
+  if (exchange(self(p), {{"call", "perturb_schedule"}, {"seed", seed}}, {}, &err, &reply) != SSMP_OK) return 0;
+  return reply->msg.value("on", 0);
+}
+
 // The flags a hello declares: "flags" (a C host passes its plug-in's), or the string attributes
 // of a Python class (bridge.py's declared()).
 uint32_t declared_flags(const json& hello) {
@@ -565,11 +573,13 @@ const ssmp_plugin* hosted_plugin_table(HostLaunch launch) {
                   prefill_ple,
                   decode_ple,
                   verify_ple,
+                  nullptr,
                   nullptr};
   if (hello.value("async", false)) {
     t.pause_async_copies = pause_async_copies;
     t.async_pending = async_pending;
   }
+  if (hello.value("perturbable", false)) t.perturb_schedule = perturb_schedule;
   if (hello.contains("capabilities")) {
     H->capabilities = capabilities_from_json(hello.at("capabilities"), H->proc.label());
     t.capabilities = &H->capabilities;

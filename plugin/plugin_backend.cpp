@@ -282,6 +282,12 @@ bool PluginBackend::async_pending(int slot) const {
   return lib_->table->async_pending(self_, slot) != 0;
 }
 
+bool PluginBackend::perturb_schedule(uint64_t seed) {
+  if (!self_ || !lib_->perturbable()) return false;
+  CallMarker m(label_ + ": perturb_schedule(" + std::to_string(seed) + ")");
+  return lib_->table->perturb_schedule(self_, seed) != 0;
+}
+
 bool PluginBackend::pause_async_copies(bool on) {
   if (!self_ || !lib_->table->pause_async_copies) return false;
   CallMarker m(label_ + ": pause_async_copies(" + std::to_string(on) + ")");

@@ -45,6 +45,7 @@ class PluginBackend : public Backend {
   SequenceState export_state(int slot) override;
   bool async_pending(int slot) const override;
   bool pause_async_copies(bool on) override;
+  bool perturb_schedule(uint64_t seed) override;  // ssmp_plugin.perturb_schedule
 
  private:
   // Runs one C call (err filled by it); SSMP_REFUSED becomes StateError of the named kind,

@@ -78,6 +78,13 @@ std::string PluginLibrary::declared() const {
          ", numerics: " + (numerics().is_contract() ? std::string("the contract's") : numerics().flags().substr(1));
 }
 
+bool offers_perturbed_schedule(const ssmp_plugin& t) {
+  return covers(t.struct_size, offsetof(ssmp_plugin, perturb_schedule), sizeof t.perturb_schedule) &&
+         t.perturb_schedule != nullptr;
+}
+
+bool PluginLibrary::perturbable() const { return offers_perturbed_schedule(*table); }
+
 const ssmp_capabilities* declared_capabilities(const ssmp_plugin& t) {
   return covers(t.struct_size, offsetof(ssmp_plugin, capabilities), sizeof t.capabilities) ? t.capabilities : nullptr;
 }

@@ -45,11 +45,15 @@ struct PluginLibrary {
   // What it runs: its layer kinds and PLE carry (flags), its ssmp_capabilities (everything when it
   // has none) and its async path (pause_async_copies set).
   Capabilities capabilities() const;
+  // It offers a perturbed schedule: its header has perturb_schedule and the plug-in set it.
+  bool perturbable() const;
   std::string declared() const;  // "name 'x', ABI 1, legality: its own, judged: bitwise"
 };
 
 // The table's ssmp_capabilities, when its header has the member and the plug-in set it; else null.
 const ssmp_capabilities* declared_capabilities(const ssmp_plugin& t);
+// Its header has perturb_schedule and the plug-in set it.
+bool offers_perturbed_schedule(const ssmp_plugin& t);
 
 // Starts PATH's host process (ssmcheck-plugin-host), which loads and checks it: the file opens,
 // exports ssmcheck_plugin, has this ABI version and a table large enough, every required member

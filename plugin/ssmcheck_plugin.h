@@ -324,6 +324,13 @@ typedef struct {
   /* Optional: what it runs (above); NULL runs everything. A table of a header before it ends at
    * verify_ple (struct_size says so) and runs everything too. */
   const ssmp_capabilities* capabilities;
+
+  /* Optional (NULL, or a table of a header before it: no such mode). From the next create_pool on,
+   * run the implementation's work in a seeded, deliberately unusual schedule (blocks in permuted
+   * orders over several waves, copies and events delayed), the same for the same seed and ops, so
+   * order- and wave-dependent bugs show on every run; `--backend perturbed:plugin:PATH.so` and the
+   * gate's perturbed campaign call it (docs/cuda.md, "Perturbed schedules"). Returns 1 when on. */
+  int (*perturb_schedule)(void* self, uint64_t seed);
 } ssmp_plugin;
 
 /* The one symbol a plug-in exports. */

@@ -177,6 +177,36 @@ TEST(Bias, OneUlpUpwardIsFlaggedAndACorrectPluginIsNot) {
 }
 
 // A --duration campaign names the cases it ran as a campaign of fixed cases, which runs them again.
+// A plug-in's perturbed schedule (ssmp_plugin.perturb_schedule, docs/plugins.md) reaches it through
+// its host process: a slip that shows only on a perturbed schedule passes plainly and fails under
+// perturbed:, and the gate's perturbed campaign finds it; an implementation without the mode is
+// named.
+TEST(PerturbedSchedule, APluginsModeCrossesItsHostAndTheGateRunsIt) {
+  const std::string slip = kSlip + ",slip=perturbed_only", ops = "alloc; prefill 3; verify 4; commit 2 4";
+  const auto plain = test::sh(kBin + " check --backend " + test::q(slip) + " --ops " + test::q(ops));
+  EXPECT_EQ(plain.code, 0) << plain.out;
+  const auto perturbed = test::sh(kBin + " check --backend " + test::q("perturbed:" + slip) + " --ops " + test::q(ops));
+  EXPECT_EQ(perturbed.code, 1) << perturbed.out;
+  test::TempDir dir;
+  const std::string json = dir.path() + "/gate.json";
+  const auto gate =
+      test::sh(kBin + " gate --backend " + test::q(slip) + " --cases 200 --no-coverage --json " + test::q(json));
+  EXPECT_EQ(gate.code, 1) << gate.out;
+  std::ifstream in(json);
+  const nlohmann::json v = nlohmann::json::parse(in);
+  std::string plain_campaign, perturbed_campaign;
+  for (const auto& c : v["cases"]) {
+    const std::string suite = c["suite"];
+    if (suite.rfind("campaign.plugin:", 0) == 0) plain_campaign = c["status"];
+    if (suite.rfind("campaign.perturbed:plugin:", 0) == 0) perturbed_campaign = c["status"];
+  }
+  EXPECT_EQ(plain_campaign, "pass") << gate.out;
+  EXPECT_EQ(perturbed_campaign, "fail") << gate.out;
+  const auto none = test::sh(kBin + " check --backend perturbed:reference --ops alloc");
+  EXPECT_EQ(none.code, 2) << none.out;
+  EXPECT_NE(none.out.find("reference offers no perturbed schedule"), std::string::npos) << none.out;
+}
+
 TEST(Duration, TheCasesThatRanAreReplayable) {
   test::TempDir dir;
   const auto r = test::sh(kBin + " fuzz --backend " + test::q(kSlip) + " --duration 1 --cases 1000000 --seed 9 --out " +

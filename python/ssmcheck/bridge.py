@@ -398,7 +398,8 @@ class _Server:
                     h_layout=getattr(b, "h_layout", "nv,kd,vd"), prefill_stage=bool(getattr(b, "prefill_stage", True)),
                     gates=getattr(b, "gates", "clamped"), f16_store=getattr(b, "f16_store", "saturate"),
                     f16_rows=getattr(b, "f16_rows", "stored"), mamba2=bool(getattr(b, "mamba2", False)),
-                    ple=bool(getattr(b, "ple", False)), capabilities=self.capabilities())
+                    ple=bool(getattr(b, "ple", False)), capabilities=self.capabilities(),
+                    perturbable=callable(getattr(b, "perturb_schedule", None)))
 
     # What the class runs (docs/plugins.md, "Capabilities"; plugin/capabilities_wire.h reads it and
     # refuses a wrong value by name): the attributes it sets among these, the rest run everything.
@@ -457,6 +458,9 @@ class _Server:
             if len(outs) != len(slots):
                 raise ValueError("%s returned outputs for %d entries, expected %d" % (call, len(outs), len(slots)))
             return dict(status=SSMP_OK), [b for o in outs for b in _outputs(layers, o, rows, call)]
+        if call == "perturb_schedule":  # optional (docs/plugins.md): a falsy return means "not offered"
+            on = obj.perturb_schedule(req["seed"])
+            return dict(status=SSMP_OK, on=0 if on is False else 1), []
         if call == "export_state":
             return _state_reply(layers, obj.export_state(req["slot"]), getattr(self.backend, "conv_window", "d_conv"),
                                 getattr(self.backend, "h_layout", "nv,kd,vd"))

@@ -13,6 +13,9 @@
 //                          race that shows once): its rerun does not fail
 //   gates_torch            torch's gates (softplus linear above 20, no clamps) without declaring
 //                          SSMP_GATES_TORCH: found by rerunning the case under that convention
+//   perturbed_only         commit_off_by_one once its schedule is perturbed (perturb_schedule): a
+//                          bug the usual schedule hides, as one that needs a second wave
+// It offers a perturbed schedule (ssmp_plugin.perturb_schedule, with every option).
 // No option: the reference as it is (it must get no hint in any campaign). Judged under the
 // tolerance classes (no SSMP_BITWISE), as most engines are.
 #include <algorithm>
@@ -29,9 +32,10 @@ namespace {
 
 using namespace ssm;
 
-constexpr const char* kSlips[] = {
-    "commit_off_by_one",     "rollback_off_by_one", "h_transposed",    "conv_shifted_twice", "f16_store_inf",
-    "intermediates_one_off", "checkpoint_aliased",  "output_round_up", "flaky_commit",       "gates_torch"};
+constexpr const char* kSlips[] = {"commit_off_by_one",  "rollback_off_by_one", "h_transposed",
+                                  "conv_shifted_twice", "f16_store_inf",       "intermediates_one_off",
+                                  "checkpoint_aliased", "output_round_up",     "flaky_commit",
+                                  "gates_torch",        "perturbed_only"};
 
 // [a][b][c] -> the same values laid out [a][c][b]
 Tensor transposed(const Tensor& t) {
@@ -57,10 +61,15 @@ class Slipped : public ref::ReferenceBackend {
     for (LayerSpec& l : torch.spec.layers) l.numerics.gates = GateMath::torch;
     ReferenceBackend::create_pool(torch, pool);
   }
+  bool perturb_schedule(uint64_t) override {
+    perturbed_ = true;
+    return true;
+  }
   void commit(int slot, int n, int k) override {
     static bool flaked = false;  // flaky_commit: once per process
-    const bool flake = slip_ == "flaky_commit" && !flaked && n > 0 && n < k - 1;
-    if (flake) flaked = true;
+    const bool flake = (slip_ == "flaky_commit" && !flaked && n > 0 && n < k - 1) ||
+                       (slip_ == "perturbed_only" && perturbed_ && n > 0 && n < k - 1);
+    if (flake && slip_ == "flaky_commit") flaked = true;
     if ((slip_ == "commit_off_by_one" || flake) && n > 0 && n < k - 1) {
       ReferenceBackend::commit(slot, n + 1, k);
       return;
@@ -108,6 +117,7 @@ class Slipped : public ref::ReferenceBackend {
 
  private:
   std::string slip_;
+  bool perturbed_ = false;
   // output_round_up: elements 0, 2, 4, ... of every output one ULP towards +inf
   StepOutputs nudged(StepOutputs o) const {
     if (slip_ == "output_round_up")
@@ -122,7 +132,7 @@ class Slipped : public ref::ReferenceBackend {
 };
 
 std::unique_ptr<Backend> make(const std::string& options) {
-  if (options.empty()) return std::make_unique<ref::ReferenceBackend>();
+  if (options.empty()) return std::make_unique<Slipped>("");  // the reference, with a perturbed schedule to offer
   const std::string name = options.rfind("slip=", 0) == 0 ? options.substr(5) : "";
   if (std::find(std::begin(kSlips), std::end(kSlips), name) == std::end(kSlips))
     throw std::invalid_argument("unknown option '" + options + "' (expected slip=NAME, tests/plugins/slip_plugin.cpp)");
@@ -132,6 +142,7 @@ std::unique_ptr<Backend> make(const std::string& options) {
 }  // namespace
 
 extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) {
-  static const ssmp_plugin* table = plugin::expose({"slips (the reference with one planted slip)", SSMP_MAMBA2, make});
+  static const ssmp_plugin* table = plugin::expose(
+      {"slips (the reference with one planted slip)", SSMP_MAMBA2, make, false, nullptr, /*perturbable=*/true});
   return table;
 }
