@@ -69,7 +69,7 @@ fuzz::BackendEntry cuda_entry() {
   e.caps = Capabilities::everything();
   e.caps.norm_groups = false;     // its Mamba-2 output kernel normalises by ng groups
   e.caps.other_numerics = false;  // its kernels compute the contract's numerics (Engine::create_pool)
-  e.perturbable = true;        // cuda/schedule.h
+  e.perturbable = true;           // cuda/schedule.h
   return e;
 }
 
@@ -96,9 +96,9 @@ fuzz::BackendEntry plugin_entry(const std::string& flag, const std::string& text
   e.model = reference_factory();
   e.strictness = lib->bitwise() ? cmp::Strictness::bitwise : cmp::Strictness::classes;
   e.numerics = lib->numerics();
-  e.caps = lib->capabilities();  // SSMP_MAMBA2, SSMP_PLE, ssmp_capabilities, pause_async_copies
+  e.caps = lib->capabilities();        // SSMP_MAMBA2, SSMP_PLE, ssmp_capabilities, pause_async_copies
   e.perturbable = lib->perturbable();  // perturb_schedule
-  e.caps.norm_groups = false;    // ssmp_config.mamba2 passes no norm groups: the plug-in normalises by ng
+  e.caps.norm_groups = false;          // ssmp_config.mamba2 passes no norm groups: the plug-in normalises by ng
   // a plug-in is created now once, so that a create that fails (a bad option) is an error before any work
   try {
     e.make();
