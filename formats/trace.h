@@ -146,7 +146,7 @@ void write_trace(const std::string& path, const TraceHeader& header, const std::
 Trace read_trace(const std::string& path);
 
 // What a replay needs of every op before it reads any op's data: the op, its recorded refusal and
-// which states it recorded (for start points, replay/start_point.h). About 100 bytes an op.
+// which states it recorded (for start points, replay/start_point.h). About 110 bytes an op.
 struct TraceStateHead {
   int seq = 0;
   int layers = 0;      // how many layers are recorded
