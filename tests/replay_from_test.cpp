@@ -64,7 +64,9 @@ TEST(ReplayFrom, FromEveryStartPointAndBisectAgreeWithAFullReplayOnEveryFixture)
       EXPECT_EQ(bi.last.outputs_compared, full.outputs_compared);
       EXPECT_EQ(bi.ops_replayed, int(t.ops.size()));
     }
-    if (t.header.expect) EXPECT_TRUE(bi.last.matches(*t.header.expect));
+    if (t.header.expect) {
+      EXPECT_TRUE(bi.last.matches(*t.header.expect));
+    }
   }
   std::printf("%zu fixtures (%d diverge), replayed from %d start points and bisected\n", traces.size(), diverging,
               starts_tried);
