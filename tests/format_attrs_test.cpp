@@ -134,7 +134,7 @@ TEST_F(FormatAttrs, MisspellingsEverywhereAreRefused) {
       {"/model/layer0/A_log", "units",
        "/model/layer0/A_log@units: not a member of /model/layer0/A_log (defined: no attributes)"},
       {"/ops/000000", "refusal",
-       "/ops/000000@refusal: not a member of /ops/000000 (defined: op, refused); did you mean refused?"},
+       "/ops/000000@refusal: not a member of /ops/000000 (defined: op, refused, states_dropped); did you mean refused?"},
       {"/ops/000001/state/seq0", "last_verify", "did you mean last_verify_k?"},
       {"/ops/000001/state/seq0/layer1", "conv_oldest_column_abset", "did you mean conv_oldest_column_absent?"},
       {"/ops/000001/state/seq0/layer0/h", "layuot",
