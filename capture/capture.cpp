@@ -1,4 +1,4 @@
-// The C ABI of ssmcheck_capture.h over cmp::TraceWriter: collects one op at a time (inputs,
+// The C ABI of ssmcheck_capture.h over formats::TraceWriter: collects one op at a time (inputs,
 // outputs, refusal, states copied from host or device memory) and appends it on ssmc_end_op.
 #include "ssmcheck_capture.h"
 
@@ -52,7 +52,7 @@ struct PendingSeq {
 };
 
 struct PendingOp {
-  cmp::TraceOp op;
+  formats::TraceOp op;
   std::map<int, PendingSeq> states;
 };
 
@@ -97,10 +97,10 @@ struct Building {
 
 struct ssmc_trace {
   std::string path;
-  cmp::TraceHeader header;
+  formats::TraceHeader header;
   std::map<int, StateLayout> layouts;  // by layer: how the engine keeps its state (ssmc_set_layer_convention)
   bool pool_set = false;
-  std::unique_ptr<cmp::TraceWriter> writer;  // created by the first begin_op
+  std::unique_ptr<formats::TraceWriter> writer;  // created by the first begin_op
   std::optional<PendingOp> op;
   // A handle shared by threads: every call holds `mu`, and an op begun by one thread is built and
   // ended by that thread only (another thread's calls on it are refused, SSMC_ERR_ORDER).
@@ -187,7 +187,7 @@ ssmc_status call(ssmc_trace* t, bool drops_op, F f) {
       t->building.reset();
     }
     return fail(e.status, e.what);
-  } catch (const ssm::cmp::FormatError& e) {
+  } catch (const ssm::formats::FormatError& e) {
     if (drops_op && t) {
       t->op.reset();
       t->building.reset();
@@ -275,11 +275,11 @@ void assemble_ple(const PendingLayer& pl, int last_verify_k, const std::string& 
 }
 
 // The op as TraceOp: pending states turned into TraceStates.
-cmp::TraceOp assemble(const ssmc_trace* t, PendingOp& p) {
-  cmp::TraceOp op = p.op;
+formats::TraceOp assemble(const ssmc_trace* t, PendingOp& p) {
+  formats::TraceOp op = p.op;
   const size_t L = t->header.model.spec.layers.size();
   for (auto& kv : p.states) {
-    cmp::TraceState ts;
+    formats::TraceState ts;
     ts.seq = kv.first;
     ts.state.slot = kv.second.slot;
     ts.state.last_verify_k = kv.second.last_verify_k;
@@ -474,7 +474,7 @@ void start_inner(ssmc_trace* t) {
   in->header = t->header;
   in->layouts = t->layouts;
   in->pool_set = true;
-  in->writer = std::make_unique<cmp::TraceWriter>(t->path, t->header);
+  in->writer = std::make_unique<formats::TraceWriter>(t->path, t->header);
   t->inner = std::move(in);
 }
 
@@ -585,7 +585,7 @@ void end_async(ssmc_trace* t) {
 extern "C" {
 
 const char* ssmc_last_error(void) { return g_error.c_str(); }
-int ssmc_trace_version(void) { return ssm::cmp::kTraceVersion; }
+int ssmc_trace_version(void) { return ssm::formats::kTraceVersion; }
 int ssmc_abi_minor(void) { return SSMC_ABI_MINOR; }
 int ssmc_device_support(void) {
 #ifdef SSMC_WITH_CUDA
@@ -700,9 +700,9 @@ ssmc_status ssmc_add_mamba2_layer(ssmc_trace* t, const ssmc_mamba2_layer_desc* d
       throw Failure{SSMC_ERR_ARGUMENT, at + ": " + e.what()};
     }
     // the bounds of the trace reader (formats/model_attrs.h), so that what is written reads back
-    need(s.h_elems() <= cmp::kMaxElems && s.conv_elems() <= cmp::kMaxElems, SSMC_ERR_ARGUMENT,
+    need(s.h_elems() <= formats::kMaxElems && s.conv_elems() <= formats::kMaxElems, SSMC_ERR_ARGUMENT,
          fmt::format("{}: {}: layer too large (h {} or conv {} elements, at most {})", at, s.name(), s.h_elems(),
-                     s.conv_elems(), cmp::kMaxElems));
+                     s.conv_elems(), formats::kMaxElems));
     need(!s.conv_bias || conv_bias, SSMC_ERR_ARGUMENT, at + ": desc says conv_bias but the pointer is null");
     need(s.conv_bias || !conv_bias, SSMC_ERR_ARGUMENT,
          at + ": a conv_bias pointer was given but desc.conv_bias is 0 (set it to 1, or pass NULL)");
@@ -756,7 +756,7 @@ ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op) {
     if (!t->writer) {
       need(t->pool_set, SSMC_ERR_ORDER, "ssmc_begin_op before ssmc_set_pool");
       need(!t->header.model.spec.layers.empty(), SSMC_ERR_ORDER, "ssmc_begin_op before any ssmc_add_layer");
-      t->writer = std::make_unique<cmp::TraceWriter>(t->path, t->header);
+      t->writer = std::make_unique<formats::TraceWriter>(t->path, t->header);
     }
     PendingOp p;
     try {
@@ -1127,7 +1127,7 @@ ssmc_status ssmc_end_op(ssmc_trace* t) {
   return call(t, true, [&] {
     if (t->async) return end_async(t);
     PendingOp& p = current(t);
-    const cmp::TraceOp op = assemble(t, p);
+    const formats::TraceOp op = assemble(t, p);
     t->writer->append(op);
     t->op.reset();
   });
@@ -1211,7 +1211,7 @@ ssmc_status ssmc_close(ssmc_trace* t) {
     if (!owned->writer) {
       need(owned->pool_set && !owned->header.model.spec.layers.empty(), SSMC_ERR_ORDER,
            "ssmc_close: no pool or no layer described");
-      owned->writer = std::make_unique<cmp::TraceWriter>(owned->path, owned->header);
+      owned->writer = std::make_unique<formats::TraceWriter>(owned->path, owned->header);
     }
     owned->writer->close();
   });

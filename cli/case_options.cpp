@@ -46,13 +46,14 @@ void check_case_size(const ModelSpec& spec, const std::string& model, int layers
     }
     bytes += 4 * (double(l.h_elems()) + double(l.conv_elems()));
   }
-  const cmp::MemoryLimit lim = cmp::memory_limit();
+  const formats::MemoryLimit lim = formats::memory_limit();
   if (bytes > double(lim.bytes))
     throw std::invalid_argument(model + (layers > 0 ? " --layers " + std::to_string(layers) : std::string()) + ": " +
                                 std::to_string(spec.layers.size()) +
                                 " layers whose weights and one sequence's state "
                                 "need at least " +
-                                cmp::size_text(bytes) + ", more than the memory this process can use: " + lim.text());
+                                formats::size_text(bytes) +
+                                ", more than the memory this process can use: " + lim.text());
 }
 
 }  // namespace

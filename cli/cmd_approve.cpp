@@ -36,15 +36,15 @@ int run_approve(const ApproveFlags& f) {
   const auto& be = backends.front();
   int approved = 0, current = 0, differ = 0, bad = 0, other = 0;
   for (const std::string& path : f.traces) {
-    std::unique_ptr<cmp::TraceSource> source;  // read op by op, as replay reads it
+    std::unique_ptr<formats::TraceSource> source;  // read op by op, as replay reads it
     try {
-      source = cmp::open_trace(path);
-    } catch (const cmp::FormatError& e) {
+      source = formats::open_trace(path);
+    } catch (const formats::FormatError& e) {
       fmt::print(stderr, "ssmcheck approve: bad trace: {}\n", e.what());
       ++bad;
       continue;
     }
-    cmp::TraceSource& trace = *source;
+    formats::TraceSource& trace = *source;
     if (!trace.finished) {
       fmt::print(stderr, "ssmcheck approve: {}: an unfinished capture ({}); only a finished trace is re-stamped\n",
                  path, trace.source);
@@ -64,7 +64,7 @@ int run_approve(const ApproveFlags& f) {
       continue;
     }
     auto backend = be.make();
-    const std::string here = cmp::build_id(*backend);
+    const std::string here = formats::build_id(*backend);
     if (trace.header.build == here) {
       fmt::print("{}: already stamped with these numerics ({})\n", path, here);
       ++current;
@@ -99,8 +99,8 @@ int run_approve(const ApproveFlags& f) {
     }
     if (!f.dry_run) {
       try {
-        cmp::stamp_trace_build(path, here);
-      } catch (const cmp::FormatError& e) {
+        formats::stamp_trace_build(path, here);
+      } catch (const formats::FormatError& e) {
         fmt::print(stderr, "ssmcheck approve: {}\n", e.what());
         ++bad;
         continue;

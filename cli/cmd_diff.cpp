@@ -39,7 +39,7 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 std::string layer_identity(const LayerSpec& s) { return s.name() + fmt::format(",eps={}", s.eps); }
 
 // Printable op at the dump's op index, from its script (empty when unknown).
-std::string op_at(const cmp::Provenance& p) {
+std::string op_at(const formats::Provenance& p) {
   if (p.op_index < 0 || p.ops.empty()) return "";
   try {
     const auto script = parse_script(p.ops);
@@ -50,12 +50,13 @@ std::string op_at(const cmp::Provenance& p) {
 }
 
 // --html: a column per sequence, the fields of every layer as rows.
-report::Page html_report(const DiffOptions& o, const cmp::Dump& a, const cmp::Dump& b, const cmp::StateReport& rep) {
+report::Page html_report(const DiffOptions& o, const formats::Dump& a, const formats::Dump& b,
+                         const cmp::StateReport& rep) {
   report::DivergenceGrid grid;
   grid.title = o.a + " (A) vs " + o.b + " (B)";
   grid.column_axis = "sequence";
   std::map<int, int> column;
-  for (const cmp::Dump* d : {&a, &b})
+  for (const formats::Dump* d : {&a, &b})
     for (const auto& s : d->sequences)
       if (column.emplace(s.seq, int(grid.columns.size())).second) grid.columns.push_back(fmt::format("seq {}", s.seq));
   for (const cmp::TensorMargin& m : rep.margins) grid.add(column.at(m.where.seq), m);
@@ -108,13 +109,13 @@ int run_diff(const DiffOptions& o) {
   j["tolerances"] = tol.json();
   j["strictness"] = o.bitwise ? "bitwise" : "classes";
 
-  cmp::Dump a, b;
+  formats::Dump a, b;
   try {
-    cmp::ReadOptions ro;
+    formats::ReadOptions ro;
     ro.allow_non_finite = o.allow_non_finite;
-    a = cmp::read_dump(o.a, ro);
-    b = cmp::read_dump(o.b, ro);
-  } catch (const cmp::FormatError& e) {
+    a = formats::read_dump(o.a, ro);
+    b = formats::read_dump(o.b, ro);
+  } catch (const formats::FormatError& e) {
     return bad(e.what());
   }
   if (a.spec.layers.size() != b.spec.layers.size())
@@ -136,7 +137,7 @@ int run_diff(const DiffOptions& o) {
     fmt::print("  note: the dumps were taken after different op scripts or op indexes\n");
 
   cmp::StateReport rep;
-  std::map<int, const cmp::DumpSequence*> in_b;
+  std::map<int, const formats::DumpSequence*> in_b;
   for (const auto& s : b.sequences) in_b[s.seq] = &s;
   const std::string op = op_at(a.provenance);
   for (const auto& s : a.sequences) {

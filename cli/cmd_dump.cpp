@@ -34,7 +34,7 @@ int dump_script(const CaseOptions& opt, const std::string& ops, const std::strin
       return kExitBadInput;
     }
   }
-  cmp::Dump d;
+  formats::Dump d;
   d.spec = spec;
   d.pool = pool;
   d.provenance.backend = backend->name();
@@ -44,8 +44,8 @@ int dump_script(const CaseOptions& opt, const std::string& ops, const std::strin
   d.provenance.case_name = opt.name() + " --backend " + opt.backend;
   for (int seq : runner.live_seqs()) d.sequences.push_back({seq, backend->export_state(runner.slot_of(seq))});
   try {
-    cmp::write_dump(out, d);
-  } catch (const cmp::FormatError& e) {
+    formats::write_dump(out, d);
+  } catch (const formats::FormatError& e) {
     throw std::invalid_argument(std::string("-o ") + e.what());  // "-o PATH: /: cannot write: ..."
   }
   fmt::print("ssmcheck dump: wrote {} ({} sequence{}, {} layers of {}, h mode {}, backend {}, after op {})\n", out,

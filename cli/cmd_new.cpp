@@ -354,7 +354,7 @@ int run_new(const NewFlags& f) {
     throw std::invalid_argument("--name '" + f.name +
                                 "' is not a C identifier of lower-case letters, digits and _ (try '" + name + "')");
   const std::map<std::string, std::string> values = {
-      {"@NAME@", name}, {"@CLASS@", class_name(name)}, {"@VERSION@", cmp::tool_version()}};
+      {"@NAME@", name}, {"@CLASS@", class_name(name)}, {"@VERSION@", formats::tool_version()}};
   std::vector<std::pair<fs::path, std::string>> files;
   if (f.language == "c") {
     files = {{dir / (name + ".c"), substitute(kCSource, values)},

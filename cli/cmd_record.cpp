@@ -41,7 +41,7 @@ int run_record(const RecordFlags& f) {
   const std::vector<Op> script = parse_script(resolve_ops(f.ops));
   if (script.empty()) throw std::invalid_argument("--ops: empty script");
   const auto selected = op_selection(f.states);
-  cmp::TraceHeader h;
+  formats::TraceHeader h;
   h.producer = f.producer;
   h.model = cfg.model();
   h.pool = cfg.pool();
@@ -70,18 +70,18 @@ int run_record(const RecordFlags& f) {
   }
   auto backend = make_backend(f.opt.backend);
   h.backend = backend->name();
-  h.build = cmp::build_id(*backend);  // replaying on the same backend and numerics is bitwise
+  h.build = formats::build_id(*backend);  // replaying on the same backend and numerics is bitwise
   backend->create_pool(h.model, h.pool);
   // the same generated inputs as `run` and `check` on these flags (keyed like every Runner);
   // what the backend was given is what the trace records
-  cmp::TraceOp* current = nullptr;
+  formats::TraceOp* current = nullptr;
   const InputSource generated = input_source(spec, cfg.gen);
   Runner runner(*backend, [&](const InputKey& key, int rows) {
     StepInputs in = generated(key, rows);
     current->inputs.at(size_t(key.batch_row)) = in;
     return in;
   });
-  cmp::TraceWriter w(f.out, h);
+  formats::TraceWriter w(f.out, h);
   if (!w.moved_aside().empty())
     fmt::print(stderr, "ssmcheck record: an unfinished capture of {} was moved aside to {} (replay reads it)\n", f.out,
                w.moved_aside());
@@ -89,7 +89,7 @@ int run_record(const RecordFlags& f) {
   size_t i = 0;
   try {
     for (; i < script.size(); ++i) {
-      cmp::TraceOp t;
+      formats::TraceOp t;
       t.op = script[i];
       const int rows = t.op.rows();
       if (t.op.takes_inputs()) {
@@ -120,7 +120,7 @@ int run_record(const RecordFlags& f) {
       if (selected(int(i), int(script.size()))) {
         for (int seq : runner.live_seqs()) {
           SequenceState full = backend->export_state(runner.slot_of(seq));
-          cmp::TraceState ts;
+          formats::TraceState ts;
           ts.seq = seq;
           ts.layers = layers;
           ts.state.slot = full.slot;
@@ -138,7 +138,7 @@ int run_record(const RecordFlags& f) {
     // the ops appended so far stay in PATH.partial/ (crash safety); say so instead of leaving it
     // behind silently
     fmt::print(stderr, "ssmcheck record: stopped at op {}: the {} ops before it are kept in {} (replay reads it)\n", i,
-               w.ops(), cmp::trace_partial_dir(f.out));
+               w.ops(), formats::trace_partial_dir(f.out));
     throw;
   }
   std::error_code ec;

@@ -30,7 +30,7 @@ uint64_t bytes_of(const std::string& path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return fs::file_size(path, ec);
   uint64_t n = 0;
-  const std::string dir = fs::is_directory(path, ec) ? path : cmp::trace_partial_dir(path);
+  const std::string dir = fs::is_directory(path, ec) ? path : formats::trace_partial_dir(path);
   for (const auto& e : fs::recursive_directory_iterator(dir, ec))
     if (e.is_regular_file(ec)) n += e.file_size(ec);
   return n;
@@ -41,10 +41,10 @@ int run_reduce(const ReduceFlags& f) {
   prepare_output_file(f.json, "--json");
   reserve_stdout_for(f.json);
   if (f.output == "-") throw std::invalid_argument("-o: the reduced trace is an HDF5 file, not for stdout");
-  cmp::Trace trace;
+  formats::Trace trace;
   try {
-    trace = cmp::read_trace(f.trace);
-  } catch (const cmp::FormatError& e) {
+    trace = formats::read_trace(f.trace);
+  } catch (const formats::FormatError& e) {
     fmt::print(stderr, "ssmcheck reduce: bad trace: {}\n", e.what());
     return kExitBadInput;
   }
@@ -65,7 +65,7 @@ int run_reduce(const ReduceFlags& f) {
   }
   r.before.bytes = bytes_of(f.trace);
   if (r.diverged) {
-    cmp::write_trace(f.output, r.reduced.header, r.reduced.ops);
+    formats::write_trace(f.output, r.reduced.header, r.reduced.ops);
     r.after.bytes = bytes_of(f.output);
   }
   fmt::print("{}", r.text());

@@ -49,7 +49,7 @@ std::string given_numerics(const NumericsFlags& flags) {
 }
 // The trace's layers with the numerics flags given in place of what the trace declares (core/
 // layer_spec.h, Numerics); "" when no flag is given, else the line that says so, for the report.
-std::string override_numerics(cmp::TraceSource& t, const NumericsFlags& flags) {
+std::string override_numerics(formats::TraceSource& t, const NumericsFlags& flags) {
   const std::string given = given_numerics(flags);
   if (given.empty()) return "";
   size_t changed = 0;
@@ -64,7 +64,7 @@ std::string override_numerics(cmp::TraceSource& t, const NumericsFlags& flags) {
 
 // --from OP: the latest start point at or before OP (replay/start_point.h), said on stdout; -1
 // (op 0) when there is none, said too. OP beyond the trace: std::invalid_argument.
-int start_for(const cmp::TraceSource& t, int op) {
+int start_for(const formats::TraceSource& t, int op) {
   if (size_t(op) >= t.size())
     throw std::invalid_argument(fmt::format("--from {}: the trace has ops 0..{}", op, int(t.size()) - 1));
   int start = -1;
@@ -81,8 +81,8 @@ int start_for(const cmp::TraceSource& t, int op) {
   return start;
 }
 
-std::string describe(const cmp::TraceSource& t) {
-  const cmp::TraceHeader& h = t.header;
+std::string describe(const formats::TraceSource& t) {
+  const formats::TraceHeader& h = t.header;
   return fmt::format("{} ops, model '{}' ({}), {}, recorded by '{}' (states from '{}')", t.size(), h.model.spec.name,
                      h.model.spec.layers_text(), h.pool.name(), h.producer, h.backend);
 }
@@ -148,11 +148,11 @@ int run_replay(const ReplayFlags& f) {
   // every trace is replayed, a bad one reported and skipped: nothing already checked is lost
   for (const std::string& path : f.traces) {
     // read op by op: the replay holds the live state and one op, whatever the trace's length
-    std::unique_ptr<cmp::TraceSource> source;
+    std::unique_ptr<formats::TraceSource> source;
     arm("replay.read", path);
     try {
-      source = cmp::open_trace(path);
-    } catch (const cmp::FormatError& e) {
+      source = formats::open_trace(path);
+    } catch (const formats::FormatError& e) {
       fmt::print(stderr, "ssmcheck replay: bad trace: {}\n", e.what());
       all.push_back({{"trace", path}, {"bad_input", e.what()}});
       replay::GateCase c;
@@ -164,7 +164,7 @@ int run_replay(const ReplayFlags& f) {
       bad = true;
       continue;
     }
-    cmp::TraceSource& trace = *source;
+    formats::TraceSource& trace = *source;
     const std::string overridden = override_numerics(trace, f.numerics);
     fmt::print("ssmcheck replay: {}: {}\n", trace.source, describe(trace));
     if (!overridden.empty()) fmt::print("  {}\n", overridden);

@@ -22,7 +22,7 @@
 #include "formats/hdf5_file.h"
 #include "formats/output_file.h"
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 class CheckedReader {
  public:
@@ -150,4 +150,4 @@ void write_atomically(const std::string& path, const std::string& obj, Body body
   }
 }
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 std::string crash_probe(const std::function<void()>& read, bool* threw) {
   if (threw) *threw = false;
@@ -43,4 +43,4 @@ std::string crash_probe(const std::function<void()>& read, bool* threw) {
   return std::string("reading it crashed libhdf5 (") + name + ")";
 }
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

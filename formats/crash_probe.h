@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 // Runs `read` in a child process (stdout and stderr discarded). Returns "" when the child
 // finished, whether or not `read` threw (the caller then reads for real and gets the same error
@@ -16,4 +16,4 @@ namespace ssm::cmp {
 // `threw` (when given) says whether `read` threw in the child (false when no child could be made).
 std::string crash_probe(const std::function<void()>& read, bool* threw = nullptr);
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

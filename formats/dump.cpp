@@ -17,7 +17,7 @@
 #define SSMCHECK_VERSION "unknown"
 #endif
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 const char* tool_version() { return SSMCHECK_VERSION; }
 
@@ -619,4 +619,4 @@ Dump read_dump(const std::string& path, const ReadOptions& options) {
   return read();
 }
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

@@ -17,7 +17,7 @@
 #include "formats/file_version.h"
 #include "formats/format_error.h"
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 constexpr int kDumpVersion = 1;  // what this build writes
 // What it reads: every version ever written (formats/file_version.h: what keeps and what bumps it).
@@ -103,4 +103,4 @@ DumpSequence read_sequence_group(hid_t g, const std::string& file, const std::st
                                  HMode mode, const std::vector<int>& layers, bool stage_optional,
                                  const ReadOptions& options);
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

@@ -3,7 +3,7 @@
 
 #include <fmt/core.h>
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 std::string FileVersions::cannot_read(int64_t v) const {
   if (v > newest)
@@ -17,4 +17,4 @@ std::string FileVersions::cannot_read(int64_t v) const {
   return "";
 }
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

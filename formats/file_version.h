@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 struct FileVersions {
   int64_t oldest;  // the first version ever written
@@ -18,4 +18,4 @@ struct FileVersions {
   std::string cannot_read(int64_t v) const;
 };
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 class FormatError : public std::runtime_error {
  public:
@@ -20,4 +20,4 @@ class FormatError : public std::runtime_error {
   std::string file_, object_, detail_;
 };
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <string>
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 struct MemoryLimit {
   uint64_t bytes = UINT64_MAX;
@@ -47,4 +47,4 @@ inline MemoryLimit memory_limit() {
   return m;
 }
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

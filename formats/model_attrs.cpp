@@ -11,7 +11,7 @@
 #include "formats/format_error.h"
 #include "formats/hdf5_file.h"
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 namespace {
 // The PLE geometry's attributes (written only on a layer that hosts a carry).
@@ -188,4 +188,4 @@ LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::stri
   return s;
 }
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

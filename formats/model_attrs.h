@@ -15,7 +15,7 @@
 #include "core/model.h"
 #include "formats/checked_file.h"
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 // Bounds that keep a malformed file from asking for absurd allocations.
 // Pool and head bounds are core's (core/model.h, core/layer_spec.h): what a reader accepts, the
@@ -48,4 +48,4 @@ std::vector<std::string> layer_spec_attr_names(LayerKind kind);
 // The attributes of /pool.
 const std::vector<std::string>& pool_attr_names();
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

@@ -25,7 +25,7 @@
 #include "formats/hdf5_file.h"
 #include "formats/model_attrs.h"
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 namespace fs = std::filesystem;
 
@@ -925,4 +925,4 @@ std::unique_ptr<TraceSource> open_trace(const std::string& path) {
   return errors_as(path, "/", [&] { return std::unique_ptr<TraceSource>(std::make_unique<FileTrace>(path)); });
 }
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

@@ -17,7 +17,7 @@
 #include "formats/file_version.h"
 #include "formats/format_error.h"
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 constexpr int kTraceVersion = 1;  // what this build writes
 // What it reads: every version ever written (formats/file_version.h: what keeps and what bumps it).
@@ -51,7 +51,7 @@ struct TraceHeader {
   int64_t version = kTraceVersion;  // the file's @version (read: any of kTraceVersions; written: kTraceVersion)
   std::string tool_version;  // filled by the writer when empty
   std::string backend;       // what produced the recorded states: "reference", "cuda", "vllm-0.9"
-  // The build that produced them (cmp::build_id() for ssmcheck's own backends; an engine may
+  // The build that produced them (formats::build_id() for ssmcheck's own backends; an engine may
   // write its own). Replaying on the same backend and build is bitwise by default.
   std::string build;
   uint64_t seed = 0;         // informational
@@ -192,4 +192,4 @@ class MemoryTrace : public TraceSource {
 // a malformed op is reported here, before any replay, with read_trace's message.
 std::unique_ptr<TraceSource> open_trace(const std::string& path);
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

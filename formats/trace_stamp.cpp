@@ -13,7 +13,7 @@
 #include "formats/hdf5_file.h"
 #include "formats/output_file.h"
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 namespace {
 
@@ -57,4 +57,4 @@ void stamp_trace_build(const std::string& path, const std::string& build) {
   }
 }
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-namespace ssm::cmp {
+namespace ssm::formats {
 
 // Sets the root attribute `build` of the finished trace at `path` to `build` and changes nothing
 // else: a copy with the new attribute replaces the file by the outputs rule (formats/output_file.h:
@@ -12,4 +12,4 @@ namespace ssm::cmp {
 // Throws FormatError naming the file.
 void stamp_trace_build(const std::string& path, const std::string& build);
 
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

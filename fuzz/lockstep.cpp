@@ -425,7 +425,7 @@ std::vector<std::string> Lockstep::dump(const std::string& prefix) {
   const std::pair<Backend*, Runner*> sides[] = {{model_.get(), model_run_.get()}, {sut_.get(), sut_run_.get()}};
   const char* suffix[] = {".model.h5", ".sut.h5"};
   for (int i = 0; i < 2; ++i) {
-    cmp::Dump d;
+    formats::Dump d;
     d.provenance.backend = sides[i].first->name();
     d.provenance.seed = config_.gen.seed;
     d.provenance.op_index = int(script_.size()) - 1;
@@ -434,7 +434,7 @@ std::vector<std::string> Lockstep::dump(const std::string& prefix) {
     d.spec = spec_;
     d.pool = config_.pool();
     for (int seq : sides[i].second->live_seqs()) {
-      cmp::DumpSequence ds;
+      formats::DumpSequence ds;
       ds.seq = seq;
       try {
         ds.state = sides[i].first->export_state(sides[i].second->slot_of(seq));
@@ -444,7 +444,7 @@ std::vector<std::string> Lockstep::dump(const std::string& prefix) {
       d.sequences.push_back(std::move(ds));
     }
     const std::string path = prefix + suffix[i];
-    cmp::write_dump(path, d);
+    formats::write_dump(path, d);
     paths.push_back(path);
   }
   return paths;

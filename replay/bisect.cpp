@@ -7,12 +7,12 @@
 
 namespace ssm::replay {
 
-BisectResult bisect_trace(const cmp::Trace& trace, Backend& b, const ReplayOptions& options) {
-  cmp::MemoryTrace tr(trace);
+BisectResult bisect_trace(const formats::Trace& trace, Backend& b, const ReplayOptions& options) {
+  formats::MemoryTrace tr(trace);
   return bisect_trace(tr, b, options);
 }
 
-BisectResult bisect_trace(cmp::TraceSource& tr, Backend& b, const ReplayOptions& options) {
+BisectResult bisect_trace(formats::TraceSource& tr, Backend& b, const ReplayOptions& options) {
   BisectResult r;
   r.boundaries = start_points(tr);
   const int last = int(tr.size()) - 1;

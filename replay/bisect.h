@@ -30,7 +30,7 @@ struct BisectResult {
   nlohmann::json json() const;
 };
 
-BisectResult bisect_trace(cmp::TraceSource& trace, Backend& backend, const ReplayOptions& options = {});
-BisectResult bisect_trace(const cmp::Trace& trace, Backend& backend, const ReplayOptions& options = {});
+BisectResult bisect_trace(formats::TraceSource& trace, Backend& backend, const ReplayOptions& options = {});
+BisectResult bisect_trace(const formats::Trace& trace, Backend& backend, const ReplayOptions& options = {});
 
 }  // namespace ssm::replay

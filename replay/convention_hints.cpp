@@ -7,13 +7,13 @@
 
 namespace ssm::replay {
 
-std::vector<std::string> convention_hints(cmp::Trace& trace, const std::function<std::unique_ptr<Backend>()>& make,
+std::vector<std::string> convention_hints(formats::Trace& trace, const std::function<std::unique_ptr<Backend>()>& make,
                                           const ReplayOptions& options, int first_op, bool bitwise) {
-  cmp::MemoryTrace source(trace);
+  formats::MemoryTrace source(trace);
   return convention_hints(source, make, options, first_op, bitwise);
 }
 
-std::vector<std::string> convention_hints(cmp::TraceSource& trace,
+std::vector<std::string> convention_hints(formats::TraceSource& trace,
                                           const std::function<std::unique_ptr<Backend>()>& make,
                                           const ReplayOptions& options, int first_op, bool bitwise) {
   std::vector<std::string> hints;

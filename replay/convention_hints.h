@@ -21,10 +21,10 @@ namespace ssm::replay {
 // Each hint: "replaying with --gates torch agrees through op 3 'decode' (its first divergence
 // without it): the trace's states were computed with torch gates (...), which its layers do not
 // declare; declare them (...)". `trace` is changed while it runs and restored before it returns.
-std::vector<std::string> convention_hints(cmp::TraceSource& trace,
+std::vector<std::string> convention_hints(formats::TraceSource& trace,
                                           const std::function<std::unique_ptr<Backend>()>& make,
                                           const ReplayOptions& options, int first_op, bool bitwise);
-std::vector<std::string> convention_hints(cmp::Trace& trace, const std::function<std::unique_ptr<Backend>()>& make,
+std::vector<std::string> convention_hints(formats::Trace& trace, const std::function<std::unique_ptr<Backend>()>& make,
                                           const ReplayOptions& options, int first_op, bool bitwise);
 
 }  // namespace ssm::replay

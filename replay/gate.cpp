@@ -42,7 +42,7 @@ std::vector<std::string> layer_names(const ModelSpec& m) {
 }
 
 // "" when the trace is inside the gate's filters (--h-mode, --preset, --config); else why not.
-std::string outside_filters(const cmp::TraceSource& tr, const GateOptions& o) {
+std::string outside_filters(const formats::TraceSource& tr, const GateOptions& o) {
   const HMode m = tr.header.pool.h_mode;
   if (!o.h_modes.empty() && std::find(o.h_modes.begin(), o.h_modes.end(), m) == o.h_modes.end())
     return std::string("h mode ") + to_string(m) + " (the gate checks --h-mode " + [&] {
@@ -63,8 +63,8 @@ GateCase replay_case(const std::string& path, const fuzz::BackendEntry& be, bool
   c.name = fs::path(path).filename().string();
   const auto start = Clock::now();
   try {
-    const std::unique_ptr<cmp::TraceSource> source = cmp::open_trace(path);  // read op by op
-    cmp::TraceSource& tr = *source;
+    const std::unique_ptr<formats::TraceSource> source = formats::open_trace(path);  // read op by op
+    formats::TraceSource& tr = *source;
     const std::string why_not =
         outside_filters(tr, o).empty() ? cannot_replay(tr, be.caps, be.name) : outside_filters(tr, o);
     if (!why_not.empty()) {  // outside what the backend runs, or what the gate was asked to check

@@ -30,9 +30,9 @@ std::vector<T> pick_layers(const std::vector<T>& v, const std::vector<int>& laye
 }
 
 // A recorded state restricted to the kept layers (renumbered); the stage cut to the new model's.
-std::optional<cmp::TraceState> cut_state(const cmp::TraceState& ts, const std::vector<int>& layers,
-                                         const ModelSpec& spec) {
-  cmp::TraceState r;
+std::optional<formats::TraceState> cut_state(const formats::TraceState& ts, const std::vector<int>& layers,
+                                             const ModelSpec& spec) {
+  formats::TraceState r;
   r.seq = ts.seq;
   r.state = ts.state;
   r.state.layers.clear();
@@ -53,20 +53,20 @@ std::optional<cmp::TraceState> cut_state(const cmp::TraceState& ts, const std::v
   return r;
 }
 
-cmp::Trace build(const cmp::Trace& base, const Keep& k) {
-  cmp::Trace t;
+formats::Trace build(const formats::Trace& base, const Keep& k) {
+  formats::Trace t;
   t.header = base.header;
   t.source = base.source;
   t.header.model.spec.layers = pick_layers(base.header.model.spec.layers, k.layers);
   t.header.model.weights = pick_layers(base.header.model.weights, k.layers);
   const ModelSpec& spec = t.header.model.spec;
   t.header.start.clear();
-  for (const cmp::TraceState& ts : base.header.start)
+  for (const formats::TraceState& ts : base.header.start)
     if (k.seqs.count(ts.seq))
       if (auto s = cut_state(ts, k.layers, spec)) t.header.start.push_back(std::move(*s));
   for (int i : k.ops) {
-    const cmp::TraceOp& o = base.ops[size_t(i)];
-    cmp::TraceOp n;
+    const formats::TraceOp& o = base.ops[size_t(i)];
+    formats::TraceOp n;
     n.op = o.op;
     n.op.seqs.clear();
     n.refused = o.refused;
@@ -93,7 +93,7 @@ cmp::Trace build(const cmp::Trace& base, const Keep& k) {
       }
     }
     if (!any) continue;
-    for (const cmp::TraceState& ts : o.states)
+    for (const formats::TraceState& ts : o.states)
       if (k.seqs.count(ts.seq))
         if (auto s = cut_state(ts, k.layers, spec)) n.states.push_back(std::move(*s));
     t.ops.push_back(std::move(n));
@@ -160,20 +160,20 @@ std::vector<int> ddmin(std::vector<int> items, const std::function<bool(const st
 
 nlohmann::json TraceSize::json() const { return {{"ops", ops}, {"seqs", seqs}, {"layers", layers}, {"bytes", bytes}}; }
 
-TraceSize size_of(const cmp::Trace& t) {
+TraceSize size_of(const formats::Trace& t) {
   TraceSize s;
   s.ops = int(t.ops.size());
   s.layers = int(t.header.model.spec.layers.size());
   std::set<int> seqs;
-  for (const cmp::TraceState& ts : t.header.start) seqs.insert(ts.seq);
-  for (const cmp::TraceOp& o : t.ops)
+  for (const formats::TraceState& ts : t.header.start) seqs.insert(ts.seq);
+  for (const formats::TraceOp& o : t.ops)
     for (int q : o.op.seqs)
       if (q != kPadRow) seqs.insert(q);
   s.seqs = int(seqs.size());
   return s;
 }
 
-ReduceResult reduce_trace(const cmp::Trace& trace, Backend& b, const ReduceOptions& options) {
+ReduceResult reduce_trace(const formats::Trace& trace, Backend& b, const ReduceOptions& options) {
   ReduceResult r;
   r.before = size_of(trace);
   ReplayOptions ro = options.replay;
@@ -192,24 +192,24 @@ ReduceResult reduce_trace(const cmp::Trace& trace, Backend& b, const ReduceOptio
   std::reverse(starts.begin(), starts.end());  // the latest first; -1 (op 0) last
   std::vector<int> all_layers;
   for (size_t l = 0; l < trace.header.model.spec.layers.size(); ++l) all_layers.push_back(int(l));
-  auto replay_of = [&](const cmp::Trace& t) {
+  auto replay_of = [&](const formats::Trace& t) {
     ++r.replays;
     return replay_trace(t, b, ro);
   };
   auto same_place = [&](const Divergence& a, const Divergence& c) {
     return a.what == c.what && a.tensor == c.tensor && a.seq == c.seq && a.layer == c.layer;
   };
-  cmp::Trace base;
+  formats::Trace base;
   std::string sig;
   for (int s : starts) {
-    cmp::Trace cut;
+    formats::Trace cut;
     cut.header = trace.header;
     cut.header.expect.reset();
     cut.source = trace.source;
     const StartPoint sp = start_point(trace, s);
     if (s >= 0) {
       cut.header.start.clear();
-      for (const cmp::TraceState& ts : trace.ops[size_t(s)].states)
+      for (const formats::TraceState& ts : trace.ops[size_t(s)].states)
         for (const auto& [seq, slot] : sp.slots)
           if (ts.seq == seq) {
             cut.header.start.push_back(ts);
@@ -217,7 +217,7 @@ ReduceResult reduce_trace(const cmp::Trace& trace, Backend& b, const ReduceOptio
           }
     }
     for (int i = s + 1; i <= D; ++i) {
-      cmp::TraceOp o = trace.ops[size_t(i)];
+      formats::TraceOp o = trace.ops[size_t(i)];
       if (i < D) {  // evidence before the divergent op agreed: dropping it changes no computation
         o.states.clear();
         for (auto& out : o.outputs) out.reset();
@@ -241,15 +241,15 @@ ReduceResult reduce_trace(const cmp::Trace& trace, Backend& b, const ReduceOptio
   }
   Keep keep;
   keep.layers = all_layers;
-  for (const cmp::TraceState& ts : base.header.start) keep.seqs.insert(ts.seq);
-  for (const cmp::TraceOp& o : base.ops)
+  for (const formats::TraceState& ts : base.header.start) keep.seqs.insert(ts.seq);
+  for (const formats::TraceOp& o : base.ops)
     for (int q : o.op.seqs)
       if (q != kPadRow) keep.seqs.insert(q);
   for (size_t i = 0; i < base.ops.size(); ++i) keep.ops.push_back(int(i));
   const int last = keep.ops.back();
   auto fails = [&](const Keep& k) {
     if (k.layers.empty() || k.ops.empty() || k.ops.back() != last) return false;
-    cmp::Trace t = build(base, k);
+    formats::Trace t = build(base, k);
     if (t.ops.empty()) return false;
     try {
       const ReplayResult rr = replay_of(t);
@@ -313,7 +313,7 @@ ReduceResult reduce_trace(const cmp::Trace& trace, Backend& b, const ReduceOptio
   r.reduced = build(base, keep);
   const ReplayResult fin = replay_trace(r.reduced, b, ro);
   r.reproduced = fin.divergences.empty() ? Divergence{} : fin.divergences.front();
-  cmp::TraceExpectation x;  // the reduced trace says where it diverges: `replay` pinpoints it
+  formats::TraceExpectation x;  // the reduced trace says where it diverges: `replay` pinpoints it
   x.op = r.reproduced.op_index;
   x.seq = r.reproduced.seq;
   x.layer = r.reproduced.layer;

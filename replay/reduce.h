@@ -31,7 +31,7 @@ struct ReduceResult {
   bool diverged = false;  // false: the trace agrees on the backend, nothing to reduce
   Divergence original;    // the full replay's first divergence
   int start_after = -1;   // the op of the original after which the reduced trace starts (-1: op 0)
-  cmp::Trace reduced;     // diverges at its last op
+  formats::Trace reduced;  // diverges at its last op
   Divergence reproduced;  // the reduced trace's divergence
   TraceSize before, after;
   int replays = 0;          // candidates replayed
@@ -41,8 +41,8 @@ struct ReduceResult {
 };
 
 // The sizes of a trace (bytes: 0).
-TraceSize size_of(const cmp::Trace& trace);
+TraceSize size_of(const formats::Trace& trace);
 
-ReduceResult reduce_trace(const cmp::Trace& trace, Backend& backend, const ReduceOptions& options = {});
+ReduceResult reduce_trace(const formats::Trace& trace, Backend& backend, const ReduceOptions& options = {});
 
 }  // namespace ssm::replay

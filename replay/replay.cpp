@@ -15,7 +15,7 @@ namespace ssm::replay {
 namespace {
 
 // The backend's state cut to what the trace recorded: its layers, and the stage only if recorded.
-SequenceState restrict_to(SequenceState got, const cmp::TraceState& rec) {
+SequenceState restrict_to(SequenceState got, const formats::TraceState& rec) {
   SequenceState s;
   s.slot = got.slot;
   s.last_verify_k = got.last_verify_k;
@@ -71,7 +71,7 @@ std::string Refusal::text(const std::string& backend) const {
   return s;
 }
 
-bool ReplayResult::matches(const cmp::TraceExpectation& x) const {
+bool ReplayResult::matches(const formats::TraceExpectation& x) const {
   if (divergences.empty()) return false;
   const Divergence& d = divergences.front();
   return d.op_index == x.op && (x.seq < 0 || d.seq == x.seq) && d.layer == x.layer && d.tensor == x.tensor;
@@ -133,12 +133,12 @@ nlohmann::json ReplayResult::json() const {
   return j;
 }
 
-ReplayResult replay_trace(const cmp::Trace& trace, Backend& b, const ReplayOptions& o) {
-  cmp::MemoryTrace tr(trace);
+ReplayResult replay_trace(const formats::Trace& trace, Backend& b, const ReplayOptions& o) {
+  formats::MemoryTrace tr(trace);
   return replay_trace(tr, b, o);
 }
 
-ReplayResult replay_trace(cmp::TraceSource& tr, Backend& b, const ReplayOptions& o) {
+ReplayResult replay_trace(formats::TraceSource& tr, Backend& b, const ReplayOptions& o) {
   ReplayResult r;
   r.backend = b.name();
   r.trace = tr.source;
@@ -147,7 +147,7 @@ ReplayResult replay_trace(cmp::TraceSource& tr, Backend& b, const ReplayOptions&
   // bits where bits are promised: the same backend and build reproduce their own trace exactly
   ReplayOptions opt = o;
   // the same numerics: the backend's numerics_id (its kernels' digest and device), not the executable
-  const std::string here = cmp::build_id(b);
+  const std::string here = formats::build_id(b);
   const bool same = tr.header.backend == b.name() && !tr.header.build.empty() && tr.header.build == here;
   if (o.strictness == cmp::Strictness::bitwise) {
     r.judged = "bit for bit (forced)";
@@ -176,7 +176,7 @@ ReplayResult replay_trace(cmp::TraceSource& tr, Backend& b, const ReplayOptions&
   // asks for the inputs of the op it runs, the current one of the source.
   Runner runner(b, [&](const InputKey& key, int rows) {
     const int row = key.batch_row;
-    const cmp::TraceOp& t = tr.op(size_t(key.op_index));
+    const formats::TraceOp& t = tr.op(size_t(key.op_index));
     if (size_t(row) < t.inputs.size() && t.inputs[size_t(row)].rows == rows && !t.inputs[size_t(row)].layers.empty())
       return t.inputs[size_t(row)];
     return StepInputs::zeros(spec, rows);
@@ -184,17 +184,17 @@ ReplayResult replay_trace(cmp::TraceSource& tr, Backend& b, const ReplayOptions&
   // the ops before the start: their lineage (what the trace accepted), and the recorded states
   for (int i = 0; i <= start.after_op; ++i)
     if (!tr.heads[size_t(i)].refused) lineage.apply(tr.heads[size_t(i)].op);
-  const std::vector<cmp::TraceState>& from =
+  const std::vector<formats::TraceState>& from =
       start.after_op < 0 ? tr.header.start : tr.op(size_t(start.after_op)).states;
   for (const auto& [seq, slot] : start.slots) {
-    for (const cmp::TraceState& ts : from)
+    for (const formats::TraceState& ts : from)
       if (ts.seq == seq) b.import_state(slot, ts.state);
     runner.adopt(seq, slot);
   }
   int last_ok = start.after_op;  // the recorded states a replay starts from agree by construction
   std::string last_ok_text = r.started_after_text;
   for (size_t i = size_t(start.after_op + 1); i < stop; ++i) {
-    const cmp::TraceOp& t = tr.op(i);
+    const formats::TraceOp& t = tr.op(i);
     const int index = int(i);
     const std::string text = to_string(t.op);
     ++r.ops_run;
@@ -241,7 +241,7 @@ ReplayResult replay_trace(cmp::TraceSource& tr, Backend& b, const ReplayOptions&
       }
       lineage.apply(t.op);
     }
-    for (const cmp::TraceState& ts : t.states) {
+    for (const formats::TraceState& ts : t.states) {
       evidence = true;
       int slot = -1;
       try {
@@ -285,16 +285,16 @@ ReplayResult replay_trace(cmp::TraceSource& tr, Backend& b, const ReplayOptions&
   return r;
 }
 
-std::string cannot_replay(const cmp::Trace& trace, const Capabilities& caps, const std::string& name) {
-  return cannot_replay(cmp::MemoryTrace(trace), caps, name);
+std::string cannot_replay(const formats::Trace& trace, const Capabilities& caps, const std::string& name) {
+  return cannot_replay(formats::MemoryTrace(trace), caps, name);
 }
 
-std::string cannot_replay(const cmp::TraceSource& trace, const Capabilities& caps, const std::string& name) {
-  const cmp::TraceHeader& h = trace.header;
+std::string cannot_replay(const formats::TraceSource& trace, const Capabilities& caps, const std::string& name) {
+  const formats::TraceHeader& h = trace.header;
   if (std::string why = caps.cannot_run(h.model.spec, h.pool.h_mode, name); !why.empty()) return why;
   if (std::string why = caps.cannot_run_slots(h.pool.max_slots, name); !why.empty()) return why;
   for (size_t i = 0; i < trace.size(); ++i) {
-    const cmp::TraceOpHead& t = trace.heads[i];
+    const formats::TraceOpHead& t = trace.heads[i];
     if (t.refused) continue;
     if (std::string why = caps.cannot_run(t.op, name); !why.empty())
       return fmt::format("op {} '{}': {}", i, to_string(t.op), why);

@@ -20,7 +20,7 @@ struct ReplayOptions {
   // classes: under the tolerance classes, unless same_build_bitwise applies; bitwise: always.
   cmp::Strictness strictness = cmp::Strictness::classes;
   // A trace whose states come from this very backend and numerics (TraceHeader backend and build
-  // equal to Backend::name() and cmp::build_id(backend)) must be reproduced bit for bit.
+  // equal to Backend::name() and formats::build_id(backend)) must be reproduced bit for bit.
   bool same_build_bitwise = true;
   bool keep_going = false;  // go on past the first divergence (the backend keeps its own state)
   // Replay only ops start+1 .. stop: the pool starts as the states recorded after op `start`
@@ -80,24 +80,24 @@ struct ReplayResult {
   int ops_skipped = 0;
   bool pass() const { return divergences.empty(); }
   // The first divergence is at the expected op, layer and tensor (and seq when given).
-  bool matches(const cmp::TraceExpectation& x) const;
+  bool matches(const formats::TraceExpectation& x) const;
   std::string text() const;  // terminal report
   nlohmann::json json() const;
 };
 
 // Creates a fresh pool on `backend` from the trace's model and pool and replays every op.
 // Throws std::invalid_argument when the backend rejects the model or pool.
-// The ops are read one at a time (cmp::TraceSource::op): a trace opened with cmp::open_trace is
+// The ops are read one at a time (formats::TraceSource::op): a trace opened with formats::open_trace is
 // replayed in memory bounded by the live state, whatever its length.
-ReplayResult replay_trace(cmp::TraceSource& trace, Backend& backend, const ReplayOptions& options = {});
-ReplayResult replay_trace(const cmp::Trace& trace, Backend& backend, const ReplayOptions& options = {});
+ReplayResult replay_trace(formats::TraceSource& trace, Backend& backend, const ReplayOptions& options = {});
+ReplayResult replay_trace(const formats::Trace& trace, Backend& backend, const ReplayOptions& options = {});
 
 // "" when an implementation that runs `caps` (core/capabilities.h) runs the trace: its layers, its
 // h mode, its pool's slots and every op the trace's producer accepted (a refused op is refused by
 // the contract before it reaches the implementation); else why not, naming the first op outside
 // it ("op 7 'snapshot_save 0': plugin:x does not implement it"). Replay and the gate skip such a
 // trace on that backend with this reason.
-std::string cannot_replay(const cmp::TraceSource& trace, const Capabilities& caps, const std::string& name);
-std::string cannot_replay(const cmp::Trace& trace, const Capabilities& caps, const std::string& name);
+std::string cannot_replay(const formats::TraceSource& trace, const Capabilities& caps, const std::string& name);
+std::string cannot_replay(const formats::Trace& trace, const Capabilities& caps, const std::string& name);
 
 }  // namespace ssm::replay

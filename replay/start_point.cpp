@@ -10,19 +10,19 @@
 
 namespace ssm::replay {
 
-std::vector<std::vector<std::pair<int, int>>> live_slots(const cmp::TraceSource& tr) {
+std::vector<std::vector<std::pair<int, int>>> live_slots(const formats::TraceSource& tr) {
   Contract c(tr.header.model.spec, tr.header.pool);
   std::map<int, int> live;
   std::vector<std::vector<std::pair<int, int>>> out;
   try {  // a trace cut out of a longer one starts with its start states claimed
-    for (const cmp::TraceState& ts : tr.header.start) {
+    for (const formats::TraceState& ts : tr.header.start) {
       c.on_import(ts.state.slot, c.check_import(ts.state.slot, ts.state));
       live[ts.seq] = ts.state.slot;
     }
   } catch (const std::invalid_argument&) {
     return out;
   }
-  for (const cmp::TraceOpHead& t : tr.heads) {
+  for (const formats::TraceOpHead& t : tr.heads) {
     if (!t.refused) {
       const int seq = t.op.seqs.at(0);
       try {
@@ -48,11 +48,11 @@ std::vector<std::vector<std::pair<int, int>>> live_slots(const cmp::TraceSource&
 namespace {
 
 // [first, last] ranges of ops after which a start would miss a snapshot a later restore reads.
-std::vector<int> snapshot_blocked(const cmp::TraceSource& tr) {
+std::vector<int> snapshot_blocked(const formats::TraceSource& tr) {
   std::vector<int> diff(tr.size() + 1, 0);
   std::map<int, int> saved;  // snapshot slot -> last accepted save
   for (size_t j = 0; j < tr.size(); ++j) {
-    const cmp::TraceOpHead& t = tr.heads[j];
+    const formats::TraceOpHead& t = tr.heads[j];
     if (t.op.kind == OpKind::snapshot_restore && saved.count(t.op.a)) {
       ++diff[size_t(saved.at(t.op.a))];
       --diff[j];
@@ -65,18 +65,18 @@ std::vector<int> snapshot_blocked(const cmp::TraceSource& tr) {
   return blocked;
 }
 
-std::string why_not(const cmp::TraceSource& tr, int op, const std::vector<std::vector<std::pair<int, int>>>& live,
+std::string why_not(const formats::TraceSource& tr, int op, const std::vector<std::vector<std::pair<int, int>>>& live,
                     const std::vector<int>& blocked) {
   if (op < 0 || size_t(op) >= tr.size()) return fmt::format("no op {} (the trace has {})", op, tr.size());
   if (size_t(op) >= live.size())
     return fmt::format("the contract refuses an alloc or release the trace accepted at or before op {}", live.size());
   if (blocked[size_t(op)])
     return "a later snapshot_restore reads a snapshot saved at or before it (snapshots are not recorded)";
-  const cmp::TraceOpHead& t = tr.heads[size_t(op)];
+  const formats::TraceOpHead& t = tr.heads[size_t(op)];
   const size_t L = tr.header.model.spec.layers.size();
   for (const auto& [seq, slot] : live[size_t(op)]) {
-    const cmp::TraceStateHead* s = nullptr;
-    for (const cmp::TraceStateHead& ts : t.states)
+    const formats::TraceStateHead* s = nullptr;
+    for (const formats::TraceStateHead& ts : t.states)
       if (ts.seq == seq) s = &ts;
     if (!s) return fmt::format("the state of live seq {} is not recorded", seq);
     if (size_t(s->layers) != L) return fmt::format("seq {} is recorded in {} of the {} layers", seq, s->layers, L);
@@ -88,7 +88,7 @@ std::string why_not(const cmp::TraceSource& tr, int op, const std::vector<std::v
 
 }  // namespace
 
-std::vector<int> start_points(const cmp::TraceSource& tr) {
+std::vector<int> start_points(const formats::TraceSource& tr) {
   const auto live = live_slots(tr);
   const auto blocked = snapshot_blocked(tr);
   std::vector<int> v;
@@ -97,15 +97,15 @@ std::vector<int> start_points(const cmp::TraceSource& tr) {
   return v;
 }
 
-std::string why_not_start(const cmp::TraceSource& tr, int op) {
+std::string why_not_start(const formats::TraceSource& tr, int op) {
   return why_not(tr, op, live_slots(tr), snapshot_blocked(tr));
 }
 
-StartPoint start_point(const cmp::TraceSource& tr, int op) {
+StartPoint start_point(const formats::TraceSource& tr, int op) {
   StartPoint p;
   p.after_op = op;
   if (op < 0) {  // op 0, from the trace's own start (TraceHeader::start; usually an empty pool)
-    for (const cmp::TraceState& ts : tr.header.start) p.slots.emplace_back(ts.seq, ts.state.slot);
+    for (const formats::TraceState& ts : tr.header.start) p.slots.emplace_back(ts.seq, ts.state.slot);
     return p;
   }
   const auto live = live_slots(tr);
@@ -115,11 +115,13 @@ StartPoint start_point(const cmp::TraceSource& tr, int op) {
   return p;
 }
 
-std::vector<std::vector<std::pair<int, int>>> live_slots(const cmp::Trace& trace) {
-  return live_slots(cmp::MemoryTrace(trace));
+std::vector<std::vector<std::pair<int, int>>> live_slots(const formats::Trace& trace) {
+  return live_slots(formats::MemoryTrace(trace));
 }
-std::vector<int> start_points(const cmp::Trace& trace) { return start_points(cmp::MemoryTrace(trace)); }
-StartPoint start_point(const cmp::Trace& trace, int op) { return start_point(cmp::MemoryTrace(trace), op); }
-std::string why_not_start(const cmp::Trace& trace, int op) { return why_not_start(cmp::MemoryTrace(trace), op); }
+std::vector<int> start_points(const formats::Trace& trace) { return start_points(formats::MemoryTrace(trace)); }
+StartPoint start_point(const formats::Trace& trace, int op) { return start_point(formats::MemoryTrace(trace), op); }
+std::string why_not_start(const formats::Trace& trace, int op) {
+  return why_not_start(formats::MemoryTrace(trace), op);
+}
 
 }  // namespace ssm::replay

@@ -3,7 +3,7 @@
 // Backend::import_state, and after which no op restores a prefix-cache snapshot saved before it
 // (snapshots are not part of a recorded state). Users: replay/replay.cpp (ReplayOptions::start),
 // `replay --from` / `--bisect` (replay/bisect.h), `reduce` (replay/reduce.h); docs/trace-format.md.
-// Each reads only the ops' heads (cmp::TraceOpHead), never their data; the Trace overloads wrap it.
+// Each reads only the ops' heads (formats::TraceOpHead), never their data; the Trace overloads wrap it.
 #pragma once
 #include <string>
 #include <utility>
@@ -21,20 +21,20 @@ struct StartPoint {
 // The slots every op leaves live, by the contract's alloc rule (the smallest free slot whose
 // capacity fits, lowest index on ties) over the ops the trace accepted: entry i is after op i.
 // Stops (shorter result) at an op the contract refuses that the trace accepted.
-std::vector<std::vector<std::pair<int, int>>> live_slots(const cmp::TraceSource& trace);
-std::vector<std::vector<std::pair<int, int>>> live_slots(const cmp::Trace& trace);
+std::vector<std::vector<std::pair<int, int>>> live_slots(const formats::TraceSource& trace);
+std::vector<std::vector<std::pair<int, int>>> live_slots(const formats::Trace& trace);
 
 // Every op after which a replay may start, ascending (not -1).
-std::vector<int> start_points(const cmp::TraceSource& trace);
-std::vector<int> start_points(const cmp::Trace& trace);
+std::vector<int> start_points(const formats::TraceSource& trace);
+std::vector<int> start_points(const formats::Trace& trace);
 
 // The start after `op` (-1: op 0, from the trace's own start states, TraceHeader::start: usually
 // none, an empty pool). Throws std::invalid_argument saying why `op` is not one.
-StartPoint start_point(const cmp::TraceSource& trace, int op);
-StartPoint start_point(const cmp::Trace& trace, int op);
+StartPoint start_point(const formats::TraceSource& trace, int op);
+StartPoint start_point(const formats::Trace& trace, int op);
 
 // Why op `op` is not a start point ("" when it is).
-std::string why_not_start(const cmp::TraceSource& trace, int op);
-std::string why_not_start(const cmp::Trace& trace, int op);
+std::string why_not_start(const formats::TraceSource& trace, int op);
+std::string why_not_start(const formats::Trace& trace, int op);
 
 }  // namespace ssm::replay

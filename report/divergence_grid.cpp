@@ -128,11 +128,11 @@ nlohmann::json DivergenceGrid::error_growth() const {
           {"columns", columns}, {"series", series}};
 }
 
-DivergenceGrid grid_of(const cmp::Trace& trace, const replay::ReplayResult& r) {
-  return grid_of(cmp::MemoryTrace(trace), r);
+DivergenceGrid grid_of(const formats::Trace& trace, const replay::ReplayResult& r) {
+  return grid_of(formats::MemoryTrace(trace), r);
 }
 
-DivergenceGrid grid_of(const cmp::TraceSource& trace, const replay::ReplayResult& r) {
+DivergenceGrid grid_of(const formats::TraceSource& trace, const replay::ReplayResult& r) {
   DivergenceGrid g;
   g.title = fmt::format("{} on {}", trace.source, r.backend);
   for (size_t i = 0; i < trace.size(); ++i) g.columns.push_back(fmt::format("{} {}", i, to_string(trace.heads[i].op)));

@@ -48,8 +48,8 @@ struct DivergenceGrid {
 std::string field_of(const std::string& tensor);
 
 // A replay of a trace: a column per op of the trace; its refusals and the first divergence.
-DivergenceGrid grid_of(const cmp::TraceSource& trace, const replay::ReplayResult& r);
-DivergenceGrid grid_of(const cmp::Trace& trace, const replay::ReplayResult& r);
+DivergenceGrid grid_of(const formats::TraceSource& trace, const replay::ReplayResult& r);
+DivergenceGrid grid_of(const formats::Trace& trace, const replay::ReplayResult& r);
 // A lockstep run of one op script (fuzz::check_script: the shrunk case of a campaign).
 DivergenceGrid grid_of(const fuzz::ReplayResult& r, const std::string& title);
 

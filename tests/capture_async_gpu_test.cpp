@@ -74,13 +74,13 @@ void run_case(HMode mode, int64_t staging, int policy, const char* script) {
   cudaFree(y);
   cudaStreamDestroy(engine);
 
-  const cmp::Trace got = cmp::read_trace(path);
+  const formats::Trace got = formats::read_trace(path);
   ASSERT_EQ(got.ops.size(), r.ops.size());
   size_t compared = 0;
   for (size_t i = 0; i < r.ops.size(); ++i) {
     SCOPED_TRACE(fmt::format("op {} '{}'", i, to_string(r.ops[i].op)));
-    const cmp::TraceOp& a = r.ops[i];
-    const cmp::TraceOp& b = got.ops[i];
+    const formats::TraceOp& a = r.ops[i];
+    const formats::TraceOp& b = got.ops[i];
     EXPECT_FALSE(b.states_dropped);
     for (size_t e = 0; e < a.inputs.size(); ++e)
       for (size_t l = 0; l < a.inputs[e].layers.size(); ++l) {

@@ -25,7 +25,7 @@ Recorded small() { return record(case_of("tiny", HMode::f32, 7), kScript); }
 
 // The bytes an op puts into the staging pool with host pointers: each array rounded up to 16
 // bytes (capture/capture.cpp lay_out), the op to 256. io: inputs and outputs only.
-size_t staged_bytes(const cmp::TraceOp& op, bool with_states) {
+size_t staged_bytes(const formats::TraceOp& op, bool with_states) {
   size_t n = 0;
   auto add = [&](size_t b) { n += (b + 15) / 16 * 16; };
   for (const StepInputs& in : op.inputs)
@@ -35,7 +35,7 @@ size_t staged_bytes(const cmp::TraceOp& op, bool with_states) {
     if (o)
       for (const auto& l : o->layers) add(l.size() * 4);
   if (with_states)
-    for (const cmp::TraceState& s : op.states) {
+    for (const formats::TraceState& s : op.states) {
       if (s.state.h_prefill_stage) add(s.state.h_prefill_stage->bytes());
       for (const LayerState& ls : s.state.layers) {
         add(ls.h.bytes());
@@ -51,12 +51,12 @@ size_t staged_bytes(const cmp::TraceOp& op, bool with_states) {
 
 // Every op of `got` equals the recorded one (op, refusal, inputs, outputs, states bit for bit);
 // `dropped`: ops whose states the drop policy left out (checked marked and stateless).
-void expect_same(const Recorded& r, const cmp::Trace& got, const std::vector<bool>& dropped = {}) {
+void expect_same(const Recorded& r, const formats::Trace& got, const std::vector<bool>& dropped = {}) {
   ASSERT_EQ(got.ops.size(), r.ops.size());
   for (size_t i = 0; i < r.ops.size(); ++i) {
     SCOPED_TRACE(fmt::format("op {} '{}'", i, to_string(r.ops[i].op)));
-    const cmp::TraceOp& a = r.ops[i];
-    const cmp::TraceOp& b = got.ops[i];
+    const formats::TraceOp& a = r.ops[i];
+    const formats::TraceOp& b = got.ops[i];
     EXPECT_EQ(a.op, b.op);
     EXPECT_EQ(a.refused, b.refused);
     ASSERT_EQ(a.inputs.size(), b.inputs.size());
@@ -112,11 +112,11 @@ TEST(CaptureAsync, QueuedOpsAreWrittenAsASynchronousCaptureWritesThemAndReplayBi
   ASSERT_GE(r.ops.size(), 8u);
   ssmc_trace* t = open_async(r, d.file("a.h5"), 0, SSMC_BLOCK);
   ASSERT_NE(t, nullptr);
-  for (const cmp::TraceOp& op : r.ops)
+  for (const formats::TraceOp& op : r.ops)
     ASSERT_EQ(capture_op(t, r.header.model.spec, op, SSMC_HOST), SSMC_OK) << ssmc_last_error();
   EXPECT_EQ(ssmc_op_count(t), int(r.ops.size()));
   ASSERT_EQ(ssmc_close(t), SSMC_OK) << ssmc_last_error();
-  expect_same(r, cmp::read_trace(d.file("a.h5")));
+  expect_same(r, formats::read_trace(d.file("a.h5")));
   const Shell rep = sh(std::string(SSMCHECK_BIN) + " replay " + q(d.file("a.h5")));
   EXPECT_EQ(rep.code, 0) << rep.out;
   EXPECT_NE(rep.out.find(fmt::format("AGREE: {} ops", r.ops.size())), std::string::npos) << rep.out;
@@ -126,16 +126,16 @@ TEST(CaptureAsync, BlockPolicyWithAPoolSmallerThanTwoOpsWritesEveryOpAndDropsNot
   TempDir d;
   const Recorded r = small();
   size_t most = 0;
-  for (const cmp::TraceOp& op : r.ops) most = std::max(most, staged_bytes(op, true));
+  for (const formats::TraceOp& op : r.ops) most = std::max(most, staged_bytes(op, true));
   const int64_t pool = int64_t(std::max<size_t>(4096, most + most / 2));
   std::printf("largest op %zu bytes, pool %lld bytes\n", most, (long long)pool);
   ssmc_trace* t = open_async(r, d.file("b.h5"), pool, SSMC_BLOCK);
   ASSERT_NE(t, nullptr);
-  for (const cmp::TraceOp& op : r.ops)
+  for (const formats::TraceOp& op : r.ops)
     ASSERT_EQ(capture_op(t, r.header.model.spec, op, SSMC_HOST), SSMC_OK) << ssmc_last_error();
   EXPECT_EQ(ssmc_states_dropped(t), 0);
   ASSERT_EQ(ssmc_close(t), SSMC_OK) << ssmc_last_error();
-  expect_same(r, cmp::read_trace(d.file("b.h5")));
+  expect_same(r, formats::read_trace(d.file("b.h5")));
 }
 
 TEST(CaptureAsync, BlockPolicyRefusesAnOpLargerThanThePoolNamingBothSizesAndGoesOn) {
@@ -145,7 +145,7 @@ TEST(CaptureAsync, BlockPolicyRefusesAnOpLargerThanThePoolNamingBothSizesAndGoes
   ssmc_trace* t = open_async(r, d.file("c.h5"), pool, SSMC_BLOCK);
   ASSERT_NE(t, nullptr);
   size_t written = 0;
-  for (const cmp::TraceOp& op : r.ops) {
+  for (const formats::TraceOp& op : r.ops) {
     const size_t need = staged_bytes(op, true);
     const ssmc_status st = capture_op(t, r.header.model.spec, op, SSMC_HOST);
     if (need <= size_t(pool)) {
@@ -162,7 +162,7 @@ TEST(CaptureAsync, BlockPolicyRefusesAnOpLargerThanThePoolNamingBothSizesAndGoes
   ASSERT_LT(written, r.ops.size());
   EXPECT_EQ(ssmc_op_count(t), int(written));
   ASSERT_EQ(ssmc_close(t), SSMC_OK) << ssmc_last_error();
-  EXPECT_EQ(cmp::read_trace(d.file("c.h5")).ops.size(), written);
+  EXPECT_EQ(formats::read_trace(d.file("c.h5")).ops.size(), written);
 }
 
 TEST(CaptureAsync, DropPolicyLeavesOutTheStatesThatDoNotFitMarksThemAndTheTraceReplays) {
@@ -170,21 +170,21 @@ TEST(CaptureAsync, DropPolicyLeavesOutTheStatesThatDoNotFitMarksThemAndTheTraceR
   const Recorded r = small();
   // a pool that holds every op's inputs and outputs but no op's states besides
   size_t io = 4096;
-  for (const cmp::TraceOp& op : r.ops) io = std::max(io, staged_bytes(op, false));
+  for (const formats::TraceOp& op : r.ops) io = std::max(io, staged_bytes(op, false));
   std::vector<bool> dropped;
   int64_t n_dropped = 0;
-  for (const cmp::TraceOp& op : r.ops) {
+  for (const formats::TraceOp& op : r.ops) {
     dropped.push_back(!op.states.empty() && staged_bytes(op, true) > io);
     n_dropped += dropped.back();
   }
   ASSERT_GT(n_dropped, 0);
   ssmc_trace* t = open_async(r, d.file("e.h5"), int64_t(io), SSMC_DROP_STATES);
   ASSERT_NE(t, nullptr);
-  for (const cmp::TraceOp& op : r.ops)
+  for (const formats::TraceOp& op : r.ops)
     ASSERT_EQ(capture_op(t, r.header.model.spec, op, SSMC_HOST), SSMC_OK) << ssmc_last_error();
   EXPECT_EQ(ssmc_states_dropped(t), n_dropped);
   ASSERT_EQ(ssmc_close(t), SSMC_OK) << ssmc_last_error();
-  expect_same(r, cmp::read_trace(d.file("e.h5")), dropped);
+  expect_same(r, formats::read_trace(d.file("e.h5")), dropped);
   const Shell rep = sh(std::string(SSMCHECK_BIN) + " replay " + q(d.file("e.h5")));
   EXPECT_EQ(rep.code, 0) << rep.out;
 }
@@ -194,13 +194,13 @@ TEST(CaptureAsync, DropPolicyWithRoomDropsNothing) {
   const Recorded r = small();
   ssmc_trace* t = open_async(r, d.file("f.h5"), 64 << 20, SSMC_DROP_STATES);
   ASSERT_NE(t, nullptr);
-  for (const cmp::TraceOp& op : r.ops) {
+  for (const formats::TraceOp& op : r.ops) {
     ASSERT_EQ(capture_op(t, r.header.model.spec, op, SSMC_HOST), SSMC_OK) << ssmc_last_error();
     ASSERT_EQ(ssmc_flush(t), SSMC_OK) << ssmc_last_error();
   }
   EXPECT_EQ(ssmc_states_dropped(t), 0);
   ASSERT_EQ(ssmc_close(t), SSMC_OK) << ssmc_last_error();
-  expect_same(r, cmp::read_trace(d.file("f.h5")));
+  expect_same(r, formats::read_trace(d.file("f.h5")));
 }
 
 TEST(CaptureAsync, TheWritersFailureIsReportedAtFlushAndAtCloseAndTheOtherOpsStay) {
@@ -216,7 +216,7 @@ TEST(CaptureAsync, TheWritersFailureIsReportedAtFlushAndAtCloseAndTheOtherOpsSta
     }
   ASSERT_GT(bad, 0u);
   for (size_t i = 0; i < r.ops.size(); ++i) {
-    cmp::TraceOp op = r.ops[i];
+    formats::TraceOp op = r.ops[i];
     if (i == bad) op.inputs[0].layers[0].x[5] = std::nanf("");
     ASSERT_EQ(capture_op(t, r.header.model.spec, op, SSMC_HOST), SSMC_OK) << i << ": " << ssmc_last_error();
     if (i == bad) {  // queued: the flush waits for the writer and reports its failure, once
@@ -233,7 +233,7 @@ TEST(CaptureAsync, TheWritersFailureIsReportedAtFlushAndAtCloseAndTheOtherOpsSta
   EXPECT_EQ(closed, SSMC_ERR_INVALID);
   const std::string why = ssmc_last_error();
   EXPECT_NE(why.find("1 op(s) failed in the background writer"), std::string::npos) << why;
-  const cmp::Trace got = cmp::read_trace(d.file("g.h5"));
+  const formats::Trace got = formats::read_trace(d.file("g.h5"));
   EXPECT_TRUE(got.finished);
   EXPECT_EQ(got.ops.size(), r.ops.size() - 1);
 }
@@ -276,7 +276,7 @@ TEST(CaptureAsync, ACrashAfterAFlushLosesAtMostTheQueuedOpsAndIsRecovered) {
     }
   }
   ssmc_abandon(t);  // as a crash: the ops queued after the flush may be lost
-  const cmp::Trace got = cmp::read_trace(path);
+  const formats::Trace got = formats::read_trace(path);
   EXPECT_FALSE(got.finished);
   ASSERT_GE(got.ops.size(), flushed);
   ASSERT_LE(got.ops.size(), r.ops.size());
@@ -321,7 +321,7 @@ TEST(CaptureAsync, MisuseIsRefusedByName) {
   ASSERT_EQ(ssmc_begin_op(a, "alloc"), SSMC_OK);
   ASSERT_EQ(ssmc_end_op(a), SSMC_OK);
   ASSERT_EQ(ssmc_close(a), SSMC_OK) << ssmc_last_error();
-  EXPECT_EQ(cmp::read_trace(d.file("n.h5")).ops.size(), 1u);
+  EXPECT_EQ(formats::read_trace(d.file("n.h5")).ops.size(), 1u);
 }
 
 }  // namespace

@@ -31,6 +31,15 @@ using test::sh;
 using test::Shell;
 using test::TempDir;
 
+// The dump format's names (formats/dump.h); the rest of this file is the judge's.
+using formats::Dump;
+using formats::DumpSequence;
+using formats::FormatError;
+using formats::read_dump;
+using formats::ReadOptions;
+using formats::tool_version;
+using formats::write_dump;
+
 Dump make_dump(const std::string& preset, HMode mode, uint64_t seed, const std::string& ops) {
   const ModelSpec spec = make_preset(preset);
   GenConfig g;

@@ -22,17 +22,17 @@ using test::q;
 using test::sh;
 
 // A trace recorded with `numerics` on every layer, whose header then declares the contract's.
-cmp::Trace undeclared(CaseConfig cfg, const Numerics& numerics, const std::string& script) {
+formats::Trace undeclared(CaseConfig cfg, const Numerics& numerics, const std::string& script) {
   cfg.numerics = numerics;
   const test::Recorded w = test::record(cfg, script);
-  cmp::Trace t;
+  formats::Trace t;
   t.header = w.header;
   t.ops = w.ops;
   for (LayerSpec& l : t.header.model.spec.layers) l.numerics = Numerics{};
   return t;
 }
 
-std::vector<std::string> hints_of(cmp::Trace& t, replay::ReplayResult* out = nullptr) {
+std::vector<std::string> hints_of(formats::Trace& t, replay::ReplayResult* out = nullptr) {
   ref::ReferenceBackend b;
   const replay::ReplayResult r = replay::replay_trace(t, b);
   if (out) *out = r;
@@ -47,7 +47,7 @@ TEST(ConventionHints, UndeclaredTorchGatesAreNamed) {
   cfg.gen.extreme_gates = true;  // gate inputs past the softplus threshold and the clamps: the conventions differ
   Numerics torch;
   torch.gates = GateMath::torch;
-  cmp::Trace t = undeclared(cfg, torch, "alloc; prefill 3; decode; verify 2; commit 1 2");
+  formats::Trace t = undeclared(cfg, torch, "alloc; prefill 3; decode; verify 2; commit 1 2");
   replay::ReplayResult r;
   const std::vector<std::string> hints = hints_of(t, &r);
   ASSERT_FALSE(r.pass()) << "the undeclared torch gates must diverge under the contract's";
@@ -66,11 +66,11 @@ TEST(ConventionHints, UndeclaredCarriedRowsAreNamed) {
   cfg.gen.value_scale = 30;
   Numerics carried;
   carried.f16_rows = F16Rows::carried;
-  cmp::Trace t = undeclared(cfg, carried, "alloc; prefill 3; to_f16; verify 4; commit 2 4; decode");
+  formats::Trace t = undeclared(cfg, carried, "alloc; prefill 3; to_f16; verify 4; commit 2 4; decode");
   // carried and stored rows differ by FP16 roundings, inside the classes: the trace diverges only
   // where bits are promised (recorded by these numerics), and the hint is confirmed bit for bit
   ref::ReferenceBackend here;
-  t.header.build = cmp::build_id(here);
+  t.header.build = formats::build_id(here);
   replay::ReplayResult r;
   const std::vector<std::string> hints = hints_of(t, &r);
   ASSERT_FALSE(r.pass()) << "rows carried in FP32 across a verify must differ from stored ones";
@@ -81,7 +81,7 @@ TEST(ConventionHints, UndeclaredCarriedRowsAreNamed) {
 TEST(ConventionHints, ASlipIsNotAConvention) {
   CaseConfig cfg = case_of("tiny", HMode::f16, 5);
   test::Recorded w = test::record(cfg, "alloc; prefill 3; to_f16; decode; verify 3; commit 1 3");
-  cmp::Trace t;
+  formats::Trace t;
   t.header = w.header;
   t.ops = w.ops;
   // h after the commit perturbed far beyond any convention's difference
@@ -104,8 +104,8 @@ TEST(ConventionHints, ReplayPrintsTheHint) {
   cfg.gen.extreme_gates = true;
   Numerics torch;
   torch.gates = GateMath::torch;
-  const cmp::Trace t = undeclared(cfg, torch, "alloc; prefill 3; decode");
-  cmp::write_trace(d.file("t.h5"), t.header, t.ops);
+  const formats::Trace t = undeclared(cfg, torch, "alloc; prefill 3; decode");
+  formats::write_trace(d.file("t.h5"), t.header, t.ops);
   const auto out = sh(std::string(SSMCHECK_BIN) + " replay " + q(d.file("t.h5")) + " --json " + q(d.file("v.json")));
   EXPECT_EQ(out.code, 1) << out.out;
   EXPECT_NE(out.out.find("likely cause: replaying with --gates torch agrees through op"), std::string::npos) << out.out;

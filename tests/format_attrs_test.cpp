@@ -14,7 +14,7 @@
 #include "formats/hdf5_file.h"
 #include "formats/trace.h"
 
-namespace ssm::cmp {
+namespace ssm::formats {
 namespace {
 
 namespace fs = std::filesystem;
@@ -197,4 +197,4 @@ TEST_F(FormatAttrs, EveryBundledTraceStillReads) {
 }
 
 }  // namespace
-}  // namespace ssm::cmp
+}  // namespace ssm::formats

@@ -529,10 +529,10 @@ TEST(HostileInput, APeerAnnouncingMoreThanItSentIsAWireError) {
 
 // The probe turns a read that crashes into a message, and lets a read that throws or succeeds be.
 TEST(HostileInput, ACrashingReadIsContainedInTheProbe) {
-  EXPECT_EQ(cmp::crash_probe([] { std::raise(SIGSEGV); }), "reading it crashed libhdf5 (SIGSEGV)");
-  EXPECT_EQ(cmp::crash_probe([] { std::abort(); }), "reading it crashed libhdf5 (SIGABRT)");
-  EXPECT_EQ(cmp::crash_probe([] { throw std::runtime_error("a normal error"); }), "");
-  EXPECT_EQ(cmp::crash_probe([] {}), "");
+  EXPECT_EQ(formats::crash_probe([] { std::raise(SIGSEGV); }), "reading it crashed libhdf5 (SIGSEGV)");
+  EXPECT_EQ(formats::crash_probe([] { std::abort(); }), "reading it crashed libhdf5 (SIGABRT)");
+  EXPECT_EQ(formats::crash_probe([] { throw std::runtime_error("a normal error"); }), "");
+  EXPECT_EQ(formats::crash_probe([] {}), "");
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ TEST(Mamba2NormGroups, NameBoundsAndCapability) {
 TEST(Mamba2NormGroups, TracesKeepTheAttribute) {
   namespace fs = std::filesystem;
   const fs::path p = fs::temp_directory_path() / ("mamba2_norm_groups_test." + std::to_string(::getpid()) + ".h5");
-  cmp::TraceHeader h;
+  formats::TraceHeader h;
   h.producer = "mamba2_norm_groups_test";
   h.model.spec = ModelSpec{"m", {layer(1)}};
   LayerWeights w;
@@ -106,10 +106,10 @@ TEST(Mamba2NormGroups, TracesKeepTheAttribute) {
   h.model.weights = {w};
   h.pool.max_slots = 1;
   h.pool.h_capacity = {2};
-  cmp::TraceOp alloc;
+  formats::TraceOp alloc;
   alloc.op = parse_op("alloc");
-  cmp::write_trace(p.string(), h, {alloc});
-  const cmp::Trace t = cmp::read_trace(p.string());
+  formats::write_trace(p.string(), h, {alloc});
+  const formats::Trace t = formats::read_trace(p.string());
   fs::remove(p);
   ASSERT_EQ(t.header.model.spec.layers.size(), 1u);
   EXPECT_EQ(t.header.model.spec.layers[0].norm_groups, 1);

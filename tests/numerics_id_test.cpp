@@ -47,13 +47,13 @@ TEST(NumericsId, TheReferenceNamesItsSourcesDigestAndTheCLibrary) {
   EXPECT_EQ(digest.size(), 16u) << id;
   EXPECT_EQ(digest.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
   EXPECT_EQ(id, b.numerics_id());
-  EXPECT_EQ(cmp::build_id(a), id);  // what record writes
+  EXPECT_EQ(formats::build_id(a), id);  // what record writes
 }
 
 TEST(NumericsId, ATraceOfTheseNumericsReplaysBitForBitAndOneOfOthersIsNamed) {
   test::TempDir d("ssmcheck-numerics");
   const std::string path = record(d, "t.h5");
-  cmp::Trace t = cmp::read_trace(path);
+  formats::Trace t = formats::read_trace(path);
   ref::ReferenceBackend be;
   EXPECT_EQ(t.header.build, be.numerics_id());
   replay::ReplayResult r = replay::replay_trace(t, be);
@@ -73,18 +73,18 @@ TEST(NumericsId, ATraceOfTheseNumericsReplaysBitForBitAndOneOfOthersIsNamed) {
 TEST(NumericsId, ApproveReStampsATraceTheseNumericsReproduceAndNothingElse) {
   test::TempDir d("ssmcheck-approve");
   const std::string path = record(d, "t.h5");
-  const cmp::Trace original = cmp::read_trace(path);
+  const formats::Trace original = formats::read_trace(path);
   // stamped by other numerics: approve finds the states reproduced bit for bit and re-stamps
-  cmp::stamp_trace_build(path, "reference numerics:0000000000000000 glibc 0");
-  EXPECT_EQ(cmp::read_trace(path).header.build, "reference numerics:0000000000000000 glibc 0");
+  formats::stamp_trace_build(path, "reference numerics:0000000000000000 glibc 0");
+  EXPECT_EQ(formats::read_trace(path).header.build, "reference numerics:0000000000000000 glibc 0");
   auto r = sh(std::string(SSMCHECK_BIN) + " approve --dry-run " + q(path));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("would be approved (--dry-run)"), std::string::npos) << r.out;
-  EXPECT_EQ(cmp::read_trace(path).header.build, "reference numerics:0000000000000000 glibc 0");  // unchanged
+  EXPECT_EQ(formats::read_trace(path).header.build, "reference numerics:0000000000000000 glibc 0");  // unchanged
   r = sh(std::string(SSMCHECK_BIN) + " approve " + q(path));
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("approved: reproduced bit for bit (8 ops"), std::string::npos) << r.out;
-  const cmp::Trace stamped = cmp::read_trace(path);
+  const formats::Trace stamped = formats::read_trace(path);
   EXPECT_EQ(stamped.header.build, original.header.build);
   ASSERT_EQ(stamped.ops.size(), original.ops.size());
   for (size_t i = 0; i < stamped.ops.size(); ++i)
@@ -95,8 +95,8 @@ TEST(NumericsId, ApproveReStampsATraceTheseNumericsReproduceAndNothingElse) {
 
   // states these numerics do not reproduce (one h element one ULP off, as a kernel change would
   // leave them): not approved, exit 1, the file untouched
-  std::vector<cmp::TraceOp> ops = original.ops;
-  cmp::TraceHeader h = original.header;
+  std::vector<formats::TraceOp> ops = original.ops;
+  formats::TraceHeader h = original.header;
   h.build = "reference numerics:1111111111111111 glibc 0";
   bool changed = false;
   for (auto& op : ops)
@@ -111,7 +111,7 @@ TEST(NumericsId, ApproveReStampsATraceTheseNumericsReproduceAndNothingElse) {
       }
   ASSERT_TRUE(changed);
   const std::string off = d.file("off.h5");
-  cmp::write_trace(off, h, ops);
+  formats::write_trace(off, h, ops);
   const std::string before = bytes_of(off);
   r = sh(std::string(SSMCHECK_BIN) + " approve " + q(off));
   EXPECT_EQ(r.code, 1) << r.out;
@@ -122,7 +122,7 @@ TEST(NumericsId, ApproveReStampsATraceTheseNumericsReproduceAndNothingElse) {
   // a trace of another backend is not this backend's to approve; nothing approved: exit 5
   h.backend = "cuda";
   const std::string other = d.file("other.h5");
-  cmp::write_trace(other, h, original.ops);
+  formats::write_trace(other, h, original.ops);
   r = sh(std::string(SSMCHECK_BIN) + " approve " + q(other));
   EXPECT_EQ(r.code, 5) << r.out;
   EXPECT_NE(r.out.find("its states come from 'cuda'"), std::string::npos) << r.out;

@@ -411,13 +411,13 @@ TEST(PleDump, RoundTripsEveryPartAndRefusesACarryOnALayerHostingNone) {
   b.checkpoint(s, false);
   b.verify({s}, 4, VerifyArm::exact, {c.inputs(1, 4)});
   b.commit(s, 2, 4);
-  cmp::Dump d;
+  formats::Dump d;
   d.spec = c.spec;
   d.pool = c.pool;
   d.sequences.push_back({0, b.export_state(s)});
   const std::string path = temp_path("roundtrip.h5");
-  cmp::write_dump(path, d);
-  const cmp::Dump back = cmp::read_dump(path);
+  formats::write_dump(path, d);
+  const formats::Dump back = formats::read_dump(path);
   ASSERT_EQ(back.spec.layers[0].ple, c.spec.layers[0].ple) << "the geometry travels as model attributes";
   EXPECT_FALSE(back.spec.layers[1].ple.hosted());
   const cmp::StateReport r = cmp::compare_state(d.sequences[0].state, back.sequences[0].state,
@@ -427,23 +427,23 @@ TEST(PleDump, RoundTripsEveryPartAndRefusesACarryOnALayerHostingNone) {
   EXPECT_TRUE(L.ple && L.ple_checkpoint);
   EXPECT_EQ(L.ple_snapshots.size(), 4u);
 
-  cmp::Dump bad = d;
+  formats::Dump bad = d;
   bad.sequences[0].state.layers[1].ple = bad.sequences[0].state.layers[0].ple;
   try {
-    cmp::write_dump(temp_path("bad.h5"), bad);
+    formats::write_dump(temp_path("bad.h5"), bad);
     ADD_FAILURE() << "a carry on a layer hosting none was written";
-  } catch (const cmp::FormatError& e) {
+  } catch (const formats::FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("/seq0/layer1/ple_history"), std::string::npos) << e.what();
   }
   bad = d;
   bad.sequences[0].state.layers[0].ple_snapshots.pop_back();
-  EXPECT_THROW(cmp::write_dump(temp_path("bad.h5"), bad), cmp::FormatError);
+  EXPECT_THROW(formats::write_dump(temp_path("bad.h5"), bad), formats::FormatError);
   bad = d;
   bad.sequences[0].state.layers[0].ple->history.f32()[0] = 0.5f;
   try {
-    cmp::write_dump(temp_path("bad.h5"), bad);
+    formats::write_dump(temp_path("bad.h5"), bad);
     ADD_FAILURE() << "a history holding 0.5 was written";
-  } catch (const cmp::FormatError& e) {
+  } catch (const formats::FormatError& e) {
     EXPECT_NE(std::string(e.what()).find("not a token id"), std::string::npos) << e.what();
   }
   std::remove(path.c_str());

@@ -72,8 +72,8 @@ TEST(PropertyMutantFiles, MinimalCaseIsWrittenAsReadableDumps) {
   ASSERT_TRUE(r.failed);
   EXPECT_NE(r.report.find("commit"), std::string::npos) << r.report;
   ASSERT_EQ(r.files.size(), 3u);
-  const cmp::Dump model = cmp::read_dump(r.files[0]);
-  const cmp::Dump sut = cmp::read_dump(r.files[1]);
+  const formats::Dump model = formats::read_dump(r.files[0]);
+  const formats::Dump sut = formats::read_dump(r.files[1]);
   ASSERT_FALSE(model.sequences.empty());
   EXPECT_EQ(model.provenance.ops, r.script);
   EXPECT_NE(sut.provenance.backend.find("mutant=alt_commit_off_by_one"), std::string::npos) << sut.provenance.backend;

@@ -40,7 +40,7 @@ TEST(ReplayFrom, FromEveryStartPointAndBisectAgreeWithAFullReplayOnEveryFixture)
   int starts_tried = 0, diverging = 0;
   for (const std::string& path : traces) {
     SCOPED_TRACE(path);
-    const cmp::Trace t = cmp::read_trace(path);
+    const formats::Trace t = formats::read_trace(path);
     ref::ReferenceBackend b;
     const replay::ReplayResult full = replay::replay_trace(t, b);
     const int d = full.pass() ? int(t.ops.size()) : full.divergences.front().op_index;
@@ -90,12 +90,12 @@ std::string long_script(int cycles) {
 TEST(ReplayFrom, BisectFindsALateFaultInAFewSegmentsAndFromSkipsToIt) {
   TempDir dir;
   const Recorded rec = record(case_of("tiny", HMode::f32, 11), long_script(40));
-  cmp::Trace t;
+  formats::Trace t;
   t.header = rec.header;
   t.ops = rec.ops;
   const int fault = int(t.ops.size()) - 3;  // the last commit 2 4 @1: its recorded h one ULP off
   ASSERT_EQ(to_string(t.ops[size_t(fault)].op), "commit 2 4 @1");
-  for (cmp::TraceState& s : t.ops[size_t(fault)].states)
+  for (formats::TraceState& s : t.ops[size_t(fault)].states)
     if (s.seq == 1) s.state.layers.at(1).h.f32()[5] = std::nextafter(s.state.layers.at(1).h.f32()[5], 1e30f);
   ref::ReferenceBackend b;
   replay::ReplayOptions bitwise;
@@ -113,7 +113,7 @@ TEST(ReplayFrom, BisectFindsALateFaultInAFewSegmentsAndFromSkipsToIt) {
               bi.segments.size(), bi.boundaries.size());
   // the command line: --from says what it skipped, --bisect its segments, both find the op
   const std::string path = dir.file("long.h5");
-  cmp::write_trace(path, t.header, t.ops);
+  formats::write_trace(path, t.header, t.ops);
   const Shell from = sh(std::string(SSMCHECK_BIN) + " replay " + q(path) + " --bitwise --from " +
                         std::to_string(fault - 2) + " --json " + q(dir.file("from.json")));
   EXPECT_EQ(from.code, 1) << from.out;
@@ -148,7 +148,7 @@ TEST(ReplayFrom, AnOpWithoutAFullStateSaysSoAndBadOpsAreRefused) {
   EXPECT_NE(beyond.out.find("--from 99: the trace has ops 0..6"), std::string::npos) << beyond.out;
   const Shell both = sh(std::string(SSMCHECK_BIN) + " replay " + q(path) + " --from 1 --bisect");
   EXPECT_EQ(both.code, 2) << both.out;
-  const cmp::Trace t = cmp::read_trace(path);
+  const formats::Trace t = formats::read_trace(path);
   EXPECT_NE(replay::why_not_start(t, 3).find("the state of live seq 0 is not recorded"), std::string::npos)
       << replay::why_not_start(t, 3);
   EXPECT_NE(replay::why_not_start(t, 6).find("is recorded in 1 of the 2 layers"), std::string::npos)
@@ -179,7 +179,7 @@ class CommitSlip : public ref::ReferenceBackend {
 
 // max_ops: from a recorded full state before the divergence; without one the cut starts at op 0
 // and keeps the ops the divergent sequence needs from there (alloc, prefill, ...): max_ops + 3.
-void expect_reduced(const cmp::Trace& t, Backend& b, const std::string& out_path, int max_ops) {
+void expect_reduced(const formats::Trace& t, Backend& b, const std::string& out_path, int max_ops) {
   const replay::ReduceResult r = replay::reduce_trace(t, b);
   ASSERT_TRUE(r.diverged);
   EXPECT_LE(r.after.ops, r.start_after >= 0 ? max_ops : max_ops + 3) << r.text();
@@ -193,8 +193,8 @@ void expect_reduced(const cmp::Trace& t, Backend& b, const std::string& out_path
             r.original.json.value("hints", nlohmann::json::array()).size())
       << r.text();
   // standalone: written, read back (its /start included) and replayed, it diverges there again
-  cmp::write_trace(out_path, r.reduced.header, r.reduced.ops);
-  const cmp::Trace back = cmp::read_trace(out_path);
+  formats::write_trace(out_path, r.reduced.header, r.reduced.ops);
+  const formats::Trace back = formats::read_trace(out_path);
   EXPECT_EQ(back.header.start.size(), r.reduced.header.start.size());
   const replay::ReplayResult again = replay::replay_trace(back, b);
   ASSERT_FALSE(again.pass());
@@ -210,7 +210,7 @@ TEST(Reduce, EveryFaultyFixtureReducesToAFewOpsThatDivergeInTheSameField) {
     if (path.find("/faulty/") == std::string::npos) continue;
     SCOPED_TRACE(path);
     ref::ReferenceBackend b;
-    expect_reduced(cmp::read_trace(path), b, dir.file(fs::path(path).filename().string()), 3);
+    expect_reduced(formats::read_trace(path), b, dir.file(fs::path(path).filename().string()), 3);
     ++n;
   }
   EXPECT_GE(n, 10);
@@ -219,7 +219,7 @@ TEST(Reduce, EveryFaultyFixtureReducesToAFewOpsThatDivergeInTheSameField) {
 TEST(Reduce, APlantedSlipInALongTraceReducesToAFewOps) {
   TempDir dir;
   const Recorded rec = record(case_of("tiny", HMode::f32, 12), long_script(60));
-  cmp::Trace t;
+  formats::Trace t;
   t.header = rec.header;
   t.ops = rec.ops;
   ASSERT_GE(t.ops.size(), 480u);
@@ -230,7 +230,7 @@ TEST(Reduce, APlantedSlipInALongTraceReducesToAFewOps) {
   expect_reduced(t, slip, dir.file("min.h5"), 2);
   // the command line: the reduction table, and the reduced trace replays to the same place
   const std::string path = dir.file("long.h5");
-  cmp::write_trace(path, t.header, t.ops);
+  formats::write_trace(path, t.header, t.ops);
   // (the slip exists only in this test's backend: on the reference the long trace agrees)
   const Shell agree = sh(std::string(SSMCHECK_BIN) + " reduce " + q(path) + " -o " + q(dir.file("none.h5")));
   EXPECT_EQ(agree.code, 5) << agree.out;

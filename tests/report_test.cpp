@@ -151,7 +151,7 @@ TEST(DivergenceGrid, FoldsIntermediatesKeepsTheWorstAndMarksTheFirst) {
 // A deliberately faulty trace: the grid's first divergence is the replay's.
 TEST(DivergenceGrid, OfAReplayPutsTheFirstDivergenceWhereTheReplaySays) {
   for (const char* name : {"zero_h_intermediate.h5", "missing_refusal.h5"}) {
-    const cmp::Trace t = cmp::read_trace(std::string(SSMCHECK_FIXTURES_DIR) + "/traces/faulty/" + name);
+    const formats::Trace t = formats::read_trace(std::string(SSMCHECK_FIXTURES_DIR) + "/traces/faulty/" + name);
     ref::ReferenceBackend b;
     const replay::ReplayResult r = replay::replay_trace(t, b);
     ASSERT_FALSE(r.pass()) << name;

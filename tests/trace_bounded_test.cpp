@@ -94,11 +94,11 @@ TEST(TraceBounded, ReplayMemoryDoesNotGrowWithTheTrace) {
 
   // What a reader that kept every op would hold per op: the op's recorded states (the replay's
   // margins came on top). From the cycle, read whole.
-  const cmp::Trace t = cmp::read_trace(cycle);
+  const formats::Trace t = formats::read_trace(cycle);
   ASSERT_EQ(t.ops.size(), size_t(kCycleOps));
   double bytes = 0;
-  for (const cmp::TraceOp& op : t.ops)
-    for (const cmp::TraceState& s : op.states)
+  for (const formats::TraceOp& op : t.ops)
+    for (const formats::TraceState& s : op.states)
       for (const LayerState& l : s.state.layers) {
         bytes += double(l.h.bytes() + l.conv.bytes());
         if (l.h_checkpoint) bytes += double(l.h_checkpoint->bytes() + l.conv_checkpoint->bytes());
@@ -120,7 +120,7 @@ TEST(TraceBounded, ReplayMemoryDoesNotGrowWithTheTrace) {
   EXPECT_NE(b.out.find(fmt::format("AGREE: {} ops", large_ops)), std::string::npos) << b.out;
 
   // The bound. A streaming replay holds the header (model, weights), the live state, one op, and
-  // per op only its head (cmp::TraceOpHead: the op, its refusal, which states it records; under
+  // per op only its head (formats::TraceOpHead: the op, its refusal, which states it records; under
   // 256 bytes with malloc's overhead). The rest does not depend on the length: HDF5's metadata
   // cache (it starts at 2 MiB and adapts to the objects in use, here one op's groups and
   // datasets at a time) and the allocator's free pages; 8 MiB covers them (measured: 1.6 MiB in

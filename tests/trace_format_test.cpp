@@ -25,7 +25,7 @@ void expect_tensor(const std::optional<Tensor>& a, const std::optional<Tensor>& 
   }
 }
 
-void expect_same(const Recorded& w, const cmp::Trace& r) {
+void expect_same(const Recorded& w, const formats::Trace& r) {
   EXPECT_TRUE(r.finished);
   EXPECT_EQ(r.header.producer, w.header.producer);
   EXPECT_EQ(r.header.backend, w.header.backend);
@@ -43,8 +43,8 @@ void expect_same(const Recorded& w, const cmp::Trace& r) {
   }
   ASSERT_EQ(r.ops.size(), w.ops.size());
   for (size_t i = 0; i < w.ops.size(); ++i) {
-    const cmp::TraceOp& a = w.ops[i];
-    const cmp::TraceOp& b = r.ops[i];
+    const formats::TraceOp& a = w.ops[i];
+    const formats::TraceOp& b = r.ops[i];
     const std::string at = "op " + std::to_string(i) + " " + to_string(a.op);
     EXPECT_TRUE(a.op == b.op) << at;
     EXPECT_EQ(a.refused, b.refused) << at;
@@ -67,8 +67,8 @@ void expect_same(const Recorded& w, const cmp::Trace& r) {
     }
     ASSERT_EQ(a.states.size(), b.states.size()) << at;
     for (size_t s = 0; s < a.states.size(); ++s) {
-      const cmp::TraceState& x = a.states[s];
-      const cmp::TraceState& y = b.states[s];
+      const formats::TraceState& x = a.states[s];
+      const formats::TraceState& y = b.states[s];
       EXPECT_EQ(x.seq, y.seq);
       EXPECT_EQ(x.layers, y.layers);
       EXPECT_EQ(x.state.slot, y.state.slot);
@@ -103,9 +103,9 @@ TEST(TraceFormat, RoundTripIsBitExactInEveryMode) {
     SCOPED_TRACE(to_string(mode));
     const Recorded w = record(case_of("odd-a", mode, 5), kEveryOp);
     const std::string path = dir.file(std::string("rt-") + to_string(mode) + ".h5");
-    cmp::write_trace(path, w.header, w.ops);
-    EXPECT_FALSE(fs::exists(cmp::trace_partial_dir(path)));
-    expect_same(w, cmp::read_trace(path));
+    formats::write_trace(path, w.header, w.ops);
+    EXPECT_FALSE(fs::exists(formats::trace_partial_dir(path)));
+    expect_same(w, formats::read_trace(path));
   }
 }
 
@@ -116,8 +116,8 @@ TEST(TraceFormat, PartialLayersBatchesPaddingAndTheStage) {
                                "verify 3 wy @pad,0,1; commit 2 3 @0; release @1", {0, 2});
   ASSERT_TRUE(w.ops.back().states.at(0).state.h_prefill_stage.has_value());
   const std::string path = dir.file("partial-layers.h5");
-  cmp::write_trace(path, w.header, w.ops);
-  const cmp::Trace t = cmp::read_trace(path);
+  formats::write_trace(path, w.header, w.ops);
+  const formats::Trace t = formats::read_trace(path);
   expect_same(w, t);
   EXPECT_FALSE(t.ops[4].outputs[1].has_value());  // the padding entry's outputs are not kept
   ref::ReferenceBackend b;
@@ -127,8 +127,8 @@ TEST(TraceFormat, PartialLayersBatchesPaddingAndTheStage) {
 TEST(TraceFormat, IdenticalContentGivesIdenticalBytes) {
   TempDir dir;
   const Recorded w = record(case_of("tiny", HMode::f16, 3), kEveryOp);
-  cmp::write_trace(dir.file("a.h5"), w.header, w.ops);
-  cmp::write_trace(dir.file("b.h5"), w.header, w.ops);
+  formats::write_trace(dir.file("a.h5"), w.header, w.ops);
+  formats::write_trace(dir.file("b.h5"), w.header, w.ops);
   std::ifstream a(dir.file("a.h5"), std::ios::binary), b(dir.file("b.h5"), std::ios::binary);
   const std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
   EXPECT_FALSE(sa.empty());
@@ -141,9 +141,9 @@ void crash_after(const std::string& path, const Recorded& w, int ops) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    cmp::TraceWriter tw(path, w.header);
+    formats::TraceWriter tw(path, w.header);
     for (int i = 0; i < ops; ++i) tw.append(w.ops[size_t(i)]);
-    std::ofstream half(cmp::trace_partial_dir(path) + "/op-" + std::string(6 - std::to_string(ops).size(), '0') +
+    std::ofstream half(formats::trace_partial_dir(path) + "/op-" + std::string(6 - std::to_string(ops).size(), '0') +
                        std::to_string(ops) + ".h5.tmp-1");
     half << "\x89HDF\r\n half an op";
     half.close();
@@ -161,21 +161,21 @@ TEST(TraceFormat, APartialCaptureWithADamagedLastOrMissingMiddleOpFile) {
   const Recorded w = record(case_of("tiny", HMode::f32, 4), kEveryOp);
   const std::string path = dir.file("p.h5");
   crash_after(path, w, 6);
-  const std::string pd = cmp::trace_partial_dir(path);
+  const std::string pd = formats::trace_partial_dir(path);
   const std::string last = pd + "/op-000005.h5";
   const auto size = fs::file_size(last);
   for (const uintmax_t keep : {uintmax_t(0), uintmax_t(size / 2)}) {
     SCOPED_TRACE("last op file cut to " + std::to_string(keep) + " of " + std::to_string(size) + " bytes");
     const std::string copy = dir.file("cut" + std::to_string(keep) + ".h5");
-    fs::copy(pd, cmp::trace_partial_dir(copy));
-    fs::resize_file(cmp::trace_partial_dir(copy) + "/op-000005.h5", keep);
-    const cmp::Trace t = cmp::read_trace(copy);
+    fs::copy(pd, formats::trace_partial_dir(copy));
+    fs::resize_file(formats::trace_partial_dir(copy) + "/op-000005.h5", keep);
+    const formats::Trace t = formats::read_trace(copy);
     EXPECT_EQ(t.ops.size(), 5u);
     EXPECT_NE(t.note.find("5 ops recovered"), std::string::npos) << t.note;
     EXPECT_NE(t.note.find("the last op file, op-000005.h5, is incomplete"), std::string::npos) << t.note;
   }
   fs::remove(pd + "/op-000002.h5");
-  const cmp::Trace t = cmp::read_trace(path);
+  const formats::Trace t = formats::read_trace(path);
   EXPECT_EQ(t.ops.size(), 2u);
   EXPECT_NE(t.note.find("WARNING: op-000002.h5 is missing while 3 later op file(s) exist"), std::string::npos) << t.note;
 }
@@ -186,8 +186,8 @@ TEST(TraceFormat, ACrashedCaptureKeepsEveryFlushedOp) {
   const std::string path = dir.file("crashed.h5");
   crash_after(path, w, 6);
   ASSERT_FALSE(fs::exists(path));
-  ASSERT_TRUE(fs::is_directory(cmp::trace_partial_dir(path)));
-  const cmp::Trace t = cmp::read_trace(path);  // finds PATH.partial
+  ASSERT_TRUE(fs::is_directory(formats::trace_partial_dir(path)));
+  const formats::Trace t = formats::read_trace(path);  // finds PATH.partial
   EXPECT_FALSE(t.finished);
   ASSERT_EQ(t.ops.size(), 6u);
   EXPECT_EQ(t.note, "capture did not finish: 6 ops recovered, the trace ends after op 5 'commit 2 4'");
@@ -205,26 +205,26 @@ TEST(TraceFormat, ACrashedCaptureKeepsEveryFlushedOp) {
   // a crash before the first op: header only
   const std::string p0 = dir.file("crashed0.h5");
   crash_after(p0, w, 0);
-  EXPECT_EQ(cmp::read_trace(p0).ops.size(), 0u);
+  EXPECT_EQ(formats::read_trace(p0).ops.size(), 0u);
   // a writer destroyed without close() leaves the same recoverable directory
   const std::string p1 = dir.file("abandoned.h5");
   {
-    cmp::TraceWriter tw(p1, w.header);
+    formats::TraceWriter tw(p1, w.header);
     tw.append(w.ops[0]);
     tw.append(w.ops[1]);
   }
-  EXPECT_EQ(cmp::read_trace(p1).ops.size(), 2u);
+  EXPECT_EQ(formats::read_trace(p1).ops.size(), 2u);
   // a new capture of the same path moves the unfinished one aside (never deletes its ops)
   {
-    cmp::TraceWriter again(p1, w.header);
-    EXPECT_EQ(again.moved_aside(), cmp::trace_partial_dir(p1) + ".1");
+    formats::TraceWriter again(p1, w.header);
+    EXPECT_EQ(again.moved_aside(), formats::trace_partial_dir(p1) + ".1");
     again.append(w.ops[0]);
     again.close();
   }
-  EXPECT_EQ(cmp::read_trace(p1).ops.size(), 1u);
-  EXPECT_EQ(cmp::read_trace(cmp::trace_partial_dir(p1) + ".1").ops.size(), 2u) << "the old capture is kept";
+  EXPECT_EQ(formats::read_trace(p1).ops.size(), 1u);
+  EXPECT_EQ(formats::read_trace(formats::trace_partial_dir(p1) + ".1").ops.size(), 2u) << "the old capture is kept";
   {
-    cmp::TraceWriter one(p1 + "x", w.header);  // nothing to move aside
+    formats::TraceWriter one(p1 + "x", w.header);  // nothing to move aside
     EXPECT_EQ(one.moved_aside(), "");
   }
 }
@@ -238,7 +238,7 @@ class BadTrace : public ::testing::Test {
     dir_ = new TempDir();
     const Recorded w = record(case_of("tiny", HMode::f16, 8),
                               "alloc; prefill 3; to_f16; checkpoint; verify 3; commit 2 3; decode @0,pad");
-    cmp::write_trace(dir_->file("good.h5"), w.header, w.ops);
+    formats::write_trace(dir_->file("good.h5"), w.header, w.ops);
   }
   static void TearDownTestSuite() { delete dir_; }
 
@@ -259,9 +259,9 @@ class BadTrace : public ::testing::Test {
   }
   void expect_bad(const std::string& path, const std::string& object, const std::string& words) {
     try {
-      cmp::read_trace(path);
+      formats::read_trace(path);
       ADD_FAILURE() << path << ": read without error";
-    } catch (const cmp::FormatError& e) {
+    } catch (const formats::FormatError& e) {
       EXPECT_EQ(e.object(), object) << e.what();
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
@@ -431,14 +431,14 @@ TEST(TraceFormat, ContractBreakingSequencesAreDivergences) {
     ASSERT_GE(refused_at, 0);
     // an engine that did not refuse: the refusal is dropped, inputs are present
     w.ops[size_t(refused_at)].refused.reset();
-    const cmp::TraceOp& t = w.ops[size_t(refused_at)];
+    const formats::TraceOp& t = w.ops[size_t(refused_at)];
     if (t.op.takes_inputs()) {
       for (size_t e = 0; e < t.op.seqs.size(); ++e)
         if (w.ops[size_t(refused_at)].inputs[e].layers.empty())
           w.ops[size_t(refused_at)].inputs[e] = make_inputs(w.header.model.spec, c.gen, refused_at, 0, int(e), t.op.rows());
     }
     const std::string p = dir.file("contract.h5");
-    cmp::write_trace(p, w.header, w.ops);
+    formats::write_trace(p, w.header, w.ops);
     const Shell s = sh(std::string(SSMCHECK_BIN) + " replay " + q(p));
     EXPECT_EQ(s.code, 1) << s.out;
     EXPECT_NE(s.out.find("FIRST DIVERGENCE at op " + std::to_string(refused_at)), std::string::npos) << s.out;
@@ -449,20 +449,20 @@ TEST(TraceFormat, ContractBreakingSequencesAreDivergences) {
 TEST(TraceFormat, WriterRejectsInvalidOps) {
   TempDir dir;
   const Recorded w = record(case_of("tiny", HMode::f32, 2), "alloc; prefill 2");
-  cmp::TraceWriter tw(dir.file("w.h5"), w.header);
-  cmp::TraceOp bad = w.ops[1];
+  formats::TraceWriter tw(dir.file("w.h5"), w.header);
+  formats::TraceOp bad = w.ops[1];
   bad.inputs[0].layers[1].a.pop_back();
-  EXPECT_THROW(tw.append(bad), cmp::FormatError);
+  EXPECT_THROW(tw.append(bad), formats::FormatError);
   bad = w.ops[1];
   bad.inputs[0].layers[0].x[0] = std::nanf("");
-  EXPECT_THROW(tw.append(bad), cmp::FormatError);
+  EXPECT_THROW(tw.append(bad), formats::FormatError);
   bad = w.ops[1];
   bad.states[0].layers = {1, 0};
-  EXPECT_THROW(tw.append(bad), cmp::FormatError);
+  EXPECT_THROW(tw.append(bad), formats::FormatError);
   EXPECT_EQ(tw.ops(), 0);
   tw.append(w.ops[0]);
   tw.close();
-  EXPECT_EQ(cmp::read_trace(dir.file("w.h5")).ops.size(), 1u);
+  EXPECT_EQ(formats::read_trace(dir.file("w.h5")).ops.size(), 1u);
 }
 
 }  // namespace

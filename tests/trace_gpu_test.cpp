@@ -28,11 +28,11 @@ std::vector<std::string> traces(const std::string& dir) {
 }
 
 // Every trace of a directory, and how many of them hold Mamba-2 layers (CUDA runs both kinds).
-std::vector<cmp::Trace> cuda_traces(const std::string& dir, int* with_mamba2) {
-  std::vector<cmp::Trace> v;
+std::vector<formats::Trace> cuda_traces(const std::string& dir, int* with_mamba2) {
+  std::vector<formats::Trace> v;
   *with_mamba2 = 0;
   for (const std::string& p : traces(dir)) {
-    v.push_back(cmp::read_trace(p));
+    v.push_back(formats::read_trace(p));
     const auto& layers = v.back().header.model.spec.layers;
     if (std::any_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.kind == LayerKind::mamba2; }))
       ++*with_mamba2;
@@ -53,7 +53,7 @@ TEST_F(TraceGpu, GoldenTracesReplayOnCuda) {
   const auto files = cuda_traces(dir_, &mamba2);
   ASSERT_FALSE(files.empty()) << "no golden traces in " << dir_;
   EXPECT_GE(mamba2, 2) << "the Mamba-2 and mixed golden traces are missing from " << dir_;
-  for (const cmp::Trace& t : files) {
+  for (const formats::Trace& t : files) {
     const std::string& p = t.source;
     SCOPED_TRACE(p);
     cuda::CudaBackend b;
@@ -68,7 +68,7 @@ TEST_F(TraceGpu, FaultyTracesArePinpointedOnCuda) {
   const auto files = cuda_traces(dir_ + "/faulty", &mamba2);
   ASSERT_FALSE(files.empty()) << "no faulty traces in " << dir_ << "/faulty";
   EXPECT_GE(mamba2, 2) << "the Mamba-2 faulty traces are missing from " << dir_ << "/faulty";
-  for (const cmp::Trace& t : files) {
+  for (const formats::Trace& t : files) {
     SCOPED_TRACE(t.source);
     ASSERT_TRUE(t.header.expect.has_value());
     cuda::CudaBackend b;

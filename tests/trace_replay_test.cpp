@@ -44,12 +44,12 @@ class GoldenTrace : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenTrace, ReplaysOnTheReference) {
   const std::string path = traces_dir() + "/" + GetParam();
-  const cmp::Trace t = cmp::read_trace(path);
+  const formats::Trace t = formats::read_trace(path);
   EXPECT_TRUE(t.finished);
   EXPECT_FALSE(t.header.expect.has_value());
   // every bundled trace is a file of a version this build still reads (formats/file_version.h)
-  EXPECT_GE(t.header.version, cmp::kTraceVersions.oldest);
-  EXPECT_LE(t.header.version, cmp::kTraceVersions.newest);
+  EXPECT_GE(t.header.version, formats::kTraceVersions.oldest);
+  EXPECT_LE(t.header.version, formats::kTraceVersions.newest);
   ref::ReferenceBackend b;
   const replay::ReplayResult r = replay::replay_trace(t, b);
   EXPECT_TRUE(r.pass()) << path << "\n" << r.text();
@@ -69,10 +69,10 @@ TEST(GoldenTraces, CoverEveryOpModeArmAndBatching) {
   std::set<std::string> ops, modes;
   bool wy = false, exact = false, padded = false, batched = false, refusal = false, qwen = false;
   for (const std::string& name : traces(traces_dir())) {
-    const cmp::Trace t = cmp::read_trace(traces_dir() + "/" + name);
+    const formats::Trace t = formats::read_trace(traces_dir() + "/" + name);
     modes.insert(to_string(t.header.pool.h_mode));
     qwen = qwen || t.header.model.spec.name == "qwen3-next-80b";
-    for (const cmp::TraceOp& o : t.ops) {
+    for (const formats::TraceOp& o : t.ops) {
       refusal = refusal || o.refused.has_value();
       if (o.refused) continue;
       ops.insert(op_name(o.op.kind));
@@ -95,7 +95,7 @@ class FaultyTrace : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FaultyTrace, IsPinpointedAtItsOpLayerAndTensor) {
   const std::string path = traces_dir() + "/faulty/" + GetParam();
-  const cmp::Trace t = cmp::read_trace(path);
+  const formats::Trace t = formats::read_trace(path);
   ASSERT_TRUE(t.header.expect.has_value()) << path;
   ref::ReferenceBackend b;
   const replay::ReplayResult r = replay::replay_trace(t, b);
@@ -117,8 +117,8 @@ TEST(Replay, KeepGoingReportsLaterDivergences) {
   TempDir dir;
   Recorded w = record(case_of("tiny", HMode::f32, 21), "alloc; prefill 3; decode; decode; decode");
   for (int i : {2, 4}) w.ops[size_t(i)].states[0].state.layers[0].h.f32()[3] += 1.0f;
-  cmp::write_trace(dir.file("k.h5"), w.header, w.ops);
-  const cmp::Trace t = cmp::read_trace(dir.file("k.h5"));
+  formats::write_trace(dir.file("k.h5"), w.header, w.ops);
+  const formats::Trace t = formats::read_trace(dir.file("k.h5"));
   ref::ReferenceBackend b;
   replay::ReplayOptions o;
   o.keep_going = true;
@@ -151,11 +151,11 @@ TEST(Replay, SameBackendAndBuildReplayIsBitwise) {
   std::memcpy(&bits, &v, 4);
   bits += 1;  // one ULP
   std::memcpy(&v, &bits, 4);
-  cmp::Trace t;
+  formats::Trace t;
   t.header = w.header;
   t.ops = w.ops;
   ref::ReferenceBackend b;
-  t.header.build = cmp::build_id(b);
+  t.header.build = formats::build_id(b);
   const replay::ReplayResult same = replay::replay_trace(t, b);
   EXPECT_TRUE(same.bitwise) << same.judged;
   ASSERT_FALSE(same.pass()) << "a 1-ULP difference passed a same-build replay";
@@ -165,7 +165,7 @@ TEST(Replay, SameBackendAndBuildReplayIsBitwise) {
   EXPECT_FALSE(other.bitwise);
   EXPECT_TRUE(other.pass()) << other.text();
   EXPECT_NE(other.judged.find("re-record"), std::string::npos) << other.judged;
-  t.header.build = cmp::build_id(b);
+  t.header.build = formats::build_id(b);
   replay::ReplayOptions o;
   o.same_build_bitwise = false;
   EXPECT_TRUE(replay::replay_trace(t, b, o).pass());
@@ -265,7 +265,7 @@ TEST(Replay, HfConfigModelRecordsReplaysAndFuzzes) {
                        q(p));
   ASSERT_EQ(rec.code, 0) << rec.out;
   EXPECT_NE(rec.out.find("--config " + cfg), std::string::npos) << rec.out;
-  const cmp::Trace t = cmp::read_trace(p);
+  const formats::Trace t = formats::read_trace(p);
   EXPECT_EQ(t.header.model.spec.source, "config.json " + cfg);
   EXPECT_EQ(t.header.model.spec.name, "qwen3_next");
   ASSERT_EQ(t.header.model.spec.layers.size(), 1u);
@@ -356,7 +356,7 @@ TEST(Replay, PythonExampleTraceReplays) {
   const Shell w = sh("SSMCHECK=" + q(SSMCHECK_BIN) + " /usr/bin/python3 " + std::string(SSMCHECK_SOURCE_DIR) +
                      "/python/examples/write_trace.py " + q(p));
   ASSERT_EQ(w.code, 0) << w.out;
-  const cmp::Trace t = cmp::read_trace(p);
+  const formats::Trace t = formats::read_trace(p);
   EXPECT_EQ(t.header.producer, "write_trace.py (numpy GDN)");
   ref::ReferenceBackend b;
   const replay::ReplayResult r = replay::replay_trace(t, b);
@@ -647,7 +647,7 @@ TEST(Outputs, SymlinksAreKeptAndTheirTargetWritten) {
   const Shell d = sh(bin + " dump --ops alloc -o " + q(dir.file("dangling.h5")));
   EXPECT_EQ(d.code, 0) << d.out;
   EXPECT_TRUE(fs::is_symlink(dir.file("dangling.h5")));
-  EXPECT_EQ(cmp::read_dump(dir.file("created.h5")).provenance.backend, "reference");
+  EXPECT_EQ(formats::read_dump(dir.file("created.h5")).provenance.backend, "reference");
   std::string skip;
   if (make_char_device(dir, "null", 1, 3, &skip)) {
     fs::create_symlink("null", dir.file("to-null.json"));
@@ -718,8 +718,8 @@ TEST(Gate, FailsWhenAFaultyTraceIsNotPinpointed) {
   fs::copy_file(traces_dir() + "/tiny_f32_every_op.h5", dir.file("t/tiny.h5"));
   // a "faulty" trace that is in fact golden: the gate must notice it does not diverge
   Recorded w = record(case_of("tiny", HMode::f32, 2), "alloc; prefill 2");
-  w.header.expect = cmp::TraceExpectation{1, 0, 0, "h"};
-  cmp::write_trace(dir.file("t/faulty/not_faulty.h5"), w.header, w.ops);
+  w.header.expect = formats::TraceExpectation{1, 0, 0, "h"};
+  formats::write_trace(dir.file("t/faulty/not_faulty.h5"), w.header, w.ops);
   const Shell s = sh(std::string(SSMCHECK_BIN) + " gate --cases 1 --traces " + q(dir.file("t")));
   EXPECT_EQ(s.code, 1) << s.out;
   EXPECT_NE(s.out.find("not_faulty.h5: expected the first divergence at op 1, seq 0, layer 0, h, got none"),

@@ -18,10 +18,10 @@ namespace {
 Recorded small_trace() { return record(case_of("tiny", HMode::f32, 3), "alloc; prefill 3; checkpoint; decode"); }
 
 // The refusal a second writer gets: a FormatError naming the path.
-std::string second_writer_refusal(const std::string& path, const cmp::TraceHeader& h) {
+std::string second_writer_refusal(const std::string& path, const formats::TraceHeader& h) {
   try {
-    cmp::TraceWriter w(path, h);
-  } catch (const cmp::FormatError& e) {
+    formats::TraceWriter w(path, h);
+  } catch (const formats::FormatError& e) {
     return e.what();
   }
   return "";
@@ -31,14 +31,14 @@ TEST(TraceWriterLock, ASecondWriterInTheSameProcessIsRefusedAndTheFirstTraceIsIn
   TempDir d;
   const Recorded r = small_trace();
   const std::string path = d.file("t.h5");
-  cmp::TraceWriter first(path, r.header);
+  formats::TraceWriter first(path, r.header);
   first.append(r.ops[0]);
   const std::string why = second_writer_refusal(path, r.header);
   EXPECT_NE(why.find(path), std::string::npos) << why;
   EXPECT_NE(why.find("another capture of this path is live"), std::string::npos) << why;
   for (size_t i = 1; i < r.ops.size(); ++i) first.append(r.ops[i]);
   first.close();
-  const cmp::Trace t = cmp::read_trace(path);
+  const formats::Trace t = formats::read_trace(path);
   ASSERT_EQ(t.ops.size(), r.ops.size());
   EXPECT_TRUE(t.finished);
   // nothing of the refused writer is left beside the trace
@@ -46,10 +46,10 @@ TEST(TraceWriterLock, ASecondWriterInTheSameProcessIsRefusedAndTheFirstTraceIsIn
   for (const auto& e : std::filesystem::directory_iterator(d.path())) entries += e.path().filename() != "t.h5";
   EXPECT_EQ(entries, 0);
   // a writer after the first closed is a new capture of the path, as before
-  cmp::TraceWriter again(path, r.header);
+  formats::TraceWriter again(path, r.header);
   again.append(r.ops[0]);
   again.close();
-  EXPECT_EQ(cmp::read_trace(path).ops.size(), 1u);
+  EXPECT_EQ(formats::read_trace(path).ops.size(), 1u);
 }
 
 TEST(TraceWriterLock, TwoConcurrentCapturesInTwoProcessesGiveOneRefusalAndOneIntactTrace) {
@@ -64,7 +64,7 @@ TEST(TraceWriterLock, TwoConcurrentCapturesInTwoProcessesGiveOneRefusalAndOneInt
   if (child == 0) {  // the first capture: live until the parent has tried
     int rc = 0;
     try {
-      cmp::TraceWriter w(path, r.header);
+      formats::TraceWriter w(path, r.header);
       w.append(r.ops[0]);
       char c = 1;
       if (write(ready[1], &c, 1) != 1) rc = 3;
@@ -86,10 +86,10 @@ TEST(TraceWriterLock, TwoConcurrentCapturesInTwoProcessesGiveOneRefusalAndOneInt
   EXPECT_EQ(WEXITSTATUS(st), 0);
   EXPECT_NE(why.find(path), std::string::npos) << why;
   EXPECT_NE(why.find("one writer per trace"), std::string::npos) << why;
-  const cmp::Trace t = cmp::read_trace(path);
+  const formats::Trace t = formats::read_trace(path);
   ASSERT_EQ(t.ops.size(), r.ops.size());
   for (size_t i = 0; i < r.ops.size(); ++i) EXPECT_TRUE(t.ops[i].op == r.ops[i].op) << i;
-  EXPECT_FALSE(std::filesystem::exists(cmp::trace_partial_dir(path)));
+  EXPECT_FALSE(std::filesystem::exists(formats::trace_partial_dir(path)));
 }
 
 TEST(TraceWriterLock, ACrashedCapturesLockDiedWithItSoItIsMovedAsideAndRecovered) {
@@ -99,16 +99,16 @@ TEST(TraceWriterLock, ACrashedCapturesLockDiedWithItSoItIsMovedAsideAndRecovered
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    cmp::TraceWriter* w = new cmp::TraceWriter(path, r.header);  // never closed nor destroyed: a crash
+    formats::TraceWriter* w = new formats::TraceWriter(path, r.header);  // never closed nor destroyed: a crash
     w->append(r.ops[0]);
     w->append(r.ops[1]);
     _exit(0);
   }
   int st = 0;
   ASSERT_EQ(waitpid(child, &st, 0), child);
-  cmp::TraceWriter next(path, r.header);
+  formats::TraceWriter next(path, r.header);
   ASSERT_FALSE(next.moved_aside().empty());
-  const cmp::Trace crashed = cmp::read_trace(next.moved_aside());
+  const formats::Trace crashed = formats::read_trace(next.moved_aside());
   EXPECT_FALSE(crashed.finished);
   EXPECT_EQ(crashed.ops.size(), 2u);
 }
@@ -153,7 +153,7 @@ TEST(TraceWriterLock, ACaptureHandleSharedByThreadsKeepsAnOpToTheThreadThatBegan
   for (auto& th : threads) th.join();
   EXPECT_EQ(ssmc_op_count(t), 21);
   ASSERT_EQ(ssmc_close(t), SSMC_OK) << ssmc_last_error();
-  EXPECT_EQ(cmp::read_trace(path).ops.size(), 21u);
+  EXPECT_EQ(formats::read_trace(path).ops.size(), 21u);
 }
 
 }  // namespace

@@ -39,13 +39,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size && std::fwrite(data, 1, size, f) != size) __builtin_trap();
   std::fclose(f);
   try {
-    (void)ssm::cmp::read_trace(path);
-  } catch (const ssm::cmp::FormatError&) {
+    (void)ssm::formats::read_trace(path);
+  } catch (const ssm::formats::FormatError&) {
     // a clear refusal naming the object is the contract for bad input
   }
   try {
-    (void)ssm::cmp::read_dump(path);
-  } catch (const ssm::cmp::FormatError&) {
+    (void)ssm::formats::read_dump(path);
+  } catch (const ssm::formats::FormatError&) {
   }
   return 0;
 }

@@ -11,7 +11,7 @@
 namespace ssm::test {
 
 // A capture of `path` with r's model (every layer's own weights) and pool; null on failure.
-inline ssmc_trace* open_for(const cmp::TraceHeader& h, const std::string& path) {
+inline ssmc_trace* open_for(const formats::TraceHeader& h, const std::string& path) {
   ssmc_trace* t = nullptr;
   if (ssmc_open(path.c_str(), "capture test", h.backend.c_str(), h.model.spec.name.c_str(), to_string(h.pool.h_mode),
                 &t) != SSMC_OK)
@@ -44,7 +44,7 @@ ssmc_trace* open_for(const R& r, const std::string& path) {
 using ToMemory = std::function<const void*(const void* host, size_t bytes)>;
 
 // One op through the C ABI, ended with ssmc_end_op; the first failing call's status.
-inline ssmc_status capture_op(ssmc_trace* t, const ModelSpec& spec, const cmp::TraceOp& op, ssmc_memory mem,
+inline ssmc_status capture_op(ssmc_trace* t, const ModelSpec& spec, const formats::TraceOp& op, ssmc_memory mem,
                               const ToMemory& to = nullptr, void* stream = nullptr) {
   auto at = [&](const void* p, size_t bytes) -> const void* { return to && p && bytes ? to(p, bytes) : p; };
   auto fl = [&](const std::vector<float>& v) {
@@ -68,7 +68,7 @@ inline ssmc_status capture_op(ssmc_trace* t, const ModelSpec& spec, const cmp::T
     if (op.outputs[e])
       for (size_t l = 0; l < spec.layers.size(); ++l)
         SSMC_TRY(ssmc_op_outputs(t, int(e), int(l), fl(op.outputs[e]->layers[l]), mem));
-  for (const cmp::TraceState& ts : op.states) {
+  for (const formats::TraceState& ts : op.states) {
     const SequenceState& s = ts.state;
     SSMC_TRY(ssmc_state_begin(t, ts.seq, s.slot, s.last_verify_k));
     if (s.h_prefill_stage)

@@ -14,8 +14,8 @@
 namespace ssm::test {
 
 struct Recorded {
-  cmp::TraceHeader header;
-  std::vector<cmp::TraceOp> ops;
+  formats::TraceHeader header;
+  std::vector<formats::TraceOp> ops;
 };
 
 // Runs `script` on the reference with seeded inputs; records refusals, outputs and the state of
@@ -33,11 +33,11 @@ inline Recorded record(const CaseConfig& cfg, const std::string& script, std::ve
     for (size_t l = 0; l < spec.layers.size(); ++l) layers.push_back(int(l));
   ref::ReferenceBackend b;
   b.create_pool(r.header.model, r.header.pool);
-  const cmp::TraceOp* cur = nullptr;
+  const formats::TraceOp* cur = nullptr;
   Runner run(b, [&](const InputKey& k, int) { return cur->inputs.at(size_t(k.batch_row)); });
   const std::vector<Op> ops = parse_script(script);
   for (size_t i = 0; i < ops.size(); ++i) {
-    cmp::TraceOp t;
+    formats::TraceOp t;
     t.op = ops[i];
     if (t.op.takes_inputs()) {
       t.inputs.resize(t.op.seqs.size());
@@ -55,7 +55,7 @@ inline Recorded record(const CaseConfig& cfg, const std::string& script, std::ve
       t.outputs.push_back(t.op.seqs[e] == kPadRow ? std::nullopt : std::optional<StepOutputs>(res.outputs[e]));
     for (int seq : run.live_seqs()) {
       SequenceState full = b.export_state(run.slot_of(seq));
-      cmp::TraceState ts;
+      formats::TraceState ts;
       ts.seq = seq;
       ts.layers = layers;
       ts.state.slot = full.slot;
