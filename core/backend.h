@@ -11,6 +11,7 @@
 
 #include "core/model.h"
 #include "core/op.h"
+#include "core/overflow_straddle.h"
 #include "core/state.h"
 #include "core/state_fields.h"
 
@@ -68,6 +69,14 @@ class Backend {
   virtual void export_update(int slot, const FieldDigests& /*before*/, const FieldDigests& /*now*/,
                              SequenceState& state) {
     state = export_state(slot);
+  }
+
+  // Sets the elements `which` of a claimed slot's state to their values in `from`, an export of the
+  // same sequence that a comparison found to agree with this slot's: the model side's half of FP16's
+  // overflow threshold (core/overflow_straddle.h), so that both sides go on from one conversion.
+  // False: the backend cannot (the default; then the next op is judged as it comes).
+  virtual bool adopt_elements(int /*slot*/, const SequenceState& /*from*/, const std::vector<StateElement>& /*which*/) {
+    return false;
   }
 
   // Test hooks of the async path, with defaults for backends that have none.

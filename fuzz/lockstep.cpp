@@ -30,6 +30,8 @@ constexpr const char* kRollbackIntermediate = "rollback to an intermediate";
 constexpr const char* kAsyncDeferred = "async reads deferred";
 constexpr const char* kPleHosted = "layers hosting a PLE carry";
 constexpr const char* kPlePartial = "a partial accept restoring a PLE carry";
+// elements the model took over from the system under test (core/overflow_straddle.h): counted, not required
+constexpr const char* kOverflowStraddleAdopted = "FP16 overflow straddles adopted";
 std::string mode_axis(HMode m) { return std::string("h mode ") + to_string(m); }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -373,9 +375,17 @@ void Lockstep::compare_live(const cmp::Where& base, bool final, cmp::StateReport
         fields->know({}, {});
         times_.fields_unchanged += fields->reused() - reused;
       }
+      if (r.pass()) {
+        // agreeing states on opposite sides of FP16's overflow threshold: the model goes on from the
+        // system under test's conversion (core/overflow_straddle.h)
+        const std::vector<StateElement> straddles = fp16_overflow_straddles(*ea, *eb);
+        if (!straddles.empty() && model_->adopt_elements(ms, *eb, straddles))
+          coverage_.axes[kOverflowStraddleAdopted] += int64_t(straddles.size());
+        compared_[seq] = now;
+      } else {
+        compared_.erase(seq);
+      }
       bound_held_exports(seq);
-      if (r.pass()) compared_[seq] = now;
-      else compared_.erase(seq);
       report.merge(std::move(r));
     } catch (const std::exception& e) {
       fail(fmt::format("op {} '{}': exporting sequence @{} failed: {}\n", base.op_index, base.op, seq, e.what()));

@@ -30,6 +30,7 @@ class ReferenceBackend : public Backend {
   void snapshot_restore(int slot, int snap) override;
   SequenceState export_state(int slot) override;
   void import_state(int slot, const SequenceState& state) override;  // import_state.cpp
+  bool adopt_elements(int slot, const SequenceState& from, const std::vector<StateElement>& which) override;
   // field_digests(export_state(slot)), hashed in place
   std::optional<FieldDigests> field_digests(int slot) override;
   void export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state) override;

@@ -32,6 +32,7 @@ BisectResult bisect_trace(formats::TraceSource& tr, Backend& b, const ReplayOpti
     // what every segment compared, as one replay would report it
     rr.states_compared += r.last.states_compared;
     rr.outputs_compared += r.last.outputs_compared;
+    rr.overflow_straddles_adopted += r.last.overflow_straddles_adopted;
     rr.refusals.insert(rr.refusals.begin(), r.last.refusals.begin(), r.last.refusals.end());
     rr.margins.insert(rr.margins.begin(), r.last.margins.begin(), r.last.margins.end());
     r.last = std::move(rr);

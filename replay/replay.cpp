@@ -102,6 +102,11 @@ std::string ReplayResult::text() const {
       if (s.back() != '\n') s += "\n";
     }
   }
+  if (overflow_straddles_adopted > 0)
+    s += fmt::format(
+        "FP16 overflow threshold: {} element(s) of agreeing states lay on opposite sides of 65520; "
+        "{} went on from the trace's values\n",
+        overflow_straddles_adopted, backend);
   s += pass() ? fmt::format("result: AGREE: {} ops, {} states and {} outputs compared on {}\n", ops_run,
                             states_compared, outputs_compared, backend)
               : fmt::format("result: DIVERGED: {} divergence(s), {} of {} ops replayed on {}\n", divergences.size(),
@@ -110,13 +115,16 @@ std::string ReplayResult::text() const {
 }
 
 nlohmann::json ReplayResult::json() const {
-  nlohmann::json j = {{"backend", backend}, {"bitwise", bitwise}, {"judged", judged},
+  nlohmann::json j = {{"backend", backend},
+                      {"bitwise", bitwise},
+                      {"judged", judged},
                       {"trace", trace},
                       {"pass", pass()},
                       {"ops_total", ops_total},
                       {"ops_run", ops_run},
                       {"states_compared", states_compared},
                       {"outputs_compared", outputs_compared},
+                      {"overflow_straddles_adopted", overflow_straddles_adopted},
                       {"last_agreed_op", last_agreed_op},
                       {"last_agreed_text", last_agreed_text}};
   if (!note.empty()) j["note"] = note;
@@ -259,9 +267,16 @@ ReplayResult replay_trace(formats::TraceSource& tr, Backend& b, const ReplayOpti
       w.op = text;
       w.seq = ts.seq;
       w.slot = slot;
+      const SequenceState got = restrict_to(b.export_state(slot), ts);
       const cmp::StateReport rep =
-          cmp::compare_state(ts.state, restrict_to(b.export_state(slot), ts), o.tolerances, w, opt.strictness,
-                             lineage.of(ts.seq));
+          cmp::compare_state(ts.state, got, o.tolerances, w, opt.strictness, lineage.of(ts.seq));
+      // agreeing states on opposite sides of FP16's overflow threshold: the replaying side goes on
+      // from the trace's conversion (core/overflow_straddle.h)
+      if (rep.pass()) {
+        const std::vector<StateElement> straddles = fp16_overflow_straddles(got, ts.state);
+        if (!straddles.empty() && b.adopt_elements(slot, ts.state, straddles))
+          r.overflow_straddles_adopted += int64_t(straddles.size());
+      }
       r.states_compared += rep.tensors;
       if (o.margins) r.margins.insert(r.margins.end(), rep.margins.begin(), rep.margins.end());
       if (!rep.pass()) here.push_back(from_report(rep, index, text, "state"));

@@ -65,6 +65,9 @@ struct ReplayResult {
   bool other_numerics = false;
   int ops_total = 0, ops_run = 0;
   int64_t states_compared = 0, outputs_compared = 0;
+  // elements of agreeing states on opposite sides of FP16's overflow threshold that the replaying
+  // side took over from the trace (core/overflow_straddle.h)
+  int64_t overflow_straddles_adopted = 0;
   std::vector<Divergence> divergences;  // the first one first; more only with keep_going
   std::vector<Refusal> refusals;
   // every state and output tensor compared, in op order (only with ReplayOptions::margins)

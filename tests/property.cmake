@@ -37,3 +37,9 @@ if(TARGET ssmcheck_cuda)
             --logs ${CMAKE_CURRENT_BINARY_DIR}/mutants-cuda-logs)
   set_tests_properties(mutants.cuda PROPERTIES LABELS gpu TIMEOUT 3600 SKIP_RETURN_CODE 5)
 endif()
+
+# FP16's overflow threshold between agreeing states: the straddles, the reference's adoption, and
+# the seed-204 false alarm of the CUDA campaigns reproduced on the CPU (core/overflow_straddle.h)
+ssmcheck_test(overflow_straddle_test LABEL cpu
+  SOURCES overflow_straddle_test.cpp
+  LIBS ssmcheck_fuzz)

@@ -1,0 +1,33 @@
+// FP16's overflow threshold between two states that agree (docs/tolerances.md, "FP16's overflow
+// boundary"): round to nearest even sends |x| >= 65520 to inf and 65504 <= |x| < 65520 to 65504, so
+// two correct implementations whose FP32 values are one rounding apart across 65520 convert to inf
+// and 65504. The comparison accepts them (the FP32 values agree; the FP16 pair is one step), but
+// the next op that reads the element computes from inf on one side and from 65504 on the other,
+// and the two differ by far more than any tolerance (a decode of an f16 pool: 58016 against the
+// saturated 65504). A lockstep or a replay therefore hands the model side the other side's value
+// of each such element once a comparison passed (Backend::adopt_elements), so both go on from
+// the same conversion: the case is judged on what both computed, not on which side of a
+// rounding midpoint its last bit fell.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/state.h"
+#include "core/state_fields.h"
+
+namespace ssm {
+
+// One element of a sequence's state: a tensor field and the flat index in its layout.
+struct StateElement {
+  FieldKey field;
+  int64_t index = 0;
+};
+
+// The elements of the h-like fields (h, the h checkpoint, the h intermediates, the f16-pool stage)
+// on which `a` and `b`, two exports of one sequence, lie on opposite sides of FP16's overflow
+// threshold: finite FP32 values of one sign of which one converts to FP16 inf and the other to
+// 65504, or FP16 values inf against the same-signed 65504. A field present in one state only, or
+// with another dtype or shape, has none. The caller decides that the states agree.
+std::vector<StateElement> fp16_overflow_straddles(const SequenceState& a, const SequenceState& b);
+
+}  // namespace ssm
