@@ -23,11 +23,16 @@ struct StateElement {
   int64_t index = 0;
 };
 
-// The elements of the h-like fields (h, the h checkpoint, the h intermediates, the f16-pool stage)
-// on which `a` and `b`, two exports of one sequence, lie on opposite sides of FP16's overflow
-// threshold: finite FP32 values of one sign of which one converts to FP16 inf and the other to
-// 65504, or FP16 values inf against the same-signed 65504. A field present in one state only, or
-// with another dtype or shape, has none. The caller decides that the states agree.
+// The elements of the FP32 h-like fields (h, the h checkpoint, the h intermediates, the f16-pool
+// stage) on which `a` and `b`, two exports of one sequence, lie on opposite sides of FP16's
+// overflow threshold: finite values of one sign of which one converts to FP16 inf and the other to
+// 65504. A field present in one state only, or with another dtype or shape, has none. The caller
+// decides that the states agree.
+//
+// FP16 fields have none, although the comparison accepts inf against the same-signed 65504 there
+// (docs/tolerances.md): the stored bits alone cannot tell two roundings of 65520 apart from a
+// converter that saturates where the contract overflows (a real bug, killed by the op after the
+// store, which computes from inf on one side only). Only FP32 values that agree show the straddle.
 std::vector<StateElement> fp16_overflow_straddles(const SequenceState& a, const SequenceState& b);
 
 }  // namespace ssm

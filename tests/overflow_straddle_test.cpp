@@ -57,16 +57,16 @@ TEST(OverflowStraddle, Fp32ValuesOneRoundingApartAcross65520) {
   EXPECT_TRUE(fp16_overflow_straddles(a, a).empty());
 }
 
-TEST(OverflowStraddle, Fp16InfAgainstTheSameSigned65504) {
-  const SequenceState a = one_layer(DType::f16, {kAt, -kAt, kAt, 1.0f});
-  const SequenceState b = one_layer(DType::f16, {65504.0f, -65504.0f, -65504.0f, 1.0f});
-  const std::vector<StateElement> s = fp16_overflow_straddles(a, b);
-  ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0].index, 0);
-  EXPECT_EQ(s[1].index, 1);
+// FP16 fields have none: inf against 65504 in stored bits is also what a converter that saturates
+// where the contract overflows writes (a bug the op after the store kills); only agreeing FP32
+// values show a straddle.
+TEST(OverflowStraddle, Fp16FieldsHaveNone) {
+  const SequenceState a = one_layer(DType::f16, {kAt, -kAt, 1.0f});
+  const SequenceState b = one_layer(DType::f16, {65504.0f, -65504.0f, 1.0f});
+  EXPECT_TRUE(fp16_overflow_straddles(a, b).empty());
   // another dtype or shape: no pairing at all
-  EXPECT_TRUE(fp16_overflow_straddles(a, one_layer(DType::f32, {65504.0f, -65504.0f, 0.0f, 1.0f})).empty());
-  EXPECT_TRUE(fp16_overflow_straddles(a, one_layer(DType::f16, {65504.0f})).empty());
+  EXPECT_TRUE(fp16_overflow_straddles(one_layer(DType::f32, {kAt}), one_layer(DType::f16, {65504.0f})).empty());
+  EXPECT_TRUE(fp16_overflow_straddles(one_layer(DType::f32, {kAt}), one_layer(DType::f32, {kBelow, 1.0f})).empty());
 }
 
 namespace {
