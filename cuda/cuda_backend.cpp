@@ -1,4 +1,4 @@
-// CudaBackend: forwards each transition to Engine (cuda/engine.cpp).
+// CudaBackend: forwards each transition to Engine (cuda/engine.h, the engine*.cpp files).
 #include "cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>

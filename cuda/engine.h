@@ -2,6 +2,7 @@
 // per-slot events of async copies, input/output staging, and the op sequencing of every
 // transition. Each op runs its Contract checks first, so an op that fails launches nothing.
 // Internal (CUDA runtime types): included by cuda/*.cpp and the benchmark, never by the CLI.
+// Defined in cuda/engine.cpp and, one concern each, cuda/engine_{inputs,launch,ple,copies,export}.cpp.
 #pragma once
 #include <cuda_runtime_api.h>
 

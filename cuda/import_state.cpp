@@ -1,8 +1,8 @@
 // CUDA import of a recorded state into a free slot (Backend::import_state): the start of a replay
 // from a recorded state (replay/start_point.h). Every field the export reads (Engine::export_fields,
 // for the slot's new metadata) is written from the host; the slot's other bytes are never read
-// before the contract has them written. Counterparts: cuda/engine.cpp (alloc, export_state),
-// reference/import_state.cpp.
+// before the contract has them written. Counterparts: cuda/engine_copies.cpp (alloc),
+// cuda/engine_export.cpp (export_state), reference/import_state.cpp.
 #include <cuda_runtime_api.h>
 
 #include <stdexcept>
