@@ -1,5 +1,5 @@
 // Device helpers shared by the kernel families: FP16 conversions (core/half.h), the
-// kernel-store clamp, and deterministic block sums (fixed order, no atomics).
+// kernel-store clamp, deterministic block sums (fixed order, no atomics), and the global timer.
 #pragma once
 #include <cuda_fp16.h>
 #include <cstdint>
@@ -151,5 +151,12 @@ __device__ __forceinline__ void store_rows(const float (&H)[RPT][VEC], HT* h, in
     const int i = ty * RPT + r;
     if (i < kd) store_vec<VEC>(h + size_t(i) * vd, H[r]);
   }
+}
+
+// The GPU's global nanosecond timer (%globaltimer): the delay and occupy test kernels spin on it.
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
 }
 }  // namespace ssm::cuda

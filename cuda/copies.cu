@@ -11,6 +11,7 @@
 
 #include "cuda/block_order.cuh"
 #include "cuda/check.h"
+#include "cuda/common.cuh"
 #include "cuda/copies.h"
 
 namespace ssm::cuda {
@@ -45,11 +46,6 @@ __global__ void copies_kernel(const __grid_constant__ CopyBatch b) {
   else copy_words<unsigned char>(src, dst, c.bytes, lb.x, blocks);
 }
 
-__device__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 // Schedule perturbation: holds the stream for `ns` nanoseconds (cuda/schedule.h).
 __global__ void delay_kernel(unsigned ns) {
   const unsigned long long start = global_ns();

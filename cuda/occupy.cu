@@ -1,16 +1,11 @@
 // Test hook: every SM busy for a while (see occupy.h).
 #include "cuda/check.h"
+#include "cuda/common.cuh"
 #include "cuda/occupy.h"
 
 namespace ssm::cuda {
 
 namespace {
-__device__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 __global__ void occupy_kernel(unsigned long long ns) {
   extern __shared__ char block_shared[];  // large enough that no other block fits beside it
   const unsigned long long start = global_ns();
