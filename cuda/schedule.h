@@ -9,7 +9,9 @@
 // and the positions are cut into 2 to 4 waves, each launched after the one before it has ended
 // (plain launches on the same stream). A persistent kernel (the GDN row kernel) runs its work items
 // in the permuted order on a grid cut to a fraction of its CTAs. The batched copies (checkpoint,
-// commit, rollback, restore, async checkpoint) start with a delay of 10 to 60 us on their stream.
+// commit, rollback, restore, async checkpoint) start with a delay of 10 to 60 us on their stream,
+// and a widen of FP16 h (a prefill on FP16 state) lets the kernel after it start at once and
+// stores 10 to 60 us later.
 // None of this changes a result bit of a correct implementation: every block's work is the same,
 // only when it runs changes.
 //
@@ -45,7 +47,7 @@ class Schedule {
   };
   Plan next(unsigned n);                    // the plan of the next launch of n blocks
   unsigned persistent_grid(unsigned ctas);  // a persistent kernel's grid: 1/2 to 1/8 of its CTAs
-  unsigned delay_ns();                      // the delay before the next batched copies
+  unsigned delay_ns();                      // the delay before the next batched copies or widen stores
 
  private:
   uint64_t draw();  // splitmix64 of seed_ and the count so far

@@ -8,6 +8,7 @@
 #include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/dependent_launch.cuh"
+#include "cuda/schedule.h"
 #include "cuda/to_f16.h"
 
 namespace ssm::cuda {
@@ -21,9 +22,10 @@ __global__ void widen_kernel(const uint16_t* __restrict__ src, float* __restrict
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     dst[i] = f16_bits_to_f32(src[i]);
 }
-// The widen of late_widen_stores_for_tests: a legal chain kernel (dependent_launch.cuh) that lets
-// its dependent launch at once and stores only after `ns` nanoseconds, so that a kernel after it
-// which reads its output without waiting for it reads stale data on every run.
+// The widen of late_widen_stores_for_tests and of a perturbed schedule (cuda/schedule.h): a legal
+// chain kernel (dependent_launch.cuh) that lets its dependent launch at once and stores only after
+// `ns` nanoseconds, so that a kernel after it which reads its output without waiting for it reads
+// stale data on every run (issue 41's f16-pool prefill race; mutant cuda_conv_races_widen).
 __global__ void late_widen_kernel(const uint16_t* __restrict__ src, float* __restrict__ dst, size_t n, unsigned ns) {
   wait_for_previous();
   allow_dependents();
@@ -45,9 +47,12 @@ void launch_narrow_f16(const float* src, uint16_t* dst, size_t n, cudaStream_t s
 
 void launch_widen_f16(const uint16_t* src, float* dst, size_t n, cudaStream_t stream) {
   if (!n) return;
-  if (g_late_widen_ns)
+  Schedule* perturbed = current_schedule();
+  if (g_late_widen_ns || perturbed) {
+    const unsigned ns = g_late_widen_ns ? g_late_widen_ns : perturbed->delay_ns();
     return launch_dependent("late_widen_kernel", &late_widen_kernel, dim3(blocks_for(n)), dim3(256), 0, stream, src,
-                            dst, n, g_late_widen_ns);
+                            dst, n, ns);
+  }
   widen_kernel<<<blocks_for(n), 256, 0, stream>>>(src, dst, n);
   SSM_CUDA_LAUNCHED("widen_kernel");
 }

@@ -37,7 +37,7 @@ class PropertyGpuMutant : public GpuTestP<std::string> {};
 
 TEST_P(PropertyGpuMutant, IsCaughtAndShrunk) {
   mutant::select(GetParam());
-  fuzz::CampaignOptions o;  // as the gate's CUDA campaign (replay/gate.cpp)
+  fuzz::CampaignOptions o;              // as the gate's CUDA campaign (replay/gate.cpp)
   o.caps = Capabilities::everything();  // CUDA's (BackendEntry::caps)
   o.seed = campaign_seed(1);
   o.cases = int(env_u64("SSMCHECK_CASES", 1000));
@@ -88,6 +88,39 @@ TEST_F(PerturbedScheduleMutantGpu, CatchesTheOneWaveConvWindowOnEverySeed) {
   const fuzz::ReplayResult shipped = fuzz::check_script(c.config(), parse_script(script), reference, perturbed_cuda(1),
                                                         cmp::Tolerances::defaults(), cmp::Strictness::classes);
   EXPECT_TRUE(shipped.pass) << "without the mutant the perturbed schedule agrees\n" << shipped.report;
+}
+
+// Issue 41's f16-pool prefill divergence: after a widen of FP16 h, a conv kernel launched as a
+// programmatic dependent lets the row kernels load H before the widen's stores are visible. On the
+// plain schedule it showed about once per 15,000 sequences under 16 campaigns at once and never on a
+// rerun; a perturbed schedule's widen stores 10-60 us after it lets the next kernel start, so the
+// mutant that keeps the dependent launch (the code before the fix) fails on every seed.
+TEST_F(PerturbedScheduleMutantGpu, CatchesTheWidenRaceOnEverySeed) {
+  const std::string script = "alloc; prefill 3; decode; prefill 2; decode; prefill 1; verify 2; commit 2 2; prefill 4";
+  auto reference = [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); };
+  for (const auto& [preset, mode] :
+       {std::make_pair("mamba-wide", HMode::f16_pool), std::make_pair("odd-a", HMode::f16)}) {
+    GpuCase c;
+    c.preset = preset;
+    c.mode = mode;
+    c.seed = 23;
+    mutant::select("cuda_conv_races_widen");
+    const fuzz::ReplayResult plain = fuzz::check_script(
+        c.config(), parse_script(script), reference, [] { return std::unique_ptr<Backend>(new cuda::CudaBackend()); },
+        cmp::Tolerances::defaults(), cmp::Strictness::classes);
+    std::printf("%s, plain schedule (timing decides, not asserted): %s\n", c.name().c_str(),
+                plain.pass ? "passed" : "caught");
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      const fuzz::ReplayResult r = fuzz::check_script(c.config(), parse_script(script), reference, perturbed_cuda(seed),
+                                                      cmp::Tolerances::defaults(), cmp::Strictness::classes);
+      EXPECT_FALSE(r.pass) << "schedule seed " << seed << ": the widen race survived " << c.name() << " " << script;
+    }
+    mutant::select("");
+    const fuzz::ReplayResult shipped =
+        fuzz::check_script(c.config(), parse_script(script), reference, perturbed_cuda(1), cmp::Tolerances::defaults(),
+                           cmp::Strictness::classes);
+    EXPECT_TRUE(shipped.pass) << "without the mutant the perturbed schedule agrees\n" << shipped.report;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, PropertyGpuMutant, ::testing::ValuesIn(cuda_mutants()),
