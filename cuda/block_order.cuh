@@ -30,7 +30,11 @@ __device__ __forceinline__ int logical_item(const BlockOrder& o, int i) {
 
 // Launches kernel(p) on a grid (x, y) of `block` threads: as written (a programmatic dependent of
 // the kernel before it when `dependent`), or, under a perturbed schedule, p.*order set for each wave
-// of the plan, the first wave launched as written and the others plainly after it.
+// of the plan, each wave launched as the whole launch would be. A dependent wave is a programmatic
+// dependent of the wave before it: what it does after its grid-dependency wait runs after that wave
+// has ended (the waves stay sequential), and what it may do before the wait overlaps it as the
+// whole launch would overlap the kernel before it. Plain waves would wait for every earlier kernel
+// to end and so hide a read that races one of them (mutant cuda_conv_races_widen).
 template <typename Params>
 void launch_ordered(const char* name, void (*kernel)(Params), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                     bool dependent, Params p, BlockOrder Params::*order) {
@@ -45,7 +49,7 @@ void launch_ordered(const char* name, void (*kernel)(Params), dim3 grid, dim3 bl
   for (size_t w = 0; w + 1 < plan.cuts.size(); ++w) {
     p.*order = BlockOrder{n, grid.x, grid.y, plan.cuts[w], plan.mul, plan.add};
     const dim3 wave(plan.cuts[w + 1] - plan.cuts[w]);
-    if (w == 0 && dependent) {
+    if (dependent) {
       launch_dependent(name, kernel, wave, block, smem, stream, p);
     } else {
       kernel<<<wave, block, smem, stream>>>(p);
