@@ -134,9 +134,17 @@ struct LayerSpec {
   Numerics numerics;  // the contract's unless the implementation checked declares otherwise
   float eps = 1e-6f;  // rms_norm_eps of the output norm
   PleSpec ple;        // the PLE carry the layer hosts (GDN layers only); ple.channels == 0: none
+  // A slip, never a convention: heads mapped tiled instead of grouped (GDN value head vh reads key
+  // head vh % nk, Mamba-2 head h reads group h % ng). Set only on the reference that the
+  // likely-cause rerun runs (fuzz/convention_hints.h); no file reads or writes it, nothing declares it.
+  bool tiled_heads = false;
 
   int heads_per_key() const { return nv / nk; }   // GDN: value head vh reads key head vh / heads_per_key
   int heads_per_group() const { return nh / ng; }  // Mamba-2: head h reads group h / heads_per_group
+  int key_head(int vh) const { return tiled_heads ? vh % nk : vh / heads_per_key(); }  // GDN
+  int group_of(int h) const { return tiled_heads ? h % ng : h / heads_per_group(); }   // Mamba-2
+  // tiled_heads changes something: GDN nv / nk > 1, Mamba-2 nh / ng > 1 with ng > 1
+  bool tiling_differs() const { return kind == LayerKind::gdn ? nk > 1 && nv > nk : ng > 1 && nh > ng; }
   int d_inner() const { return nh * hp; }          // Mamba-2
   int norm_group_count() const { return norm_groups ? norm_groups : ng; }  // Mamba-2: groups of the output norm
   // conv channels: GDN 2*nk*kd + nv*vd ordered [Q | K | V]; Mamba-2 nh*hp + 2*ng*ns ordered [x | B | C]

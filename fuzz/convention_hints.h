@@ -3,7 +3,9 @@
 // fails wherever the conventions differ, with nothing in its states to point at the cause. After
 // shrinking, the campaign reruns the minimal case with the reference computing each single change
 // of the case's conventions (core/numerics_alternatives.h); one under which the case passes is a
-// hint, with the declaration that would make it the implementation's. The trace side:
+// hint, with the declaration that would make it the implementation's. Then the slips of the state
+// model that leave nothing in the states to match (slip_hints): the case rerun with the reference
+// mapping heads tiled, or writing each padding row's update into a live slot. The trace side:
 // replay/convention_hints.h. docs/fuzzing.md, "Likely causes".
 #pragma once
 #include <string>
@@ -20,5 +22,14 @@ std::vector<std::string> convention_hints(const CaseConfig& config, const std::v
                                           const BackendFactory& model, const BackendFactory& sut,
                                           const cmp::Tolerances& tol, cmp::Strictness strictness,
                                           const Invariant& invariant, bool pause_async, const std::string& sut_name);
+
+// The slips a rerun confirms (convention_hints ends with them): the case passes when the reference
+// maps heads tiled instead of grouped (LayerSpec::tiled_heads; only where some layer's tiling
+// differs: GDN nv/nk > 1 with nk > 1, Mamba-2 nh/ng > 1 with ng > 1), or when it writes each padding
+// row's update into pool slot 0 or into the slot of the live row before it (only where the script
+// has a padding row). Each hint names the rerun that passed.
+std::vector<std::string> slip_hints(const CaseConfig& config, const std::vector<Op>& script, const BackendFactory& sut,
+                                    const cmp::Tolerances& tol, cmp::Strictness strictness, const Invariant& invariant,
+                                    bool pause_async, const std::string& sut_name);
 
 }  // namespace ssm::fuzz

@@ -23,7 +23,7 @@ void gdn_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* windo
   const double qscale = 1.0 / std::sqrt(double(s.kd));
   parallel_parts(s.nv, heads_in_parallel(s), [&](size_t head) {  // heads are independent
     const int vh = int(head);
-    const int kh = vh / s.heads_per_key();
+    const int kh = s.key_head(vh);
     const VecD q = y.segment(Eigen::Index(kh) * s.kd, s.kd);
     const VecD k = y.segment(Eigen::Index(s.nk + kh) * s.kd, s.kd);
     const VecD v = y.segment(Eigen::Index(2 * s.nk * s.kd) + Eigen::Index(vh) * s.vd, s.vd);

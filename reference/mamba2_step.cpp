@@ -16,7 +16,7 @@ void mamba2_step(const LayerSpec& s, const LayerWeights& w, Tensor& h, float* wi
   VecD y(di), S(di);
   parallel_parts(s.nh, heads_in_parallel(s), [&](size_t head) {  // heads are independent
     const int hh = int(head);
-    const int g = hh / s.heads_per_group();
+    const int g = s.group_of(hh);
     const VecD x = xbc.segment(Eigen::Index(hh) * s.hp, s.hp);
     const VecD B = xbc.segment(di + Eigen::Index(g) * gs, gs);
     const VecD C = xbc.segment(di + Eigen::Index(s.ng + g) * gs, gs);

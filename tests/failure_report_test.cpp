@@ -62,8 +62,18 @@ INSTANTIATE_TEST_SUITE_P(
         // a convention, not a slip of the states: confirmed by rerunning the case under it
         Slip{"gates_torch", "--preset tiny --extreme-gates", "alloc; prefill 3; decode",
              "the case passes when the reference computes torch gates (softplus linear above 20, no clamps)",
-             "FP16 stores"}),
-    [](const ::testing::TestParamInfo<Slip>& i) { return std::string(i.param.name); });
+             "FP16 stores"},
+        // slips that leave nothing in the states to match, confirmed by a rerun of the reference making them
+        Slip{"heads_tiled", "--preset odd-a", "alloc; prefill 3; decode",
+             "the case passes when the reference maps heads tiled (GDN value head v reads key head v % nk"},
+        Slip{"heads_tiled", "--preset mamba-tiny", "alloc; prefill 3",
+             "the case passes when the reference maps heads tiled (Mamba-2 head h reads group h % ng"},
+        Slip{"pad_into_slot0", "--preset tiny --slots 3", "alloc; alloc @1; prefill 3; prefill 2 @1; decode @1,pad",
+             "the case passes when the reference writes each padding row's update into pool slot 0",
+             "the slot of the live row before it"},
+        Slip{"pad_into_slot0", "--preset mamba-tiny --slots 3", "alloc; alloc @1; prefill 2 @1; verify 3 @1,pad",
+             "writes padding rows into a claimed slot instead of the dummy slot (a padding slot id clamped to 0?)"}),
+    [](const ::testing::TestParamInfo<Slip>& i) { return std::string(i.param.name) + "_" + std::to_string(i.index); });
 
 // A campaign's failing case is rerun under each single change of its conventions: an implementation
 // computing torch gates without declaring them is named so, in the summary and in the evidence.
@@ -89,6 +99,30 @@ TEST(LikelyCauseCampaign, ACorrectPluginGetsNoHint) {
   const auto r = test::sh(kBin + " fuzz --backend " + test::q(kSlip) + " --cases 150 --seed 404");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("likely cause"), std::string::npos) << r.out;
+}
+
+// The rerun checks run on every failing case; one failing for another slip gets no tiled-heads or
+// padding hint: on presets where tiling differs (odd-a: nv/nk = 3; mamba-tiny: nh/ng = 2), with
+// padding rows drawn, a commit slip is named as itself only.
+TEST(LikelyCauseCampaign, AnotherSlipGetsNoHeadOrPaddingHint) {
+  for (const char* preset : {"odd-a", "mamba-tiny"}) {
+    const auto r = test::sh(kBin + " fuzz --backend " + test::q(kSlip + ",slip=commit_off_by_one") + " --preset " +
+                            preset + " --cases 300 --seed 404");
+    EXPECT_EQ(r.code, 1) << preset << "\n" << r.out;
+    EXPECT_NE(r.out.find("commit restores intermediate n instead of n-1?"), std::string::npos) << preset << "\n"
+                                                                                               << r.out;
+    EXPECT_EQ(r.out.find("maps heads tiled"), std::string::npos) << preset << "\n" << r.out;
+    EXPECT_EQ(r.out.find("each padding row's update"), std::string::npos) << preset << "\n" << r.out;
+  }
+  // shrinking drops padding rows the slip does not need; a check keeps them, and the padding reruns run
+  const auto c = test::sh(kBin + " check --preset odd-a --slots 3 --backend " +
+                          test::q(kSlip + ",slip=commit_off_by_one") + " --ops " +
+                          test::q("alloc; alloc @1; prefill 3; prefill 2 @1; decode @1,pad; checkpoint; "
+                                  "verify 4 @0,pad; commit 1 4"));
+  EXPECT_EQ(c.code, 1) << c.out;
+  EXPECT_NE(c.out.find("commit restores intermediate n instead of n-1?"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find("maps heads tiled"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find("each padding row's update"), std::string::npos) << c.out;
 }
 
 // Shrinking minimises the configuration too, and the verdict carries the failure as fields: a

@@ -15,12 +15,18 @@
 //                          SSMP_GATES_TORCH: found by rerunning the case under that convention
 //   perturbed_only         commit_off_by_one once its schedule is perturbed (perturb_schedule): a
 //                          bug the usual schedule hides, as one that needs a second wave
+//   heads_tiled            value head v reads key head v % nk (Mamba-2: head h reads group h % ng)
+//                          instead of the grouped v / (nv/nk): found by rerunning the case with the
+//                          reference mapping heads tiled
+//   pad_into_slot0         each padding row of a decode or verify also runs on pool slot 0, after
+//                          the batch's rows (a padding slot id clamped to 0): found by a rerun too
 // It offers a perturbed schedule (ssmp_plugin.perturb_schedule, with every option).
 // No option: the reference as it is (it must get no hint in any campaign). Judged under the
 // tolerance classes (no SSMP_BITWISE), as most engines are.
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -32,10 +38,10 @@ namespace {
 
 using namespace ssm;
 
-constexpr const char* kSlips[] = {"commit_off_by_one",  "rollback_off_by_one", "h_transposed",
-                                  "conv_shifted_twice", "f16_store_inf",       "intermediates_one_off",
-                                  "checkpoint_aliased", "output_round_up",     "flaky_commit",
-                                  "gates_torch",        "perturbed_only"};
+constexpr const char* kSlips[] = {
+    "commit_off_by_one",     "rollback_off_by_one", "h_transposed",    "conv_shifted_twice", "f16_store_inf",
+    "intermediates_one_off", "checkpoint_aliased",  "output_round_up", "flaky_commit",       "gates_torch",
+    "perturbed_only",        "heads_tiled",         "pad_into_slot0"};
 
 // [a][b][c] -> the same values laid out [a][c][b]
 Tensor transposed(const Tensor& t) {
@@ -56,10 +62,12 @@ class Slipped : public ref::ReferenceBackend {
  public:
   explicit Slipped(std::string slip) : slip_(std::move(slip)) {}
   void create_pool(const Model& model, const PoolConfig& pool) override {
-    if (slip_ != "gates_torch") return ReferenceBackend::create_pool(model, pool);
-    Model torch = model;
-    for (LayerSpec& l : torch.spec.layers) l.numerics.gates = GateMath::torch;
-    ReferenceBackend::create_pool(torch, pool);
+    Model slipped = model;
+    for (LayerSpec& l : slipped.spec.layers) {
+      if (slip_ == "gates_torch") l.numerics.gates = GateMath::torch;
+      if (slip_ == "heads_tiled") l.tiled_heads = true;
+    }
+    ReferenceBackend::create_pool(slipped, pool);
   }
   bool perturb_schedule(uint64_t) override {
     perturbed_ = true;
@@ -84,11 +92,34 @@ class Slipped : public ref::ReferenceBackend {
   }
   StepOutputs prefill(int slot, const StepInputs& in) override { return nudged(ReferenceBackend::prefill(slot, in)); }
   std::vector<StepOutputs> decode(const std::vector<int>& slots, const std::vector<StepInputs>& in) override {
-    return nudged(ReferenceBackend::decode(slots, in));
+    std::vector<StepOutputs> out = nudged(ReferenceBackend::decode(slots, in));
+    if (slip_ == "pad_into_slot0")
+      for (size_t i = 0; i < slots.size(); ++i)
+        if (slots[i] == kPadRow && live_.count(0)) try {
+            ReferenceBackend::decode({0}, {in[i]});
+          } catch (const std::exception&) {  // slot 0 cannot run it now (awaiting a commit)
+          }
+    return out;
   }
   std::vector<StepOutputs> verify(const std::vector<int>& slots, int k, VerifyArm arm,
                                   const std::vector<StepInputs>& in) override {
-    return nudged(ReferenceBackend::verify(slots, k, arm, in));
+    std::vector<StepOutputs> out = nudged(ReferenceBackend::verify(slots, k, arm, in));
+    if (slip_ == "pad_into_slot0")
+      for (size_t i = 0; i < slots.size(); ++i)
+        if (slots[i] == kPadRow && live_.count(0)) try {
+            ReferenceBackend::verify({0}, k, arm, {in[i]});
+          } catch (const std::exception&) {  // slot 0 cannot run it now (awaiting a commit)
+          }
+    return out;
+  }
+  int alloc(int min_capacity) override {
+    const int slot = ReferenceBackend::alloc(min_capacity);
+    live_.insert(slot);
+    return slot;
+  }
+  void release(int slot) override {
+    ReferenceBackend::release(slot);
+    live_.erase(slot);
   }
   SequenceState export_state(int slot) override {
     SequenceState s = ReferenceBackend::export_state(slot);
@@ -118,6 +149,7 @@ class Slipped : public ref::ReferenceBackend {
  private:
   std::string slip_;
   bool perturbed_ = false;
+  std::set<int> live_;  // allocated slots (pad_into_slot0 writes slot 0 only while it is one)
   // output_round_up: elements 0, 2, 4, ... of every output one ULP towards +inf
   StepOutputs nudged(StepOutputs o) const {
     if (slip_ == "output_round_up")
