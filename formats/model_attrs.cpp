@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/core.h>
+#include <functional>
 #include <vector>
 
 #include "core/conventions.h"
@@ -40,6 +41,45 @@ std::vector<std::string> attribute_names(hid_t loc) {
   return names;
 }
 
+// A shape of one layer kind and its counterpart of the other (GDN key heads and Mamba-2 groups,
+// value heads and heads, the key dim and the state size (B and C's width), the value dim and the
+// head dim (x's width)): what "did you mean" offers for an attribute of the other kind.
+constexpr std::pair<const char*, const char*> kShapeCounterparts[] = {
+    {"nk", "ng"}, {"nv", "nh"}, {"kd", "ns"}, {"vd", "hp"}};
+
+// For an attribute a layer of `kind` does not define but the other kind does: "; ng is a mamba2
+// layer's attribute and this layer is gdn: did you mean nk?" ("" when it is none).
+std::string other_kind_note(const std::string& n, LayerKind kind) {
+  const LayerKind other = kind == LayerKind::gdn ? LayerKind::mamba2 : LayerKind::gdn;
+  const std::vector<std::string> theirs = layer_spec_attr_names(other);
+  if (std::find(theirs.begin(), theirs.end(), n) == theirs.end()) return "";
+  std::string note =
+      fmt::format("; {} is a {} layer's attribute and this layer is {}", n, to_string(other), to_string(kind));
+  for (const auto& [gdn, mamba2] : kShapeCounterparts) {
+    const std::string mine = kind == LayerKind::gdn ? gdn : mamba2, its = kind == LayerKind::gdn ? mamba2 : gdn;
+    if (n == its) return note + ": did you mean " + mine + "?";
+  }
+  return note + " (no " + to_string(kind) + " counterpart)";
+}
+
+void only_attrs(const CheckedReader& r, hid_t loc, const std::string& path, const std::vector<std::string>& defined,
+                const std::function<std::string(const std::string&)>& note) {
+  for (const std::string& n : r.guard(path, [&] { return attribute_names(loc); })) {
+    if (std::find(defined.begin(), defined.end(), n) != defined.end()) continue;
+    std::string list, near;
+    for (const std::string& d : defined) {
+      list += (list.empty() ? "" : ", ") + d;
+      if (near.empty() && near_miss(n, d)) near = d;
+    }
+    std::string what = "not a member of " + path + " (defined: " + (list.empty() ? "no attributes" : list) + ")";
+    const std::string kind_note = note ? note(n) : "";
+    if (!kind_note.empty()) what += kind_note;
+    else if (!near.empty()) what += "; did you mean " + near + "?";
+    else if (is_layer_convention(n)) what += "; " + n + " is a layer's convention: it belongs on /model/layer<l>";
+    throw FormatError(r.file(), CheckedReader::at(path, n), what);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> layer_spec_attr_names(LayerKind kind) {
@@ -62,18 +102,7 @@ const std::vector<std::string>& pool_attr_names() {
 }
 
 void only_attrs(const CheckedReader& r, hid_t loc, const std::string& path, const std::vector<std::string>& defined) {
-  for (const std::string& n : r.guard(path, [&] { return attribute_names(loc); })) {
-    if (std::find(defined.begin(), defined.end(), n) != defined.end()) continue;
-    std::string list, near;
-    for (const std::string& d : defined) {
-      list += (list.empty() ? "" : ", ") + d;
-      if (near.empty() && near_miss(n, d)) near = d;
-    }
-    std::string what = "not a member of " + path + " (defined: " + (list.empty() ? "no attributes" : list) + ")";
-    if (!near.empty()) what += "; did you mean " + near + "?";
-    else if (is_layer_convention(n)) what += "; " + n + " is a layer's convention: it belongs on /model/layer<l>";
-    throw FormatError(r.file(), CheckedReader::at(path, n), what);
-  }
+  only_attrs(r, loc, path, defined, nullptr);
 }
 
 void write_pool_attrs(hid_t g, const PoolConfig& pool) {
@@ -141,7 +170,7 @@ LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::stri
   } catch (const std::invalid_argument& e) {
     throw FormatError(r.file(), lp + "@kind", e.what());
   }
-  only_attrs(r, g, lp, layer_spec_attr_names(s.kind));
+  only_attrs(r, g, lp, layer_spec_attr_names(s.kind), [&](const std::string& n) { return other_kind_note(n, s.kind); });
   for (const ShapeParam& p : s.shape_params()) s.*p.member = int(r.int_attr(g, lp, p.name, 1, kMaxDim));
   s.d_conv = int(r.int_attr(g, lp, "d_conv", 1, kMaxDim));
   s.conv_bias = r.int_attr(g, lp, "conv_bias", 0, 1) != 0;

@@ -55,11 +55,11 @@ class FormatAttrs : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // A tiny trace (GDN layers; torch gates on layer 1): alloc, then a state of sequence 0.
-  std::string trace(const std::string& name) {
+  // A tiny trace (GDN layers, or the preset's; torch gates on layer 1): alloc, then a state of sequence 0.
+  std::string trace(const std::string& name, const std::string& preset = "tiny") {
     TraceHeader h;
     h.producer = "format_attrs_test";
-    h.model = zero_model(make_preset("tiny"));
+    h.model = zero_model(make_preset(preset));
     h.model.spec.layers[1].numerics.gates = GateMath::torch;
     h.pool.max_slots = 2;
     h.pool.h_capacity = {4, 4};
@@ -120,6 +120,37 @@ TEST_F(FormatAttrs, AConventionOnTheWrongGroupSaysWhereItBelongs) {
     const std::string e = trace_error(p);
     EXPECT_NE(e.find(p + ": " + at + ": not a member of " + object + " (defined: "), std::string::npos) << e;
     EXPECT_NE(e.find("f16_rows is a layer's convention: it belongs on /model/layer<l>"), std::string::npos) << e;
+  }
+}
+
+// An attribute of the other layer kind names the layer's kind and offers its counterpart.
+TEST_F(FormatAttrs, AnAttributeOfTheOtherLayerKindNamesTheKindAndItsCounterpart) {
+  struct Case {
+    const char* preset;
+    const char* attr;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"tiny", "ng", "; ng is a mamba2 layer's attribute and this layer is gdn: did you mean nk?"},
+      {"tiny", "nh", "; nh is a mamba2 layer's attribute and this layer is gdn: did you mean nv?"},
+      {"tiny", "hp", "; hp is a mamba2 layer's attribute and this layer is gdn: did you mean vd?"},
+      {"tiny", "norm_groups", "; norm_groups is a mamba2 layer's attribute and this layer is gdn (no gdn counterpart)"},
+      {"mamba-tiny", "nk", "; nk is a gdn layer's attribute and this layer is mamba2: did you mean ng?"},
+      {"mamba-tiny", "kd", "; kd is a gdn layer's attribute and this layer is mamba2: did you mean ns?"},
+      {"mamba-tiny", "output_gate",
+       "; output_gate is a gdn layer's attribute and this layer is mamba2 (no mamba2 counterpart)"},
+      {"mamba-tiny", "ple_channels", "; ple_channels is a gdn layer's attribute and this layer is mamba2"},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    const std::string p = trace("kind" + std::to_string(n++) + ".h5", c.preset);
+    ASSERT_EQ(trace_error(p), "") << c.preset;
+    add_attr(p, "/model/layer0", c.attr);
+    const std::string e = trace_error(p);
+    EXPECT_NE(e.find(p + ": /model/layer0@" + c.attr + ": not a member of /model/layer0 (defined: kind, "),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find(c.expect), std::string::npos) << "expected: " << c.expect << "\n" << e;
   }
 }
 
