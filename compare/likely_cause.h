@@ -9,6 +9,10 @@
 //     contract's [nv][kd][vd], a missing SSMP_H_VD_KD);
 //   - the conv window shifted by a column (shifted twice, or not shifted);
 //   - FP16 stores that overflow to inf where the contract saturates at +-65504 (or the reverse).
+// Slips and conventions that leave nothing in the states to match are confirmed by rerunning the case
+// with the reference computing them (fuzz/convention_hints.h: torch gates, FP16 stores that
+// overflow, rows carried in FP32, heads mapped tiled instead of grouped, a padding row written into
+// a live slot; replay/convention_hints.h for traces).
 // A hint is given only when the field differs from the reference's and matches the candidate far
 // better (relative max error <= 1e-3 and under a tenth of its error against the reference): a
 // correct field never gets one. docs/fuzzing.md ("Likely causes") lists the checks.
