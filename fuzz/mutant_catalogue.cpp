@@ -43,7 +43,7 @@ const std::vector<MutantInfo>& mutant_catalogue() {
        "a partial accept truncates the post-verify PLE history (EOS in front) instead of rebuilding it"},
       {"cuda_async_reader_no_wait", 14, "cuda",
        "rollback and restore read the checkpoint without waiting on the async checkpoint's event"},
-      {"cuda_conv_races_widen", 14, "cuda",
+      {"cuda_conv_races_widen", 20, "cuda",
        "after a widen of FP16 h the conv kernel is launched as a programmatic dependent, so the row kernels it "
        "lets start load H before the widen's stores are visible (issue 41's f16-pool prefill divergence)"},
       {"cuda_commit_reads_last_intermediate", 17, "cuda",
