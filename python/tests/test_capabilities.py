@@ -6,7 +6,9 @@
   reaches it;
 - `fuzz --h-mode f16` on it checks nothing: exit 5 naming its h modes;
 - `replay` of an FP16 trace on it is skipped and counted: exit 5;
-- a malformed declaration (an unknown h mode, an unknown verify arm) is refused naming the member.
+- a malformed declaration (an unknown h mode, an unknown verify arm) is refused naming the member;
+- a class offering `perturb_schedule` gets its seed under `--backend perturbed:python:NAME`, and a
+  class that offers none (no method, or a falsy return) is refused there.
 
     SSMCHECK=build/ssmcheck PYTHONPATH=python /usr/bin/python3 python/tests/test_capabilities.py
 
@@ -61,6 +63,24 @@ class F32Only(NumpyGdn):
         return super().verify(slots, k, arm, inputs)
 
 
+class Perturbable(NumpyGdn):
+    """numpy_gdn offering a perturbed schedule (docs/plugins.md): it has none to perturb, so it notes
+    each seed it is given in the file $SSMCHECK_TEST_PERTURB_LOG (the host process inherits it)."""
+    name = "numpy GDN, perturbable"
+
+    def perturb_schedule(self, seed):
+        with open(os.environ["SSMCHECK_TEST_PERTURB_LOG"], "a") as f:
+            f.write("%d\n" % seed)
+        return True
+
+
+class NotPerturbable(NumpyGdn):
+    """a perturb_schedule that says no (a falsy return: not offered)"""
+
+    def perturb_schedule(self, seed):
+        return False
+
+
 class UnknownMode(NumpyGdn):
     h_modes = ("f64",)
 
@@ -94,6 +114,27 @@ def test_an_fp16_trace_is_skipped_and_counted():
     rc, text = run(["replay", trace, "--backend", "python:f32only"], F32Only)
     assert rc == 5, text
     assert "NOTHING CHECKED (1 of 1 checks skipped)" in text, text
+
+
+def test_a_perturbed_schedule_reaches_the_class_and_one_not_offered_is_refused():
+    with tempfile.TemporaryDirectory() as d:
+        log = os.path.join(d, "seeds")
+        os.environ["SSMCHECK_TEST_PERTURB_LOG"] = log
+        try:
+            rc, text = run(["fuzz", "--backend", "perturbed:python:p", "--cases", "3", "--seed", str(SEED)],
+                           Perturbable)
+        finally:
+            del os.environ["SSMCHECK_TEST_PERTURB_LOG"]
+        assert rc == 0, text
+        with open(log) as f:
+            seeds = f.read().split()
+        assert seeds, "perturb_schedule was never called:\n" + text
+    rc, text = run(["fuzz", "--backend", "perturbed:python:n", "--cases", "1"], NotPerturbable)
+    assert rc == 2, text
+    assert "perturb" in text, text
+    rc, text = run(["fuzz", "--backend", "perturbed:python:n", "--cases", "1"], F32Only)
+    assert rc == 2, text
+    assert "perturb" in text, text
 
 
 def test_a_malformed_declaration_is_refused_naming_it():
