@@ -51,6 +51,14 @@ add_test(NAME python_capture COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/pyth
 set_tests_properties(python_capture PROPERTIES LABELS cpu TIMEOUT 300 SKIP_RETURN_CODE 77
   ENVIRONMENT "SSMCHECK=$<TARGET_FILE:ssmcheck>;PYTHONPATH=${PROJECT_SOURCE_DIR}/python;PYTHONDONTWRITEBYTECODE=1")
 
+# Recording from Hugging Face transformers (python/ssmcheck/hf_capture.py, issue 44 item 2): tiny
+# random-weight Qwen3-Next and Nemotron-H models run a speculative loop; the traces replay on the
+# reference and, with a GPU, on CUDA. The python3 on PATH (the one with torch and transformers);
+# skipped (77) without them.
+add_test(NAME python_hf_capture COMMAND /usr/bin/env python3 ${PROJECT_SOURCE_DIR}/python/tests/test_hf_capture.py)
+set_tests_properties(python_hf_capture PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77
+  ENVIRONMENT "SSMCHECK=$<TARGET_FILE:ssmcheck>;PYTHONPATH=${PROJECT_SOURCE_DIR}/python;PYTHONDONTWRITEBYTECODE=1")
+
 # Undefined attributes refused by name (a misspelt convention, one on the wrong group) in traces
 # and dumps; the defined conventions read back; every bundled trace still reads.
 ssmcheck_test(format_attrs_test LABEL cpu TIMEOUT 120

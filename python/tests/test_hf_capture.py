@@ -1,0 +1,253 @@
+"""Recording from Hugging Face transformers (ssmcheck.hf_capture; ctest python_hf_capture, gpu label):
+tiny random-weight models of the real architectures, cut to three layers with a full-attention
+layer between two recurrent ones, run a greedy speculative loop (n-gram drafts, verify, accept,
+rejected drafts restored from the hooks' copies by commit, rollback n and rollback 0 in turn) on
+CUDA when there is one (else the CPU), and the traces replay:
+
+- Qwen3-Next (GDN layers at the real head sizes kd = vd = 128, nk 1, nv 2, d_conv 4; float32):
+  `ssmcheck replay` on the reference (the trace declares torch gates) and, with a GPU,
+  `replay --backend cuda --gates clamped` (ssmcheck's kernels run the contract's gates; the test's
+  A_log and dt_bias keep every gate inside the range where the two agree);
+- Nemotron-H (Mamba-2 layers at the real head sizes hp 64, ns 128, nh 4, ng 2; float32; dt_bias
+  chosen so softplus(dt + dt_bias) stays above time_step_min, where transformers' clamp does not
+  act): replay on the reference and, with a GPU, on `--backend cuda`.
+
+Each trace is checked for its ops (alloc, prefill, then checkpoint, verify K, commit/rollback or
+decode, as the loop returned them, read back with h5py where it is installed), for two recorded
+layers (the attention layer is not in the trace) and for the declared conventions.
+
+    . .gpu/env && SSMCHECK=$PWD/build/ssmcheck PYTHONPATH=python python3 python/tests/test_hf_capture.py
+Exit 77 (skipped) without torch or transformers (as on the CPU-only build machines), saying which.
+$SSMCHECK_TEST_SEED picks the seed (printed). Under a sourced .gpu/env (LD_LIBRARY_PATH holding the
+packed libraries), main() restarts itself without it so that torch loads its own libraries, loads
+the capture library's dependencies by full path (the system's copies first), and hands the packed
+path back to the ssmcheck it runs.
+"""
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+SEED = int(os.environ.get("SSMCHECK_TEST_SEED", "4401"))
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def _restart_without_packed_libraries():
+    """A sourced .gpu/env puts the packed libraries (libstdc++, libssl, ...) before torch's own:
+    run this file again without them, keeping the path for the capture library and ssmcheck."""
+    path = os.environ.get("LD_LIBRARY_PATH")
+    if path and "SSMCHECK_HF_TEST_LIBPATH" not in os.environ:
+        env = dict(os.environ, SSMCHECK_HF_TEST_LIBPATH=path)
+        del env["LD_LIBRARY_PATH"]
+        print("restarting without LD_LIBRARY_PATH=%s (kept for the capture library and ssmcheck)" % path, flush=True)
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def _packed_env():
+    """The environment for ssmcheck: the LD_LIBRARY_PATH main() set aside, if any."""
+    env = dict(os.environ)
+    if os.environ.get("SSMCHECK_HF_TEST_LIBPATH"):
+        env["LD_LIBRARY_PATH"] = os.environ["SSMCHECK_HF_TEST_LIBPATH"]
+    return env
+
+
+def _preload_capture_dependencies(lib):
+    """Load what libssmcheck_capture.so needs by full path, the system's copy (or the one already
+    loaded, torch's) first, the packed one where the system has none."""
+    path = os.environ.get("SSMCHECK_HF_TEST_LIBPATH")
+    if not path:
+        return
+    try:
+        out = subprocess.run(["ldd", lib], env=dict(os.environ, LD_LIBRARY_PATH=path), capture_output=True,
+                             text=True).stdout
+    except OSError as e:
+        print("note: ldd %s: %s (the capture library's dependencies are not preloaded)" % (lib, e))
+        return
+    packed = []
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] == "=>" and parts[2].startswith("/"):
+            try:
+                ctypes.CDLL(parts[0], mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                packed.append(parts[2])
+    while packed:  # a packed library may need another packed one first
+        left = []
+        for p in packed:
+            try:
+                ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                left.append(p)
+        if len(left) == len(packed):
+            print("note: could not preload %s" % " ".join(left))
+            break
+        packed = left
+
+
+def _imports():
+    """(torch, transformers, why-not): the test needs both."""
+    try:
+        import torch
+    except ImportError as e:
+        return None, None, "torch is not installed (%s)" % e
+    try:
+        import transformers
+    except ImportError as e:
+        return torch, None, "transformers is not installed (%s)" % e
+    for name in ("Qwen3NextConfig", "Qwen3NextForCausalLM", "NemotronHConfig", "NemotronHForCausalLM"):
+        if not hasattr(transformers, name):
+            return torch, None, "transformers %s has no %s" % (transformers.__version__, name)
+    return torch, transformers, None
+
+
+def qwen3_next(transformers, torch, device):
+    """Three layers: GDN, full attention, GDN; dense MLPs; float32."""
+    cfg = transformers.Qwen3NextConfig(
+        vocab_size=48, hidden_size=128, intermediate_size=128, num_hidden_layers=3,
+        layer_types=["linear_attention", "full_attention", "linear_attention"], num_attention_heads=2,
+        num_key_value_heads=1, head_dim=64, linear_conv_kernel_dim=4, linear_key_head_dim=128,
+        linear_value_head_dim=128, linear_num_key_heads=1, linear_num_value_heads=2, num_experts=0,
+        mlp_only_layers=[0, 1, 2], rms_norm_eps=1e-6, max_position_embeddings=512)
+    model = transformers.Qwen3NextForCausalLM(cfg).to(device=device, dtype=torch.float32).eval()
+    g = torch.Generator().manual_seed(SEED + 1)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            m = getattr(layer, "linear_attn", None)
+            if m is None:
+                continue
+            # A in [0.1, 4] and dt = softplus(a + dt_bias) about 0.5..2: g = exp(-A dt) well inside
+            # [1e-6, 1 - 1e-6] and a + dt_bias far below 20, where torch's and the contract's gates agree
+            m.A_log.copy_(torch.empty(m.A_log.shape).uniform_(0.1, 4.0, generator=g).log())
+            m.dt_bias.copy_(torch.empty(m.dt_bias.shape).uniform_(-0.5, 0.5, generator=g))
+            m.norm.weight.copy_(torch.empty(m.norm.weight.shape).uniform_(0.5, 1.5, generator=g))
+    return model
+
+
+def nemotron_h(transformers, torch, device):
+    """Three layers: Mamba-2, full attention, Mamba-2; float32; no mamba_ssm kernels."""
+    cfg = transformers.NemotronHConfig(
+        vocab_size=48, hidden_size=128, hybrid_override_pattern="M*M", num_hidden_layers=3, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=64, intermediate_size=128, mamba_num_heads=4, mamba_head_dim=64,
+        ssm_state_size=128, n_groups=2, conv_kernel=4, expand=2, chunk_size=128, use_mamba_kernels=False,
+        layer_norm_epsilon=1e-5, max_position_embeddings=512)
+    model = transformers.NemotronHForCausalLM(cfg).to(device=device, dtype=torch.float32).eval()
+    g = torch.Generator().manual_seed(SEED + 2)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            m = getattr(layer, "mixer", None)
+            if m is None or not hasattr(m, "ssm_state_size"):
+                continue
+            # softplus(dt_bias) in [0.01, 0.1]: with |dt| small, dt stays above time_step_min (0.001)
+            target = torch.empty(m.dt_bias.shape).uniform_(0.01, 0.1, generator=g)
+            m.dt_bias.copy_(target + torch.log(-torch.expm1(-target)))
+            m.norm.weight.copy_(torch.empty(m.norm.weight.shape).uniform_(0.5, 1.5, generator=g))
+    return model
+
+
+def expected_ops(result):
+    """What the loop's own account says the trace holds, checked for its shape: alloc, prefill, then
+    groups of checkpoint, verify K, commit/rollback (and decodes after rollback 0), or decode."""
+    ops = result["ops"]
+    ok = len(ops) >= 2 and ops[0] == "alloc" and ops[1].startswith("prefill ")
+    verifies = [i for i, o in enumerate(ops) if o.startswith("verify ")]
+    for i in verifies:
+        ok = ok and ops[i - 1] == "checkpoint" and i + 1 < len(ops)
+        ok = ok and ops[i + 1].split()[0] in ("commit", "rollback")
+    return ok and len(verifies) == len(result["verify_k"])
+
+
+def replay(exe, trace, extra=()):
+    p = subprocess.run([exe, "replay", *extra, trace], env=_packed_env(), capture_output=True, text=True)
+    print(p.stdout[-3000:] + p.stderr[-2000:])
+    return p.returncode, p.stdout
+
+
+def run_model(name, build, transformers, torch, device, tmp, cuda_flags):
+    import ssmcheck
+    import ssmcheck.hf_capture as hf
+
+    torch.manual_seed(SEED)
+    model = build(transformers, torch, device)
+    trace = os.path.join(tmp, name + ".h5")
+    prompt = [3, 5, 7, 11, 3, 5, 7, 11, 3, 5, 7]
+    result = hf.record_speculative(model, prompt, steps=12, k=3, path=trace, ngram=3,
+                                   reject=("commit", "rollback", "checkpoint"))
+    ops = result["ops"]
+    print("%s: %d ops; verify K %s, accepted %s; %s" % (name, len(ops), result["verify_k"], result["accepted"],
+                                                      "; ".join(ops)))
+    check(result["layers"] == [0, 2], "%s: the recurrent layers are model layers 0 and 2 (got %s); the attention layer "
+          "is not recorded" % (name, result["layers"]))
+    check(expected_ops(result), "%s: alloc, prefill, then checkpoint/verify/commit-or-rollback groups and decodes" % name)
+    check(len(result["verify_k"]) > 0, "%s: the drafter found drafts and the loop verified them" % name)
+    kinds = {o.split()[0] for o in ops}
+    check("commit" in kinds or "rollback" in kinds, "%s: verifies end in commit or rollback (%s)" % (name, sorted(kinds)))
+    try:
+        import h5py
+    except ImportError:
+        h5py = None
+    if h5py is not None:
+        with h5py.File(trace, "r") as f:
+            got = [f["ops"][k].attrs["op"] for k in sorted(f["ops"])]
+            got = [g.decode() if isinstance(g, bytes) else str(g) for g in got]
+            check(got == ops, "%s: the trace's ops are the loop's (%d)" % (name, len(got)))
+            check(int(f["model"].attrs["layers"]) == 2, "%s: the trace has the 2 recurrent layers" % name)
+            gates = [f["model/layer%d" % l].attrs.get("gates") for l in range(2)]
+            gates = [g.decode() if isinstance(g, bytes) else g for g in gates]
+            want = ["torch", "torch"] if name == "qwen3_next" else [None, None]
+            check(gates == want, "%s: the layers declare gates %s (got %s)" % (name, want, gates))
+    exe = ssmcheck.locate.find_ssmcheck()
+    rc, out = replay(exe, trace)
+    check(rc == 0 and "AGREE" in out, "%s: ssmcheck replay on the reference agrees (exit %d)" % (name, rc))
+    if device.type == "cuda":
+        rc, out = replay(exe, trace, ["--backend", "cuda", *cuda_flags])
+        check(rc == 0 and "AGREE" in out, "%s: ssmcheck replay --backend cuda %s agrees (exit %d)"
+              % (name, " ".join(cuda_flags), rc))
+
+
+def main():
+    _restart_without_packed_libraries()
+    print("seed %d (SSMCHECK_TEST_SEED)" % SEED, flush=True)
+    torch, transformers, why = _imports()
+    if why:
+        print("SKIPPED: %s; this test runs where both are (the H200 image)" % why)
+        return SKIP
+    import ssmcheck.locate
+
+    _preload_capture_dependencies(ssmcheck.locate.find_capture_library())
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    print("transformers %s, torch %s, on %s" % (transformers.__version__, torch.__version__, device), flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_model("qwen3_next", qwen3_next, transformers, torch, device, tmp, ["--gates", "clamped"])
+        run_model("nemotron_h", nemotron_h, transformers, torch, device, tmp, [])
+    if failures:
+        print("%d failed: %s" % (len(failures), "; ".join(failures)))
+        return 1
+    print("all hf_capture checks passed")
+    return 0
+
+
+def test_hf_capture():
+    """pytest: the same checks (skipped without torch or transformers)."""
+    import pytest
+
+    torch, transformers, why = _imports()
+    if why:
+        pytest.skip(why)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    before = len(failures)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_model("qwen3_next", qwen3_next, transformers, torch, device, tmp, ["--gates", "clamped"])
+        run_model("nemotron_h", nemotron_h, transformers, torch, device, tmp, [])
+    assert len(failures) == before, "; ".join(failures[before:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
