@@ -166,13 +166,20 @@ def crop_attention(cache, length, recurrent):
 
 
 def ngram_drafts(tokens, ngram, k):
-    """Up to k draft tokens: the tokens that followed the most recent earlier occurrence of the
-    last n tokens (n = ngram, ngram-1, ..., 1; the longest match wins); [] when none occurs."""
+    """Up to k draft tokens: what followed an earlier occurrence of the last n tokens (n = ngram,
+    ngram-1, ..., 1; the longest suffix that occurs wins; among its occurrences the most recent
+    one followed by k tokens, else the one followed by the most); [] when none occurs."""
     for n in range(min(ngram, len(tokens) - 1), 0, -1):
-        tail = tokens[-n:]
+        tail, best = tokens[-n:], []
         for start in range(len(tokens) - n - 1, -1, -1):
             if tokens[start:start + n] == tail:
-                return list(tokens[start + n:start + n + k])
+                follow = tokens[start + n:start + n + k]
+                if len(follow) > len(best):
+                    best = follow
+                if len(best) == k:
+                    break
+        if best:
+            return list(best)
     return []
 
 
@@ -357,13 +364,14 @@ def _numpy_copy(copy):
 
 
 def record_speculative(model, prompt_ids, steps, k, path, ngram=3, reject=("commit",), producer=None, lib=None,
-                       mamba2_dt_min=None):
+                       mamba2_dt_min=None, drafter=None):
     """Run ``steps`` speculative steps of ``model`` (greedy, batch 1) after a prefill of
     ``prompt_ids`` and record them as an ssmcheck trace at ``path`` (module docstring: the ops).
     ``k``: drafts per verify (K = k + 1 rows at most); ``ngram``: the longest suffix the drafter
     looks up; ``reject``: the policies for a rejected draft, taken in turn ("commit": ``commit n
     K``; "rollback": ``rollback n``; "checkpoint": ``rollback 0``, then the accepted rows as
-    decodes); ``lib``: libssmcheck_capture.so (capture.TraceWriter finds it otherwise).
+    decodes); ``lib``: libssmcheck_capture.so (capture.TraceWriter finds it otherwise);
+    ``drafter``: instead of the n-gram lookup, a callable (tokens so far, k) -> up to k draft tokens.
     Returns dict(ops=[op texts], tokens=[every token fed or produced], layers=[model layer of each
     trace layer], kinds=[...], accepted=[n per verify], verify_k=[K per verify])."""
     torch = _torch()
@@ -413,7 +421,8 @@ def record_speculative(model, prompt_ids, steps, k, path, ngram=3, reject=("comm
                 rec.op("prefill %d" % len(prompt), _numpy_copy(rec.read(cache)), prefill_rows)
                 pos, tokens, turn = len(prompt), result["tokens"], 0
                 for _ in range(steps):
-                    drafts = ngram_drafts(tokens + [pending], ngram, k)
+                    drafts = [int(t) for t in (drafter(tokens + [pending], k) if drafter else
+                                               ngram_drafts(tokens + [pending], ngram, k))][:k]
                     if not drafts:
                         nxt = forward([pending], pos)
                         rec.op("decode", _numpy_copy(rec.read(cache)), hooks.take(1))

@@ -1,8 +1,9 @@
 """Recording from Hugging Face transformers (ssmcheck.hf_capture; ctest python_hf_capture, gpu label):
 tiny random-weight models of the real architectures, cut to three layers with a full-attention
-layer between two recurrent ones, run a greedy speculative loop (n-gram drafts, verify, accept,
-rejected drafts restored from the hooks' copies by commit, rollback n and rollback 0 in turn) on
-CUDA when there is one (else the CPU), and the traces replay:
+layer between two recurrent ones, run a greedy speculative loop (n-gram drafts, every second
+proposal's last draft made wrong so that drafts get rejected, verify, accept, rejected drafts
+restored from the hooks' copies by commit n K, rollback n and rollback 0 in turn) on CUDA when
+there is one (else the CPU), and the traces replay:
 
 - Qwen3-Next (GDN layers at the real head sizes kd = vd = 128, nk 1, nv 2, d_conv 4; float32):
   `ssmcheck replay` on the reference (the trace declares torch gates) and, with a GPU,
@@ -152,16 +153,34 @@ def nemotron_h(transformers, torch, device):
     return model
 
 
-def expected_ops(result):
-    """What the loop's own account says the trace holds, checked for its shape: alloc, prefill, then
-    groups of checkpoint, verify K, commit/rollback (and decodes after rollback 0), or decode."""
-    ops = result["ops"]
-    ok = len(ops) >= 2 and ops[0] == "alloc" and ops[1].startswith("prefill ")
-    verifies = [i for i, o in enumerate(ops) if o.startswith("verify ")]
-    for i in verifies:
-        ok = ok and ops[i - 1] == "checkpoint" and i + 1 < len(ops)
-        ok = ok and ops[i + 1].split()[0] in ("commit", "rollback")
-    return ok and len(verifies) == len(result["verify_k"])
+REJECT = ("commit", "rollback", "checkpoint")
+
+
+def expected_ops(result, prompt_len):
+    """The ops the loop's own account (verify K, accepted n) implies: alloc, prefill, then per
+    verify checkpoint, verify K and commit K K (all accepted) or, in turn, commit n K / rollback n /
+    rollback 0 and n decodes; decodes where no draft was found. [] when the account and the ops
+    disagree in number."""
+    ops, want, turn, v = result["ops"], ["alloc", "prefill %d" % prompt_len], 0, 0
+    i = 2
+    while i < len(ops):
+        if ops[i] == "decode":
+            want.append("decode")
+            i += 1
+            continue
+        if v >= len(result["verify_k"]):
+            return []
+        K, n = result["verify_k"][v], result["accepted"][v]
+        want += ["checkpoint", "verify %d" % K]
+        if n == K:
+            want.append("commit %d %d" % (K, K))
+        else:
+            policy = REJECT[turn % len(REJECT)]
+            turn += 1
+            want += (["commit %d %d" % (n, K)] if policy == "commit" else ["rollback %d" % n] if policy == "rollback"
+                     else ["rollback 0"] + ["decode"] * n)
+        i, v = len(want), v + 1
+    return want
 
 
 def replay(exe, trace, extra=()):
@@ -178,17 +197,28 @@ def run_model(name, build, transformers, torch, device, tmp, cuda_flags):
     model = build(transformers, torch, device)
     trace = os.path.join(tmp, name + ".h5")
     prompt = [3, 5, 7, 11, 3, 5, 7, 11, 3, 5, 7]
-    result = hf.record_speculative(model, prompt, steps=12, k=3, path=trace, ngram=3,
-                                   reject=("commit", "rollback", "checkpoint"))
+    calls = [0]
+
+    def drafter(tokens, k):
+        """The n-gram lookup, with every second proposal's last draft made wrong: a random model
+        soon repeats itself and accepts every draft, and the rejections are what the test is for."""
+        calls[0] += 1
+        drafts = hf.ngram_drafts(tokens, 3, k)
+        if drafts and calls[0] % 2 == 0:
+            drafts[-1] = (drafts[-1] + 1) % model.config.vocab_size
+        return drafts
+
+    result = hf.record_speculative(model, prompt, steps=24, k=3, path=trace, reject=REJECT, drafter=drafter)
     ops = result["ops"]
     print("%s: %d ops; verify K %s, accepted %s; %s" % (name, len(ops), result["verify_k"], result["accepted"],
                                                       "; ".join(ops)))
     check(result["layers"] == [0, 2], "%s: the recurrent layers are model layers 0 and 2 (got %s); the attention layer "
           "is not recorded" % (name, result["layers"]))
-    check(expected_ops(result), "%s: alloc, prefill, then checkpoint/verify/commit-or-rollback groups and decodes" % name)
-    check(len(result["verify_k"]) > 0, "%s: the drafter found drafts and the loop verified them" % name)
-    kinds = {o.split()[0] for o in ops}
-    check("commit" in kinds or "rollback" in kinds, "%s: verifies end in commit or rollback (%s)" % (name, sorted(kinds)))
+    check(ops == expected_ops(result, len(prompt)), "%s: alloc, prefill, then checkpoint, verify K and commit K K, or "
+          "commit n K / rollback n / rollback 0 and n decodes in turn, as the loop accepted" % name)
+    rejected = sum(1 for K, n in zip(result["verify_k"], result["accepted"]) if n < K)
+    check(len(result["verify_k"]) >= 4 and rejected >= 3, "%s: %d verifies, %d with a rejected draft (>= 4 and >= 3: "
+          "every reject policy ran)" % (name, len(result["verify_k"]), rejected))
     try:
         import h5py
     except ImportError:
