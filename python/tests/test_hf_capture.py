@@ -110,12 +110,13 @@ def _imports():
 
 
 def qwen3_next(transformers, torch, device):
-    """Three layers: GDN, full attention, GDN; dense MLPs; float32."""
+    """Three layers: GDN, full attention, GDN; dense MLPs (mlp_only_layers: no MoE block); float32."""
     cfg = transformers.Qwen3NextConfig(
         vocab_size=48, hidden_size=128, intermediate_size=128, num_hidden_layers=3,
         layer_types=["linear_attention", "full_attention", "linear_attention"], num_attention_heads=2,
         num_key_value_heads=1, head_dim=64, linear_conv_kernel_dim=4, linear_key_head_dim=128,
-        linear_value_head_dim=128, linear_num_key_heads=1, linear_num_value_heads=2, num_experts=0,
+        linear_value_head_dim=128, linear_num_key_heads=1, linear_num_value_heads=2, num_experts=4,
+        num_experts_per_tok=2, moe_intermediate_size=64, shared_expert_intermediate_size=64,
         mlp_only_layers=[0, 1, 2], rms_norm_eps=1e-6, max_position_embeddings=512)
     model = transformers.Qwen3NextForCausalLM(cfg).to(device=device, dtype=torch.float32).eval()
     g = torch.Generator().manual_seed(SEED + 1)
