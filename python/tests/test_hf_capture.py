@@ -20,9 +20,9 @@ layers (the attention layer is not in the trace) and for the declared convention
     . .gpu/env && SSMCHECK=$PWD/build/ssmcheck PYTHONPATH=python python3 python/tests/test_hf_capture.py
 Exit 77 (skipped) without torch or transformers (as on the CPU-only build machines), saying which.
 $SSMCHECK_TEST_SEED picks the seed (printed). Under a sourced .gpu/env (LD_LIBRARY_PATH holding the
-packed libraries), main() restarts itself without it so that torch loads its own libraries, loads
-the capture library's dependencies by full path (the system's copies first), and hands the packed
-path back to the ssmcheck it runs.
+packed libraries), main() restarts itself without the entries holding libstdc++ or libssl so that
+torch loads its own, loads the capture library's dependencies by full path (the system's copies
+first), and hands the whole path back to the ssmcheck it runs.
 """
 import ctypes
 import os
@@ -41,15 +41,26 @@ def check(cond, what):
         failures.append(what)
 
 
+SHADOWING = ("libstdc++.so.6", "libssl.so.3")  # what a packed folder holds that shadows torch's own
+
+
 def _restart_without_packed_libraries():
     """A sourced .gpu/env puts the packed libraries (libstdc++, libssl, ...) before torch's own:
-    run this file again without them, keeping the path for the capture library and ssmcheck."""
+    run this file again without the LD_LIBRARY_PATH entries that hold them (the others, such as a
+    driver's folder, stay), keeping the whole path for the capture library and ssmcheck."""
     path = os.environ.get("LD_LIBRARY_PATH")
-    if path and "SSMCHECK_HF_TEST_LIBPATH" not in os.environ:
-        env = dict(os.environ, SSMCHECK_HF_TEST_LIBPATH=path)
+    if not path or "SSMCHECK_HF_TEST_LIBPATH" in os.environ:
+        return
+    entries = path.split(":")
+    keep = [e for e in entries if not any(os.path.exists(os.path.join(e, lib)) for lib in SHADOWING)]
+    if len(keep) == len(entries):
+        return
+    env = dict(os.environ, SSMCHECK_HF_TEST_LIBPATH=path, LD_LIBRARY_PATH=":".join(keep))
+    if not keep:
         del env["LD_LIBRARY_PATH"]
-        print("restarting without LD_LIBRARY_PATH=%s (kept for the capture library and ssmcheck)" % path, flush=True)
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    print("restarting without %s in LD_LIBRARY_PATH (kept for the capture library and ssmcheck)"
+          % " ".join(e for e in entries if e not in keep), flush=True)
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 
 def _packed_env():
