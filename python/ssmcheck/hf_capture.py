@@ -24,8 +24,9 @@ are not recorded (trace layer l is the l-th recurrent layer, in the model's laye
 result's ``layers`` maps them to the model's layer indices).
 
 The loop (``record_speculative``), batch 1, greedy: prefill the prompt, then per step draft up to
-``k`` tokens by an n-gram lookup over the tokens so far (the most recent earlier occurrence of the
-last ``ngram``, ``ngram - 1``, ... tokens, and what followed it), take a checkpoint (the hooks copy
+``k`` tokens by an n-gram lookup over the tokens so far (what followed an earlier occurrence of the
+last ``ngram``, ``ngram - 1``, ... tokens; ``ngram_drafts``; ``drafter=`` replaces it), take a
+checkpoint (the hooks copy
 the cache's states), verify the pending token and the drafts (``verify K`` with K = drafts + 1: row
 0 the token the last step produced, rows 1.. the drafts), accept the longest prefix of drafts the
 model's own argmax agrees with (n rows kept, 1 <= n <= K) and, when a draft was rejected, restore
