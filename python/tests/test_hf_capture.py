@@ -120,6 +120,12 @@ def _imports():
     return torch, transformers, None
 
 
+def hf_mixers(model):
+    import ssmcheck.hf_capture as hf
+
+    return hf.find_mixers(model)
+
+
 def qwen3_next(transformers, torch, device):
     """Three layers: GDN, full attention, GDN; dense MLPs (mlp_only_layers: no MoE block); float32."""
     cfg = transformers.Qwen3NextConfig(
@@ -132,10 +138,7 @@ def qwen3_next(transformers, torch, device):
     model = transformers.Qwen3NextForCausalLM(cfg).to(device=device, dtype=torch.float32).eval()
     g = torch.Generator().manual_seed(SEED + 1)
     with torch.no_grad():
-        for layer in model.model.layers:
-            m = getattr(layer, "linear_attn", None)
-            if m is None:
-                continue
+        for _, _, _, m in hf_mixers(model):
             # A in [0.1, 4] and dt = softplus(a + dt_bias) about 0.5..2: g = exp(-A dt) well inside
             # [1e-6, 1 - 1e-6] and a + dt_bias far below 20, where torch's and the contract's gates agree
             m.A_log.copy_(torch.empty(m.A_log.shape).uniform_(0.1, 4.0, generator=g).log())
@@ -154,10 +157,7 @@ def nemotron_h(transformers, torch, device):
     model = transformers.NemotronHForCausalLM(cfg).to(device=device, dtype=torch.float32).eval()
     g = torch.Generator().manual_seed(SEED + 2)
     with torch.no_grad():
-        for layer in model.model.layers:
-            m = getattr(layer, "mixer", None)
-            if m is None or not hasattr(m, "ssm_state_size"):
-                continue
+        for _, _, _, m in hf_mixers(model):
             # softplus(dt_bias) in [0.01, 0.1]: with |dt| small, dt stays above time_step_min (0.001)
             target = torch.empty(m.dt_bias.shape).uniform_(0.01, 0.1, generator=g)
             m.dt_bias.copy_(target + torch.log(-torch.expm1(-target)))
@@ -226,6 +226,8 @@ def run_model(name, build, transformers, torch, device, tmp, cuda_flags):
                                                       "; ".join(ops)))
     check(result["layers"] == [0, 2], "%s: the recurrent layers are model layers 0 and 2 (got %s); the attention layer "
           "is not recorded" % (name, result["layers"]))
+    kind = "gdn" if name == "qwen3_next" else "mamba2"
+    check(result["kinds"] == [kind, kind], "%s: both are %s mixers (got %s)" % (name, kind, result["kinds"]))
     check(ops == expected_ops(result, len(prompt)), "%s: alloc, prefill, then checkpoint, verify K and commit K K, or "
           "commit n K / rollback n / rollback 0 and n decodes in turn, as the loop accepted" % name)
     rejected = sum(1 for K, n in zip(result["verify_k"], result["accepted"]) if n < K)
