@@ -46,7 +46,8 @@ cut back to the kept tokens (``crop``); positions are passed explicitly.
     # ssmcheck replay run.h5              (the reference; --backend cuda --gates clamped for GDN)
 
 Numerics to know: the model should run in float32 (a bf16 model's projections are recorded as
-they are, but its state and outputs carry bf16 roundings the tolerance classes do not allow).
+they are, but its state and outputs carry bf16 roundings the tolerance classes do not allow); TF32
+is switched off while the loop runs (cuDNN's convolutions allow it by default).
 Nemotron-H clamps dt below at ``time_step_min`` in its multi-token path (transformers 5.17; some
 versions in the one-token path too): the Mamba-2 layers are declared with ``dt_min`` =
 ``time_step_min`` (``mamba2_dt_min`` overrides), which a one-token row of a version that clamps
@@ -410,6 +411,10 @@ def record_speculative(model, prompt_ids, steps, k, path, ngram=3, reject=("comm
         version = "?"
     result = dict(tokens=list(prompt), layers=[f[0] for f in mixers], kinds=[f[1] for f in mixers], accepted=[],
                   verify_k=[])
+    # TF32 (cuDNN's convolutions allow it by default) rounds the conv and matmul operands to 10
+    # mantissa bits: off while recording, as it was afterwards
+    tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         with torch.no_grad():
             pending = forward(prompt, 0)
@@ -470,4 +475,5 @@ def record_speculative(model, prompt_ids, steps, k, path, ngram=3, reject=("comm
                 result["ops"] = list(rec.ops)
     finally:
         hooks.remove()
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
     return result
