@@ -119,9 +119,7 @@ bool cuda_probed() { return g_cuda_probed; }
 fuzz::BackendEntry find_backend(const std::string& name) {
   if (name.rfind(fuzz::kPerturbedPrefix, 0) == 0) {
     const fuzz::BackendEntry base = find_backend(name.substr(std::char_traits<char>::length(fuzz::kPerturbedPrefix)));
-    if (!base.perturbable)
-      throw std::invalid_argument("backend '" + name + "': " + base.name +
-                                  " offers no perturbed schedule (docs/cuda.md, \"Perturbed schedules\")");
+    if (!base.perturbable) throw std::invalid_argument(fuzz::no_perturbed_schedule(name, base.name));
     return fuzz::perturbed_entry(base);
   }
   if (name.rfind(kPluginPrefix, 0) == 0)

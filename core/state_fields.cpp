@@ -106,6 +106,10 @@ Tensor* locate(SequenceState& s, const FieldKey& k, bool create) {
 Tensor& field_tensor(SequenceState& s, const FieldKey& k) { return *locate(s, k, true); }
 
 Tensor* find_field(SequenceState& s, const FieldKey& k) { return locate(s, k, false); }
+// locate without creating changes nothing: reading a const state through it is safe
+const Tensor* find_field(const SequenceState& s, const FieldKey& k) {
+  return locate(const_cast<SequenceState&>(s), k, false);
+}
 
 uint64_t rest_digest(const SequenceState& s) {
   StateHasher h;

@@ -59,6 +59,7 @@ void for_each_field(const SequenceState& s, const std::function<void(const Field
 // that an export can be built field by field; find_field does not create (null when absent).
 Tensor& field_tensor(SequenceState& s, const FieldKey& k);
 Tensor* find_field(SequenceState& s, const FieldKey& k);
+const Tensor* find_field(const SequenceState& s, const FieldKey& k);
 
 // XXH3 of everything compare_state reads that is no tensor field (the scalars, flags and
 // per-column conditions), from an export (its tensor fields are not read).

@@ -5,6 +5,12 @@
 
 namespace ssm::fuzz {
 
+std::string no_perturbed_schedule(const std::string& entry, const std::string& impl) {
+  return "backend '" + entry + "': " + impl +
+         " offers no perturbed schedule (Backend::perturb_schedule, a plug-in's perturb_schedule or a Python "
+         "class's; docs/cuda.md, \"Perturbed schedules\")";
+}
+
 BackendEntry perturbed_entry(const BackendEntry& base) {
   BackendEntry e = base;
   e.name = kPerturbedPrefix + base.name;
@@ -15,9 +21,7 @@ BackendEntry perturbed_entry(const BackendEntry& base) {
   auto perturbed = [name](const BackendFactory& make) -> BackendFactory {
     return [name, make] {
       std::unique_ptr<Backend> b = make();
-      if (!b->perturb_schedule(kPerturbSeed))
-        throw std::invalid_argument("backend '" + name + "': " + b->name() +
-                                    " offers no perturbed schedule (Backend::perturb_schedule; docs/cuda.md)");
+      if (!b->perturb_schedule(kPerturbSeed)) throw std::invalid_argument(no_perturbed_schedule(name, b->name()));
       return b;
     };
   };

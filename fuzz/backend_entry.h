@@ -49,5 +49,8 @@ struct BackendEntry {
 constexpr const char* kPerturbedPrefix = "perturbed:";
 constexpr uint64_t kPerturbSeed = 0x5eed5c4edull;
 BackendEntry perturbed_entry(const BackendEntry& base);
+// The refusal of `entry` (a perturbed: name) because `impl` offers no perturbed schedule, in one
+// wording wherever it is found out (the registry before making it, the entry when making it).
+std::string no_perturbed_schedule(const std::string& entry, const std::string& impl);
 
 }  // namespace ssm::fuzz

@@ -13,10 +13,9 @@ namespace ssm::ref {
 bool ReferenceBackend::adopt_elements(int slot, const SequenceState& from, const std::vector<StateElement>& which) {
   if (which.empty()) return true;
   const std::vector<std::pair<FieldKey, const Tensor*>> fields = export_fields(slot);
-  SequenceState source = from;  // find_field takes a mutable state; the copy is read only
   for (const StateElement& e : which) {
     const auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.first == e.field; });
-    const Tensor* src = find_field(source, e.field);
+    const Tensor* src = find_field(from, e.field);
     const std::string where = "adopt_elements: element " + std::to_string(e.index) + " of field kind " +
                               std::to_string(int(e.field.kind)) + " (layer " + std::to_string(e.field.layer) +
                               ", index " + std::to_string(e.field.index) + ") of slot " + std::to_string(slot);
