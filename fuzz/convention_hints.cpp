@@ -95,37 +95,40 @@ bool has_padding_row(const std::vector<Op>& script) {
 
 }  // namespace
 
+std::vector<SlipRerun> slip_reruns(const std::vector<LayerSpec>& layers, const std::vector<Op>& ops) {
+  std::vector<SlipRerun> reruns;
+  bool gdn = false, mamba2 = false;
+  for (const LayerSpec& l : layers)
+    if (l.tiling_differs()) (l.kind == LayerKind::gdn ? gdn : mamba2) = true;
+  if (gdn || mamba2) {
+    std::string how;
+    if (gdn) how = "GDN value head v reads key head v % nk instead of v / (nv/nk)";
+    if (mamba2) how += std::string(gdn ? "; " : "") + "Mamba-2 head h reads group h % ng instead of h / (nh/ng)";
+    reruns.push_back({fmt::format("maps heads tiled ({})", how),
+                      "maps its heads tiled instead of grouped (the contract's mapping is grouped: "
+                      "docs/state-model.md, \"Shapes\")",
+                      [] { return std::unique_ptr<Backend>(new TiledReference()); }});
+  }
+  if (has_padding_row(ops))
+    for (const PadTarget t : {PadTarget::slot0, PadTarget::previous_row})
+      reruns.push_back(
+          {fmt::format("writes each padding row's update into {} (its inputs run on that slot after the batch's rows)",
+                       t == PadTarget::slot0 ? "pool slot 0" : "the slot of the live row before it"),
+           fmt::format("writes padding rows into a claimed slot instead of the dummy slot ({})",
+                       t == PadTarget::slot0 ? "a padding slot id clamped to 0?"
+                                             : "a batch padded by repeating its last slot id?"),
+           [t] { return std::unique_ptr<Backend>(new PaddingIntoLive(t)); }});
+  return reruns;
+}
+
 std::vector<std::string> slip_hints(const CaseConfig& config, const std::vector<Op>& script, const BackendFactory& sut,
                                     const cmp::Tolerances& tol, cmp::Strictness strictness, const Invariant& invariant,
                                     bool pause_async, const std::string& sut_name) {
   std::vector<std::string> hints;
-  const ModelSpec spec = config.spec();
-  bool gdn = false, mamba2 = false;
-  for (const LayerSpec& l : spec.layers)
-    if (l.tiling_differs()) (l.kind == LayerKind::gdn ? gdn : mamba2) = true;
-  if ((gdn || mamba2) && passes_with(
-                             config, script, [] { return std::unique_ptr<Backend>(new TiledReference()); }, sut, tol,
-                             strictness, invariant, pause_async)) {
-    std::string how;
-    if (gdn) how = "GDN value head v reads key head v % nk instead of v / (nv/nk)";
-    if (mamba2) how += std::string(gdn ? "; " : "") + "Mamba-2 head h reads group h % ng instead of h / (nh/ng)";
-    hints.push_back(fmt::format(
-        "the case passes when the reference maps heads tiled ({}): {} maps its heads tiled instead of grouped "
-        "(the contract's mapping is grouped: docs/state-model.md, \"Shapes\")?",
-        how, sut_name));
-  }
-  if (has_padding_row(script))
-    for (const PadTarget t : {PadTarget::slot0, PadTarget::previous_row})
-      if (passes_with(
-              config, script, [t] { return std::unique_ptr<Backend>(new PaddingIntoLive(t)); }, sut, tol, strictness,
-              invariant, pause_async))
-        hints.push_back(fmt::format(
-            "the case passes when the reference writes each padding row's update into {} (its inputs run on that "
-            "slot after the batch's rows): {} writes padding rows into a claimed slot instead of the dummy slot "
-            "({})?",
-            t == PadTarget::slot0 ? "pool slot 0" : "the slot of the live row before it", sut_name,
-            t == PadTarget::slot0 ? "a padding slot id clamped to 0?"
-                                  : "a batch padded by repeating its last slot id?"));
+  for (const SlipRerun& r : slip_reruns(config.spec().layers, script))
+    if (passes_with(config, script, r.reference, sut, tol, strictness, invariant, pause_async))
+      hints.push_back(
+          fmt::format("the case passes when the reference {}: {} {}?", r.reference_does, sut_name, r.cause));
   return hints;
 }
 

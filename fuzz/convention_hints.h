@@ -32,4 +32,19 @@ std::vector<std::string> slip_hints(const CaseConfig& config, const std::vector<
                                     const cmp::Tolerances& tol, cmp::Strictness strictness, const Invariant& invariant,
                                     bool pause_async, const std::string& sut_name);
 
+// One rerun that confirms a slip: the reference making it, and what the hint says. A case passes
+// (a trace replays) on `reference` where the implementation (the trace's producer) makes the slip.
+// slip_hints words a case's hint "the case passes when the reference {reference_does}: {sut}
+// {cause}?"; replay's (replay/convention_hints.h) names the op it agrees through.
+struct SlipRerun {
+  std::string reference_does;  // "maps heads tiled (GDN value head v reads key head v % nk instead of v / (nv/nk))"
+  std::string cause;           // "maps its heads tiled instead of grouped (...)"
+  BackendFactory reference;
+};
+
+// The reruns that can tell anything for a model of `layers` running `ops` (slip_hints' conditions:
+// the tiled mapping where some layer's tiling differs; the two padding targets where a decode or
+// verify in `ops` has a padding row), in the order slip_hints reports them.
+std::vector<SlipRerun> slip_reruns(const std::vector<LayerSpec>& layers, const std::vector<Op>& ops);
+
 }  // namespace ssm::fuzz

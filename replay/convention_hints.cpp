@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include "core/numerics_alternatives.h"
+#include "fuzz/convention_hints.h"
 
 namespace ssm::replay {
 
@@ -51,6 +52,36 @@ std::vector<std::string> convention_hints(formats::TraceSource& trace,
           alt.flag, first_op, to_string(trace.heads[size_t(first_op)].op), alt.what, alt.flag));
   }
   for (size_t l = 0; l < layers.size(); ++l) layers[l].numerics = declared[l];
+  for (std::string& h : slip_hints(trace, options, first_op)) hints.push_back(std::move(h));
+  return hints;
+}
+
+std::vector<std::string> slip_hints(formats::TraceSource& trace, const ReplayOptions& options, int first_op) {
+  std::vector<std::string> hints;
+  if (first_op < 0 || size_t(first_op) >= trace.size()) return hints;
+  std::vector<Op> ops;  // the ops through the divergent one: a padding row after it tells nothing
+  for (int i = 0; i <= first_op; ++i) ops.push_back(trace.heads[size_t(i)].op);
+  ReplayOptions o = options;
+  o.keep_going = false;
+  o.stop = first_op;
+  o.margins = false;
+  o.strictness = cmp::Strictness::classes;
+  o.same_build_bitwise = false;
+  for (const fuzz::SlipRerun& rerun : fuzz::slip_reruns(trace.header.model.spec.layers, ops)) {
+    bool agrees = false;
+    try {
+      const std::unique_ptr<Backend> b = rerun.reference();
+      const ReplayResult r = replay_trace(trace, *b, o);
+      agrees = r.pass() || r.divergences.front().op_index > first_op;
+    } catch (const std::exception&) {
+      agrees = false;  // the reference cannot run it so: nothing confirmed
+    }
+    if (agrees)
+      hints.push_back(fmt::format(
+          "replaying on the reference that {} agrees through op {} '{}' (its first divergence without it): the "
+          "trace's producer {}?",
+          rerun.reference_does, first_op, to_string(trace.heads[size_t(first_op)].op), rerun.cause));
+  }
   return hints;
 }
 

@@ -125,6 +125,73 @@ TEST(LikelyCauseCampaign, AnotherSlipGetsNoHeadOrPaddingHint) {
   EXPECT_EQ(c.out.find("each padding row's update"), std::string::npos) << c.out;
 }
 
+// The same reruns in `ssmcheck replay` (replay::slip_hints): a trace recorded from the slip plug-in
+// with heads mapped tiled, or with a padding row written into slot 0, replays on the reference with
+// the slip named, in the text and in the JSON's "convention_hints"; a trace of the plug-in without a
+// slip, and one of another slip, on a model where tiling differs with padding rows, get no such hint.
+struct TraceSlip {
+  const char* slip;  // "" for none
+  const char* flags;
+  const char* ops;
+  const char* hint;  // "" when none may appear
+};
+
+class ReplayLikelyCause : public ::testing::TestWithParam<TraceSlip> {};
+
+TEST_P(ReplayLikelyCause, ATraceOfThePlantedSlipIsNamed) {
+  const TraceSlip& s = GetParam();
+  test::TempDir dir;
+  const std::string trace = dir.path() + "/t.h5", json = dir.path() + "/v.json";
+  const std::string backend = kSlip + (*s.slip ? std::string(",slip=") + s.slip : "");
+  const auto rec = test::sh(kBin + " record " + s.flags + " --backend " + test::q(backend) + " --ops " +
+                            test::q(s.ops) + " -o " + test::q(trace));
+  ASSERT_EQ(rec.code, 0) << rec.out;
+  const auto r = test::sh(kBin + " replay " + test::q(trace) + " --json " + test::q(json));
+  std::ifstream in(json);
+  const nlohmann::json v = nlohmann::json::parse(in);
+  ASSERT_TRUE(v.contains("results") && v["results"].size() == 1) << v.dump(2);
+  const nlohmann::json& result = v["results"][0];
+  if (!*s.hint) {
+    EXPECT_EQ(r.code, *s.slip ? 1 : 0) << r.out;  // another slip diverges; the correct trace agrees
+    EXPECT_EQ(r.out.find("replaying on the reference that"), std::string::npos) << r.out;
+    EXPECT_FALSE(result.contains("convention_hints")) << result.dump(2);
+    return;
+  }
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(std::string("likely cause: replaying on the reference that ") + s.hint), std::string::npos)
+      << "expected a hint saying: " << s.hint << "\n"
+      << r.out;
+  EXPECT_NE(r.out.find("(its first divergence without it): the trace's producer "), std::string::npos) << r.out;
+  ASSERT_TRUE(result.contains("convention_hints")) << result.dump(2);
+  ASSERT_EQ(result["convention_hints"].size(), 1u) << result["convention_hints"].dump(2);
+  EXPECT_NE(result["convention_hints"][0].get<std::string>().find(s.hint), std::string::npos)
+      << result["convention_hints"].dump(2);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Traces, ReplayLikelyCause,
+    ::testing::Values(
+        TraceSlip{"heads_tiled", "--preset odd-a", "alloc; prefill 3; decode",
+                  "maps heads tiled (GDN value head v reads key head v % nk"},
+        TraceSlip{"heads_tiled", "--preset mamba-tiny", "alloc; prefill 3",
+                  "maps heads tiled (Mamba-2 head h reads group h % ng"},
+        TraceSlip{"pad_into_slot0", "--preset tiny --slots 3",
+                  "alloc; alloc @1; prefill 3; prefill 2 @1; decode @1,pad",
+                  "writes each padding row's update into pool slot 0"},
+        TraceSlip{"pad_into_slot0", "--preset mamba-tiny --slots 3", "alloc; alloc @1; prefill 2 @1; verify 3 @1,pad",
+                  "writes each padding row's update into pool slot 0"},
+        // a correct trace where both reruns would run (tiling differs, padding rows): no divergence, no hint
+        TraceSlip{"", "--preset odd-a --slots 3",
+                  "alloc; alloc @1; prefill 3; prefill 2 @1; decode @1,pad; checkpoint; verify 4 @0,pad; commit 1 4",
+                  ""},
+        // another slip there: it diverges, and neither rerun agrees
+        TraceSlip{"commit_off_by_one", "--preset odd-a --slots 3",
+                  "alloc; alloc @1; prefill 3; prefill 2 @1; decode @1,pad; checkpoint; verify 4 @0,pad; commit 1 4",
+                  ""}),
+    [](const ::testing::TestParamInfo<TraceSlip>& i) {
+      return std::string(*i.param.slip ? i.param.slip : "none") + "_" + std::to_string(i.index);
+    });
+
 // Shrinking minimises the configuration too, and the verdict carries the failure as fields: a
 // planted commit slip that needs no extreme gate, decay, value scale, padding row, WY arm,
 // snapshot or second layer comes back without any, on every seed.
