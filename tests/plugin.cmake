@@ -55,3 +55,9 @@ target_compile_definitions(hosted_plugin_test PRIVATE
   SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
   SSMCHECK_HOSTILE_PLUGIN="$<TARGET_FILE:ssmcheck_hostile_plugin>")
 add_dependencies(hosted_plugin_test ssmcheck ssmcheck_hostile_plugin)
+
+# docs/plugins.md's C examples compile as written: C99, -Wall -Wextra -Werror -pedantic, designated
+# initialisers (a positional copy of the table is refused: the test's self-check).
+add_test(NAME docs_c_example COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/docs_c_example_test.py
+  ${PROJECT_SOURCE_DIR}/docs/plugins.md ${PROJECT_SOURCE_DIR}/plugin ${CMAKE_C_COMPILER})
+set_tests_properties(docs_c_example PROPERTIES LABELS cpu TIMEOUT 60)
