@@ -71,7 +71,7 @@ struct OpView {
 std::string reading(const OpView& v, int t, const std::string& field) {
   const std::string what = t < 0 ? "the checkpoint" : fmt::format("intermediate {}", t);
   if (v.is(OpKind::commit)) {
-    const int n = v.op->a, k = v.op->b;
+    const int n = v.op->commit_accepted(), k = v.op->commit_verify_rows();
     if (n < k) {
       if (t == n)
         return fmt::format("`{}` must leave intermediate n-1 = {}: commit restores intermediate n instead of n-1?",
@@ -85,7 +85,7 @@ std::string reading(const OpView& v, int t, const std::string& field) {
     return fmt::format("`{}` keeps all K rows: commit restores {} although every row was accepted?", v.text, what);
   }
   if (v.is(OpKind::rollback) || v.is(OpKind::rollback_and_checkpoint_async)) {
-    const int n = v.op->a;
+    const int n = v.op->rollback_n();
     const std::string want = n == 0 ? "the checkpoint" : fmt::format("intermediate n-1 = {}", n - 1);
     if (t == n)
       return fmt::format("`{}` must restore {}: rollback restores intermediate n instead of n-1?", v.text, want);

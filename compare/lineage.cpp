@@ -44,12 +44,12 @@ void LineageTracker::apply(const Op& op) {
       return;
     }
     case OpKind::commit:
-      if (op.a < op.b) seqs_[seq].h = seqs_[seq].intermediates;
+      if (op.commit_accepted() < op.commit_verify_rows()) seqs_[seq].h = seqs_[seq].intermediates;
       return;
     case OpKind::rollback:
     case OpKind::rollback_and_checkpoint_async: {
       FieldLineage& l = seqs_[seq];
-      if (op.a >= 1) l.h = l.intermediates;
+      if (op.rollback_n() >= 1) l.h = l.intermediates;
       else if (l.has_checkpoint) l.h = l.h_checkpoint;
       if (op.kind == OpKind::rollback_and_checkpoint_async) {
         l.h_checkpoint = l.h;
@@ -58,13 +58,17 @@ void LineageTracker::apply(const Op& op) {
       return;
     }
     case OpKind::to_f16: seqs_[seq].h = true; return;
-    case OpKind::snapshot_save:
-      if (size_t(op.a) >= snaps_.size()) snaps_.resize(size_t(op.a) + 1, false);
-      snaps_[size_t(op.a)] = seqs_[seq].h;
+    case OpKind::snapshot_save: {
+      const size_t i = size_t(op.snapshot_index());
+      if (i >= snaps_.size()) snaps_.resize(i + 1, false);
+      snaps_[i] = seqs_[seq].h;
       return;
-    case OpKind::snapshot_restore:
-      seqs_[seq].h = size_t(op.a) < snaps_.size() && snaps_[size_t(op.a)];
+    }
+    case OpKind::snapshot_restore: {
+      const size_t i = size_t(op.snapshot_index());
+      seqs_[seq].h = i < snaps_.size() && snaps_[i];
       return;
+    }
   }
 }
 

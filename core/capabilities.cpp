@@ -84,9 +84,9 @@ std::string Capabilities::cannot_run(const Op& op, const std::string& name) cons
       return std::string(op_name(op.kind)) + " of " + std::to_string(op.seqs.size()) + " rows: " + name +
              " takes at most " + std::to_string(max_batch);
   }
-  if (op.kind == OpKind::verify && max_verify_k > 0 && op.a > max_verify_k)
-    return "verify K = " + std::to_string(op.a) + ": " + name + " verifies at most " + std::to_string(max_verify_k) +
-           " tokens";
+  if (op.kind == OpKind::verify && max_verify_k > 0 && op.verify_rows() > max_verify_k)
+    return "verify K = " + std::to_string(op.verify_rows()) + ": " + name + " verifies at most " +
+           std::to_string(max_verify_k) + " tokens";
   return "";
 }
 

@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <stdexcept>
+#include <utility>
 
 namespace ssm {
 
@@ -69,11 +70,59 @@ std::vector<int> parse_selector(const std::string& w) {  // w without '@'
 }
 }  // namespace
 
+Op Op::make(OpKind kind, int a, int b, std::vector<int> seqs) {
+  Op op;
+  op.kind = kind;
+  op.a_ = a;
+  op.b_ = b;
+  op.seqs = std::move(seqs);
+  if (a < 0 || b < 0)
+    throw std::invalid_argument(std::string("Op::") + op_name(kind) + ": argument " + std::to_string(a < 0 ? a : b) +
+                                " is negative (the script form takes counts >= 0)");
+  return op;
+}
+
+Op Op::alloc(int min_capacity, int seq) { return make(OpKind::alloc, min_capacity, 0, {seq}); }
+Op Op::release(int seq) { return make(OpKind::release, 0, 0, {seq}); }
+Op Op::prefill(int T, int seq) { return make(OpKind::prefill, T, 0, {seq}); }
+Op Op::decode(std::vector<int> seqs) { return make(OpKind::decode, 0, 0, std::move(seqs)); }
+Op Op::checkpoint(int seq) { return make(OpKind::checkpoint, 0, 0, {seq}); }
+Op Op::checkpoint_async(int seq) { return make(OpKind::checkpoint_async, 0, 0, {seq}); }
+Op Op::verify(int K, VerifyArm arm, std::vector<int> seqs) {
+  Op op = make(OpKind::verify, K, 0, std::move(seqs));
+  op.arm = arm;
+  return op;
+}
+Op Op::commit(int n, int k, int seq) { return make(OpKind::commit, n, k, {seq}); }
+Op Op::rollback(int n, int seq) { return make(OpKind::rollback, n, 0, {seq}); }
+Op Op::rollback_and_checkpoint_async(int n, int seq) {
+  return make(OpKind::rollback_and_checkpoint_async, n, 0, {seq});
+}
+Op Op::to_f16(int seq) { return make(OpKind::to_f16, 0, 0, {seq}); }
+Op Op::snapshot_save(int index, int seq) { return make(OpKind::snapshot_save, index, 0, {seq}); }
+Op Op::snapshot_restore(int index, int seq) { return make(OpKind::snapshot_restore, index, 0, {seq}); }
+
+int Op::arg(const char* accessor, OpKind k1, OpKind k2, int value) const {
+  if (kind != k1 && kind != k2)
+    throw std::logic_error(std::string("Op::") + accessor + "() called on '" + to_string(*this) + "', a " +
+                           op_name(kind) + " (it belongs to " + op_name(k1) +
+                           (k2 != k1 ? std::string(" and ") + op_name(k2) : std::string()) + ")");
+  return value;
+}
+
+int Op::alloc_min_capacity() const { return arg("alloc_min_capacity", OpKind::alloc, OpKind::alloc, a_); }
+int Op::prefill_tokens() const { return arg("prefill_tokens", OpKind::prefill, OpKind::prefill, a_); }
+int Op::verify_rows() const { return arg("verify_rows", OpKind::verify, OpKind::verify, a_); }
+int Op::commit_accepted() const { return arg("commit_accepted", OpKind::commit, OpKind::commit, a_); }
+int Op::commit_verify_rows() const { return arg("commit_verify_rows", OpKind::commit, OpKind::commit, b_); }
+int Op::rollback_n() const { return arg("rollback_n", OpKind::rollback, OpKind::rollback_and_checkpoint_async, a_); }
+int Op::snapshot_index() const { return arg("snapshot_index", OpKind::snapshot_save, OpKind::snapshot_restore, a_); }
+
 int Op::rows() const {
   switch (kind) {
-    case OpKind::prefill: return a;
+    case OpKind::prefill: return prefill_tokens();
     case OpKind::decode: return 1;
-    case OpKind::verify: return a;
+    case OpKind::verify: return verify_rows();
     default: return 0;
   }
 }
@@ -90,10 +139,10 @@ std::string to_string(const Op& op) {
   const OpInfo& in = info(op.kind);
   std::string s = in.name;
   if (op.kind == OpKind::alloc) {
-    if (op.a > 0) s += " " + std::to_string(op.a);
+    if (op.a_ > 0) s += " " + std::to_string(op.a_);
   } else {
-    if (in.max_args >= 1) s += " " + std::to_string(op.a);
-    if (in.max_args >= 2) s += " " + std::to_string(op.b);
+    if (in.max_args >= 1) s += " " + std::to_string(op.a_);
+    if (in.max_args >= 2) s += " " + std::to_string(op.b_);
   }
   if (op.kind == OpKind::verify && op.arm == VerifyArm::wy) s += " wy";
   if (op.seqs != std::vector<int>{0}) {
@@ -143,8 +192,8 @@ Op parse_op(std::string_view text) {
     throw std::invalid_argument(where + "takes " + std::to_string(in->min_args) +
                                 (in->max_args != in->min_args ? ".." + std::to_string(in->max_args) : "") +
                                 " integer argument(s), got " + std::to_string(args.size()));
-  if (!args.empty()) op.a = args[0];
-  if (args.size() > 1) op.b = args[1];
+  if (!args.empty()) op.a_ = args[0];
+  if (args.size() > 1) op.b_ = args[1];
   if (!op.is_batch() && op.seqs.size() != 1)
     throw std::invalid_argument(where + "only decode and verify take several sequences");
   if (!op.is_batch() && op.seqs[0] == kPadRow)
@@ -180,30 +229,36 @@ std::vector<Op> parse_script(std::string_view text) {
 }
 
 std::string effect(const Op& op) {
-  const std::string n = std::to_string(op.a);
+  // n: what a rollback returns to, in words
+  const auto restored = [](int n) {
+    return n == 0 ? std::string("live <- checkpoint") : "live <- intermediates[" + std::to_string(n - 1) + "]";
+  };
   switch (op.kind) {
     case OpKind::alloc: return "claims a zeroed slot (no checkpoint, no intermediates)";
     case OpKind::release: return "returns the slot to the pool";
-    case OpKind::prefill: return n + " rows into live h and conv";
+    case OpKind::prefill: return std::to_string(op.prefill_tokens()) + " rows into live h and conv";
     case OpKind::decode: return "one row into live h and conv";
     case OpKind::checkpoint: return "checkpoint <- live (h, conv)";
     case OpKind::checkpoint_async: return "checkpoint <- live (h, conv), on the copy stream";
-    case OpKind::verify:
-      if (op.a <= 1) return n + " row into live; no intermediates (K = 1)";
-      return n + " rows into live; intermediates[0.." + std::to_string(op.a - 2) + "] <- the state after rows 0.." +
-             std::to_string(op.a - 2) + (op.arm == VerifyArm::wy ? " (WY arm)" : "");
-    case OpKind::commit:
-      return op.a == op.b ? "all " + n + " rows kept: live unchanged"
-                          : "live <- intermediates[" + std::to_string(op.a - 1) + "] (rows 0.." +
-                                std::to_string(op.a - 1) + " of the verify's " + std::to_string(op.b) + " kept)";
-    case OpKind::rollback:
-      return op.a == 0 ? "live <- checkpoint" : "live <- intermediates[" + std::to_string(op.a - 1) + "]";
+    case OpKind::verify: {
+      const int K = op.verify_rows();
+      const std::string n = std::to_string(K);
+      if (K <= 1) return n + " row into live; no intermediates (K = 1)";
+      return n + " rows into live; intermediates[0.." + std::to_string(K - 2) + "] <- the state after rows 0.." +
+             std::to_string(K - 2) + (op.arm == VerifyArm::wy ? " (WY arm)" : "");
+    }
+    case OpKind::commit: {
+      const int n = op.commit_accepted(), k = op.commit_verify_rows();
+      return n == k ? "all " + std::to_string(n) + " rows kept: live unchanged"
+                    : "live <- intermediates[" + std::to_string(n - 1) + "] (rows 0.." + std::to_string(n - 1) +
+                          " of the verify's " + std::to_string(k) + " kept)";
+    }
+    case OpKind::rollback: return restored(op.rollback_n());
     case OpKind::rollback_and_checkpoint_async:
-      return std::string(op.a == 0 ? "live <- checkpoint" : "live <- intermediates[" + std::to_string(op.a - 1) + "]") +
-             ", then checkpoint <- live, on the copy stream";
+      return restored(op.rollback_n()) + ", then checkpoint <- live, on the copy stream";
     case OpKind::to_f16: return "h converted to FP16 (clamped to +-65504)";
-    case OpKind::snapshot_save: return "snapshot " + n + " <- live (h, conv)";
-    case OpKind::snapshot_restore: return "live <- snapshot " + n;
+    case OpKind::snapshot_save: return "snapshot " + std::to_string(op.snapshot_index()) + " <- live (h, conv)";
+    case OpKind::snapshot_restore: return "live <- snapshot " + std::to_string(op.snapshot_index());
   }
   return "";
 }

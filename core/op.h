@@ -19,20 +19,58 @@ enum class VerifyArm { exact, wy };  // exact: bitwise K decodes; wy: multi-row 
 
 constexpr int kPadRow = -1;  // selector entry of a padding row
 
+// To add an op: its OpKind and a row of kOps (core/op.cpp: name, integer arguments), a factory and a
+// kind-checked accessor per argument here, its effect() line, then its Backend method
+// (core/backend.h), Runner::apply (core/runner.cpp) and the legality table (fuzz/legality.cpp).
 struct Op {
   OpKind kind = OpKind::decode;
-  int a = 0;  // prefill T | verify K | commit n | rollback n | snapshot index | alloc min capacity
-  int b = 0;  // commit k
   VerifyArm arm = VerifyArm::exact;
   std::vector<int> seqs = {0};  // logical sequences; kPadRow for padding (batch ops only)
+
+  // Factories, one per kind (STATE-MODEL section 4). The non-batch ops name one sequence. A negative
+  // argument throws std::invalid_argument (the script form has none); any other value is kept, so
+  // that illegal ops (commit 0 4) can be built and refused.
+  static Op alloc(int min_capacity = 0, int seq = 0);  // min_capacity 0: any slot
+  static Op release(int seq = 0);
+  static Op prefill(int T, int seq = 0);
+  static Op decode(std::vector<int> seqs = {0});
+  static Op checkpoint(int seq = 0);
+  static Op checkpoint_async(int seq = 0);
+  static Op verify(int K, VerifyArm arm = VerifyArm::exact, std::vector<int> seqs = {0});
+  static Op commit(int n, int k, int seq = 0);  // n accepted rows of a verify of K = k rows
+  static Op rollback(int n, int seq = 0);
+  static Op rollback_and_checkpoint_async(int n, int seq = 0);
+  static Op to_f16(int seq = 0);
+  static Op snapshot_save(int index, int seq = 0);
+  static Op snapshot_restore(int index, int seq = 0);
+
+  // The arguments by name. Each one throws std::logic_error naming the op when called on another kind.
+  int alloc_min_capacity() const;  // alloc: the fewest h intermediates the slot must hold (0: any)
+  int prefill_tokens() const;      // prefill: T
+  int verify_rows() const;         // verify: K (row 0 the anchor, rows 1..K-1 drafts)
+  int commit_accepted() const;     // commit: n = accepted rows = accepted drafts + 1
+  int commit_verify_rows() const;  // commit: k = the K of the verify it commits
+  // rollback, rollback_and_checkpoint_async: n; 0 restores the checkpoint, n >= 1 intermediates[n-1]
+  int rollback_n() const;
+  int snapshot_index() const;  // snapshot_save, snapshot_restore: the snapshot slot
 
   bool is_batch() const { return kind == OpKind::decode || kind == OpKind::verify; }
   // Prefill and the batch ops consume token inputs (one input set per selected sequence).
   bool takes_inputs() const { return kind == OpKind::prefill || is_batch(); }
   int rows() const;  // tokens per sequence the op consumes: T, 1, K or 0
   bool operator==(const Op& o) const {
-    return kind == o.kind && a == o.a && b == o.b && arm == o.arm && seqs == o.seqs;
+    return kind == o.kind && a_ == o.a_ && b_ == o.b_ && arm == o.arm && seqs == o.seqs;
   }
+
+ private:
+  // The integer arguments in script order, read through the named accessors above; only the
+  // script printer and parser (which go by the arity table) touch them directly.
+  int a_ = 0;
+  int b_ = 0;
+  friend std::string to_string(const Op& op);
+  friend Op parse_op(std::string_view text);
+  static Op make(OpKind kind, int a, int b, std::vector<int> seqs);
+  int arg(const char* accessor, OpKind k1, OpKind k2, int value) const;
 };
 
 const char* op_name(OpKind k);

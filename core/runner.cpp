@@ -43,7 +43,7 @@ OpResult Runner::run(const Op& op, int op_index) {
       if (slots_.count(seq))
         throw StateError(ErrorKind::bad_slot, "alloc", slots_.at(seq), -1,
                          "sequence @" + std::to_string(seq) + " is already allocated");
-      slots_[seq] = backend_.alloc(op.a);
+      slots_[seq] = backend_.alloc(op.alloc_min_capacity());
       if (slots_[seq] < 0) slots_.erase(seq);
       else steps_[seq] = 0;  // a sequence id reused after release starts its inputs afresh
       return r;
@@ -56,7 +56,7 @@ OpResult Runner::run(const Op& op, int op_index) {
     }
     case OpKind::prefill: {
       const int slot = slot_of(seq);
-      r.outputs.push_back(backend_.prefill(slot, inputs_(key_of(op_index, seq, 0), op.a)));
+      r.outputs.push_back(backend_.prefill(slot, inputs_(key_of(op_index, seq, 0), op.prefill_tokens())));
       ++steps_[seq];
       return r;
     }
@@ -68,20 +68,20 @@ OpResult Runner::run(const Op& op, int op_index) {
         slots.push_back(op.seqs[i] == kPadRow ? kPadRow : slot_of(op.seqs[i]));
         in.push_back(inputs_(key_of(op_index, op.seqs[i], int(i)), op.rows()));
       }
-      r.outputs = op.kind == OpKind::decode ? backend_.decode(slots, in)
-                                            : backend_.verify(slots, op.a, op.arm, in);
+      r.outputs =
+          op.kind == OpKind::decode ? backend_.decode(slots, in) : backend_.verify(slots, op.verify_rows(), op.arm, in);
       for (int s : op.seqs)
         if (s != kPadRow) ++steps_[s];
       return r;
     }
     case OpKind::checkpoint: backend_.checkpoint(slot_of(seq), false); return r;
     case OpKind::checkpoint_async: backend_.checkpoint(slot_of(seq), true); return r;
-    case OpKind::commit: backend_.commit(slot_of(seq), op.a, op.b); return r;
-    case OpKind::rollback: backend_.rollback(slot_of(seq), op.a, false); return r;
-    case OpKind::rollback_and_checkpoint_async: backend_.rollback(slot_of(seq), op.a, true); return r;
+    case OpKind::commit: backend_.commit(slot_of(seq), op.commit_accepted(), op.commit_verify_rows()); return r;
+    case OpKind::rollback: backend_.rollback(slot_of(seq), op.rollback_n(), false); return r;
+    case OpKind::rollback_and_checkpoint_async: backend_.rollback(slot_of(seq), op.rollback_n(), true); return r;
     case OpKind::to_f16: backend_.to_f16(slot_of(seq)); return r;
-    case OpKind::snapshot_save: backend_.snapshot_save(slot_of(seq), op.a); return r;
-    case OpKind::snapshot_restore: backend_.snapshot_restore(slot_of(seq), op.a); return r;
+    case OpKind::snapshot_save: backend_.snapshot_save(slot_of(seq), op.snapshot_index()); return r;
+    case OpKind::snapshot_restore: backend_.snapshot_restore(slot_of(seq), op.snapshot_index()); return r;
   }
   return r;
 }

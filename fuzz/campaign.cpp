@@ -162,8 +162,7 @@ struct OpCommand : Command {
   bool pick(const RcModel& s, int& seq) {
     const std::vector<int> live = s.m.live();
     if (live.empty()) {
-      op.kind = OpKind::alloc;
-      op.seqs = {s.m.next_seq()};
+      op = Op::alloc(0, s.m.next_seq());
       return false;
     }
     seq = *rc::gen::elementOf(live);
@@ -196,9 +195,7 @@ struct OpCommand : Command {
 
 struct AllocCmd : OpCommand {
   explicit AllocCmd(const RcModel& s) {
-    op.kind = OpKind::alloc;
-    op.seqs = {s.m.next_seq()};
-    op.a = *rc::gen::weightedElement<int>({{6, 0}, {1, 1}, {1, 2}, {1, 4}});
+    op = Op::alloc(*rc::gen::weightedElement<int>({{6, 0}, {1, 1}, {1, 2}, {1, 4}}), s.m.next_seq());
   }
 };
 
@@ -213,8 +210,7 @@ struct PrefillCmd : OpCommand {
   explicit PrefillCmd(const RcModel& s) {
     int seq;
     if (!pick(s, seq)) return;
-    op.kind = OpKind::prefill;
-    op.a = uniform(1, 7);
+    op = Op::prefill(uniform(1, 7), seq);
   }
 };
 
@@ -227,11 +223,11 @@ struct DecodeCmd : OpCommand {
 struct VerifyCmd : OpCommand {
   explicit VerifyCmd(const RcModel& s) {
     if (!pick_batch(s)) return;
-    op.kind = OpKind::verify;
     int most = std::max(s.max_capacity, 1) + 1;  // K = capacity + 2 is refused
     if (s.caps->max_verify_k > 0) most = std::min(most, s.caps->max_verify_k);
-    op.a = uniform(1, most + 1);
-    op.arm = *rc::gen::elementOf(s.caps->verify_arms);
+    const int K = uniform(1, most + 1);  // drawn before the arm
+    const VerifyArm arm = *rc::gen::elementOf(s.caps->verify_arms);
+    op = Op::verify(K, arm, op.seqs);
   }
 };
 
@@ -248,9 +244,8 @@ struct CommitCmd : OpCommand {
   explicit CommitCmd(const RcModel& s) {
     int seq;
     if (!pick(s, seq)) return;
-    op.kind = OpKind::commit;
-    op.b = s.m.meta(seq).last_verify_k > 0 ? s.m.meta(seq).last_verify_k : uniform(1, 4);
-    op.a = uniform(1, op.b + 1);
+    const int k = s.m.meta(seq).last_verify_k > 0 ? s.m.meta(seq).last_verify_k : uniform(1, 4);
+    op = Op::commit(uniform(1, k + 1), k, seq);
   }
 };
 
@@ -258,10 +253,11 @@ struct RollbackCmd : OpCommand {
   explicit RollbackCmd(const RcModel& s) {
     int seq;
     if (!pick(s, seq)) return;
-    op.kind = s.caps->rollback_and_checkpoint_async
-                  ? *rc::gen::element(OpKind::rollback, OpKind::rollback_and_checkpoint_async)
-                  : OpKind::rollback;
-    op.a = uniform(0, std::max(s.m.meta(seq).last_verify_k, 1));
+    const bool and_checkpoint = s.caps->rollback_and_checkpoint_async &&
+                                *rc::gen::element(OpKind::rollback, OpKind::rollback_and_checkpoint_async) ==
+                                    OpKind::rollback_and_checkpoint_async;
+    const int n = uniform(0, std::max(s.m.meta(seq).last_verify_k, 1));
+    op = and_checkpoint ? Op::rollback_and_checkpoint_async(n, seq) : Op::rollback(n, seq);
   }
 };
 
@@ -280,9 +276,10 @@ struct SnapshotCmd : OpCommand {
       op.kind = OpKind::checkpoint;
       return;
     }
-    op.kind = *rc::gen::element(OpKind::snapshot_save, OpKind::snapshot_restore);
+    const bool save = *rc::gen::element(OpKind::snapshot_save, OpKind::snapshot_restore) == OpKind::snapshot_save;
     // mostly snapshot 0 so that restores find a save; == snapshots is out of range
-    op.a = *rc::gen::weightedElement<int>({{6, 0}, {2, 1}, {1, s.snapshots}});
+    const int index = *rc::gen::weightedElement<int>({{6, 0}, {2, 1}, {1, s.snapshots}});
+    op = save ? Op::snapshot_save(index, seq) : Op::snapshot_restore(index, seq);
   }
 };
 
@@ -293,15 +290,11 @@ struct IllegalCmd : OpCommand {
     if (!pick(s, seq)) return;
     const int k = s.m.meta(seq).last_verify_k;
     switch (uniform(0, 6)) {
-      case 0: op.kind = OpKind::commit; op.a = 0; op.b = std::max(k, 1); break;           // n == 0
-      case 1: op.kind = OpKind::commit; op.b = std::max(k, 1); op.a = op.b + 1; break;    // n > k
-      case 2: op.kind = OpKind::commit; op.a = 1; op.b = k + 1; break;                    // k mismatch
-      case 3:
-        op.kind = OpKind::verify;
-        op.a = s.max_capacity + 2;
-        op.arm = s.caps->verify_arms.front();
-        break;                                                                            // capacity
-      case 4: op.kind = OpKind::rollback; op.a = std::max(k, 1); break;                   // past intermediates
+      case 0: op = Op::commit(0, std::max(k, 1), seq); break;                                  // n == 0
+      case 1: op = Op::commit(std::max(k, 1) + 1, std::max(k, 1), seq); break;                 // n > k
+      case 2: op = Op::commit(1, k + 1, seq); break;                                           // k mismatch
+      case 3: op = Op::verify(s.max_capacity + 2, s.caps->verify_arms.front(), {seq}); break;  // capacity
+      case 4: op = Op::rollback(std::max(k, 1), seq); break;                                   // past intermediates
       default: op.kind = OpKind::decode; op.seqs = {seq, seq}; break;                     // slot twice
     }
   }

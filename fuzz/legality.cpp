@@ -46,7 +46,8 @@ Verdict LegalityModel::judge(const Op& op) const {
   const int seq = op.seqs.empty() ? kPadRow : op.seqs[0];
   if (op.kind == OpKind::alloc) {
     if (find(seq)) return refuse(ErrorKind::bad_slot, "alloc: the sequence is already allocated");
-    if (pick_slot(op.a) < 0) return refuse(ErrorKind::pool_exhausted, "alloc: no free slot with that capacity");
+    if (pick_slot(op.alloc_min_capacity()) < 0)
+      return refuse(ErrorKind::pool_exhausted, "alloc: no free slot with that capacity");
     return kLegal;
   }
   if (op.is_batch()) {
@@ -60,7 +61,7 @@ Verdict LegalityModel::judge(const Op& op) const {
       if (op.kind == OpKind::verify) {
         // K rows write K-1 h and conv intermediates into the row's slot (the dummy for padding)
         const int cap = capacity(s == kPadRow ? pool_.max_slots : find(s)->slot);
-        if (op.a - 1 > cap || op.a - 1 > pool_.conv_capacity)
+        if (op.verify_rows() - 1 > cap || op.verify_rows() - 1 > pool_.conv_capacity)
           return refuse(ErrorKind::capacity, "verify: K-1 intermediates beyond the slot's capacity");
       }
     }
@@ -73,10 +74,9 @@ Verdict LegalityModel::judge(const Op& op) const {
     case OpKind::checkpoint:
     case OpKind::checkpoint_async:
       return kLegal;
-    case OpKind::prefill:
-      return op.a < 1 ? refuse(ErrorKind::bad_argument, "prefill: T < 1") : kLegal;
+    case OpKind::prefill: return op.prefill_tokens() < 1 ? refuse(ErrorKind::bad_argument, "prefill: T < 1") : kLegal;
     case OpKind::commit: {
-      const int n = op.a, k = op.b;
+      const int n = op.commit_accepted(), k = op.commit_verify_rows();
       if (n < 0) return refuse(ErrorKind::bad_argument, "commit: n < 0");
       if (n == 0) return refuse(ErrorKind::commit_zero, "commit: n == 0");
       if (n > k) return refuse(ErrorKind::commit_n_gt_k, "commit: n > k");
@@ -88,7 +88,7 @@ Verdict LegalityModel::judge(const Op& op) const {
     }
     case OpKind::rollback:
     case OpKind::rollback_and_checkpoint_async: {
-      const int n = op.a;
+      const int n = op.rollback_n();
       if (n < 0) return refuse(ErrorKind::bad_argument, "rollback: n < 0");
       if (n == 0)
         return q->checkpoint && q->checkpoint_f16 != q->h_f16
@@ -108,16 +108,17 @@ Verdict LegalityModel::judge(const Op& op) const {
       if (q->h_f16) return refuse(ErrorKind::to_f16_twice, "to_f16: h is already FP16");
       return kLegal;
     case OpKind::snapshot_save:
-    case OpKind::snapshot_restore:
-      if (op.a < 0 || op.a >= int(snaps_.size()))
-        return refuse(ErrorKind::bad_argument, "snapshot: index out of range");
+    case OpKind::snapshot_restore: {
+      const int i = op.snapshot_index();
+      if (i < 0 || i >= int(snaps_.size())) return refuse(ErrorKind::bad_argument, "snapshot: index out of range");
       if (op.kind == OpKind::snapshot_restore) {
-        const Snap& sn = snaps_[size_t(op.a)];
+        const Snap& sn = snaps_[size_t(i)];
         if (!sn.saved) return refuse(ErrorKind::snapshot_empty, "snapshot_restore: never saved");
         if (sn.h_f16 != q->h_f16)
           return refuse(ErrorKind::dtype_mismatch, "snapshot_restore: snapshot and live h differ in dtype");
       }
       return kLegal;
+    }
     default:
       return kLegal;
   }
@@ -129,7 +130,7 @@ void LegalityModel::apply(const Op& op) {
   switch (op.kind) {
     case OpKind::alloc: {
       Seq q;
-      q.slot = pick_slot(op.a);
+      q.slot = pick_slot(op.alloc_min_capacity());
       q.h_f16 = q.checkpoint_f16 = q.inter_f16 = pool_.h_mode == HMode::f16_pool;
       seqs_[seq] = q;
       return;
@@ -145,7 +146,7 @@ void LegalityModel::apply(const Op& op) {
         Seq& q = seqs_.at(s);
         if (f16_mode) q.h_f16 = true;  // the first decode step converts
         if (op.kind == OpKind::verify) {
-          q.verify_k = op.a;
+          q.verify_k = op.verify_rows();
           q.inter_f16 = q.h_f16;
         }
       }
@@ -159,7 +160,7 @@ void LegalityModel::apply(const Op& op) {
       return;
     }
     case OpKind::to_f16: seqs_.at(seq).h_f16 = true; return;
-    case OpKind::snapshot_save: snaps_[size_t(op.a)] = Snap{true, seqs_.at(seq).h_f16}; return;
+    case OpKind::snapshot_save: snaps_[size_t(op.snapshot_index())] = Snap{true, seqs_.at(seq).h_f16}; return;
     case OpKind::commit:
     case OpKind::rollback:
     case OpKind::snapshot_restore:

@@ -270,20 +270,19 @@ Lockstep::Step Lockstep::apply(const Op& op) {
     for (int b = 0; b < ref::kBranches; ++b)
       if (branches[size_t(b)]) coverage_.axes[ref::branch_name(ref::Branch(b))] += branches[size_t(b)];
     if (!m.refused && op.is_batch() && op.seqs.size() >= size_t(kWideBatchRows)) ++coverage_.axes[kWideBatch];
-    if (!m.refused && op.kind == OpKind::commit) ++coverage_.axes[op.a < op.b ? kCommitPartial : kCommitFull];
-    if (!m.refused && spec_.hosts_ple() &&
-        ((op.kind == OpKind::commit && op.a < op.b) ||
-         ((op.kind == OpKind::rollback || op.kind == OpKind::rollback_and_checkpoint_async) && op.a > 0)))
+    const bool is_commit = op.kind == OpKind::commit;
+    const bool is_rollback = op.kind == OpKind::rollback || op.kind == OpKind::rollback_and_checkpoint_async;
+    const bool partial_commit = is_commit && op.commit_accepted() < op.commit_verify_rows();
+    if (!m.refused && is_commit) ++coverage_.axes[partial_commit ? kCommitPartial : kCommitFull];
+    if (!m.refused && spec_.hosts_ple() && (partial_commit || (is_rollback && op.rollback_n() > 0)))
       ++coverage_.axes[kPlePartial];
-    if (!m.refused && (op.kind == OpKind::rollback || op.kind == OpKind::rollback_and_checkpoint_async))
-      ++coverage_.axes[op.a == 0 ? kRollbackCheckpoint : kRollbackIntermediate];
+    if (!m.refused && is_rollback) ++coverage_.axes[op.rollback_n() == 0 ? kRollbackCheckpoint : kRollbackIntermediate];
     if (m.refused) {
       ++coverage_.refusals[to_string(m.kind)];
     } else {
       ++coverage_.ops[op_name(op.kind)];
-      if (op.kind == OpKind::commit) ++coverage_.accepts[fmt::format("commit {}/{}", op.a, op.b)];
-      if (op.kind == OpKind::rollback || op.kind == OpKind::rollback_and_checkpoint_async)
-        ++coverage_.accepts[fmt::format("rollback {}", op.a)];
+      if (is_commit) ++coverage_.accepts[fmt::format("commit {}/{}", op.commit_accepted(), op.commit_verify_rows())];
+      if (is_rollback) ++coverage_.accepts[fmt::format("rollback {}", op.rollback_n())];
     }
   }
   return step;

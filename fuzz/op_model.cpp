@@ -26,7 +26,7 @@ bool OpModel::apply(const Op& op) {
   try {
     switch (op.kind) {
       case OpKind::alloc: {
-        const int slot = contract_.check_alloc(op.a);
+        const int slot = contract_.check_alloc(op.alloc_min_capacity());
         contract_.on_alloc(slot);
         seqs_[seq] = slot;
         next_ = std::max(next_, seq + 1);
@@ -39,7 +39,7 @@ bool OpModel::apply(const Op& op) {
         return true;
       case OpKind::prefill:
         contract_.check_claimed("prefill", seqs_.at(seq));
-        if (op.a < 1) return false;
+        if (op.prefill_tokens() < 1) return false;
         contract_.on_prefill(seqs_.at(seq));
         return true;
       case OpKind::decode:
@@ -50,7 +50,7 @@ bool OpModel::apply(const Op& op) {
         for (int s : slots) {
           if (s == kPadRow) continue;
           if (contract_.needs_to_f16(s)) contract_.on_to_f16(s);
-          if (op.kind == OpKind::verify) contract_.on_verify(s, op.a);
+          if (op.kind == OpKind::verify) contract_.on_verify(s, op.verify_rows());
         }
         return true;
       }
@@ -60,11 +60,11 @@ bool OpModel::apply(const Op& op) {
         contract_.on_checkpoint(seqs_.at(seq));
         return true;
       case OpKind::commit:
-        contract_.check_commit(seqs_.at(seq), op.a, op.b);
+        contract_.check_commit(seqs_.at(seq), op.commit_accepted(), op.commit_verify_rows());
         return true;
       case OpKind::rollback:
       case OpKind::rollback_and_checkpoint_async:
-        contract_.check_rollback(op.kind, seqs_.at(seq), op.a);
+        contract_.check_rollback(op.kind, seqs_.at(seq), op.rollback_n());
         if (op.kind == OpKind::rollback_and_checkpoint_async) contract_.on_checkpoint(seqs_.at(seq));
         return true;
       case OpKind::to_f16:
@@ -73,8 +73,8 @@ bool OpModel::apply(const Op& op) {
         return true;
       case OpKind::snapshot_save:
       case OpKind::snapshot_restore:
-        contract_.check_snapshot(op.kind, seqs_.at(seq), op.a);
-        if (op.kind == OpKind::snapshot_save) contract_.on_snapshot_save(seqs_.at(seq), op.a);
+        contract_.check_snapshot(op.kind, seqs_.at(seq), op.snapshot_index());
+        if (op.kind == OpKind::snapshot_save) contract_.on_snapshot_save(seqs_.at(seq), op.snapshot_index());
         return true;
     }
   } catch (const StateError&) {

@@ -28,7 +28,7 @@ std::vector<std::vector<std::pair<int, int>>> live_slots(const formats::TraceSou
       try {
         if (t.op.kind == OpKind::alloc) {
           if (live.count(seq)) break;
-          const int slot = c.check_alloc(t.op.a);
+          const int slot = c.check_alloc(t.op.alloc_min_capacity());
           c.on_alloc(slot);
           live[seq] = slot;
         } else if (t.op.kind == OpKind::release) {
@@ -53,11 +53,11 @@ std::vector<int> snapshot_blocked(const formats::TraceSource& tr) {
   std::map<int, int> saved;  // snapshot slot -> last accepted save
   for (size_t j = 0; j < tr.size(); ++j) {
     const formats::TraceOpHead& t = tr.heads[j];
-    if (t.op.kind == OpKind::snapshot_restore && saved.count(t.op.a)) {
-      ++diff[size_t(saved.at(t.op.a))];
+    if (t.op.kind == OpKind::snapshot_restore && saved.count(t.op.snapshot_index())) {
+      ++diff[size_t(saved.at(t.op.snapshot_index()))];
       --diff[j];
     }
-    if (t.op.kind == OpKind::snapshot_save && !t.refused) saved[t.op.a] = int(j);
+    if (t.op.kind == OpKind::snapshot_save && !t.refused) saved[t.op.snapshot_index()] = int(j);
   }
   std::vector<int> blocked(tr.size(), 0);
   int run = 0;

@@ -146,7 +146,7 @@ class PleOracleRun {
           o = OracleSeq(c_.spec.layers.size());
           break;
         case OpKind::prefill: {
-          const StepInputs in = c_.inputs(step, p.a);
+          const StepInputs in = c_.inputs(step, p.prefill_tokens());
           feed(o, in, c_.backend->prefill(slot, in), what);
           break;
         }
@@ -156,8 +156,8 @@ class PleOracleRun {
           break;
         }
         case OpKind::verify: {
-          const StepInputs in = c_.inputs(step, p.a);
-          const StepOutputs out = c_.backend->verify({slot}, p.a, p.arm, {in})[0];
+          const StepInputs in = c_.inputs(step, p.verify_rows());
+          const StepOutputs out = c_.backend->verify({slot}, p.verify_rows(), p.arm, {in})[0];
           for (size_t l = 0; l < o.live.size(); ++l) {
             if (!c_.spec.layers[l].ple.hosted()) continue;
             o.before_verify[l] = o.live[l] ? *o.live[l] : OracleRows{};
@@ -169,15 +169,16 @@ class PleOracleRun {
             o.verify_rows[l].tokens.assign(o.live[l]->tokens.begin() + long(pre), o.live[l]->tokens.end());
             o.verify_rows[l].x.assign(o.live[l]->x.begin() + long(pre), o.live[l]->x.end());
           }
-          o.last_k = p.a;
+          o.last_k = p.verify_rows();
           break;
         }
         case OpKind::commit:
         case OpKind::rollback: {
-          const int n = p.a;
-          if (p.kind == OpKind::commit) c_.backend->commit(slot, n, p.b);
+          const bool is_commit = p.kind == OpKind::commit;
+          const int n = is_commit ? p.commit_accepted() : p.rollback_n();
+          if (is_commit) c_.backend->commit(slot, n, p.commit_verify_rows());
           else c_.backend->rollback(slot, n, false);
-          if (p.kind == OpKind::commit && n == p.b) break;
+          if (is_commit && n == p.commit_verify_rows()) break;
           for (size_t l = 0; l < o.live.size(); ++l) {
             if (!c_.spec.layers[l].ple.hosted()) continue;
             if (n == 0) {
@@ -197,12 +198,12 @@ class PleOracleRun {
           o.has_checkpoint = true;
           break;
         case OpKind::snapshot_save:
-          c_.backend->snapshot_save(slot, p.a);
-          saved_[p.a] = o.live;
+          c_.backend->snapshot_save(slot, p.snapshot_index());
+          saved_[p.snapshot_index()] = o.live;
           break;
         case OpKind::snapshot_restore:
-          c_.backend->snapshot_restore(slot, p.a);
-          o.live = saved_.at(p.a);
+          c_.backend->snapshot_restore(slot, p.snapshot_index());
+          o.live = saved_.at(p.snapshot_index());
           break;
         default:
           ADD_FAILURE() << "the oracle does not model " << text;
