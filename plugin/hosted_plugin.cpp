@@ -287,7 +287,14 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
                               : json(nullptr);
     // the layer's geometry as core states it once (core/layer_geometry.cpp), so the Python side
     // restates no formula: conv channels, output width, h's shape, the per-token inputs and the
-    // weights by name, the weights following in that order
+    // weights by name, the weights following in that order, and the shapes of the state's fields
+    // by their names in traces (docs/trace-format.md; the checkpoint, intermediates and snapshots
+    // of a field have its shape). "state" was added later: a peer that does not read it ignores it.
+    json state = {{"h", L.h_shape()}, {"conv", std::vector<int64_t>{L.conv_dim(), L.d_conv}}};
+    if (L.ple.hosted()) {
+      state["ple_history"] = std::vector<int64_t>{L.ple.history_len()};
+      state["ple_conv"] = std::vector<int64_t>{L.ple.conv_rows(), L.ple.channels};
+    }
     json inputs = json::array(), weights = json::array();
     for (const InputField& f : L.inputs()) inputs.push_back({f.name, f.width});
     for (const WeightField& f : L.weights()) {
@@ -295,11 +302,8 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
       const std::vector<float>& v = W.*f.member;
       w.push_back(floats(v.data(), v.size()));  // m outlives the call
     }
-    d["geometry"] = {{"conv_dim", L.conv_dim()},
-                     {"out_dim", L.out_dim()},
-                     {"h_shape", L.h_shape()},
-                     {"inputs", inputs},
-                     {"weights", weights}};
+    d["geometry"] = {{"conv_dim", L.conv_dim()}, {"out_dim", L.out_dim()}, {"h_shape", L.h_shape()},
+                     {"inputs", inputs},         {"weights", weights},     {"state", state}};
   }
   I.layers = m.spec.layers;
   const char* mode = c->h_mode == SSMP_H_F16 ? "f16" : c->h_mode == SSMP_H_F16_POOL ? "f16-pool" : "f32";

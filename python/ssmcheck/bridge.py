@@ -70,18 +70,33 @@ class Refused(Exception):
 
 
 def _geometry(desc):
-    """(conv_dim, heads, out_dim, h_shape) of a layer description; heads is the width of a. ssmcheck
-    sends each layer's "geometry" as core/layer_geometry.cpp states it once; a description built by
-    hand (a class driven without ssmcheck: python/examples/write_trace.py) has none, and gets the
-    same numbers from the shape parameters."""
+    """(conv_dim, heads, out_dim, h_shape, state) of a layer description; heads is the width of a,
+    state the shapes of the state's fields by their names in traces (h, conv; on a layer hosting a
+    PLE carry ple_history and ple_conv). ssmcheck sends each layer's "geometry" as
+    core/layer_geometry.cpp states it once; the formulas below serve only a description without it
+    (built by hand, a class driven without ssmcheck: python/examples/write_trace.py) and the
+    "state" member an ssmcheck from before it did not send."""
     g = desc.get("geometry")
     if g is not None:
-        return g["conv_dim"], g["inputs"][1][1], g["out_dim"], tuple(g["h_shape"])
-    if desc["kind"] == "mamba2":
-        return desc["nh"] * desc["hp"] + 2 * desc["ng"] * desc["ns"], desc["nh"], desc["nh"] * desc["hp"], \
-            (desc["nh"], desc["hp"], desc["ns"])
-    return 2 * desc["nk"] * desc["kd"] + desc["nv"] * desc["vd"], desc["nv"], desc["nv"] * desc["vd"], \
-        (desc["nv"], desc["kd"], desc["vd"])
+        conv_dim, heads, out_dim, h_shape = g["conv_dim"], g["inputs"][1][1], g["out_dim"], tuple(g["h_shape"])
+    elif desc["kind"] == "mamba2":
+        conv_dim, heads, out_dim = desc["nh"] * desc["hp"] + 2 * desc["ng"] * desc["ns"], desc["nh"], desc["nh"] * desc["hp"]
+        h_shape = (desc["nh"], desc["hp"], desc["ns"])
+    else:
+        conv_dim, heads, out_dim = 2 * desc["nk"] * desc["kd"] + desc["nv"] * desc["vd"], desc["nv"], desc["nv"] * desc["vd"]
+        h_shape = (desc["nv"], desc["kd"], desc["vd"])
+    if g is not None and "state" in g:
+        state = {name: tuple(shape) for name, shape in g["state"].items()}
+    else:
+        state = dict(h=h_shape, conv=(conv_dim, desc["d_conv"]))
+        if desc.get("ple"):
+            state.update(_ple_shapes(desc["ple"]))
+    return conv_dim, heads, out_dim, h_shape, state
+
+
+def _ple_shapes(p):
+    """The PLE carry's fields of a description without ssmcheck's geometry (see _geometry)."""
+    return dict(ple_history=(p["ngram_size"] - 1,), ple_conv=((p["k_size"] - 1) * p["dilation"], p["channels"]))
 
 
 def _weight_shapes(desc):
@@ -95,13 +110,17 @@ class Layer:
     output_gate; kind "mamba2" (only for a class that declares ``mamba2 = True``): nh, hp, ns, ng,
     norm_before_gate, dt_min, dt_max (inf: none), D [nh]. Both: d_conv, eps, conv_dim, out_dim,
     heads (the width of a), h_shape, conv_w [conv_dim][d_conv], conv_bias (or None), A_log and
-    dt_bias [heads], norm_w (GDN [vd], Mamba-2 [nh*hp]), ple (a Ple, or None)."""
+    dt_bias [heads], norm_w (GDN [vd], Mamba-2 [nh*hp]), ple (a Ple, or None); state_shapes, the
+    shapes of the state's fields by their names in traces ({"h": ..., "conv": ..., on a layer
+    hosting a PLE carry "ple_history" and "ple_conv"}; a field's checkpoint, intermediates and
+    snapshots have its shape); geometry, what ssmcheck sent of it (None for a Layer built by hand)."""
 
     def __init__(self, desc, weights):
         self.kind = desc["kind"]
         self.d_conv = desc["d_conv"]
         self.eps = float(desc["eps"])
-        self.conv_dim, self.heads, self.out_dim, self.h_shape = _geometry(desc)
+        self.geometry = desc.get("geometry")
+        self.conv_dim, self.heads, self.out_dim, self.h_shape, self.state_shapes = _geometry(desc)
         if self.kind == "mamba2":
             self.nh, self.hp, self.ns, self.ng = desc["nh"], desc["hp"], desc["ns"], desc["ng"]
             self.norm_before_gate = bool(desc["norm_before_gate"])
@@ -114,7 +133,7 @@ class Layer:
         self.conv_w = weights["conv_w"].reshape(self.conv_dim, self.d_conv)
         self.conv_bias = weights.get("conv_bias")
         self.A_log, self.dt_bias, self.norm_w = weights["A_log"], weights["dt_bias"], weights["norm_w"]
-        self.ple = Ple(desc["ple"], weights["ple_w"]) if desc.get("ple") else None
+        self.ple = Ple(desc["ple"], weights["ple_w"], self.state_shapes) if desc.get("ple") else None
 
 
 class Ple:
@@ -123,10 +142,12 @@ class Ple:
     ids), k_size and dilation of the conv (its state: conv_rows = (k_size-1)*dilation rows of C),
     eos_id, and the weight w [C][k_size]."""
 
-    def __init__(self, d, w):
+    def __init__(self, d, w, state_shapes=None):
         self.channels, self.ngram_size = d["channels"], d["ngram_size"]
         self.k_size, self.dilation, self.eos_id = d["k_size"], d["dilation"], d["eos_id"]
-        self.history_len, self.conv_rows = self.ngram_size - 1, (self.k_size - 1) * self.dilation
+        # the carry's fields as the layer's geometry names them (Layer.state_shapes)
+        shapes = state_shapes or _ple_shapes(d)
+        self.history_len, self.conv_rows = shapes["ple_history"][0], shapes["ple_conv"][0]
         self.w = w.reshape(self.channels, self.k_size)
 
 
@@ -330,7 +351,8 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
         if a.dtype not in (np.float32, np.float16):
             a = a.astype(np.float32)
         L = layers[l]
-        want = (L.h_shape[0], L.h_shape[2], L.h_shape[1]) if h_layout == "nv,vd,kd" else L.h_shape
+        h = L.state_shapes["h"]
+        want = (h[0], h[2], h[1]) if h_layout == "nv,vd,kd" else h
         if a.shape != want and not (a.ndim == 1 and a.size == int(np.prod(want))):
             raise ValueError("export_state: layer %d %s has shape %s, expected %s (h_layout %s)" % (l, name, a.shape, want, h_layout))
         blobs.append(a)
@@ -339,7 +361,8 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
     def conv_like(x, l, name):
         a = _real(x, "export_state: layer %d %s" % (l, name), np.float32)
         L = layers[l]
-        want = (L.conv_dim, L.d_conv - (1 if conv_window == "d_conv-1" else 0))
+        rows, cols = L.state_shapes["conv"]
+        want = (rows, cols - (1 if conv_window == "d_conv-1" else 0))
         if a.shape != want and not (a.ndim == 1 and a.size == want[0] * want[1]):
             raise ValueError("export_state: layer %d %s has shape %s, expected %s (conv_window %s)" % (l, name, a.shape, want, conv_window))
         blobs.append(a)
@@ -363,7 +386,8 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
         P = layers[l].ple
         if P is not None:  # live, checkpoint, snapshots: each its history, then its conv
             def carry(c, name):
-                for x, shape, part in ((c[0], (P.history_len,), "history"), (c[1], (P.conv_rows, P.channels), "conv")):
+                shapes = layers[l].state_shapes
+                for x, shape, part in ((c[0], shapes["ple_history"], "history"), (c[1], shapes["ple_conv"], "conv")):
                     a = _real(x, "export_state: layer %d %s %s" % (l, name, part), np.float32)
                     if a.size != int(np.prod(shape)):
                         raise ValueError("export_state: layer %d %s %s has shape %s, expected %s" % (l, name, part, a.shape, shape))

@@ -52,7 +52,7 @@ import math
 
 import numpy as np
 
-from .bridge import _numpy
+from .bridge import _geometry, _numpy, _ple_shapes
 from .locate import find_capture_library
 
 SSMC_HOST, SSMC_F32, SSMC_F16, SSMC_I32 = 0, 0, 1, 2
@@ -263,8 +263,7 @@ class _Op:
             # the engine's layout where the layer declares one (set_layer_conventions), else the contract's
             shapes = dict(h=L.get("h_engine_shape", L["h_shape"]), conv=L.get("conv_engine_shape", (L["conv_dim"], L["d_conv"])))
             if L["ple"]:
-                P = L["ple"]
-                shapes.update(ple_history=(P["ngram_size"] - 1,), ple_conv=((P["k_size"] - 1) * P["dilation"], P["channels"]))
+                shapes.update(_ple_shapes(L["ple"]))
             for name in STATE_FIELDS + PLE_STATE_FIELDS:
                 if fields.get(name) is None:
                     continue
@@ -326,7 +325,8 @@ class TraceWriter:
         """A GDN layer: conv_w [conv_dim][d_conv] (conv_dim = 2*nk*kd + nv*vd), conv_bias [conv_dim]
         (optional), A_log [nv], dt_bias [nv], norm_w [vd]. Its inputs: x, a, b, z (and ple_tokens,
         ple_x once set_layer_ple declared it hosting a PLE carry)."""
-        conv_dim = 2 * nk * kd + nv * vd
+        # the sizes as the bridge derives them for a layer without ssmcheck's geometry: one place
+        conv_dim, _, out_dim, h_shape, _ = _geometry(dict(kind="gdn", nk=nk, nv=nv, kd=kd, vd=vd, d_conv=d_conv))
         fp = ctypes.POINTER(ctypes.c_float)
         where = "layer %d" % len(self.layers)
 
@@ -340,9 +340,9 @@ class TraceWriter:
         desc = _LayerDesc(nk, nv, kd, vd, d_conv, int(conv_bias is not None), int(output_gate == "sigmoid"), eps)
         self._check(self.lib.ssmc_add_layer(self.t, ctypes.byref(desc), *[None if a is None else a.ctypes.data_as(fp) for a in arrs]))
         self.layers.append(dict(kind="gdn", nk=nk, nv=nv, kd=kd, vd=vd, d_conv=d_conv, conv_dim=conv_dim,
-                                h_shape=(nv, kd, vd), out_dim=nv * vd, out_label="nv*vd", ple=None,
+                                h_shape=h_shape, out_dim=out_dim, out_label="nv*vd", ple=None,
                                 inputs=[("x", (conv_dim, "conv_dim")), ("a", (nv, "nv")), ("b", (nv, "nv")),
-                                        ("z", (nv * vd, "nv*vd"))]))
+                                        ("z", (out_dim, "nv*vd"))]))
 
     def add_mamba2_layer(self, nh, hp, ns, ng, d_conv, conv_w, A_log, dt_bias, D, norm_w, conv_bias=None, eps=1e-5,
                          norm_before_gate=False, dt_min=0.0, dt_max=math.inf):
@@ -362,7 +362,7 @@ class TraceWriter:
                 raise ValueError("%s %s is %r: expected an integer >= 1" % (where, name, v))
         if nh % ng:
             raise ValueError("%s: nh %d is not a multiple of ng %d (head h reads group h / (nh/ng))" % (where, nh, ng))
-        conv_dim = nh * hp + 2 * ng * ns
+        conv_dim, _, out_dim, h_shape, _ = _geometry(dict(kind="mamba2", nh=nh, hp=hp, ns=ns, ng=ng, d_conv=d_conv))
         fp = ctypes.POINTER(ctypes.c_float)
 
         def f32(x, shape, name):
@@ -376,15 +376,15 @@ class TraceWriter:
         arrs = [f32(conv_w, (conv_dim, d_conv), "conv_w [conv_dim][d_conv]"),
                 None if conv_bias is None else f32(conv_bias, (conv_dim,), "conv_bias [conv_dim]"),
                 f32(A_log, (nh,), "A_log [nh]"), f32(dt_bias, (nh,), "dt_bias [nh]"), f32(D, (nh,), "D [nh]"),
-                f32(norm_w, (nh * hp,), "norm_w [nh*hp]")]
+                f32(norm_w, (out_dim,), "norm_w [nh*hp]")]
         nh, hp, ns, ng, d_conv = int(nh), int(hp), int(ns), int(ng), int(d_conv)
         desc = _Mamba2LayerDesc(nh, hp, ns, ng, d_conv, int(conv_bias is not None), int(bool(norm_before_gate)),
                                 float(dt_min), float(dt_max), float(eps))
         self._check(self.lib.ssmc_add_mamba2_layer(self.t, ctypes.byref(desc),
                                                    *[None if a is None else a.ctypes.data_as(fp) for a in arrs]))
         self.layers.append(dict(kind="mamba2", nh=nh, hp=hp, ns=ns, ng=ng, d_conv=d_conv, conv_dim=conv_dim,
-                                h_shape=(nh, hp, ns), out_dim=nh * hp, out_label="nh*hp", ple=None,
-                                inputs=[("xBC", (conv_dim, "conv_dim")), ("dt", (nh, "nh")), ("z", (nh * hp, "nh*hp"))]))
+                                h_shape=h_shape, out_dim=out_dim, out_label="nh*hp", ple=None,
+                                inputs=[("xBC", (conv_dim, "conv_dim")), ("dt", (nh, "nh")), ("z", (out_dim, "nh*hp"))]))
 
     def set_layer_ple(self, layer, channels, ngram_size, k_size, dilation, eos_id, ple_w):
         """GDN layer `layer` (already added) hosts a PLE carry (ABI minor 3; docs/state-model.md,

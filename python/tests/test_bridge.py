@@ -13,6 +13,8 @@
 - its deliberate fault (commit keeps the live state) is caught and shrunk to a short script;
 - a Python exception in a method is a divergence naming the exception; a refusal of the right
   kind from a class with its own legality agrees, one of the wrong kind diverges;
+- the geometry sent with create_pool names every layer's state fields with the trace format's
+  shapes (GDN, Mamba-2, PLE), and a geometry without them (an older ssmcheck) or none gives the same;
 - declared numerics: a class computing torch's gates is checked on them, and diverges when forced
   onto the contract's clamped gates;
 - the vLLM (GDN and Mamba-2) and fla adapters import, parse their options, allocate slots as the
@@ -423,6 +425,46 @@ def test_own_legality(tmp):
     check(rc == 0, "a refusal of the contract's kind agrees (rc %d)" % rc)
     rc, text = run(script + ["--backend", "python:own,kind=capacity"], OwnLegality, tmp, "own_wrong")
     check(rc == 1 and "capacity" in text, "a refusal of another kind diverges (rc %d)" % rc)
+
+
+class GeometryChecked(NumpyMamba2):
+    """NumpyMamba2 (GDN and Mamba-2 layers, PLE carries) that refuses to run unless ssmcheck sent
+    each layer's state fields by name in its geometry (plugin/hosted_plugin.cpp's "state"), with the
+    shapes the trace format gives them (docs/trace-format.md)."""
+    name = "numpy layers checking the geometry sent"
+
+    def create_pool(self, layers, pool):
+        for l, L in enumerate(layers):
+            g = L.geometry or {}
+            if "state" not in g:
+                raise ValueError("layer %d: no state fields in the geometry ssmcheck sent: %r" % (l, g))
+            want = dict(h=tuple(L.h_shape), conv=(L.conv_dim, L.d_conv))
+            if L.ple is not None:
+                p = L.ple
+                want.update(ple_history=(p.ngram_size - 1,), ple_conv=((p.k_size - 1) * p.dilation, p.channels))
+            if L.state_shapes != want:
+                raise ValueError("layer %d: state fields %r, the trace format's %r" % (l, L.state_shapes, want))
+        super().create_pool(layers, pool)
+
+
+@case
+def test_geometry_by_name(tmp):
+    """The pipe sends each layer's state fields by name; the bridge reads them from it, and a peer
+    that sends none (an older ssmcheck, a Layer built by hand) gets the same shapes."""
+    for preset in ("hybrid-odd", "ple-odd"):
+        rc, text = run(["check", "--preset", preset, "--h-mode", "f32", "--ops", "alloc; prefill 3; verify 2; commit 1 2",
+                        "--backend", "python:geometry"], GeometryChecked, tmp, "geometry-" + preset)
+        check(rc == 0, "%s: every layer's geometry names its state fields, with the trace format's shapes (rc %d)%s"
+              % (preset, rc, "" if rc == 0 else "\n" + text[-2000:]))
+    gdn = dict(kind="gdn", nk=2, nv=6, kd=5, vd=7, d_conv=4, ple=dict(channels=3, ngram_size=3, k_size=4, dilation=2))
+    sent = dict(gdn, geometry=dict(conv_dim=2 * 2 * 5 + 6 * 7, out_dim=42, h_shape=[6, 5, 7], inputs=[["x", 62], ["a", 6]],
+                                   weights=[], state=dict(h=[6, 5, 7], conv=[62, 4], ple_history=[2], ple_conv=[6, 3])))
+    older = dict(sent, geometry={k: v for k, v in sent["geometry"].items() if k != "state"})
+    shapes = [bridge._geometry(d)[4] for d in (sent, older, gdn)]
+    check(shapes[0] == shapes[1] == shapes[2] == dict(h=(6, 5, 7), conv=(62, 4), ple_history=(2,), ple_conv=(6, 3)),
+          "the sent state fields, and those of a geometry without them or of none, agree: %r" % shapes)
+    odd = dict(sent, geometry=dict(sent["geometry"], state=dict(h=[6, 5, 7], conv=[62, 3], ple_history=[2], ple_conv=[6, 3])))
+    check(bridge._geometry(odd)[4]["conv"] == (62, 3), "the sent shapes are what the bridge uses, not a formula")
 
 
 @case
