@@ -271,14 +271,17 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
   for (size_t l = 0; l < m.spec.layers.size(); ++l) {
     const LayerSpec& L = m.spec.layers[l];
     const LayerWeights& W = m.weights[l];
-    if (L.kind == LayerKind::mamba2)  // JSON has no infinity: an unbounded dt_max travels as null
-      layers.push_back({{"kind", "mamba2"}, {"nh", L.nh}, {"hp", L.hp}, {"ns", L.ns}, {"ng", L.ng},
-                        {"norm_before_gate", L.norm_before_gate}, {"dt_min", L.dt_min},
-                        {"dt_max", std::isinf(L.dt_max) ? json(nullptr) : json(L.dt_max)}});
-    else
-      layers.push_back({{"kind", "gdn"}, {"nk", L.nk}, {"nv", L.nv}, {"kd", L.kd}, {"vd", L.vd},
-                        {"output_gate", L.output_gate == OutputGate::sigmoid ? "sigmoid" : "silu"}});
-    json& d = layers.back();
+    // the kind's shape parameters by the names files give them (LayerSpec::shape_params), then
+    // what only one kind has
+    json d = {{"kind", L.kind == LayerKind::mamba2 ? "mamba2" : "gdn"}};
+    for (const ShapeParam& p : L.shape_params()) d[p.name] = L.*p.member;
+    if (L.kind == LayerKind::mamba2) {  // JSON has no infinity: an unbounded dt_max travels as null
+      d["norm_before_gate"] = L.norm_before_gate;
+      d["dt_min"] = L.dt_min;
+      d["dt_max"] = std::isinf(L.dt_max) ? json(nullptr) : json(L.dt_max);
+    } else {
+      d["output_gate"] = L.output_gate == OutputGate::sigmoid ? "sigmoid" : "silu";
+    }
     d["d_conv"] = L.d_conv;
     d["eps"] = L.eps;
     d["conv_bias"] = L.conv_bias;
@@ -304,6 +307,7 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
     }
     d["geometry"] = {{"conv_dim", L.conv_dim()}, {"out_dim", L.out_dim()}, {"h_shape", L.h_shape()},
                      {"inputs", inputs},         {"weights", weights},     {"state", state}};
+    layers.push_back(std::move(d));
   }
   I.layers = m.spec.layers;
   const char* mode = c->h_mode == SSMP_H_F16 ? "f16" : c->h_mode == SSMP_H_F16_POOL ? "f16-pool" : "f32";
