@@ -117,7 +117,8 @@ struct Bench {
       for (int b = 0; b < o.batch; ++b) {
         const LayerRows& lr = distinct[size_t(b % 4)].layers[size_t(l)];
         float* p = host.data() + in_off[size_t(l)] + size_t(b) * in_w[size_t(l)] * size_t(r);
-        for (const std::vector<float>* v : {&lr.x, &lr.a, &lr.b, &lr.z}) p = std::copy(v->begin(), v->end(), p);
+        for (const std::vector<float>* v : {&lr.conv_in, &lr.dt_in, &lr.beta_in, &lr.gate_in})
+          p = std::copy(v->begin(), v->end(), p);
       }
     SSM_CUDA(cudaMemcpy(in_dev, host.data(), ni * 4, cudaMemcpyHostToDevice));
     SSM_CUDA(cudaDeviceSynchronize());

@@ -780,7 +780,7 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
       async_entry(bu, entry);
       const LayerSpec& s = layer_of(t, layer);
       const std::pair<const char*, std::vector<float> LayerRows::*> members[] = {
-          {"x", &LayerRows::x}, {"a", &LayerRows::a}, {"b", &LayerRows::b}, {"z", &LayerRows::z}};
+          {"x", &LayerRows::conv_in}, {"a", &LayerRows::dt_in}, {"b", &LayerRows::beta_in}, {"z", &LayerRows::gate_in}};
       const float* ptrs[] = {x, a, b, z};
       Call c{Call::inputs};
       c.i0 = entry;
@@ -806,7 +806,7 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
     }
     const size_t T = size_t(rows);
     LayerRows& r = in.layers[size_t(layer)];
-    need(r.x.empty() && r.z.empty(), SSMC_ERR_ORDER,
+    need(r.conv_in.empty() && r.gate_in.empty(), SSMC_ERR_ORDER,
          fmt::format("ssmc_op_inputs: entry {} layer {} given twice", entry, layer));
     // The four pointers by parameter name and the LayerRows member they fill; which of them the
     // layer's kind takes, under which names and widths, is LayerSpec::inputs() (GDN x, a, b, z;
@@ -816,7 +816,10 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
       std::vector<float> LayerRows::*member;
       const float* ptr;
     };
-    const Given given[] = {{"x", &LayerRows::x, x}, {"a", &LayerRows::a, a}, {"b", &LayerRows::b, b}, {"z", &LayerRows::z, z}};
+    const Given given[] = {{"x", &LayerRows::conv_in, x},
+                           {"a", &LayerRows::dt_in, a},
+                           {"b", &LayerRows::beta_in, b},
+                           {"z", &LayerRows::gate_in, z}};
     std::vector<InputField> fields = s.inputs();  // the kind's own; the PLE ones come by ssmc_op_ple_inputs
     fields.erase(std::remove_if(fields.begin(), fields.end(),
                                 [](const InputField& f) {

@@ -65,10 +65,14 @@ namespace {
 std::vector<InputField> kind_inputs(const LayerSpec& s) {
   switch (s.kind) {
     case LayerKind::gdn:
-      return {{"x", &LayerRows::x, s.conv_dim()}, {"a", &LayerRows::a, s.nv}, {"b", &LayerRows::b, s.nv},
-              {"z", &LayerRows::z, s.out_dim()}};
+      return {{"x", &LayerRows::conv_in, s.conv_dim()},
+              {"a", &LayerRows::dt_in, s.nv},
+              {"b", &LayerRows::beta_in, s.nv},
+              {"z", &LayerRows::gate_in, s.out_dim()}};
     case LayerKind::mamba2:
-      return {{"xBC", &LayerRows::x, s.conv_dim()}, {"dt", &LayerRows::a, s.nh}, {"z", &LayerRows::z, s.out_dim()}};
+      return {{"xBC", &LayerRows::conv_in, s.conv_dim()},
+              {"dt", &LayerRows::dt_in, s.nh},
+              {"z", &LayerRows::gate_in, s.out_dim()}};
   }
   unknown_kind(s.kind);
 }

@@ -157,10 +157,10 @@ struct LayerSpec {
   int out_heads() const;
   int out_head_dim() const;
   int out_dim() const { return out_heads() * out_head_dim(); }
-  // Per-token inputs, in order: GDN x[conv_dim] (pre-conv Q|K|V), a[nv], b[nv], z[nv*vd];
-  // Mamba-2 xBC[conv_dim] (pre-conv x|B|C, kept in LayerRows::x), dt[nh] (dt before dt_bias, in
-  // LayerRows::a), z[nh*hp]; then, on a layer hosting a PLE carry, ple_tokens[1] (the token id,
-  // an integer in FP32) and ple_x[C].
+  // Per-token inputs, in order (by their on-disk names; the LayerRows member in parentheses): GDN
+  // x[conv_dim] (conv_in: pre-conv Q|K|V), a[nv] (dt_in), b[nv] (beta_in), z[nv*vd] (gate_in); Mamba-2
+  // xBC[conv_dim] (conv_in: pre-conv x|B|C), dt[nh] (dt_in, before dt_bias), z[nh*hp] (gate_in); then, on
+  // a layer hosting a PLE carry, ple_tokens[1] (the token id, an integer in FP32) and ple_x[C].
   std::vector<InputField> inputs() const;
   // Weights, in order: GDN conv_w, conv_bias (when the layer has one), A_log[nv], dt_bias[nv],
   // norm_w[vd]; Mamba-2 conv_w, conv_bias, A_log[nh], dt_bias[nh], D[nh], norm_w[nh*hp]; then,

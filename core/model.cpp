@@ -31,9 +31,12 @@ const std::pair<const char*, std::vector<float> LayerWeights::*> kWeightMembers[
     {"conv_w", &LayerWeights::conv_w}, {"conv_bias", &LayerWeights::conv_bias}, {"A_log", &LayerWeights::A_log},
     {"dt_bias", &LayerWeights::dt_bias}, {"D", &LayerWeights::D}, {"norm_w", &LayerWeights::norm_w},
     {"ple_w", &LayerWeights::ple_w}};
-const std::pair<const char*, std::vector<float> LayerRows::*> kInputMembers[] = {
-    {"x", &LayerRows::x}, {"a", &LayerRows::a}, {"b", &LayerRows::b}, {"z", &LayerRows::z},
-    {"ple_tokens", &LayerRows::ple_tokens}, {"ple_x", &LayerRows::ple_x}};
+const std::pair<const char*, std::vector<float> LayerRows::*> kInputMembers[] = {{"x", &LayerRows::conv_in},
+                                                                                 {"a", &LayerRows::dt_in},
+                                                                                 {"b", &LayerRows::beta_in},
+                                                                                 {"z", &LayerRows::gate_in},
+                                                                                 {"ple_tokens", &LayerRows::ple_tokens},
+                                                                                 {"ple_x", &LayerRows::ple_x}};
 
 void check_vec(const std::vector<float>& v, size_t n, const std::string& where) {
   if (v.size() != n)

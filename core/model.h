@@ -52,10 +52,12 @@ struct PoolConfig {
 // Inputs of `rows` consecutive tokens of one sequence, per layer; which ones a kind has, their
 // names and widths: LayerSpec::inputs().
 struct LayerRows {
-  std::vector<float> x;  // [rows][conv_dim] pre-conv projection: GDN [Q | K | V], Mamba-2 [x | B | C] ("xBC")
-  std::vector<float> a;  // [rows][nv] GDN gate input (dt); [rows][nh] Mamba-2 dt before dt_bias ("dt")
-  std::vector<float> b;  // [rows][nv] GDN gate input (beta); empty for Mamba-2
-  std::vector<float> z;  // [rows][out_dim] output gate
+  // The raw inputs, each before its activation; in parentheses the names on disk (traces, dumps)
+  // and in the C ABIs, which stay short.
+  std::vector<float> conv_in;  // [rows][conv_dim] pre-conv projection: GDN [Q|K|V] ("x"), Mamba-2 [x|B|C] ("xBC")
+  std::vector<float> dt_in;    // [rows][nv] GDN ("a"), [rows][nh] Mamba-2 ("dt"): dt before dt_bias and softplus
+  std::vector<float> beta_in;  // [rows][nv] GDN ("b"): beta before the sigmoid; empty for Mamba-2
+  std::vector<float> gate_in;  // [rows][out_dim] the output gate ("z")
   // A layer hosting a PLE carry (LayerSpec::ple): empty otherwise.
   std::vector<float> ple_tokens;  // [rows] token ids, integers in [0, kMaxTokenId] held exactly in FP32
   std::vector<float> ple_x;       // [rows][C] the PLE rows (the n-gram embedding looked up for the token)

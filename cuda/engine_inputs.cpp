@@ -41,7 +41,7 @@ void Engine::stage_inputs(const std::vector<int>& pool_slots, const std::vector<
     out_off += align4(n * size_t(s.ple.channels));
     io_off_.push_back(o);
     most_qkv = std::max(most_qkv, n * size_t(s.conv_dim()));
-    most_gb = std::max(most_gb, n * size_t(input_width(s, &LayerRows::a)) * 2);  // a gate pair per head
+    most_gb = std::max(most_gb, n * size_t(input_width(s, &LayerRows::dt_in)) * 2);  // a gate pair per head
     most_o = std::max(most_o, n * size_t(s.out_dim()));
   }
   reserve(io_, off * 4, "io scratch");

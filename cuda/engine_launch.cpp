@@ -57,9 +57,9 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
   cp.conv_inter = reinterpret_cast<float*>(lp.conv_intermediates.get());
   cp.conv_pitch = lp.conv_pitch;
   cp.conv_cap = pool_.config().conv_capacity;
-  cp.x = staged(l, &LayerRows::x);
-  cp.a = staged(l, &LayerRows::a);
-  cp.b = staged(l, &LayerRows::b);
+  cp.x = staged(l, &LayerRows::conv_in);
+  cp.a = staged(l, &LayerRows::dt_in);
+  cp.b = staged(l, &LayerRows::beta_in);
   cp.conv_w = reinterpret_cast<const float*>(lp.conv_w.get());
   cp.conv_bias = s.conv_bias ? reinterpret_cast<const float*>(lp.conv_bias.get()) : nullptr;
   cp.A_log = reinterpret_cast<const float*>(lp.A_log.get());
@@ -85,7 +85,7 @@ void Engine::enqueue_layer(int l, int rows, int n_inter, VerifyArm arm, bool h_f
 
   const int min_ctas = 2 * sm_count_;
   float* out = reinterpret_cast<float*>(out_.get()) + io_off_[size_t(l)].out;
-  const float* z = staged(l, &LayerRows::z);
+  const float* z = staged(l, &LayerRows::gate_in);
   const float* norm_w = reinterpret_cast<const float*>(lp.norm_w.get());
   if (mamba2) {
     Mamba2RowsParams mp{};

@@ -44,7 +44,7 @@ std::vector<StepOutputs> AltReferenceBackend::decode(const std::vector<int>& slo
     StepInputs row = in[src];
     if (SSM_MUTANT("alt_gate_input_half_stride"))  // mutant (bug class 16): z read at half its element size
       for (LayerRows& r : row.layers)
-        for (size_t j = r.z.size(); j-- > 0;) r.z[j] = r.z[j / 2];
+        for (size_t j = r.gate_in.size(); j-- > 0;) r.gate_in[j] = r.gate_in[j / 2];
     out[i] = inner_.decode({slots[i]}, {row})[0];
   }
   return out;

@@ -51,8 +51,12 @@ StepInputs inputs_of(const ModelSpec& spec, const ssmp_layer_io* io, const ssmp_
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     // where the ABI carries each input; the kind's inputs() say which it has and their widths
     const std::pair<std::vector<float> LayerRows::*, const float*> given[] = {
-        {&LayerRows::x, io[l].x}, {&LayerRows::a, io[l].a}, {&LayerRows::b, io[l].b}, {&LayerRows::z, io[l].z},
-        {&LayerRows::ple_tokens, ple ? ple[l].tokens : nullptr}, {&LayerRows::ple_x, ple ? ple[l].x : nullptr}};
+        {&LayerRows::conv_in, io[l].x},
+        {&LayerRows::dt_in, io[l].a},
+        {&LayerRows::beta_in, io[l].b},
+        {&LayerRows::gate_in, io[l].z},
+        {&LayerRows::ple_tokens, ple ? ple[l].tokens : nullptr},
+        {&LayerRows::ple_x, ple ? ple[l].x : nullptr}};
     LayerRows lr;
     for (const InputField& f : spec.layers[l].inputs()) {
       const float* src = nullptr;

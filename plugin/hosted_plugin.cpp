@@ -156,9 +156,9 @@ const std::vector<Piece>& input_pieces(Instance& I, int entries, int rows, const
       const LayerSpec& L = I.layers[l];
       const size_t at = size_t(e) * I.layers.size() + l;
       const ssmp_layer_io& x = io[at];
-      const size_t r = size_t(rows), b = input_width(L, &LayerRows::b);
+      const size_t r = size_t(rows), b = input_width(L, &LayerRows::beta_in);
       v.push_back(floats(x.x, r * size_t(L.conv_dim())));
-      v.push_back(floats(x.a, r * input_width(L, &LayerRows::a)));
+      v.push_back(floats(x.a, r * input_width(L, &LayerRows::dt_in)));
       v.push_back(b ? floats(x.b, r * b) : Piece{nullptr, 0});  // Mamba-2 has no b: an empty array
       v.push_back(floats(x.z, r * size_t(L.out_dim())));
       if (L.ple.hosted() && ple) {

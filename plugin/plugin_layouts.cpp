@@ -82,7 +82,7 @@ void add_io(const ModelSpec& spec, const StepInputs& in, int rows, StepOutputs& 
     const LayerRows& r = in.layers[l];
     out.layers.emplace_back(size_t(rows) * size_t(s.out_dim()), 0.0f);
     if (with_ple) out.ple.emplace_back(size_t(rows) * size_t(s.ple.channels), 0.0f);
-    io.push_back({p(r.x), p(r.a), p(r.b), p(r.z), out.layers.back().data()});
+    io.push_back({p(r.conv_in), p(r.dt_in), p(r.beta_in), p(r.gate_in), out.layers.back().data()});
     ple.push_back(s.ple.hosted() ? ssmp_ple_io{r.ple_tokens.data(), r.ple_x.data(), out.ple.back().data()}
                                  : ssmp_ple_io{nullptr, nullptr, nullptr});
   }

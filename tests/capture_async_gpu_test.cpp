@@ -84,9 +84,9 @@ void run_case(HMode mode, int64_t staging, int policy, const char* script) {
     EXPECT_FALSE(b.states_dropped);
     for (size_t e = 0; e < a.inputs.size(); ++e)
       for (size_t l = 0; l < a.inputs[e].layers.size(); ++l) {
-        EXPECT_EQ(a.inputs[e].layers[l].x, b.inputs[e].layers[l].x);
-        EXPECT_EQ(a.inputs[e].layers[l].z, b.inputs[e].layers[l].z);
-        compared += a.inputs[e].layers[l].x.size();
+        EXPECT_EQ(a.inputs[e].layers[l].conv_in, b.inputs[e].layers[l].conv_in);
+        EXPECT_EQ(a.inputs[e].layers[l].gate_in, b.inputs[e].layers[l].gate_in);
+        compared += a.inputs[e].layers[l].conv_in.size();
       }
     ASSERT_EQ(a.states.size(), b.states.size());
     for (size_t s = 0; s < a.states.size(); ++s)

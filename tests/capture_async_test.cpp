@@ -30,7 +30,7 @@ size_t staged_bytes(const formats::TraceOp& op, bool with_states) {
   auto add = [&](size_t b) { n += (b + 15) / 16 * 16; };
   for (const StepInputs& in : op.inputs)
     for (const LayerRows& r : in.layers)
-      for (const auto* v : {&r.x, &r.a, &r.b, &r.z}) add(v->size() * 4);
+      for (const auto* v : {&r.conv_in, &r.dt_in, &r.beta_in, &r.gate_in}) add(v->size() * 4);
   for (const auto& o : op.outputs)
     if (o)
       for (const auto& l : o->layers) add(l.size() * 4);
@@ -62,10 +62,10 @@ void expect_same(const Recorded& r, const formats::Trace& got, const std::vector
     ASSERT_EQ(a.inputs.size(), b.inputs.size());
     for (size_t e = 0; e < a.inputs.size(); ++e)
       for (size_t l = 0; l < a.inputs[e].layers.size(); ++l) {
-        EXPECT_EQ(a.inputs[e].layers[l].x, b.inputs[e].layers[l].x);
-        EXPECT_EQ(a.inputs[e].layers[l].z, b.inputs[e].layers[l].z);
-        EXPECT_EQ(a.inputs[e].layers[l].a, b.inputs[e].layers[l].a);
-        EXPECT_EQ(a.inputs[e].layers[l].b, b.inputs[e].layers[l].b);
+        EXPECT_EQ(a.inputs[e].layers[l].conv_in, b.inputs[e].layers[l].conv_in);
+        EXPECT_EQ(a.inputs[e].layers[l].gate_in, b.inputs[e].layers[l].gate_in);
+        EXPECT_EQ(a.inputs[e].layers[l].dt_in, b.inputs[e].layers[l].dt_in);
+        EXPECT_EQ(a.inputs[e].layers[l].beta_in, b.inputs[e].layers[l].beta_in);
       }
     ASSERT_EQ(a.outputs.size(), b.outputs.size());
     for (size_t e = 0; e < a.outputs.size(); ++e) {
@@ -217,7 +217,7 @@ TEST(CaptureAsync, TheWritersFailureIsReportedAtFlushAndAtCloseAndTheOtherOpsSta
   ASSERT_GT(bad, 0u);
   for (size_t i = 0; i < r.ops.size(); ++i) {
     formats::TraceOp op = r.ops[i];
-    if (i == bad) op.inputs[0].layers[0].x[5] = std::nanf("");
+    if (i == bad) op.inputs[0].layers[0].conv_in[5] = std::nanf("");
     ASSERT_EQ(capture_op(t, r.header.model.spec, op, SSMC_HOST), SSMC_OK) << i << ": " << ssmc_last_error();
     if (i == bad) {  // queued: the flush waits for the writer and reports its failure, once
       ASSERT_EQ(ssmc_flush(t), SSMC_ERR_INVALID);

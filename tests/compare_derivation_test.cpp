@@ -149,9 +149,10 @@ std::pair<Measured, Measured> measure(const LayerSpec& s, DType hd, double decay
   for (int t = 0; t < steps; ++t) {
     const StepInputs in = make_inputs(spec, g, t, 0, 0, 1);
     const LayerRows& r = in.layers[0];
-    ref::gdn_step(s, m.weights[0], h_ref, w_ref.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(), o_ref.data(),
-                  c_ref.data(), &hc_ref);
-    step_f32(s, m.weights[0], h_emu, w_emu.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(), o_emu.data());
+    ref::gdn_step(s, m.weights[0], h_ref, w_ref.f32(), r.conv_in.data(), r.dt_in.data(), r.beta_in.data(),
+                  r.gate_in.data(), o_ref.data(), c_ref.data(), &hc_ref);
+    step_f32(s, m.weights[0], h_emu, w_emu.f32(), r.conv_in.data(), r.dt_in.data(), r.beta_in.data(), r.gate_in.data(),
+             o_emu.data());
     EXPECT_TRUE(w_ref.bit_equal(w_emu)) << "conv windows are data movement: exact";
     Where wh;
     wh.tensor = "h";
@@ -266,7 +267,8 @@ TEST(compare_derivation, cancelling_head_passes_with_its_condition_and_a_drift_s
   for (int t = 0; t < 64; ++t) {
     const StepInputs in = make_inputs(spec, g, t, 0, 0, 1);
     const LayerRows& r = in.layers[0];
-    ref::gdn_step(s, m.weights[0], h, win.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(), out.data());
+    ref::gdn_step(s, m.weights[0], h, win.f32(), r.conv_in.data(), r.dt_in.data(), r.beta_in.data(), r.gate_in.data(),
+                  out.data());
   }
   const int vh = 0;
   ref::MatD H(s.kd, s.vd);
@@ -332,9 +334,10 @@ TEST(compare_derivation, cancelling_head_passes_with_its_condition_and_a_drift_s
   for (int t = 0; t < 1024 && failed_at < 0; ++t) {
     const StepInputs in = make_inputs(spec2, g, t, 0, 0, 1);
     const LayerRows& r = in.layers[0];
-    ref::gdn_step(s2, m2.weights[0], h_ref, w_ref.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(),
-                  o_ref.data(), c_ref.data());
-    step_f32(s2, m2.weights[0], h_emu, w_emu.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(), o_emu.data(), t);
+    ref::gdn_step(s2, m2.weights[0], h_ref, w_ref.f32(), r.conv_in.data(), r.dt_in.data(), r.beta_in.data(),
+                  r.gate_in.data(), o_ref.data(), c_ref.data());
+    step_f32(s2, m2.weights[0], h_emu, w_emu.f32(), r.conv_in.data(), r.dt_in.data(), r.beta_in.data(),
+             r.gate_in.data(), o_emu.data(), t);
     Tensor a = Tensor::zeros(DType::f32, {1, s2.nv, s2.vd}), b = a, c = a;
     std::copy(o_ref.begin(), o_ref.end(), a.f32());
     std::copy(o_emu.begin(), o_emu.end(), b.f32());
@@ -364,11 +367,11 @@ TEST(compare_derivation, erased_memory_passes_with_the_state_condition_and_a_sta
   std::vector<float> o_ref(size_t(s.out_dim())), o_emu(o_ref.size()), c_ref(o_ref.size());
   const int qk = 2 * s.nk * s.kd;
   LayerRows r;
-  r.x.resize(size_t(s.conv_dim()));
-  r.a.assign(size_t(s.nv), -30.0f);  // dt ~ e^-30: g clamps at 1 - 1e-6 (no forgetting)
-  r.b.assign(size_t(s.nv), 20.0f);   // beta = 1 - 2e-9: each row replaces the column along k
-  r.z.assign(size_t(s.out_dim()), 1.0f);
-  for (int c = 0; c < qk; ++c) r.x[size_t(c)] = float(hash_uniform(g.seed, 90, uint64_t(c), 0, 0.5, 1.5));
+  r.conv_in.resize(size_t(s.conv_dim()));
+  r.dt_in.assign(size_t(s.nv), -30.0f);   // dt ~ e^-30: g clamps at 1 - 1e-6 (no forgetting)
+  r.beta_in.assign(size_t(s.nv), 20.0f);  // beta = 1 - 2e-9: each row replaces the column along k
+  r.gate_in.assign(size_t(s.out_dim()), 1.0f);
+  for (int c = 0; c < qk; ++c) r.conv_in[size_t(c)] = float(hash_uniform(g.seed, 90, uint64_t(c), 0, 0.5, 1.5));
   Where w;
   w.tensor = "h";
   const Tolerances d = Tolerances::defaults();
@@ -377,11 +380,12 @@ TEST(compare_derivation, erased_memory_passes_with_the_state_condition_and_a_sta
   for (int phase = 0; phase < 3; ++phase) {
     const double scale = phase == 0 ? 0.0 : phase == 1 ? 1e4 : 1.0;
     for (int c = qk; c < s.conv_dim(); ++c)
-      r.x[size_t(c)] = float(scale * hash_uniform(g.seed, 91 + uint64_t(phase), uint64_t(c), 0, 0.5, 1.5));
+      r.conv_in[size_t(c)] = float(scale * hash_uniform(g.seed, 91 + uint64_t(phase), uint64_t(c), 0, 0.5, 1.5));
     for (int t = 0; t < 2 * s.d_conv; ++t) {  // the window fills with the phase's input
-      ref::gdn_step(s, m.weights[0], h_ref, w_ref.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(),
-                    o_ref.data(), c_ref.data(), &hc);
-      step_f32(s, m.weights[0], h_emu, w_emu.f32(), r.x.data(), r.a.data(), r.b.data(), r.z.data(), o_emu.data());
+      ref::gdn_step(s, m.weights[0], h_ref, w_ref.f32(), r.conv_in.data(), r.dt_in.data(), r.beta_in.data(),
+                    r.gate_in.data(), o_ref.data(), c_ref.data(), &hc);
+      step_f32(s, m.weights[0], h_emu, w_emu.f32(), r.conv_in.data(), r.dt_in.data(), r.beta_in.data(),
+               r.gate_in.data(), o_emu.data());
     }
   }
   double rms = 0;
@@ -409,9 +413,10 @@ TEST(compare_derivation, erased_memory_passes_with_the_state_condition_and_a_sta
   for (int t = 0; t < 1024 && failed_at < 0; ++t) {
     const StepInputs in = make_inputs(spec, g0, t, 0, 0, 1);
     const LayerRows& rr = in.layers[0];
-    ref::gdn_step(s, m0.weights[0], a, wa.f32(), rr.x.data(), rr.a.data(), rr.b.data(), rr.z.data(), o_ref.data(),
-                  c_ref.data(), &hc2);
-    step_f32(s, m0.weights[0], b, wb.f32(), rr.x.data(), rr.a.data(), rr.b.data(), rr.z.data(), o_emu.data(), 0, true);
+    ref::gdn_step(s, m0.weights[0], a, wa.f32(), rr.conv_in.data(), rr.dt_in.data(), rr.beta_in.data(),
+                  rr.gate_in.data(), o_ref.data(), c_ref.data(), &hc2);
+    step_f32(s, m0.weights[0], b, wb.f32(), rr.conv_in.data(), rr.dt_in.data(), rr.beta_in.data(), rr.gate_in.data(),
+             o_emu.data(), 0, true);
     const Tensor c2 = broadcast_condition(hc2.rho, a.shape());
     if (failed_plain_at < 0 && !compare_tensor(a, b, TolClass::fp32_state, d, w, true).pass) failed_plain_at = t;
     if (!compare_tensor(a, b, TolClass::fp32_state, d, w, true, &c2).pass) failed_at = t;

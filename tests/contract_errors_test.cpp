@@ -32,9 +32,9 @@ TEST_P(ContractErrors, EveryErrorLeavesEveryByteUnchanged) {
     be.decode({1}, {c.inputs(3, 1, 1)});  // slot 1: FP16 h over an FP32 checkpoint
   }
   StepInputs nan_in = c.inputs(4, 1);
-  nan_in.layers.back().z[0] = std::nanf("");
+  nan_in.layers.back().gate_in[0] = std::nanf("");
   StepInputs short_in = c.inputs(4, 1);
-  short_in.layers[0].x.pop_back();
+  short_in.layers[0].conv_in.pop_back();
 
   struct Case {
     std::string what;

@@ -240,7 +240,7 @@ TEST_F(PoolGpu, ErrorsMatchReference) {
   p.a->prefill(s1, p.inputs(0, 1, 2));
   const SequenceState b0 = p.a->export_state(s0), b1 = p.a->export_state(s1);
   StepInputs bad = p.inputs(1, 1, 1);
-  bad.layers.back().x[3] = std::numeric_limits<float>::quiet_NaN();
+  bad.layers.back().conv_in[3] = std::numeric_limits<float>::quiet_NaN();
   try {
     p.a->decode({s0, s1}, {p.inputs(1, 0, 1), bad});
     FAIL() << "decode with NaN input did not throw";

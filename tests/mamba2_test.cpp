@@ -199,8 +199,8 @@ class Oracle {
         const LayerSpec& s = model_.spec.layers[l];
         const LayerRows& r = in.layers[l];
         const std::vector<double> o =
-            oracle_token(s, model_.weights[l], layers_[l], r.x.data() + size_t(t) * size_t(s.conv_dim()),
-                         r.a.data() + size_t(t) * size_t(s.nh), r.z.data() + size_t(t) * size_t(s.out_dim()),
+            oracle_token(s, model_.weights[l], layers_[l], r.conv_in.data() + size_t(t) * size_t(s.conv_dim()),
+                         r.dt_in.data() + size_t(t) * size_t(s.nh), r.gate_in.data() + size_t(t) * size_t(s.out_dim()),
                          t == 0, &tally[l], clamp_dt);
         out[l].insert(out[l].end(), o.begin(), o.end());
       }

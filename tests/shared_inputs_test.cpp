@@ -17,7 +17,7 @@ struct CountingSource {
       StepInputs in;
       in.rows = rows;
       in.layers.resize(1);
-      in.layers[0].x = {float(++calls), float(k.step), float(k.seq), float(k.batch_row)};
+      in.layers[0].conv_in = {float(++calls), float(k.step), float(k.seq), float(k.batch_row)};
       return in;
     };
   }
@@ -32,10 +32,10 @@ TEST(SharedInputs, EachKeyIsGeneratedOnceForBothSides) {
   const StepInputs m0 = model(key(3, 1, 0, 0), 4), m1 = model(key(3, 2, 1, 1), 1);
   const StepInputs s0 = sut(key(3, 1, 0, 0), 4), s1 = sut(key(3, 2, 1, 1), 1);
   EXPECT_EQ(counting.calls, 2);
-  EXPECT_EQ(m0.layers[0].x, s0.layers[0].x);
-  EXPECT_EQ(m1.layers[0].x, s1.layers[0].x);
+  EXPECT_EQ(m0.layers[0].conv_in, s0.layers[0].conv_in);
+  EXPECT_EQ(m1.layers[0].conv_in, s1.layers[0].conv_in);
   EXPECT_EQ(s0.rows, 4);
-  EXPECT_EQ(s1.layers[0].x, (std::vector<float>{2, 2, 1, 1}));
+  EXPECT_EQ(s1.layers[0].conv_in, (std::vector<float>{2, 2, 1, 1}));
   // another row count, op or row is another key
   sut(key(3, 1, 0, 0), 2);
   sut(key(4, 1, 0, 0), 4);
@@ -51,7 +51,7 @@ TEST(SharedInputs, ForgetDropsWhatOnlyOneSideTook) {
   shared.forget();
   const StepInputs again = sut(key(0, 0, 0, 0), 3);
   EXPECT_EQ(counting.calls, 2);
-  EXPECT_EQ(again.layers[0].x[0], 2.0f);  // generated anew, not the forgotten copy
+  EXPECT_EQ(again.layers[0].conv_in[0], 2.0f);  // generated anew, not the forgotten copy
 }
 
 TEST(SharedInputs, BothSidesAtOnceGetTheSameInputs) {
@@ -65,7 +65,7 @@ TEST(SharedInputs, BothSidesAtOnceGetTheSameInputs) {
   for (int i = 0; i < 200; ++i) b[size_t(i)] = sut(key(1, i, i % 7, 0), 1);
   t.join();
   EXPECT_EQ(counting.calls, 200);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].layers[0].x, b[i].layers[0].x) << "key " << i;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].layers[0].conv_in, b[i].layers[0].conv_in) << "key " << i;
 }
 
 }  // namespace

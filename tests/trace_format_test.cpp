@@ -53,8 +53,8 @@ void expect_same(const Recorded& w, const formats::Trace& r) {
       EXPECT_EQ(a.inputs[e].rows, b.inputs[e].rows) << at;
       ASSERT_EQ(a.inputs[e].layers.size(), b.inputs[e].layers.size()) << at;
       for (size_t l = 0; l < a.inputs[e].layers.size(); ++l) {
-        EXPECT_EQ(a.inputs[e].layers[l].x, b.inputs[e].layers[l].x) << at;
-        EXPECT_EQ(a.inputs[e].layers[l].z, b.inputs[e].layers[l].z) << at;
+        EXPECT_EQ(a.inputs[e].layers[l].conv_in, b.inputs[e].layers[l].conv_in) << at;
+        EXPECT_EQ(a.inputs[e].layers[l].gate_in, b.inputs[e].layers[l].gate_in) << at;
       }
     }
     ASSERT_EQ(a.outputs.size(), b.outputs.size()) << at;
@@ -451,10 +451,10 @@ TEST(TraceFormat, WriterRejectsInvalidOps) {
   const Recorded w = record(case_of("tiny", HMode::f32, 2), "alloc; prefill 2");
   formats::TraceWriter tw(dir.file("w.h5"), w.header);
   formats::TraceOp bad = w.ops[1];
-  bad.inputs[0].layers[1].a.pop_back();
+  bad.inputs[0].layers[1].dt_in.pop_back();
   EXPECT_THROW(tw.append(bad), formats::FormatError);
   bad = w.ops[1];
-  bad.inputs[0].layers[0].x[0] = std::nanf("");
+  bad.inputs[0].layers[0].conv_in[0] = std::nanf("");
   EXPECT_THROW(tw.append(bad), formats::FormatError);
   bad = w.ops[1];
   bad.states[0].layers = {1, 0};

@@ -62,7 +62,7 @@ inline ssmc_status capture_op(ssmc_trace* t, const ModelSpec& spec, const format
   for (size_t e = 0; e < op.inputs.size(); ++e)
     for (size_t l = 0; l < op.inputs[e].layers.size(); ++l) {
       const LayerRows& r = op.inputs[e].layers[l];
-      SSMC_TRY(ssmc_op_inputs(t, int(e), int(l), fl(r.x), fl(r.a), fl(r.b), fl(r.z), mem));
+      SSMC_TRY(ssmc_op_inputs(t, int(e), int(l), fl(r.conv_in), fl(r.dt_in), fl(r.beta_in), fl(r.gate_in), mem));
     }
   for (size_t e = 0; e < op.outputs.size(); ++e)
     if (op.outputs[e])
