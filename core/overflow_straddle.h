@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/model.h"
 #include "core/state.h"
 #include "core/state_fields.h"
 
@@ -34,5 +35,9 @@ struct StateElement {
 // converter that saturates where the contract overflows (a real bug, killed by the op after the
 // store, which computes from inf on one side only). Only FP32 values that agree show the straddle.
 std::vector<StateElement> fp16_overflow_straddles(const SequenceState& a, const SequenceState& b);
+
+// Whether a pool of this h mode ever converts an FP32 h-like value to FP16 (f16: to_f16; f16-pool:
+// every store): in f32 mode no straddle can matter, and the scan above is not run.
+inline bool converts_h_to_f16(HMode m) { return m != HMode::f32; }
 
 }  // namespace ssm

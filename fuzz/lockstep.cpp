@@ -377,9 +377,11 @@ void Lockstep::compare_live(const cmp::Where& base, bool final, cmp::StateReport
       if (r.pass()) {
         // agreeing states on opposite sides of FP16's overflow threshold: the model goes on from the
         // system under test's conversion (core/overflow_straddle.h)
-        const std::vector<StateElement> straddles = fp16_overflow_straddles(*ea, *eb);
-        if (!straddles.empty() && model_->adopt_elements(ms, *eb, straddles))
-          coverage_.axes[kOverflowStraddleAdopted] += int64_t(straddles.size());
+        if (converts_h_to_f16(config_.h_mode)) {
+          const std::vector<StateElement> straddles = fp16_overflow_straddles(*ea, *eb);
+          if (!straddles.empty() && model_->adopt_elements(ms, *eb, straddles))
+            coverage_.axes[kOverflowStraddleAdopted] += int64_t(straddles.size());
+        }
         compared_[seq] = now;
       } else {
         compared_.erase(seq);

@@ -272,7 +272,7 @@ ReplayResult replay_trace(formats::TraceSource& tr, Backend& b, const ReplayOpti
           cmp::compare_state(ts.state, got, o.tolerances, w, opt.strictness, lineage.of(ts.seq));
       // agreeing states on opposite sides of FP16's overflow threshold: the replaying side goes on
       // from the trace's conversion (core/overflow_straddle.h)
-      if (rep.pass()) {
+      if (rep.pass() && converts_h_to_f16(tr.header.pool.h_mode)) {
         const std::vector<StateElement> straddles = fp16_overflow_straddles(got, ts.state);
         if (!straddles.empty() && b.adopt_elements(slot, ts.state, straddles))
           r.overflow_straddles_adopted += int64_t(straddles.size());
