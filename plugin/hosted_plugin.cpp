@@ -16,6 +16,7 @@
 
 #include "core/child_process.h"
 #include "core/conventions.h"
+#include "core/state.h"
 #include "plugin/capabilities_wire.h"
 #include "plugin/config_model.h"
 
@@ -293,10 +294,10 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
     // weights by name, the weights following in that order, and the shapes of the state's fields
     // by their names in traces (docs/trace-format.md; the checkpoint, intermediates and snapshots
     // of a field have its shape). "state" was added later: a peer that does not read it ignores it.
-    json state = {{"h", L.h_shape()}, {"conv", std::vector<int64_t>{L.conv_dim(), L.d_conv}}};
+    json state = {{"h", h_shape(L)}, {"conv", conv_shape(L)}};
     if (L.ple.hosted()) {
-      state["ple_history"] = std::vector<int64_t>{L.ple.history_len()};
-      state["ple_conv"] = std::vector<int64_t>{L.ple.conv_rows(), L.ple.channels};
+      state["ple_history"] = ple_history_shape(L);
+      state["ple_conv"] = ple_conv_shape(L);
     }
     json inputs = json::array(), weights = json::array();
     for (const InputField& f : L.inputs()) inputs.push_back({f.name, f.width});
