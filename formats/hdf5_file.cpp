@@ -144,6 +144,18 @@ Handle create_file(const std::string& path, bool exclusive) {
   return Handle(H5Fcreate(path.c_str(), exclusive ? H5F_ACC_EXCL : H5F_ACC_TRUNC, fcpl, fapl), H5Fclose, "create " + path);
 }
 
+void bound_metadata_cache(hid_t file, size_t bytes) {
+  H5AC_cache_config_t c{};
+  c.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+  check(H5Fget_mdc_config(file, &c), "H5Fget_mdc_config");
+  c.set_initial_size = true;
+  c.initial_size = c.min_size = c.max_size = bytes;
+  c.incr_mode = H5C_incr__off;
+  c.flash_incr_mode = H5C_flash_incr__off;
+  c.decr_mode = H5C_decr__off;
+  check(H5Fset_mdc_config(file, &c), "H5Fset_mdc_config");
+}
+
 Handle create_group(hid_t loc, const std::string& name) {
   Handle gcpl = plist(H5P_GROUP_CREATE, "group creation plist");
   check(H5Pset_obj_track_times(gcpl, 0), "H5Pset_obj_track_times");

@@ -52,6 +52,10 @@ Handle half_type();  // IEEE binary16, little endian, as h5py's float16
 // Writing. Creation property lists turn object time tracking off: same content, same bytes.
 // exclusive: fail when anything is at path (O_CREAT|O_EXCL, never following a symlink), else truncate.
 Handle create_file(const std::string& path, bool exclusive = false);
+// Holds `file`'s metadata cache at `bytes` (HDF5's default lets it grow adaptively to 32 MiB, whose
+// entries cost about twice that in memory): for a writer that adds many objects to one file, so
+// that its memory does not follow the count of objects.
+void bound_metadata_cache(hid_t file, size_t bytes);
 Handle create_group(hid_t loc, const std::string& name);
 void write_attr_str(hid_t loc, const std::string& name, const std::string& value);  // fixed-length ASCII
 void write_attr_i64(hid_t loc, const std::string& name, int64_t value);
