@@ -175,14 +175,19 @@ int run_fuzz(const FuzzFlags& f) {
   };
   if (f.jobs > 1 && f.duration > 0)
     throw std::invalid_argument("--jobs runs a campaign of fixed cases; --duration (exploratory) runs in one process");
-  fmt::print("ssmcheck fuzz: seed {}, {}{} cases{} of up to {} ops, {} vs {}{}{}\n", f.seed,
-             f.duration > 0 ? "at most " : "", f.cases,
-             o.shards > 1 ? fmt::format(" (shard {}/{}: those with i % {} == {})", o.shard, o.shards, o.shards, o.shard) : "",
-             f.max_ops, be.model_name, be.under_test()->name(),
-             f.duration > 0 ? fmt::format(", for {} s (exploratory: the cases that run depend on the machine)",
-                                          f.duration)
-                            : "",
-             jobs_banner(f.jobs));
+  // drawn presets with --layers N: cut to N where they have more, whole where they have fewer (said)
+  const std::string cut =
+      f.layers > 0 && !o.preset && !o.config_path
+          ? fmt::format(", drawn presets cut to their first {} layers (those with fewer run whole)", f.layers)
+          : "";
+  fmt::print(
+      "ssmcheck fuzz: seed {}, {}{} cases{} of up to {} ops{}, {} vs {}{}{}\n", f.seed,
+      f.duration > 0 ? "at most " : "", f.cases,
+      o.shards > 1 ? fmt::format(" (shard {}/{}: those with i % {} == {})", o.shard, o.shards, o.shards, o.shard) : "",
+      f.max_ops, cut, be.model_name, be.under_test()->name(),
+      f.duration > 0 ? fmt::format(", for {} s (exploratory: the cases that run depend on the machine)", f.duration)
+                     : "",
+      jobs_banner(f.jobs));
   const std::string suite = "campaign." + be.name, name = fmt::format("seed {}", f.seed);
   std::optional<CrashVerdict> crash;
   arm_one_case(crash, f.verdict, "ssmcheck fuzz", f.seed, suite, name);

@@ -766,6 +766,22 @@ TEST(Fuzz, JobsPrintTheOneProcessCampaign) {
   EXPECT_NE(timed.out.find("--jobs"), std::string::npos) << timed.out;
 }
 
+// fuzz --layers N without --preset cuts every drawn preset and runs the smaller ones whole: its
+// first line says so (it did silently); with --preset, where more layers than the model has is an
+// error, nothing is said.
+TEST(Fuzz, LayersOnDrawnPresetsIsSaid) {
+  TempDir dir;
+  const std::string fuzz =
+      std::string(SSMCHECK_BIN) + " fuzz --cases 2 --seed 4 --max-ops 10 --out " + q(dir.file("o"));
+  const Shell drawn = sh("( " + fuzz + " --layers 3 2>/dev/null )");
+  EXPECT_EQ(drawn.code, 0) << drawn.out;
+  EXPECT_NE(drawn.out.find("drawn presets cut to their first 3 layers (those with fewer run whole)"), std::string::npos)
+      << drawn.out;
+  const Shell fixed = sh("( " + fuzz + " --preset odd-d --layers 1 2>/dev/null )");
+  EXPECT_EQ(fixed.code, 0) << fixed.out;
+  EXPECT_EQ(fixed.out.find("drawn presets"), std::string::npos) << fixed.out;
+}
+
 // fuzz --jobs N with a failing mutant: the same failing case, shrunk script, report and dump files
 // as one process, and the progress names the first failing case. (That the processes past it are
 // stopped instead of running the rest of the 3000 cases is a matter of time, not asserted here:
