@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 
 #include "tests/support/shell.h"
@@ -135,6 +136,10 @@ struct TraceSlip {
   const char* ops;
   const char* hint;  // "" when none may appear
 };
+// gtest names a case by it (else it prints the struct's raw bytes)
+void PrintTo(const TraceSlip& s, std::ostream* os) {
+  *os << (*s.slip ? s.slip : "no slip") << " " << s.flags << ": " << s.ops;
+}
 
 class ReplayLikelyCause : public ::testing::TestWithParam<TraceSlip> {};
 
