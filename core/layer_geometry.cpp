@@ -115,6 +115,26 @@ std::vector<ShapeParam> LayerSpec::shape_params() const {
   unknown_kind(kind);
 }
 
+std::vector<StateField> LayerSpec::state_fields() const {
+  const std::vector<int64_t> h = h_shape(), conv = {conv_dim(), d_conv};
+  std::vector<StateField> f = {{"h", h, false},
+                               {"conv", conv, false},
+                               {"h_checkpoint", h, false},
+                               {"conv_checkpoint", conv, false},
+                               {"h_intermediate", h, true},
+                               {"conv_intermediate", conv, true}};
+  if (ple.hosted()) {
+    const std::vector<int64_t> hist = {ple.history_len()}, pconv = {ple.conv_rows(), ple.channels};
+    f.push_back({"ple_history", hist, false});
+    f.push_back({"ple_conv", pconv, false});
+    f.push_back({"ple_history_checkpoint", hist, false});
+    f.push_back({"ple_conv_checkpoint", pconv, false});
+    f.push_back({"ple_history_snapshot", hist, true});
+    f.push_back({"ple_conv_snapshot", pconv, true});
+  }
+  return f;
+}
+
 int64_t LayerSpec::input_floats_per_row() const {
   int64_t n = 0;
   for (const InputField& f : inputs()) n += f.width;

@@ -109,6 +109,16 @@ struct WeightField {
   std::vector<int64_t> shape;
 };
 
+// A state field of a layer by name, as traces, dumps and both C ABIs name it, and its shape in the
+// contract's layout: h, conv, their _checkpoint and _intermediate (one per t of the last verify),
+// and on a layer hosting a PLE carry ple_history, ple_conv, their _checkpoint and _snapshot (one per
+// t). `indexed`: one tensor per t.
+struct StateField {
+  const char* name;
+  std::vector<int64_t> shape;
+  bool indexed;
+};
+
 // One recurrent layer. Everything that depends on the kind (field shapes, inputs, weights, the
 // output's shape) is answered by the methods below, implemented in one place
 // (core/layer_geometry.cpp); code elsewhere iterates inputs() and weights() by name and switches
@@ -167,6 +177,7 @@ struct LayerSpec {
   // on a layer hosting a PLE carry, ple_w[C][k_size].
   std::vector<WeightField> weights() const;
   std::vector<ShapeParam> shape_params() const;
+  std::vector<StateField> state_fields() const;  // in export order
   int64_t input_floats_per_row() const;  // sum of the inputs' widths
   // Printable identity, e.g. "gdn(nk=2,nv=4,kd=32,vd=48,d_conv=4)"; also a filter key.
   std::string name() const;

@@ -9,17 +9,13 @@
 #include <vector>
 
 #include "core/conventions.h"
+#include "core/layer_attrs.h"
 #include "formats/format_error.h"
 #include "formats/hdf5_file.h"
 
 namespace ssm::formats {
 
 namespace {
-// The PLE geometry's attributes (written only on a layer that hosts a carry).
-const std::pair<const char*, int PleSpec::*> kPleAttrs[] = {
-    {"ple_channels", &PleSpec::channels}, {"ple_ngram_size", &PleSpec::ngram_size}, {"ple_k_size", &PleSpec::k_size},
-    {"ple_dilation", &PleSpec::dilation}, {"ple_eos_id", &PleSpec::eos_id}};
-
 // The attributes of a layer's conventions (core/conventions.h's numerics), for the hint that says
 // where one put on another group belongs.
 bool is_layer_convention(const std::string& name) {
@@ -83,16 +79,12 @@ void only_attrs(const CheckedReader& r, hid_t loc, const std::string& path, cons
 }  // namespace
 
 std::vector<std::string> layer_spec_attr_names(LayerKind kind) {
-  LayerSpec s;
-  s.kind = kind;
+  // core's names (core/layer_attrs.h), with the group's kind first and its informational name after eps
   std::vector<std::string> v = {"kind"};
-  for (const ShapeParam& p : s.shape_params()) v.push_back(p.name);
-  v.insert(v.end(), {"d_conv", "conv_bias"});
-  if (kind == LayerKind::gdn) v.push_back("output_gate");
-  if (kind == LayerKind::mamba2) v.insert(v.end(), {"norm_before_gate", "norm_groups", "dt_min", "dt_max"});
-  v.insert(v.end(), {"gates", "f16_store", "f16_rows", "eps", "name"});
-  if (kind == LayerKind::gdn)
-    for (const auto& [name, member] : kPleAttrs) v.push_back(name);
+  for (const std::string& n : layer_attr_names(kind)) {
+    v.push_back(n);
+    if (n == "eps") v.push_back("name");
+  }
   return v;
 }
 
@@ -157,7 +149,7 @@ void write_layer_spec_attrs(hid_t g, const LayerSpec& s) {
   h5::write_attr_f32(g, "eps", s.eps);
   // a layer hosting a PLE carry (absent: it hosts none)
   if (s.ple.hosted())
-    for (const auto& [name, member] : kPleAttrs) h5::write_attr_i64(g, name, s.ple.*member);
+    for (const auto& [name, member] : ple_attr_members()) h5::write_attr_i64(g, name, s.ple.*member);
   h5::write_attr_str(g, "name", s.name());
 }
 
@@ -204,7 +196,7 @@ LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::stri
   numeric("f16_store", parse_f16_store, s.numerics.f16_store);
   numeric("f16_rows", parse_f16_rows, s.numerics.f16_rows);
   if (r.has_attr(g, lp, "ple_channels"))  // the carry's geometry comes whole (validate checks the ranges)
-    for (const auto& [name, member] : kPleAttrs) s.ple.*member = int(r.int_attr(g, lp, name, 0, kMaxTokenId));
+    for (const auto& [name, member] : ple_attr_members()) s.ple.*member = int(r.int_attr(g, lp, name, 0, kMaxTokenId));
   const double eps = r.guard(lp + "@eps", [&] { return h5::read_attr_float(g, "eps"); });
   if (!(eps > 0) || !std::isfinite(eps)) throw FormatError(r.file(), lp + "@eps", "must be finite and > 0");
   s.eps = float(eps);
