@@ -16,6 +16,7 @@
 #include "cli/case_options.h"
 #include "formats/verdict_text.h"
 #include "formats/trace.h"
+#include "compare/likely_cause.h"
 #include "replay/convention_hints.h"
 #include "replay/gate.h"
 #include "replay/bisect.h"
@@ -208,15 +209,17 @@ int run_replay(const ReplayFlags& f) {
         bad = true;
         continue;
       }
-      fmt::print("-- on {}\n{}{}", be.name, bisected, r.text());
-      if (trace.header.expect)
-        fmt::print("  deliberately faulty trace: expected the first divergence at {}: {}\n",
-                   trace.header.expect->text(), r.matches(*trace.header.expect) ? "pinpointed" : "NOT MATCHED");
-      // a convention the trace's producer computed without declaring it, confirmed by a rerun under it
+      // a convention the trace's producer computed without declaring it (or a slip), confirmed by a
+      // rerun under it; it outranks what the diverging fields resemble
       const std::vector<std::string> hints =
           r.pass() || f.bisect || f.from >= 0
               ? std::vector<std::string>{}
               : replay::convention_hints(trace, be.make, o, r.divergences.front().op_index, r.bitwise);
+      const std::string text = cmp::outranked_by_reruns(r.text(), hints.size());
+      fmt::print("-- on {}\n{}{}", be.name, bisected, text);
+      if (trace.header.expect)
+        fmt::print("  deliberately faulty trace: expected the first divergence at {}: {}\n",
+                   trace.header.expect->text(), r.matches(*trace.header.expect) ? "pinpointed" : "NOT MATCHED");
       for (const std::string& h : hints) fmt::print("  likely cause: {}\n", h);
       if (!r.pass())
         fmt::print("  rerun: ssmcheck replay {} --backend {}{}\n", path, be.name, given_numerics(f.numerics));
@@ -225,7 +228,7 @@ int run_replay(const ReplayFlags& f) {
         const report::DivergenceGrid grid = report::grid_of(trace, r);
         page.add(grid.divergence_map());
         page.add(grid.error_growth());
-        page.add(report::text_section("Text report: " + trace.source + " on " + be.name, r.text()));
+        page.add(report::text_section("Text report: " + trace.source + " on " + be.name, text));
       }
       all.push_back(f.bisect ? bisect_json : r.json());
       if (!overridden.empty()) all.back()["conventions_overridden"] = overridden;
@@ -237,7 +240,7 @@ int run_replay(const ReplayFlags& f) {
       c.message = r.pass() ? fmt::format("agree: {} ops, {} states, {} outputs", r.ops_run, r.states_compared,
                                          r.outputs_compared)
                            : "diverged at " + r.divergences.front().headline();
-      if (!r.pass()) c.details = r.text();
+      if (!r.pass()) c.details = text;
       for (const std::string& h : hints) c.details += "likely cause: " + h + "\n";
       verdict.cases.push_back(c);
     }

@@ -250,4 +250,19 @@ std::vector<std::string> likely_causes(const SequenceState& ref, const SequenceS
   return out;
 }
 
+std::string outranked_by_reruns(std::string report_text, size_t confirmed) {
+  if (confirmed == 0) return report_text;
+  const std::string from = "  likely cause: ", to = "  resembles (outranked by the cause a rerun confirmed): ";
+  size_t at = 0;
+  while ((at = report_text.find(from, at)) != std::string::npos) {
+    if (at == 0 || report_text[at - 1] == '\n') {  // a line of its own, not a quote inside another
+      report_text.replace(at, from.size(), to);
+      at += to.size();
+    } else {
+      at += from.size();
+    }
+  }
+  return report_text;
+}
+
 }  // namespace ssm::cmp

@@ -28,4 +28,12 @@ namespace ssm::cmp {
 // when unknown), to read a match against what the op should have done.
 std::vector<std::string> likely_causes(const SequenceState& ref, const SequenceState& got, const std::string& op_text);
 
+// A report's text once a rerun has confirmed a cause (fuzz/convention_hints.h, replay/convention_hints.h):
+// the rerun reproduces the whole case (or trace), a resemblance matches one field, and a confirmed
+// slip can leave a field looking like another one (a padding row written into slot 0 leaves its conv
+// window one column on, which reads as a window not shifted). Each "  likely cause: " line of
+// `report_text` (the resemblances StateReport::text prints) becomes "  resembles (outranked by the
+// cause a rerun confirmed): ..."; `report_text` is returned as it is when `confirmed` is 0.
+std::string outranked_by_reruns(std::string report_text, size_t confirmed);
+
 }  // namespace ssm::cmp

@@ -19,6 +19,7 @@
 #include "formats/output_file.h"
 #include "fuzz/bias.h"
 #include "fuzz/op_model.h"
+#include "compare/likely_cause.h"
 #include "fuzz/convention_hints.h"
 #include "fuzz/simplify.h"
 
@@ -86,6 +87,7 @@ void simplify_failure(const CampaignOptions& o, const BackendFactory& model, con
     result.convention_hints =
         convention_hints(result.config, parse_script(result.script), model, sut, o.tolerances, o.strictness,
                          o.sut_invariant, o.pause_async, result.sut_name.empty() ? o.backend_label : result.sut_name);
+  result.report = cmp::outranked_by_reruns(std::move(result.report), result.convention_hints.size());
 }
 
 struct RcModel {

@@ -167,6 +167,10 @@ TEST_P(ReplayLikelyCause, ATraceOfThePlantedSlipIsNamed) {
       << "expected a hint saying: " << s.hint << "\n"
       << r.out;
   EXPECT_NE(r.out.find("(its first divergence without it): the trace's producer "), std::string::npos) << r.out;
+  // the confirmed cause outranks what the fields resemble (pad_into_slot0 leaves slot 0's conv window
+  // one column on, which reads as "the window not shifted"): every likely cause printed is a rerun's
+  for (size_t at = r.out.find("likely cause: "); at != std::string::npos; at = r.out.find("likely cause: ", at + 1))
+    EXPECT_EQ(r.out.compare(at, 38, "likely cause: replaying on the referen"), 0) << r.out.substr(at, 120);
   ASSERT_TRUE(result.contains("convention_hints")) << result.dump(2);
   ASSERT_EQ(result["convention_hints"].size(), 1u) << result["convention_hints"].dump(2);
   EXPECT_NE(result["convention_hints"][0].get<std::string>().find(s.hint), std::string::npos)
