@@ -1,6 +1,7 @@
 // The exported state of one (sequence, layer) and of one sequence (STATE-MODEL section 2).
 #pragma once
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/model.h"
@@ -70,5 +71,9 @@ inline std::vector<int64_t> ple_conv_shape(const LayerSpec& s) { return {s.ple.c
 // A fresh carry: the history EOS-filled, the conv state zero.
 PleCarry fresh_ple_carry(const LayerSpec& s);
 int64_t stage_elems(const ModelSpec& m);  // FP32 elements of the shared staging blob
+// The tensor `s` holds under a state field's name (LayerSpec::state_fields: "h", "conv_checkpoint",
+// "h_intermediate", "ple_history_snapshot", ...) and, for an indexed field, index t; nullptr when it
+// holds none (an absent checkpoint or carry, t past the intermediates kept, a name it has no field of).
+const Tensor* state_field(const LayerState& s, const std::string& name, int t);
 
 }  // namespace ssm
