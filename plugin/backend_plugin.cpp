@@ -270,7 +270,9 @@ const ssmp_plugin* expose(const ExposedBackend& what) {
                         decode_ple,
                         verify_ple,
                         what.capabilities,
-                        what.perturbable ? perturb_schedule : nullptr};
+                        what.perturbable ? perturb_schedule : nullptr,
+                        nullptr,
+                        nullptr};
   return &g_table;
 }
 

@@ -22,6 +22,7 @@
 #include "core/model.h"
 #include "plugin/capabilities_wire.h"
 #include "plugin/host_wire.h"
+#include "plugin/named_abi.h"
 #include "plugin/plugin_library.h"
 
 namespace ssm::plugin {
@@ -505,11 +506,12 @@ class Server {
     std::vector<ssmp_ple> ple(n, ssmp_ple{});
     bool any_m2 = false, any_ple = false;
     size_t next = 0;
+    std::vector<std::map<std::string, const float*>> weights(n);
     for (size_t l = 0; l < n; ++l) {
       const LayerSpec& s = p.layers[l];
       const std::string at = "layer " + std::to_string(l) + " ";
       // the weights in the wire's order, which names them as core does (LayerSpec::weights)
-      std::map<std::string, const float*> w;
+      std::map<std::string, const float*>& w = weights[l];
       for (const WeightField& wf : s.weights()) w[wf.name] = in(f, next++, at + wf.name);
       ssmp_layer& L = layers[l];
       L.kind = s.kind == LayerKind::mamba2 ? SSMP_LAYER_MAMBA2 : SSMP_LAYER_GDN;
@@ -546,6 +548,8 @@ class Server {
     c.snapshot_slots = p.pool.snapshot_slots;
     c.mamba2 = any_m2 ? m2.data() : nullptr;
     c.ple = any_ple ? ple.data() : nullptr;
+    const LayerDescs descs(p.layers, [&](size_t l, const WeightField& wf) { return weights[l].at(wf.name); });
+    c.layer_descs = descs.get();
     I.has_pool = false;
     const int rc = t_->create_pool(I.self, &c, err);
     if (rc == SSMP_OK) {
@@ -604,7 +608,14 @@ class Server {
       }
     int rc;
     const int k = rows;
-    if (prefill)
+    if (t_->flags & SSMP_BY_NAME) {  // the same inputs and outputs by name (plugin/named_abi.h)
+      rows_io_.clear();
+      for (size_t i = 0; i < entries * n; ++i)
+        rows_io_.add(I.pool.layers[i % n], positional_input(io[i], ple[i]), io[i].out, ple[i].out);
+      const int named = prefill ? SSMP_OP_PREFILL : op == wire::Op::decode ? SSMP_OP_DECODE : SSMP_OP_VERIFY;
+      rc = t_->rows(I.self, named, int(entries), slots, op == wire::Op::decode ? 1 : k,
+                    op == wire::Op::verify ? arm : 0, rows_io_.data(), err);
+    } else if (prefill)
       rc = with_ple ? t_->prefill_ple(I.self, slots[0], rows, io.data(), ple.data(), err)
                     : t_->prefill(I.self, slots[0], rows, io.data(), err);
     else if (op == wire::Op::decode)
@@ -680,9 +691,21 @@ class Server {
     st.h_prefill_stage = P.pool.h_mode == HMode::f16_pool ? fl(size_t(stage), "h_prefill_stage") : nullptr;
     st.stage_elems = P.pool.h_mode == HMode::f16_pool ? stage : 0;
     st.ple = with_ple ? ps.data() : nullptr;
-    const int rc = t_->export_state(I.self, slot, &st, err);
-    json r = checked(rc, *err, "export_state");
-    if (r.at("status") != SSMP_OK) return r;
+    json r;
+    if (t_->flags & SSMP_BY_NAME) {  // the fields of the same buffers, read back into st (plugin/named_abi.h)
+      fields_.build(P.layers, st,
+                    {(t_->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? ConvWindow::d_conv_minus_1 : ConvWindow::d_conv,
+                     (t_->flags & SSMP_H_VD_KD) ? HLayout::vd_kd : HLayout::kd_vd});
+      int last_k = 0;
+      const int rc = t_->export_fields(I.self, slot, fields_.size(), fields_.data(), &last_k, err);
+      r = checked(rc, *err, "export_fields");
+      if (r.at("status") != SSMP_OK) return r;
+      fields_.apply(st, last_k, "export_fields(slot " + std::to_string(slot) + ")");
+    } else {
+      const int rc = t_->export_state(I.self, slot, &st, err);
+      r = checked(rc, *err, "export_state");
+      if (r.at("status") != SSMP_OK) return r;
+    }
     // the reply: the fields it has, arrays in the order hosted_plugin.cpp reads them
     auto limit = [](int v, int room, const std::string& what) {
       if (v < 0 || v > room)
@@ -744,6 +767,8 @@ class Server {
   std::vector<wire::Arena::Piece> out_;
   std::vector<ssmp_layer_io> io_;
   std::vector<ssmp_ple_io> ple_io_;
+  RowsIo rows_io_;       // SSMP_BY_NAME
+  ExportFields fields_;  // SSMP_BY_NAME
   std::vector<std::pair<const char*, size_t>> outs_;
   struct ExportTables {
     std::vector<ssmp_layer_state> ls;

@@ -507,10 +507,11 @@ int perturb_schedule(void* p, uint64_t seed) {
   return reply->msg.value("on", 0);
 }
 
-// The flags a hello declares: "flags" (a C host passes its plug-in's), or the string attributes
+// The flags a hello declares: "flags" (a C host passes its plug-in's, less SSMP_BY_NAME: the host
+// speaks it to its plug-in, and this table forwards the positional calls), or the string attributes
 // of a Python class (bridge.py's declared()).
 uint32_t declared_flags(const json& hello) {
-  if (hello.contains("flags")) return hello.at("flags").get<uint32_t>();
+  if (hello.contains("flags")) return hello.at("flags").get<uint32_t>() & ~uint32_t(SSMP_BY_NAME);
   // key, the contract's value, the other value (core/conventions.h's names), and the flag the other sets
   struct Choice {
     const char* key;
@@ -582,6 +583,8 @@ const ssmp_plugin* hosted_plugin_table(HostLaunch launch) {
                   prefill_ple,
                   decode_ple,
                   verify_ple,
+                  nullptr,
+                  nullptr,
                   nullptr,
                   nullptr};
   if (hello.value("async", false)) {

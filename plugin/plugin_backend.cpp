@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/conventions.h"
 #include "core/errors.h"
 
 namespace ssm::plugin {
@@ -41,6 +42,7 @@ const char* plugin_call_in_progress() { return g_in_call ? g_call : nullptr; }
 PluginBackend::PluginBackend(const PluginSpec& spec)
     : lib_(spec.in_process ? &load_plugin_in_process(spec.path) : &load_plugin(spec.path)), label_(spec.label()) {
   own_legality_ = lib_->own_legality();
+  by_name_ = lib_->by_name();
   ssmp_error err{};
   {
     CallMarker m(label_ + ": create(\"" + spec.options + "\")");
@@ -105,6 +107,15 @@ void PluginBackend::check_sizes(const char* op, int slot, const StepInputs& in, 
                "][" + std::to_string(f.width) + "]");
 }
 
+void PluginBackend::add_named(const StepInputs& in, StepOutputs& out) {
+  for (size_t l = 0; l < model_.spec.layers.size(); ++l) {
+    const LayerRows& r = in.layers[l];
+    auto input_of = [&r](std::vector<float> LayerRows::*m) { return (r.*m).empty() ? nullptr : (r.*m).data(); };
+    float* ple_out = l < out.ple.size() && !out.ple[l].empty() ? out.ple[l].data() : nullptr;
+    rows_io_.add(model_.spec.layers[l], input_of, out.layers[l].data(), ple_out);
+  }
+}
+
 void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
   model.validate();
   pool.validate();
@@ -156,7 +167,12 @@ StepOutputs PluginBackend::prefill(int slot, const StepInputs& in) {
   std::vector<ssmp_layer_io> io;
   std::vector<ssmp_ple_io> ple;
   add_io(model_.spec, in, in.rows, out, io, ple);
+  if (by_name_) {
+    rows_io_.clear();
+    add_named(in, out);
+  }
   call("prefill", slot, "slot " + std::to_string(slot) + ", " + std::to_string(in.rows) + " rows", [&](ssmp_error* e) {
+    if (by_name_) return lib_->table->rows(self_, SSMP_OP_PREFILL, 1, &slot, in.rows, 0, rows_io_.data(), e);
     return model_.spec.hosts_ple() ? lib_->table->prefill_ple(self_, slot, in.rows, io.data(), ple.data(), e)
                                    : lib_->table->prefill(self_, slot, in.rows, io.data(), e);
   });
@@ -178,9 +194,11 @@ std::vector<StepOutputs> PluginBackend::batch(OpKind op, const std::vector<int>&
   std::vector<ssmp_layer_io> io;
   std::vector<ssmp_ple_io> ple;
   std::string args;
+  rows_io_.clear();
   for (size_t i = 0; i < slots.size(); ++i) {
     check_sizes(name, slots[i], in[i], rows);
     add_io(model_.spec, in[i], rows, out[i], io, ple);
+    if (by_name_) add_named(in[i], out[i]);
     args += (i ? "," : "slots ") + slot_text(slots[i]);
   }
   // the f16-mode conversion of FP32 h on its first decode step, decided before the op
@@ -194,11 +212,13 @@ std::vector<StepOutputs> PluginBackend::batch(OpKind op, const std::vector<int>&
   const ssmp_plugin& t = *lib_->table;
   if (op == OpKind::decode)
     call(name, -1, args, [&](ssmp_error* e) {
+      if (by_name_) return t.rows(self_, SSMP_OP_DECODE, n, slots.data(), 1, 0, rows_io_.data(), e);
       return with_ple ? t.decode_ple(self_, n, slots.data(), io.data(), ple.data(), e)
                       : t.decode(self_, n, slots.data(), io.data(), e);
     });
   else
     call(name, -1, args + ", k " + std::to_string(k), [&](ssmp_error* e) {
+      if (by_name_) return t.rows(self_, SSMP_OP_VERIFY, n, slots.data(), k, c_arm, rows_io_.data(), e);
       return with_ple ? t.verify_ple(self_, n, slots.data(), k, c_arm, io.data(), ple.data(), e)
                       : t.verify(self_, n, slots.data(), k, c_arm, io.data(), e);
     });
@@ -271,6 +291,18 @@ SequenceState PluginBackend::export_state(int slot) {
   require_pool("export");
   if (!own_legality_) contract_.check_claimed("export", slot);
   ssmp_state* st = export_room_.prepare();
+  if (by_name_) {  // the fields of the same room, read back into it (plugin/named_abi.h)
+    const StateLayout layout{lib_->short_conv_window() ? ConvWindow::d_conv_minus_1 : ConvWindow::d_conv,
+                             lib_->h_vd_kd() ? HLayout::vd_kd : HLayout::kd_vd};
+    fields_.build(model_.spec.layers, *st, layout);
+    int last_k = 0;
+    call("export_fields", slot, "slot " + std::to_string(slot), [&](ssmp_error* e) {
+      return lib_->table->export_fields(self_, slot, fields_.size(), fields_.data(), &last_k, e);
+    });
+    const std::string who = label_ + ": export_fields(slot " + std::to_string(slot) + ")";
+    fields_.apply(*st, last_k, who);
+    return export_room_.read(slot, who);
+  }
   call("export_state", slot, "slot " + std::to_string(slot),
        [&](ssmp_error* e) { return lib_->table->export_state(self_, slot, st, e); });
   return export_room_.read(slot, label_ + ": export_state(slot " + std::to_string(slot) + ")");

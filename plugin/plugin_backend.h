@@ -14,6 +14,7 @@
 #include "core/capabilities.h"
 #include "core/contract.h"
 #include "plugin/plugin_layouts.h"
+#include "plugin/named_abi.h"
 #include "plugin/plugin_library.h"
 #include "plugin/ssmcheck_plugin.h"
 
@@ -59,6 +60,8 @@ class PluginBackend : public Backend {
   std::vector<StepOutputs> batch(OpKind op, const std::vector<int>& slots, int k, VerifyArm arm,
                                  const std::vector<StepInputs>& in);
   void check_slot_index(const char* op, int slot) const;
+  // SSMP_BY_NAME: one entry's inputs and outputs (sized by add_io) appended to rows_io_.
+  void add_named(const StepInputs& in, StepOutputs& out);
 
   const PluginLibrary* lib_;
   std::string label_;
@@ -68,6 +71,9 @@ class PluginBackend : public Backend {
   Model model_;
   Contract contract_;  // used only without SSMP_OWN_LEGALITY
   ExportRoom export_room_;  // allocated once per pool
+  bool by_name_ = false;    // SSMP_BY_NAME: ops through rows, the state through export_fields
+  RowsIo rows_io_;
+  ExportFields fields_;
 };
 
 // The plug-in call running now ("plugin:x: commit(slot 1, n 2, k 4)"), or nullptr; read by the

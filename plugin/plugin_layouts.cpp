@@ -70,6 +70,11 @@ PluginConfig::PluginConfig(const Model& model, const PoolConfig& pool)
   config_.snapshot_slots = pool.snapshot_slots;
   config_.mamba2 = any_mamba2 ? mamba2_.data() : nullptr;
   config_.ple = model.spec.hosts_ple() ? ple_.data() : nullptr;
+  descs_ = std::make_unique<LayerDescs>(model.spec.layers, [&](size_t l, const WeightField& f) {
+    const std::vector<float>& v = model.weights[l].*f.member;
+    return v.empty() ? nullptr : v.data();
+  });
+  config_.layer_descs = descs_->get();
 }
 
 void add_io(const ModelSpec& spec, const StepInputs& in, int rows, StepOutputs& out, std::vector<ssmp_layer_io>& io,

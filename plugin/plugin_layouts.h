@@ -5,17 +5,19 @@
 // calls), plugin/config_model.cpp (an ssmp_config back to a Model, on the plug-in's side).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/backend.h"
 #include "core/model.h"
+#include "plugin/named_abi.h"
 #include "plugin/ssmcheck_plugin.h"
 
 namespace ssm::plugin {
 
-// An ssmp_config describing `model` and `pool`, with the arrays it points into; `model` must
-// outlive it (its weights are pointed at, not copied).
+// An ssmp_config describing `model` and `pool`, with the arrays it points into (the layers by name
+// too: layer_descs); `model` must outlive it (its weights are pointed at, not copied).
 class PluginConfig {
  public:
   PluginConfig(const Model& model, const PoolConfig& pool);
@@ -28,6 +30,7 @@ class PluginConfig {
   std::vector<ssmp_mamba2> mamba2_;
   std::vector<ssmp_ple> ple_;
   std::vector<int> h_capacity_;
+  std::unique_ptr<LayerDescs> descs_;  // ssmp_config.layer_descs
   ssmp_config config_{};
 };
 

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <map>
 #include <stdexcept>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -21,8 +23,23 @@ namespace {
 namespace fs = std::filesystem;
 
 // The required members of the table, by name, for the load check; the *_ple members with
-// SSMP_PLE (only then is the table known to reach them: check_table checks its size first).
+// SSMP_PLE, rows and export_fields instead of the positional op and export members with
+// SSMP_BY_NAME (only then is the table known to reach them: check_table checks its size first).
 std::vector<std::pair<const char*, bool>> required_members(const ssmp_plugin& t) {
+  if (t.flags & SSMP_BY_NAME)
+    return {{"create", t.create != nullptr},
+            {"destroy", t.destroy != nullptr},
+            {"create_pool", t.create_pool != nullptr},
+            {"alloc", t.alloc != nullptr},
+            {"release", t.release != nullptr},
+            {"rows (SSMP_BY_NAME)", t.rows != nullptr},
+            {"checkpoint", t.checkpoint != nullptr},
+            {"commit", t.commit != nullptr},
+            {"rollback", t.rollback != nullptr},
+            {"to_f16", t.to_f16 != nullptr},
+            {"snapshot_save", t.snapshot_save != nullptr},
+            {"snapshot_restore", t.snapshot_restore != nullptr},
+            {"export_fields (SSMP_BY_NAME)", t.export_fields != nullptr}};
   std::vector<std::pair<const char*, bool>> m = {{"create", t.create != nullptr},
                                                  {"destroy", t.destroy != nullptr},
                                                  {"create_pool", t.create_pool != nullptr},
@@ -38,7 +55,7 @@ std::vector<std::pair<const char*, bool>> required_members(const ssmp_plugin& t)
                                                  {"snapshot_save", t.snapshot_save != nullptr},
                                                  {"snapshot_restore", t.snapshot_restore != nullptr},
                                                  {"export_state", t.export_state != nullptr}};
-  if (t.flags & SSMP_PLE)
+  if (t.flags & SSMP_PLE)  // by name, a PLE carry's inputs and outputs come through rows
     m.insert(m.end(), {{"prefill_ple (SSMP_PLE)", t.prefill_ple != nullptr},
                        {"decode_ple (SSMP_PLE)", t.decode_ple != nullptr},
                        {"verify_ple (SSMP_PLE)", t.verify_ple != nullptr}});
@@ -74,7 +91,8 @@ std::string PluginLibrary::declared() const {
          ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes") +
          ", conv window: " + (short_conv_window() ? "d_conv-1 columns" : "d_conv columns") +
          ", h: " + (h_vd_kd() ? "[nv][vd][kd]" : "[nv][kd][vd]") +
-         (no_prefill_stage() ? ", no prefill staging blob" : "") + ", runs: " + capabilities().text() +
+         (no_prefill_stage() ? ", no prefill staging blob" : "") + (by_name() ? ", by name" : "") +
+         ", runs: " + capabilities().text() +
          ", numerics: " + (numerics().is_contract() ? std::string("the contract's") : numerics().flags().substr(1));
 }
 
@@ -142,6 +160,14 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
   if (ple && !covers(t->struct_size, offsetof(ssmp_plugin, verify_ple), sizeof t->verify_ple))
     throw std::runtime_error(who + ": declares SSMP_PLE, but its function table (" + std::to_string(t->struct_size) +
                              " bytes) ends before prefill_ple (a header from before SSMP_PLE?)");
+  if (t->flags & SSMP_BY_NAME)
+    for (const auto& [name, at, size] :
+         {std::tuple{"rows", offsetof(ssmp_plugin, rows), sizeof t->rows},
+          std::tuple{"export_fields", offsetof(ssmp_plugin, export_fields), sizeof t->export_fields}})
+      if (!covers(t->struct_size, at, size))
+        throw std::runtime_error(who + ": declares SSMP_BY_NAME, but its function table (" +
+                                 std::to_string(t->struct_size) + " bytes) ends before " + name +
+                                 " (a header from before SSMP_BY_NAME?)");
   std::string missing;
   for (const auto& [name, set] : required_members(*t))
     if (!set) missing += (missing.empty() ? "" : ", ") + std::string(name);
@@ -159,6 +185,7 @@ void check_table(const std::string& who, const ssmp_plugin* t) {
       {SSMP_F16_ROWS_CARRIED, "SSMP_F16_ROWS_CARRIED"},
       {SSMP_MAMBA2, "SSMP_MAMBA2"},
       {SSMP_PLE, "SSMP_PLE"},
+      {SSMP_BY_NAME, "SSMP_BY_NAME"},
   };
   uint32_t known = 0;
   std::string names;

@@ -35,6 +35,7 @@ struct PluginLibrary {
   bool mamba2() const { return table->flags & SSMP_MAMBA2; }  // runs Mamba-2 layers too
   bool ple() const { return table->flags & SSMP_PLE; }        // runs PLE carries (prefill_ple, ...)
   bool no_prefill_stage() const { return table->flags & SSMP_NO_PREFILL_STAGE; }
+  bool by_name() const { return table->flags & SSMP_BY_NAME; }  // rows and export_fields (SSMP_BY_NAME)
   Numerics numerics() const {  // what SSMP_GATES_TORCH, SSMP_F16_STORE_INF and SSMP_F16_ROWS_CARRIED declare
     Numerics n;
     if (table->flags & SSMP_GATES_TORCH) n.gates = GateMath::torch;

@@ -45,6 +45,18 @@
  *   tokens [rows] (integers held exactly in FP32, the same on every hosting layer),
  *   x [rows][C], out [rows][C]; weight w [C][k_size]; carry history [ngram_size-1] FP32 token
  *   ids, oldest first, and conv [(k_size-1)*dilation][C] FP32, row 0 oldest (ssmp_ple_carry).
+ *
+ * By name (SSMP_BY_NAME, docs/plugins.md "By name"): the same model, inputs, outputs and state, each
+ * named as the trace format names it (docs/trace-format.md) instead of a struct member per layer
+ * kind: ssmp_config.layer_descs gives every layer's kind, attributes and weights by name, rows()
+ * takes an op's inputs and outputs by name, export_fields() is asked for the state field by field.
+ * The layouts above hold; the names are the trace's: inputs x, a, b, z (GDN) or xBC, dt, z
+ * (Mamba-2), then ple_tokens, ple_x on a layer hosting a PLE carry; outputs out, and ple_out there;
+ * weights conv_w, conv_bias, A_log, dt_bias, norm_w (GDN), D (Mamba-2), ple_w; state fields h, conv,
+ * h_checkpoint, conv_checkpoint, h_intermediate, conv_intermediate, ple_history, ple_conv,
+ * ple_history_checkpoint, ple_conv_checkpoint, ple_history_snapshot, ple_conv_snapshot, and
+ * h_prefill_stage (of no layer). A plug-in that looks each name up in what it is given, and refuses
+ * one it does not know, runs a layer kind added later without a new struct.
  */
 #ifndef SSMCHECK_PLUGIN_H
 #define SSMCHECK_PLUGIN_H
@@ -115,7 +127,15 @@ enum {
    * is exported through ssmp_state.ple. Without it ssmcheck gives it no model with a carry, and
    * its campaigns draw no PLE preset. */
   SSMP_PLE = 1u << 9,
+  /* The plug-in takes ops and exports state by name (ssmp_plugin.rows and export_fields, which its
+   * table must then have); prefill, decode, verify, export_state and the *_ple members may be NULL,
+   * and are never called. Without it ssmcheck calls those, as before. ssmp_config.layer_descs
+   * reaches every plug-in (one without the flag may read it too). */
+  SSMP_BY_NAME = 1u << 10,
 };
+
+/* The op of a by-name rows() call. */
+typedef enum { SSMP_OP_PREFILL = 0, SSMP_OP_DECODE = 1, SSMP_OP_VERIFY = 2 } ssmp_op;
 
 /* What a plug-in runs beyond its layer kinds and PLE carry (docs/plugins.md, "Capabilities"): a
  * plug-in that runs part of the contract says which part, and ssmcheck's campaigns draw only inside
@@ -183,6 +203,32 @@ typedef struct {
   const float* w;      /* [C][k_size] */
 } ssmp_ple;
 
+/* By name: an attribute of a layer as text, named and written as the trace format's /model/layer<l>
+ * attributes (docs/trace-format.md): integers in decimal, floats in the shortest text that reads
+ * back as the same FP32 value ("inf" for an unbounded dt_max), conventions by name ("sigmoid",
+ * "torch"). A required one is always given, an optional one only when it is not its default. */
+typedef struct {
+  const char* name;  /* e.g. "nv", "d_conv", "eps", "output_gate", "ple_channels" */
+  const char* value; /* e.g. "4", "1e-06", "sigmoid" */
+} ssmp_attr;
+
+/* By name: a named FP32 array (a weight), row-major with dims[0..rank-1] (the rest 0). */
+typedef struct {
+  const char* name; /* e.g. "conv_w", "A_log", "D", "ple_w" */
+  int rank;
+  int64_t dims[4];
+  const float* data;
+} ssmp_array;
+
+/* By name: one recurrent layer (ssmp_config.layer_descs[l]); valid during create_pool only. */
+typedef struct {
+  const char* kind; /* "gdn", "mamba2" (the trace's names; a later ssmcheck may add kinds) */
+  int n_attrs;
+  const ssmp_attr* attrs;
+  int n_weights;
+  const ssmp_array* weights; /* the layer's weights, in the trace's order */
+} ssmp_layer_desc;
+
 /* The model and the pool (create_pool). */
 typedef struct {
   size_t struct_size; /* sizeof(ssmp_config) of ssmcheck's header */
@@ -202,6 +248,10 @@ typedef struct {
    * layer hosts one, and always for a plug-in that does not declare SSMP_PLE. Read it only when
    * struct_size covers it. */
   const ssmp_ple* ple;
+  /* [n_layers]: every layer by name (kind, attributes, weights), the same model as `layers`,
+   * `mamba2` and `ple` describe; always set by an ssmcheck whose header has it (for every plug-in).
+   * Read it only when struct_size covers it. */
+  const ssmp_layer_desc* layer_descs;
 } ssmp_config;
 
 /* Inputs and outputs of one sequence (one entry of a batch) at one layer; `rows` tokens. */
@@ -273,7 +323,50 @@ typedef struct {
   ssmp_ple_state* ple;
 } ssmp_state;
 
-/* The table a plug-in returns. Every member up to export_state is required; pause_async_copies
+/* By name (SSMP_BY_NAME): an input of one entry at one layer, [rows][width] FP32. */
+typedef struct {
+  const char* name; /* "x", "a", "b", "z" (GDN); "xBC", "dt", "z" (Mamba-2); "ple_tokens", "ple_x" */
+  int64_t width;    /* values per row */
+  const float* data;
+} ssmp_input;
+
+/* By name: an output of one entry at one layer, [rows][width] FP32, written by the plug-in. */
+typedef struct {
+  const char* name; /* "out"; "ple_out" on a layer hosting a PLE carry */
+  int64_t width;
+  float* data;
+} ssmp_output;
+
+/* By name: the inputs and outputs of one entry at one layer (rows(): [n][n_layers], entry-major).
+ * Inputs come in the layer kind's order (the names above), outputs "out" then "ple_out". */
+typedef struct {
+  int n_inputs;
+  const ssmp_input* inputs;
+  int n_outputs;
+  const ssmp_output* outputs;
+} ssmp_rows_io;
+
+/* By name: one field of a slot's state that export_fields is asked for. ssmcheck lists every field
+ * the pool can hold: per layer h, conv, their _checkpoint, each h_intermediate and
+ * conv_intermediate t of the pool's room, and on a layer hosting a PLE carry ple_history, ple_conv,
+ * their _checkpoint and each _snapshot t; then, in f16-pool mode, h_prefill_stage (layer -1). The
+ * buffer belongs to ssmcheck and is sized for FP32, dims in the plug-in's layouts (the conventions
+ * it declares). The plug-in fills the fields it has and sets present (and is_f16, on an h-like field
+ * it holds as binary16 bits in the first half); it changes nothing else. */
+typedef struct {
+  const char* name; /* "h", "conv_checkpoint", "h_intermediate", "ple_conv_snapshot", ... */
+  int layer;        /* 0..n_layers-1; -1 for h_prefill_stage */
+  int index;        /* t of an indexed field (_intermediate, _snapshot), else 0 */
+  int rank;
+  int64_t dims[4];
+  void* data;
+  /* set by the plug-in: */
+  int present; /* h and conv always; an intermediate t only with every t' < t; the rest when held */
+  int is_f16;  /* h, h_checkpoint, h_intermediate only (the intermediates all alike) */
+} ssmp_field;
+
+/* The table a plug-in returns. Every member up to export_state is required (with SSMP_BY_NAME all
+ * but prefill, decode, verify and export_state, and rows and export_fields too); pause_async_copies
  * and async_pending are optional; the three *_ple members are required with SSMP_PLE and NULL
  * without it (a table of a header before them ends at async_pending: struct_size says so).
  * `self` is what create returned. Every int-returning member returns an ssmp_status and fills
@@ -282,7 +375,8 @@ typedef struct {
   uint32_t abi_version; /* SSMP_ABI_VERSION of the plug-in's header */
   uint32_t struct_size; /* sizeof(ssmp_plugin) of the plug-in's header */
   const char* name;     /* e.g. "my-engine 0.3 (GDN kernels)" */
-  uint32_t flags;       /* SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | SSMP_PLE | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF, SSMP_F16_ROWS_CARRIED) */
+  uint32_t
+      flags; /* SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | SSMP_PLE | SSMP_BY_NAME | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF, SSMP_F16_ROWS_CARRIED) */
 
   /* options: the key=value,... text after the path in --backend (possibly ""). NULL: failed. */
   void* (*create)(const char* options, ssmp_error* err);
@@ -331,6 +425,15 @@ typedef struct {
    * order- and wave-dependent bugs show on every run; `--backend perturbed:plugin:PATH.so` and the
    * gate's perturbed campaign call it (docs/cuda.md, "Perturbed schedules"). Returns 1 when on. */
   int (*perturb_schedule)(void* self, uint64_t seed);
+
+  /* SSMP_BY_NAME (required with it; a table without the flag may leave them NULL or end before
+   * them). One prefill (n 1, k = its rows), decode (k 1) or verify (k = K, arm an ssmp_verify_arm;
+   * 0 otherwise) of n entries; io: [n][n_layers] entry-major, every layer of the model (PLE inputs
+   * and outputs on the layers hosting a carry). Semantics as prefill, decode and verify. */
+  int (*rows)(void* self, int op, int n, const int* slots, int k, int arm, ssmp_rows_io* io, ssmp_error* err);
+  /* Waits for the slot's outstanding async copies, then fills the fields it holds (ssmp_field) and
+   * *last_verify_k (K of the slot's last verify since alloc, 0 when none). */
+  int (*export_fields)(void* self, int slot, int n_fields, ssmp_field* fields, int* last_verify_k, ssmp_error* err);
 } ssmp_plugin;
 
 /* The one symbol a plug-in exports. */

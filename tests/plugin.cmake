@@ -61,3 +61,16 @@ add_dependencies(hosted_plugin_test ssmcheck ssmcheck_hostile_plugin)
 add_test(NAME docs_c_example COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/docs_c_example_test.py
   ${PROJECT_SOURCE_DIR}/docs/plugins.md ${PROJECT_SOURCE_DIR}/plugin ${CMAKE_C_COMPILER})
 set_tests_properties(docs_c_example PROPERTIES LABELS cpu TIMEOUT 60)
+
+# The plug-in ABI by name (SSMP_BY_NAME, issue 40 item 6): a plug-in written only by name
+# (tests/plugins/by_name_plugin.cpp) gets the verdicts the old-ABI reference plug-in gets, hosted and
+# in ssmcheck's process; its wrong answers and a short table are reported by name.
+ssmcheck_test_plugin(ssmcheck_by_name_plugin plugins/by_name_plugin.cpp)
+ssmcheck_test(plugin_by_name_test LABEL cpu TIMEOUT 900
+  SOURCES plugin_by_name_test.cpp
+  LIBS ssmcheck_plugin_host ssmcheck_fuzz ssmcheck_reference ssmcheck_fixtures)
+target_compile_definitions(plugin_by_name_test PRIVATE
+  SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>"
+  SSMCHECK_REFERENCE_PLUGIN="$<TARGET_FILE:ssmcheck_reference_plugin>"
+  SSMCHECK_BY_NAME_PLUGIN="$<TARGET_FILE:ssmcheck_by_name_plugin>")
+add_dependencies(plugin_by_name_test ssmcheck ssmcheck_reference_plugin ssmcheck_by_name_plugin ssmcheck-plugin-host)

@@ -1,0 +1,181 @@
+// The plug-in ABI by name (SSMP_BY_NAME, plugin/ssmcheck_plugin.h; issue 40 item 6): a plug-in
+// written only by name (tests/plugins/by_name_plugin.cpp: the reference underneath, its model from
+// ssmp_config.layer_descs) gets, on GDN, Mamba-2, hybrid and PLE presets, hosted and in ssmcheck's
+// process, the verdicts the old-ABI reference plug-in gets on the same flags (the same cases, ops,
+// refusals and coverage, bitwise against the reference); it passes the gate; its wrong answers (a
+// field not present, is_f16 on conv, an output it does not know) are reported naming the field or
+// output; a table declaring SSMP_BY_NAME without rows or export_fields is refused at load.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "fixtures/generators.h"
+#include "fuzz/campaign.h"
+#include "plugin/plugin_backend.h"
+#include "reference/reference_backend.h"
+#include "tests/support/campaign_env.h"
+#include "tests/support/shell.h"
+
+namespace ssm {
+namespace {
+
+using test::q;
+using test::sh;
+
+const std::string kRef = SSMCHECK_REFERENCE_PLUGIN;
+const std::string kByName = SSMCHECK_BY_NAME_PLUGIN;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// PATH[,options], hosted or in ssmcheck's process (plugin-in-process:)
+plugin::PluginSpec spec_of(const std::string& text, bool in_process) {
+  plugin::PluginSpec s = plugin::PluginSpec::parse(text);
+  s.in_process = in_process;
+  return s;
+}
+
+// A fuzz verdict without what differs between two runs of the same cases on two backends: the
+// timing, the backend's name. Cases, sequences, ops, refusals and coverage stay.
+std::string verdict_of(const std::string& path) {
+  std::ifstream f(path);
+  const nlohmann::json v = nlohmann::json::parse(f);
+  std::string s = "pass " + v.at("pass").dump() + ", counts " + v.at("counts").dump() + "\n";
+  for (const auto& c : v.at("cases")) {
+    s += c.at("status").get<std::string>() + ": " + c.at("message").get<std::string>() + "\n";
+    std::istringstream details(c.at("details").get<std::string>());
+    std::string line;
+    std::getline(details, line);  // "N cases ..., in S s (X ops/s): passed"
+    while (std::getline(details, line))
+      if (line.rfind("  time:", 0) != 0) s += line + "\n";
+  }
+  return s;
+}
+
+// The by-name plug-in and the old-ABI reference plug-in give the same verdict, hosted and in
+// ssmcheck's process, on each kind of layer and on PLE carries.
+TEST(PluginByName, CampaignsGiveTheOldAbiReferencePluginsVerdicts) {
+  test::TempDir dir("ssmcheck-by-name");
+  const uint64_t seed = test::campaign_seed(20261205);
+  const std::string cases = std::to_string(test::env_u64("SSMCHECK_CASES", 40));
+  for (const std::string preset : {"odd-a", "mamba-odd-a", "hybrid-odd", "ple-odd"}) {
+    auto run = [&](const std::string& backend) {
+      const std::string json = dir.file("v.json");
+      const auto s =
+          sh(std::string(SSMCHECK_BIN) + " fuzz --backend " + q(backend) + " --preset " + preset + " --cases " + cases +
+             " --seed " + std::to_string(seed) + " --json " + q(json) + " --out " + q(dir.file("out")));
+      EXPECT_EQ(s.code, 0) << backend << " on " << preset << ":\n" << s.out;
+      return verdict_of(json);
+    };
+    const std::string old_abi = run("plugin:" + kRef);
+    EXPECT_NE(old_abi.find("pass true"), std::string::npos) << old_abi;
+    EXPECT_EQ(run("plugin:" + kByName), old_abi) << preset << " hosted";
+    EXPECT_EQ(run("plugin-in-process:" + kByName), old_abi) << preset << " in ssmcheck's process";
+  }
+}
+
+// Over drawn presets, pools and h modes (the campaign of plugin_test's reference plug-in), in
+// ssmcheck's process: bitwise, with the coverage of every kind and a carry.
+TEST(PluginByName, AgreesBitwiseOverDrawnConfigurations) {
+  fuzz::CampaignOptions o;
+  o.caps = Capabilities::everything();
+  o.caps.async_copies = false;
+  o.seed = test::campaign_seed(20261206);
+  o.cases = int(test::env_u64("SSMCHECK_CASES", 100));
+  o.strictness = cmp::Strictness::bitwise;
+  o.backend_label = "plugin-in-process:" + kByName;
+  const fuzz::CampaignResult r = fuzz::run_campaign(
+      o, [] { return std::unique_ptr<Backend>(new ref::ReferenceBackend()); },
+      [] { return std::unique_ptr<Backend>(new plugin::PluginBackend(spec_of(kByName, true))); });
+  std::printf("%s", r.summary().c_str());
+  EXPECT_FALSE(r.failed) << r.summary();
+  EXPECT_EQ(r.cases, o.cases);
+  const auto missing = r.coverage.missing({"h mode f32", "h mode f16", "h mode f16-pool", "rollback to an intermediate",
+                                           "layers of several kinds in one model", "layers hosting a PLE carry",
+                                           "a partial accept restoring a PLE carry"});
+  EXPECT_TRUE(missing.empty()) << "never reached: " << missing.front();
+}
+
+TEST(PluginByName, TheGateRunsIt) {
+  const auto s = sh(std::string(SSMCHECK_BIN) + " gate --cases 20 --no-coverage --backend " + q("plugin:" + kByName));
+  EXPECT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("campaign.plugin:libssmcheck_by_name_plugin"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("replay.golden.plugin:libssmcheck_by_name_plugin"), std::string::npos) << s.out;
+  EXPECT_EQ(s.out.find("skipped"), std::string::npos) << s.out;
+  const auto list = sh(std::string(SSMCHECK_BIN) + " backends " + q("plugin-in-process:" + kByName));
+  EXPECT_EQ(list.code, 0) << list.out;
+  EXPECT_NE(list.out.find("by name"), std::string::npos) << list.out;
+}
+
+// A wrong answer is reported naming the field or output, hosted and in ssmcheck's process.
+TEST(PluginByName, WrongAnswersAreReportedByName) {
+  GenConfig g;
+  PoolConfig pool;
+  const Model model = make_model(make_preset("ple-odd"), g);
+  for (const bool in_process : {false, true}) {
+    const char* scheme = in_process ? "in ssmcheck's process" : "hosted";
+    auto backend = [&](const std::string& fault) {
+      auto b = std::make_unique<plugin::PluginBackend>(spec_of(kByName + ",fault=" + fault, in_process));
+      b->create_pool(model, pool);
+      return b;
+    };
+    auto absent = backend("absent_conv");
+    const int slot = absent->alloc(0);
+    std::string why = error_of([&] { absent->export_state(slot); });
+    EXPECT_NE(why.find("export_fields(slot 0): layer 0 field conv: not present"), std::string::npos)
+        << scheme << ": " << why;
+
+    auto f16 = backend("f16_conv");
+    f16->alloc(0);
+    why = error_of([&] { f16->export_state(slot); });
+    EXPECT_NE(why.find("layer 0 field conv: is_f16 set, but only h, h_checkpoint and h_intermediate"),
+              std::string::npos)
+        << scheme << ": " << why;
+
+    auto unknown = backend("unknown_output");
+    unknown->alloc(0);
+    why = error_of([&] { unknown->prefill(slot, make_inputs(model.spec, g, 0, 0, 0, 2)); });
+    EXPECT_NE(why.find("prefill(slot 0, 2 rows) failed"), std::string::npos) << scheme << ": " << why;
+    EXPECT_NE(why.find("layer 0: unknown output 'out'"), std::string::npos) << scheme << ": " << why;
+  }
+}
+
+// A table declaring SSMP_BY_NAME must reach rows and export_fields (struct_size) and set them; the
+// positional op members it may leave NULL, but without the flag they stay required.
+TEST(PluginByName, ATableWithoutItsByNameMembersIsRefusedAtLoad) {
+  const ssmp_plugin& t = *plugin::load_plugin_in_process(kByName).table;
+  EXPECT_EQ(t.prefill, nullptr);
+  EXPECT_EQ(t.export_state, nullptr);
+  static ssmp_plugin short_table = t;
+  short_table.struct_size = uint32_t(offsetof(ssmp_plugin, rows));
+  std::string why = error_of([&] { plugin::register_plugin("test:by-name-short", &short_table); });
+  EXPECT_NE(why.find("declares SSMP_BY_NAME, but its function table (" + std::to_string(short_table.struct_size) +
+                     " bytes) ends before rows"),
+            std::string::npos)
+      << why;
+  short_table.struct_size = uint32_t(offsetof(ssmp_plugin, export_fields));
+  why = error_of([&] { plugin::register_plugin("test:by-name-shorter", &short_table); });
+  EXPECT_NE(why.find("ends before export_fields"), std::string::npos) << why;
+
+  static ssmp_plugin no_export = t;
+  no_export.export_fields = nullptr;
+  why = error_of([&] { plugin::register_plugin("test:by-name-no-export", &no_export); });
+  EXPECT_NE(why.find("required members not set: export_fields (SSMP_BY_NAME)"), std::string::npos) << why;
+
+  static ssmp_plugin positional = t;
+  positional.flags &= ~uint32_t(SSMP_BY_NAME);
+  why = error_of([&] { plugin::register_plugin("test:by-name-without-flag", &positional); });
+  EXPECT_NE(why.find("required members not set: prefill, decode, verify, export_state"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace ssm

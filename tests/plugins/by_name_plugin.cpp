@@ -1,0 +1,264 @@
+// A plug-in written only by name (SSMP_BY_NAME, plugin/ssmcheck_plugin.h): ssmcheck's reference
+// underneath, its model built from ssmp_config.layer_descs through core's layer_from_attrs, an op's
+// inputs and outputs and the state's fields looked up by their names; nothing in it names a layer
+// kind, so a kind core adds runs here unchanged. The old-ABI counterpart is
+// plugin/reference_plugin.cpp (through plugin/backend_plugin.cpp); tests/plugin_by_name_test.cpp
+// holds the two to the same verdicts. Options (a planted wrong answer, for the tests): fault=
+// absent_conv (conv never present), f16_conv (conv said FP16), unknown_output (it knows no "out").
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/layer_attrs.h"
+#include "core/model.h"
+#include "core/state.h"
+#include "plugin/ssmcheck_plugin.h"
+#include "reference/reference_backend.h"
+
+namespace {
+
+using namespace ssm;
+
+void set_text(char* dst, size_t n, const std::string& s) {
+  std::strncpy(dst, s.c_str(), n - 1);
+  dst[n - 1] = '\0';
+}
+
+// C++ exceptions become codes: the contract's StateError is a refusal of its kind.
+template <class F>
+int guarded(ssmp_error* err, F&& f) {
+  try {
+    f();
+    return SSMP_OK;
+  } catch (const StateError& e) {
+    set_text(err->kind, sizeof err->kind, to_string(e.kind()));
+    set_text(err->message, sizeof err->message, e.what());
+    return SSMP_REFUSED;
+  } catch (const std::exception& e) {
+    set_text(err->message, sizeof err->message, e.what());
+    return SSMP_ERROR;
+  }
+}
+
+struct Instance {
+  ref::ReferenceBackend backend;
+  ModelSpec spec;
+  std::string fault;
+};
+Instance& self(void* p) { return *static_cast<Instance*>(p); }
+
+// The entry of `items` named `name`, or nullptr.
+template <class T>
+const T* named(const T* items, int n, const char* name) {
+  for (int i = 0; i < n; ++i)
+    if (std::strcmp(items[i].name, name) == 0) return &items[i];
+  return nullptr;
+}
+
+int64_t elems(int rank, const int64_t* dims) {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= dims[i];
+  return n;
+}
+
+// The model of layer_descs: each layer from its kind and attributes, its weights by the names its
+// kind has (LayerSpec::weights), each of the shape given; a weight it does not know is refused.
+Model model_of_descs(const ssmp_config* c) {
+  if (c->struct_size < offsetof(ssmp_config, layer_descs) + sizeof c->layer_descs || !c->layer_descs)
+    throw std::invalid_argument("ssmp_config has no layer_descs (an ssmcheck from before SSMP_BY_NAME)");
+  Model m;
+  m.spec.name = c->model_name ? c->model_name : "";
+  for (int l = 0; l < c->n_layers; ++l) {
+    const ssmp_layer_desc& d = c->layer_descs[l];
+    const std::string at = "layer " + std::to_string(l);
+    std::vector<LayerAttr> attrs;
+    for (int i = 0; i < d.n_attrs; ++i) attrs.push_back({d.attrs[i].name, d.attrs[i].value});
+    const LayerSpec s = layer_from_attrs(d.kind, attrs, at);
+    LayerWeights w;
+    const std::vector<WeightField> fields = s.weights();
+    for (const WeightField& f : fields) {
+      const ssmp_array* a = named(d.weights, d.n_weights, f.name);
+      if (!a || !a->data) throw std::invalid_argument(at + ": weight " + f.name + " not given");
+      if (a->rank != int(f.shape.size()) || !std::equal(f.shape.begin(), f.shape.end(), a->dims))
+        throw std::invalid_argument(at + ": weight " + f.name + " of another shape");
+      (w.*f.member).assign(a->data, a->data + elems(a->rank, a->dims));
+    }
+    for (int i = 0; i < d.n_weights; ++i)
+      if (std::none_of(fields.begin(), fields.end(),
+                       [&](const WeightField& f) { return std::strcmp(f.name, d.weights[i].name) == 0; }))
+        throw std::invalid_argument(at + ": unknown weight '" + d.weights[i].name + "'");
+    m.spec.layers.push_back(s);
+    m.weights.push_back(std::move(w));
+  }
+  return m;
+}
+
+PoolConfig pool_of(const ssmp_config* c) {
+  PoolConfig pool;
+  pool.h_mode = c->h_mode == SSMP_H_F16 ? HMode::f16 : c->h_mode == SSMP_H_F16_POOL ? HMode::f16_pool : HMode::f32;
+  pool.max_slots = c->max_slots;
+  pool.h_capacity.assign(c->h_capacity, c->h_capacity + c->max_slots);
+  pool.conv_capacity = c->conv_capacity;
+  pool.snapshot_slots = c->snapshot_slots;
+  return pool;
+}
+
+void* create(const char* options, ssmp_error* err) {
+  auto inst = std::make_unique<Instance>();
+  const std::string o = options ? options : "";
+  if (!o.empty()) {
+    const std::string f = o.rfind("fault=", 0) == 0 ? o.substr(6) : "";
+    if (f != "absent_conv" && f != "f16_conv" && f != "unknown_output") {
+      set_text(err->message, sizeof err->message,
+               "unknown option '" + o + "' (known: fault=absent_conv, fault=f16_conv, fault=unknown_output)");
+      return nullptr;
+    }
+    inst->fault = f;
+  }
+  return inst.release();
+}
+
+void destroy(void* p) { delete static_cast<Instance*>(p); }
+
+int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
+  return guarded(err, [&] {
+    const Model m = model_of_descs(c);
+    self(p).backend.create_pool(m, pool_of(c));
+    self(p).spec = m.spec;
+  });
+}
+
+// One entry's inputs at every layer, by the names its layers' kinds take (LayerSpec::inputs).
+StepInputs inputs_of(const ModelSpec& spec, const ssmp_rows_io* io, int rows) {
+  StepInputs in;
+  in.rows = rows;
+  for (size_t l = 0; l < spec.layers.size(); ++l) {
+    const std::string at = "layer " + std::to_string(l);
+    const std::vector<InputField> fields = spec.layers[l].inputs();
+    LayerRows lr;
+    for (const InputField& f : fields) {
+      const ssmp_input* g = named(io[l].inputs, io[l].n_inputs, f.name);
+      if (!g || !g->data) throw std::invalid_argument(at + ": input " + f.name + " not given");
+      if (g->width != f.width)
+        throw std::invalid_argument(at + ": input " + f.name + " of width " + std::to_string(g->width) + ", expected " +
+                                    std::to_string(f.width));
+      (lr.*f.member).assign(g->data, g->data + size_t(rows) * size_t(f.width));
+    }
+    if (int(fields.size()) != io[l].n_inputs) throw std::invalid_argument(at + ": inputs it does not know");
+    in.layers.push_back(std::move(lr));
+  }
+  return in;
+}
+
+// One entry's outputs by name: "out" (each layer's), "ple_out" (a carry's).
+void write_outputs(const StepOutputs& out, const ssmp_rows_io* io, int rows, const std::string& fault) {
+  for (size_t l = 0; l < out.layers.size(); ++l)
+    for (int i = 0; i < io[l].n_outputs; ++i) {
+      const ssmp_output& o = io[l].outputs[i];
+      const std::string name = o.name;
+      const std::vector<float>* src = name == "out" && fault != "unknown_output" ? &out.layers[l]
+                                      : name == "ple_out" && l < out.ple.size()  ? &out.ple[l]
+                                                                                 : nullptr;
+      if (!src) throw std::invalid_argument("layer " + std::to_string(l) + ": unknown output '" + name + "'");
+      if (src->size() != size_t(rows) * size_t(o.width))
+        throw std::invalid_argument("layer " + std::to_string(l) + ": output " + name + " of another width");
+      std::memcpy(o.data, src->data(), src->size() * sizeof(float));
+    }
+}
+
+int rows(void* p, int op, int n, const int* slots, int k, int arm, ssmp_rows_io* io, ssmp_error* err) {
+  return guarded(err, [&] {
+    Instance& I = self(p);
+    const size_t L = I.spec.layers.size();
+    std::vector<StepInputs> in;
+    for (int i = 0; i < n; ++i) in.push_back(inputs_of(I.spec, io + size_t(i) * L, k));
+    const std::vector<int> s(slots, slots + n);
+    std::vector<StepOutputs> out;
+    if (op == SSMP_OP_PREFILL && n == 1) out.push_back(I.backend.prefill(s[0], in[0]));
+    else if (op == SSMP_OP_DECODE) out = I.backend.decode(s, in);
+    else if (op == SSMP_OP_VERIFY)
+      out = I.backend.verify(s, k, arm == SSMP_ARM_WY ? VerifyArm::wy : VerifyArm::exact, in);
+    else throw std::invalid_argument("rows: op " + std::to_string(op) + " of " + std::to_string(n) + " entries");
+    for (int i = 0; i < n; ++i) write_outputs(out[size_t(i)], io + size_t(i) * L, k, I.fault);
+  });
+}
+
+// Every field asked for that the slot holds (core/state.h's state_field), copied and marked present.
+int export_fields(void* p, int slot, int n_fields, ssmp_field* fields, int* last_verify_k, ssmp_error* err) {
+  return guarded(err, [&] {
+    Instance& I = self(p);
+    const SequenceState st = I.backend.export_state(slot);
+    *last_verify_k = st.last_verify_k;
+    for (int i = 0; i < n_fields; ++i) {
+      ssmp_field& f = fields[i];
+      const std::string name = f.name;
+      const Tensor* t = f.layer < 0 ? (name == "h_prefill_stage" && st.h_prefill_stage ? &*st.h_prefill_stage : nullptr)
+                                    : state_field(st.layers.at(size_t(f.layer)), name, f.index);
+      f.present = f.is_f16 = 0;
+      if (!t) continue;
+      if (t->size() != elems(f.rank, f.dims))
+        throw std::invalid_argument("layer " + std::to_string(f.layer) + " field " + name + ": " +
+                                    std::to_string(t->size()) + " values, the buffer is of another shape");
+      std::memcpy(f.data, t->raw(), t->bytes());
+      f.present = !(I.fault == "absent_conv" && name == "conv");
+      f.is_f16 = t->dtype() == DType::f16 || (I.fault == "f16_conv" && name == "conv");
+    }
+  });
+}
+
+int alloc(void* p, int min_capacity, int* slot, ssmp_error* err) {
+  return guarded(err, [&] { *slot = self(p).backend.alloc(min_capacity); });
+}
+int release(void* p, int slot, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend.release(slot); });
+}
+int checkpoint(void* p, int slot, int async, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend.checkpoint(slot, async != 0); });
+}
+int commit(void* p, int slot, int n, int k, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend.commit(slot, n, k); });
+}
+int rollback(void* p, int slot, int n, int and_checkpoint, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend.rollback(slot, n, and_checkpoint != 0); });
+}
+int to_f16(void* p, int slot, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend.to_f16(slot); });
+}
+int snapshot_save(void* p, int slot, int snap, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend.snapshot_save(slot, snap); });
+}
+int snapshot_restore(void* p, int slot, int snap, ssmp_error* err) {
+  return guarded(err, [&] { self(p).backend.snapshot_restore(slot, snap); });
+}
+
+}  // namespace
+
+extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) {
+  static const ssmp_plugin table = [] {
+    ssmp_plugin t{};  // prefill, decode, verify, export_state and the *_ple members stay NULL
+    t.abi_version = SSMP_ABI_VERSION;
+    t.struct_size = sizeof t;
+    t.name = "ssmcheck reference, by name (tests)";
+    t.flags = SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | SSMP_PLE | SSMP_BY_NAME;
+    t.create = create;
+    t.destroy = destroy;
+    t.create_pool = create_pool;
+    t.alloc = alloc;
+    t.release = release;
+    t.checkpoint = checkpoint;
+    t.commit = commit;
+    t.rollback = rollback;
+    t.to_f16 = to_f16;
+    t.snapshot_save = snapshot_save;
+    t.snapshot_restore = snapshot_restore;
+    t.rows = rows;
+    t.export_fields = export_fields;
+    return t;
+  }();
+  return &table;
+}
