@@ -27,10 +27,11 @@ struct Staged {
 
 // One ABI call of an op, replayed by the writer with host pointers into the arena.
 struct Call {
-  enum Kind { inputs, ple_inputs, outputs, ple_outputs, refused, state_begin, state_tensor } kind;
+  // input, output: by name (ABI minor 6), the name in `text`, an input's dtype in i3
+  enum Kind { inputs, ple_inputs, outputs, ple_outputs, input, output, refused, state_begin, state_tensor } kind;
   explicit Call(Kind k) : kind(k) {}
   int i0 = 0, i1 = 0, i2 = 0, i3 = 0;  // entry/seq, layer/slot, index/last_verify_k, dtype
-  std::string text;                    // field or refusal kind
+  std::string text;                    // field, input or output name, or refusal kind
   std::vector<Staged> data;            // the call's pointers, in parameter order
   bool is_state() const { return kind == state_begin || kind == state_tensor; }
 };

@@ -20,6 +20,7 @@
 
 #include "async.h"
 #include "core/conventions.h"
+#include "core/layer_attrs.h"
 #include "formats/model_attrs.h"
 #include "formats/trace.h"
 #ifdef SSMC_WITH_CUDA
@@ -249,6 +250,183 @@ void check_entry(const PendingOp& p, int entry) {
        fmt::format("entry {} outside the selector's 0..{}", entry, int(o.seqs.size()) - 1));
 }
 
+// ---- Layers, weights, inputs and outputs by name (ABI minor 6): every kind's fields come from
+// LayerSpec (inputs(), weights(), state_fields(), out_dim()), so a new kind adds nothing here.
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// "'xbc' is not <what> of a mamba2 layer, mamba2(...) (its <what>s: xBC, dt, z); did you mean xBC?"
+[[noreturn]] void unknown_name(const std::string& at, const std::string& name, const char* what, const LayerSpec& s,
+                               const std::vector<std::string>& known) {
+  std::string near;
+  for (const std::string& k : known)
+    if (near.empty() && near_miss(name, k)) near = k;
+  const bool vowel = std::strchr("aeiou", what[0]) != nullptr;
+  throw Failure{SSMC_ERR_ARGUMENT, fmt::format("{}: {} is not {} {} of the {} layer, {} (its {}s: {}){}", at,
+                                               "'" + name + "'", vowel ? "an" : "a", what, to_string(s.kind), s.name(),
+                                               what, known.empty() ? "none" : joined(known),
+                                               near.empty() ? "" : "; did you mean " + near + "?")};
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t e : shape) s += fmt::format("[{}]", e);
+  return s;
+}
+
+size_t elems(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t e : shape) n *= size_t(e);
+  return n;
+}
+
+// The values of weight `f` from host `data` (f32, finite); messages "<at> weight <name> <shape>: ...".
+std::vector<float> weight_values(const WeightField& f, const float* data, const std::string& at) {
+  const size_t n = elems(f.shape);
+  const std::string what = fmt::format("{} weight {} {}", at, f.name, shape_text(f.shape));
+  std::vector<float> v = floats(data, n, SSMC_HOST, what.c_str());
+  for (size_t i = 0; i < n; ++i)
+    need(std::isfinite(v[i]), SSMC_ERR_ARGUMENT, fmt::format("{}: non-finite value {} at element {}", what, v[i], i));
+  return v;
+}
+
+// The bounds of the trace reader (formats/model_attrs.h), so that what is written reads back.
+void check_reader_bounds(const LayerSpec& s, const std::string& at) {
+  need(s.h_elems() <= formats::kMaxElems && s.conv_elems() <= formats::kMaxElems, SSMC_ERR_ARGUMENT,
+       fmt::format("{}: {}: layer too large (h {} or conv {} elements, at most {})", at, s.name(), s.h_elems(),
+                   s.conv_elems(), formats::kMaxElems));
+}
+
+// Every weight of every layer is given (a layer added by name gets them by ssmc_set_layer_weight).
+void check_weights_given(const ssmc_trace* t, const char* call) {
+  const ModelSpec& m = t->header.model.spec;
+  for (size_t l = 0; l < m.layers.size(); ++l)
+    for (const WeightField& f : m.layers[l].weights())
+      need((t->header.model.weights[l].*f.member).size() == elems(f.shape), SSMC_ERR_ORDER,
+           fmt::format("{}: layer {} ({}) weight {} {} not set (ssmc_set_layer_weight)", call, l, m.layers[l].name(),
+                       f.name, shape_text(f.shape)));
+}
+
+const StateLayout& layout_of(const ssmc_trace* t, int layer) {
+  static const StateLayout contract;
+  const auto it = t->layouts.find(layer);
+  return it == t->layouts.end() ? contract : it->second;
+}
+
+// The outputs of a layer per token by name: "out" [out_dim], and on a layer hosting a PLE carry
+// "ple_out" [C]; where StepOutputs keeps them.
+struct OutputField {
+  const char* name;
+  std::vector<std::vector<float>> StepOutputs::*member;
+  int64_t width;
+};
+std::vector<OutputField> output_fields(const LayerSpec& s) {
+  std::vector<OutputField> v = {{"out", &StepOutputs::layers, s.out_dim()}};
+  if (s.ple.hosted()) v.push_back({"ple_out", &StepOutputs::ple, s.ple.channels});
+  return v;
+}
+
+// One field of a layer as ssmc_layer_field reports it: a static name and a shape.
+struct NamedField {
+  const char* name;
+  std::vector<int64_t> dims;
+};
+// The fields of group "inputs" | "weights" | "outputs" | "state" of `layer` (state under the
+// layer's layout conventions, as ssmc_state_tensor reads it).
+std::vector<NamedField> layer_group(const ssmc_trace* t, const LayerSpec& s, int layer, const std::string& group,
+                                    const char* call) {
+  std::vector<NamedField> v;
+  if (group == "inputs") {
+    for (const InputField& f : s.inputs()) v.push_back({f.name, {f.width}});
+  } else if (group == "weights") {
+    for (const WeightField& f : s.weights()) v.push_back({f.name, f.shape});
+  } else if (group == "outputs") {
+    for (const OutputField& f : output_fields(s)) v.push_back({f.name, {f.width}});
+  } else if (group == "state") {
+    const StateLayout& lay = layout_of(t, layer);
+    for (const StateField& f : s.state_fields()) {
+      const std::string n = f.name;
+      const bool is_h = n == "h" || n.rfind("h_", 0) == 0, is_conv = n.rfind("conv", 0) == 0;
+      v.push_back({f.name, is_h ? h_shape_in(s, lay) : is_conv ? conv_shape_in(s, lay) : f.shape});
+    }
+  } else {
+    throw Failure{SSMC_ERR_ARGUMENT,
+                  fmt::format("{}: unknown group '{}' (known: inputs, weights, outputs, state)", call, group)};
+  }
+  return v;
+}
+
+InputField input_named(const LayerSpec& s, const char* name, const std::string& at) {
+  need(name != nullptr, SSMC_ERR_ARGUMENT, at + ": name is null");
+  std::vector<std::string> known;
+  for (const InputField& f : s.inputs()) {
+    if (f.name == std::string(name)) return f;
+    known.push_back(f.name);
+  }
+  unknown_name(at, name, "input", s, known);
+}
+
+OutputField output_named(const LayerSpec& s, const char* name, const std::string& at) {
+  need(name != nullptr, SSMC_ERR_ARGUMENT, at + ": name is null");
+  std::vector<std::string> known;
+  for (const OutputField& f : output_fields(s)) {
+    if (f.name == std::string(name)) return f;
+    known.push_back(f.name);
+  }
+  unknown_name(at, name, "output", s, known);
+}
+
+// The dtype an input is given in: token ids (ple_tokens) SSMC_I32 or SSMC_F32, the rest SSMC_F32.
+void check_input_dtype(const InputField& f, ssmc_dtype dtype, const std::string& at) {
+  const bool ids = f.member == &LayerRows::ple_tokens;
+  need(dtype == SSMC_F32 || (ids && dtype == SSMC_I32), SSMC_ERR_ARGUMENT,
+       fmt::format("{} {}: dtype {} ({})", at, f.name, int(dtype),
+                   ids ? "token ids are SSMC_I32 or SSMC_F32" : "inputs are SSMC_F32"));
+}
+
+// Input `f` of one entry and layer: [rows][width] values (token ids checked: integers in
+// 0..kMaxTokenId, held in FP32). `what` names it in messages. The path every input takes.
+void put_input(ssmc_trace* t, PendingOp& p, int entry, int layer, const InputField& f, ssmc_dtype dtype,
+               const void* data, ssmc_memory mem, const std::string& what) {
+  StepInputs& in = p.op.inputs[size_t(entry)];
+  const int rows = p.op.op.rows();
+  if (in.layers.empty()) {
+    in.rows = rows;
+    in.layers.resize(t->header.model.spec.layers.size());
+  }
+  std::vector<float>& dst = in.layers[size_t(layer)].*f.member;
+  need(dst.empty(), SSMC_ERR_ORDER, fmt::format("{}: given twice", what));
+  const size_t n = size_t(rows) * size_t(f.width);
+  if (dtype != SSMC_I32) {
+    std::vector<float> v = floats(static_cast<const float*>(data), n, mem, what.c_str());
+    if (f.member == &LayerRows::ple_tokens)
+      for (size_t i = 0; i < n; ++i)
+        need(v[i] >= 0 && v[i] <= float(kMaxTokenId) && v[i] == std::floor(v[i]), SSMC_ERR_ARGUMENT,
+             fmt::format("{}: row {} holds {}, not a token id (0..{})", what, i, v[i], kMaxTokenId));
+    dst = std::move(v);
+    return;
+  }
+  std::vector<int32_t> ids(n);
+  copy_in(ids.data(), data, n * 4, mem, what.c_str());
+  for (size_t i = 0; i < n; ++i)
+    need(ids[i] >= 0 && ids[i] <= kMaxTokenId, SSMC_ERR_ARGUMENT,
+         fmt::format("{}: row {} holds {}, not a token id (0..{})", what, i, ids[i], kMaxTokenId));
+  dst.assign(ids.begin(), ids.end());
+}
+
+// Output `f` of one entry and layer: [rows][width] f32. The path every output takes.
+void put_output(ssmc_trace* t, PendingOp& p, int entry, int layer, const OutputField& f, const float* data,
+                ssmc_memory mem, const std::string& what) {
+  StepOutputs& o = outputs_of(t, p, entry);
+  std::vector<float>& dst = (o.*f.member)[size_t(layer)];
+  need(dst.empty(), SSMC_ERR_ORDER, fmt::format("{}: given twice", what));
+  dst = floats(data, size_t(o.rows) * size_t(f.width), mem, what.c_str());
+}
+
 // A history and its conv given together, or neither.
 std::optional<PleCarry> ple_pair(const std::optional<Tensor>& h, const std::optional<Tensor>& c, const std::string& where,
                                  const char* suffix) {
@@ -469,6 +647,7 @@ void start_inner(ssmc_trace* t) {
   if (t->inner) return;
   need(t->pool_set, SSMC_ERR_ORDER, "ssmc_begin_op before ssmc_set_pool");
   need(!t->header.model.spec.layers.empty(), SSMC_ERR_ORDER, "ssmc_begin_op before any ssmc_add_layer");
+  check_weights_given(t, "ssmc_begin_op");
   auto in = std::make_unique<ssmc_trace>();
   in->path = t->path;
   in->header = t->header;
@@ -495,6 +674,10 @@ std::string write_queued(ssmc_trace* in, const ssmc_async::Async& a, const ssmc_
           break;
         case Call::outputs: ok(ssmc_op_outputs(in, c.i0, c.i1, f(c, 0), SSMC_HOST)); break;
         case Call::ple_outputs: ok(ssmc_op_ple_outputs(in, c.i0, c.i1, f(c, 0), SSMC_HOST)); break;
+        case Call::input:
+          ok(ssmc_op_input(in, c.i0, c.i1, c.text.c_str(), ssmc_dtype(c.i3), p(c, 0), SSMC_HOST));
+          break;
+        case Call::output: ok(ssmc_op_output(in, c.i0, c.i1, c.text.c_str(), f(c, 0), SSMC_HOST)); break;
         case Call::refused: ok(ssmc_op_refused(in, c.text.c_str())); break;
         case Call::state_begin: ok(ssmc_state_begin(in, c.i0, c.i1, c.i2)); break;
         case Call::state_tensor:
@@ -699,10 +882,7 @@ ssmc_status ssmc_add_mamba2_layer(ssmc_trace* t, const ssmc_mamba2_layer_desc* d
     } catch (const std::exception& e) {
       throw Failure{SSMC_ERR_ARGUMENT, at + ": " + e.what()};
     }
-    // the bounds of the trace reader (formats/model_attrs.h), so that what is written reads back
-    need(s.h_elems() <= formats::kMaxElems && s.conv_elems() <= formats::kMaxElems, SSMC_ERR_ARGUMENT,
-         fmt::format("{}: {}: layer too large (h {} or conv {} elements, at most {})", at, s.name(), s.h_elems(),
-                     s.conv_elems(), formats::kMaxElems));
+    check_reader_bounds(s, at);
     need(!s.conv_bias || conv_bias, SSMC_ERR_ARGUMENT, at + ": desc says conv_bias but the pointer is null");
     need(s.conv_bias || !conv_bias, SSMC_ERR_ARGUMENT,
          at + ": a conv_bias pointer was given but desc.conv_bias is 0 (set it to 1, or pass NULL)");
@@ -714,18 +894,7 @@ ssmc_status ssmc_add_mamba2_layer(ssmc_trace* t, const ssmc_mamba2_layer_desc* d
       const float* ptr = nullptr;
       for (const auto& [member, q] : given)
         if (member == f.member) ptr = q;
-      size_t n = 1;
-      std::string shape;
-      for (int64_t e : f.shape) {
-        n *= size_t(e);
-        shape += fmt::format("[{}]", e);
-      }
-      const std::string what = fmt::format("{} weight {} {}", at, f.name, shape);
-      std::vector<float> v = floats(ptr, n, SSMC_HOST, what.c_str());
-      for (size_t i = 0; i < n; ++i)
-        need(std::isfinite(v[i]), SSMC_ERR_ARGUMENT,
-             fmt::format("{}: non-finite value {} at element {}", what, v[i], i));
-      w.*f.member = std::move(v);
+      w.*f.member = weight_values(f, ptr, at);
     }
     t->header.model.spec.layers.push_back(s);
     t->header.model.weights.push_back(std::move(w));
@@ -756,6 +925,7 @@ ssmc_status ssmc_begin_op(ssmc_trace* t, const char* op) {
     if (!t->writer) {
       need(t->pool_set, SSMC_ERR_ORDER, "ssmc_begin_op before ssmc_set_pool");
       need(!t->header.model.spec.layers.empty(), SSMC_ERR_ORDER, "ssmc_begin_op before any ssmc_add_layer");
+      check_weights_given(t, "ssmc_begin_op");
       t->writer = std::make_unique<formats::TraceWriter>(t->path, t->header);
     }
     PendingOp p;
@@ -797,17 +967,6 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
     PendingOp& p = current(t);
     check_entry(p, entry);
     const LayerSpec& s = layer_of(t, layer);
-    StepInputs& in = p.op.inputs[size_t(entry)];
-    const size_t L = t->header.model.spec.layers.size();
-    const int rows = p.op.op.rows();
-    if (in.layers.empty()) {
-      in.rows = rows;
-      in.layers.resize(L);
-    }
-    const size_t T = size_t(rows);
-    LayerRows& r = in.layers[size_t(layer)];
-    need(r.conv_in.empty() && r.gate_in.empty(), SSMC_ERR_ORDER,
-         fmt::format("ssmc_op_inputs: entry {} layer {} given twice", entry, layer));
     // The four pointers by parameter name and the LayerRows member they fill; which of them the
     // layer's kind takes, under which names and widths, is LayerSpec::inputs() (GDN x, a, b, z;
     // Mamba-2 xBC in x, dt in a, z).
@@ -826,6 +985,11 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
                                   return f.member == &LayerRows::ple_tokens || f.member == &LayerRows::ple_x;
                                 }),
                  fields.end());
+    const StepInputs& in = p.op.inputs[size_t(entry)];
+    need(in.layers.empty() ||
+             std::all_of(fields.begin(), fields.end(),
+                         [&](const InputField& f) { return (in.layers[size_t(layer)].*f.member).empty(); }),
+         SSMC_ERR_ORDER, fmt::format("ssmc_op_inputs: entry {} layer {} given twice", entry, layer));
     std::string takes;
     for (const InputField& f : fields)
       for (const Given& g : given)
@@ -838,9 +1002,6 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
            fmt::format("ssmc_op_inputs: entry {} layer {} is a {} layer, {}: it takes {}; {} must be NULL", entry, layer,
                        to_string(s.kind), s.name(), takes, g.param));
     }
-    LayerRows got;
-    got.ple_tokens = std::move(r.ple_tokens);  // given already by ssmc_op_ple_inputs, or later
-    got.ple_x = std::move(r.ple_x);
     for (const InputField& f : fields) {
       const Given& g = *std::find_if(std::begin(given), std::end(given), [&](const Given& q) { return q.member == f.member; });
       // GDN's errors name the parameter as they always have; Mamba-2's name the field and where
@@ -848,9 +1009,8 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
                                    ? std::string(g.param)
                                    : fmt::format("ssmc_op_inputs: entry {} layer {} {} [rows][{}] (parameter {})", entry,
                                                  layer, f.name, f.width, g.param);
-      got.*f.member = floats(g.ptr, T * size_t(f.width), mem, what.c_str());
+      put_input(t, p, entry, layer, f, SSMC_F32, g.ptr, mem, what);
     }
-    r = std::move(got);
   });
 }
 
@@ -873,7 +1033,7 @@ ssmc_status ssmc_op_outputs(ssmc_trace* t, int entry, int layer, const float* ou
     StepOutputs& o = outputs_of(t, p, entry);
     need(o.layers[size_t(layer)].empty(), SSMC_ERR_ORDER,
          fmt::format("ssmc_op_outputs: entry {} layer {} given twice", entry, layer));
-    o.layers[size_t(layer)] = floats(out, size_t(o.rows) * size_t(s.out_dim()), mem, "out");
+    put_output(t, p, entry, layer, output_named(s, "out", "ssmc_op_outputs"), out, mem, "out");
   });
 }
 
@@ -900,7 +1060,7 @@ ssmc_status ssmc_op_ple_outputs(ssmc_trace* t, int entry, int layer, const float
          fmt::format("ssmc_op_ple_outputs: entry {} layer {} given twice", entry, layer));
     const std::string what = fmt::format("ssmc_op_ple_outputs: entry {} layer {} out [rows][{}]", entry, layer,
                                          s.ple.channels);
-    o.ple[size_t(layer)] = floats(out, size_t(o.rows) * size_t(s.ple.channels), mem, what.c_str());
+    put_output(t, p, entry, layer, output_named(s, "ple_out", "ssmc_op_ple_outputs"), out, mem, what);
   });
 }
 
@@ -924,23 +1084,13 @@ ssmc_status ssmc_op_ple_inputs(ssmc_trace* t, int entry, int layer, const int32_
     PendingOp& p = current(t);
     check_entry(p, entry);
     const LayerSpec& s = ple_layer_of(t, layer, "ssmc_op_ple_inputs");
-    StepInputs& in = p.op.inputs[size_t(entry)];
-    const int rows = p.op.op.rows();
-    if (in.layers.empty()) {
-      in.rows = rows;
-      in.layers.resize(t->header.model.spec.layers.size());
-    }
-    LayerRows& r = in.layers[size_t(layer)];
-    need(r.ple_x.empty(), SSMC_ERR_ORDER, fmt::format("ssmc_op_ple_inputs: entry {} layer {} given twice", entry, layer));
+    const StepInputs& in = p.op.inputs[size_t(entry)];
+    need(in.layers.empty() || in.layers[size_t(layer)].ple_x.empty(), SSMC_ERR_ORDER,
+         fmt::format("ssmc_op_ple_inputs: entry {} layer {} given twice", entry, layer));
     const std::string at = fmt::format("ssmc_op_ple_inputs: entry {} layer {}", entry, layer);
-    std::vector<int32_t> ids(static_cast<size_t>(rows));
-    copy_in(ids.data(), tokens, ids.size() * 4, mem, (at + " tokens").c_str());
-    std::vector<float> as_float(ids.begin(), ids.end());
-    for (size_t i = 0; i < ids.size(); ++i)
-      need(ids[i] >= 0 && ids[i] <= kMaxTokenId, SSMC_ERR_ARGUMENT,
-           fmt::format("{} tokens: row {} holds {}, not a token id (0..{})", at, i, ids[i], kMaxTokenId));
-    r.ple_x = floats(x, size_t(rows) * size_t(s.ple.channels), mem, (at + fmt::format(" x [rows][{}]", s.ple.channels)).c_str());
-    r.ple_tokens = std::move(as_float);
+    put_input(t, p, entry, layer, input_named(s, "ple_tokens", at), SSMC_I32, tokens, mem, at + " tokens");
+    put_input(t, p, entry, layer, input_named(s, "ple_x", at), SSMC_F32, x, mem,
+              at + fmt::format(" x [rows][{}]", s.ple.channels));
   });
 }
 
@@ -960,11 +1110,10 @@ ssmc_status ssmc_set_layer_ple(ssmc_trace* t, int layer, const ssmc_ple_desc* de
     } catch (const std::exception& e) {
       throw Failure{SSMC_ERR_ARGUMENT, at + ": " + e.what()};
     }
-    const size_t n = size_t(s.ple.channels) * size_t(s.ple.k_size);
-    const std::string what = fmt::format("{} weight ple_w [{}][{}]", at, s.ple.channels, s.ple.k_size);
-    std::vector<float> w = floats(ple_w, n, SSMC_HOST, what.c_str());
-    for (size_t i = 0; i < n; ++i)
-      need(std::isfinite(w[i]), SSMC_ERR_ARGUMENT, fmt::format("{}: non-finite value {} at element {}", what, w[i], i));
+    const std::vector<WeightField> weights = s.weights();
+    const auto f = std::find_if(weights.begin(), weights.end(),
+                                [](const WeightField& x) { return x.member == &LayerWeights::ple_w; });
+    std::vector<float> w = weight_values(*f, ple_w, at);
     t->header.model.spec.layers[size_t(layer)] = s;
     t->header.model.weights[size_t(layer)].ple_w = std::move(w);
   });
@@ -1001,18 +1150,159 @@ int ssmc_state_field_shape(ssmc_trace* t, int layer, const char* field, int64_t 
   const ssmc_status st = call(t, false, [&] {
     need(field != nullptr && dims != nullptr, SSMC_ERR_ARGUMENT, "ssmc_state_field_shape: field or dims is null");
     const LayerSpec& s = layer_of(t, layer);
-    const StateLayout lay = t->layouts.count(layer) ? t->layouts.at(layer) : StateLayout{};
-    const std::string f = field;
-    if (f == "h" || f == "h_checkpoint" || f == "h_intermediate") shape = h_shape_in(s, lay);
-    else if (f == "conv" || f == "conv_checkpoint" || f == "conv_intermediate") shape = conv_shape_in(s, lay);
-    else
-      throw Failure{SSMC_ERR_ARGUMENT, "ssmc_state_field_shape: unknown field '" + f +
-                                           "' (known: h, conv, h_checkpoint, conv_checkpoint, h_intermediate, "
-                                           "conv_intermediate)"};
+    std::vector<std::string> known;
+    for (const NamedField& f : layer_group(t, s, layer, "state", "ssmc_state_field_shape")) {
+      if (f.name == std::string(field)) shape = f.dims;
+      known.push_back(f.name);
+    }
+    need(!shape.empty(), SSMC_ERR_ARGUMENT,
+         "ssmc_state_field_shape: unknown field '" + std::string(field) + "' (known: " + joined(known) + ")");
   });
   if (st != SSMC_OK) return -1;
   std::copy(shape.begin(), shape.end(), dims);
   return int(shape.size());
+}
+
+// ---- ABI minor 6: by name
+
+ssmc_status ssmc_add_layer_by_name(ssmc_trace* t, const char* kind, int n_attrs, const char* const* names,
+                                   const char* const* values, int* layer) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_add_layer_by_name: null trace");
+  return call(t, false, [&] {
+    const size_t index = t->header.model.spec.layers.size();
+    const std::string at = fmt::format("ssmc_add_layer_by_name: layer {}", index);
+    need(!t->header_written(), SSMC_ERR_ORDER, "ssmc_add_layer_by_name after the first op");
+    need(kind != nullptr, SSMC_ERR_ARGUMENT, at + ": kind is null");
+    need(n_attrs >= 0 && n_attrs <= 4096, SSMC_ERR_ARGUMENT,
+         fmt::format("{}: n_attrs {} outside 0..4096", at, n_attrs));
+    need(n_attrs == 0 || (names && values), SSMC_ERR_ARGUMENT, at + ": names or values is null");
+    std::vector<LayerAttr> attrs;
+    for (int i = 0; i < n_attrs; ++i) {
+      need(names[i] && values[i], SSMC_ERR_ARGUMENT, fmt::format("{}: attribute {}: name or value is null", at, i));
+      const std::string n = names[i];
+      for (const char* layout : {"conv_window", "h_layout"})
+        need(n != layout, SSMC_ERR_ARGUMENT,
+             fmt::format("{}: '{}' is a layout the engine keeps its state in, not a layer attribute: declare it with "
+                         "ssmc_set_layer_convention once the layer is added",
+                         at, n));
+      attrs.push_back({n, values[i]});
+    }
+    LayerSpec s;
+    try {
+      s = layer_from_attrs(kind, attrs, at);  // core/layer_attrs.h: names, values, requirements
+    } catch (const std::invalid_argument& e) {
+      throw Failure{SSMC_ERR_ARGUMENT, e.what()};
+    }
+    check_reader_bounds(s, at);
+    t->header.model.spec.layers.push_back(s);
+    t->header.model.weights.emplace_back();  // each given by ssmc_set_layer_weight
+    if (layer) *layer = int(index);
+  });
+}
+
+ssmc_status ssmc_set_layer_weight(ssmc_trace* t, int layer, const char* name, const float* data, int64_t count) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_set_layer_weight: null trace");
+  return call(t, false, [&] {
+    need(!t->header_written(), SSMC_ERR_ORDER,
+         "ssmc_set_layer_weight after the first ssmc_begin_op (the header is written)");
+    const LayerSpec& s = layer_of(t, layer);
+    const std::string at = fmt::format("ssmc_set_layer_weight: layer {}", layer);
+    need(name != nullptr, SSMC_ERR_ARGUMENT, at + ": name is null");
+    std::vector<std::string> known;
+    for (const WeightField& f : s.weights()) {
+      known.push_back(f.name);
+      if (f.name != std::string(name)) continue;
+      need(count >= 0 && size_t(count) == elems(f.shape), SSMC_ERR_ARGUMENT,
+           fmt::format("{} weight {} {}: count {}, expected {}", at, f.name, shape_text(f.shape), count,
+                       elems(f.shape)));
+      t->header.model.weights[size_t(layer)].*f.member = weight_values(f, data, at);
+      return;
+    }
+    unknown_name(at, name, "weight", s, known);
+  });
+}
+
+ssmc_status ssmc_op_input(ssmc_trace* t, int entry, int layer, const char* name, ssmc_dtype dtype, const void* data,
+                          ssmc_memory mem) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_input: null trace");
+  return call(t, true, [&] {
+    const std::string at = fmt::format("ssmc_op_input: entry {} layer {}", entry, layer);
+    if (t->async) {
+      Building& bu = building_of(t);
+      async_entry(bu, entry);
+      const InputField f = input_named(layer_of(t, layer), name, at);
+      check_input_dtype(f, dtype, at);
+      need(data != nullptr, SSMC_ERR_ARGUMENT, fmt::format("{} {}: null pointer", at, f.name));
+      Call c{Call::input};
+      c.i0 = entry;
+      c.i1 = layer;
+      c.i3 = int(dtype);
+      c.text = f.name;
+      c.data.push_back(stage(bu, data, size_t(bu.op.rows()) * size_t(f.width) * 4, mem, at + " " + f.name));
+      bu.q.calls.push_back(std::move(c));
+      return;
+    }
+    PendingOp& p = current(t);
+    check_entry(p, entry);
+    const InputField f = input_named(layer_of(t, layer), name, at);
+    check_input_dtype(f, dtype, at);
+    put_input(t, p, entry, layer, f, dtype, data, mem, fmt::format("{} {} [rows][{}]", at, f.name, f.width));
+  });
+}
+
+ssmc_status ssmc_op_output(ssmc_trace* t, int entry, int layer, const char* name, const float* data, ssmc_memory mem) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_output: null trace");
+  return call(t, true, [&] {
+    const std::string at = fmt::format("ssmc_op_output: entry {} layer {}", entry, layer);
+    if (t->async) {
+      Building& bu = building_of(t);
+      async_entry(bu, entry);
+      const OutputField f = output_named(layer_of(t, layer), name, at);
+      need(data != nullptr, SSMC_ERR_ARGUMENT, fmt::format("{} {}: null pointer", at, f.name));
+      Call c{Call::output};
+      c.i0 = entry;
+      c.i1 = layer;
+      c.text = f.name;
+      c.data.push_back(stage(bu, data, size_t(bu.op.rows()) * size_t(f.width) * 4, mem, at + " " + f.name));
+      bu.q.calls.push_back(std::move(c));
+      return;
+    }
+    PendingOp& p = current(t);
+    check_entry(p, entry);
+    const OutputField f = output_named(layer_of(t, layer), name, at);
+    put_output(t, p, entry, layer, f, data, mem, fmt::format("{} {} [rows][{}]", at, f.name, f.width));
+  });
+}
+
+int ssmc_layer_fields(ssmc_trace* t, int layer, const char* group) {
+  if (!t) {
+    fail(SSMC_ERR_ARGUMENT, "ssmc_layer_fields: null trace");
+    return -1;
+  }
+  int n = -1;
+  const ssmc_status st = call(t, false, [&] {
+    need(group != nullptr, SSMC_ERR_ARGUMENT, "ssmc_layer_fields: group is null");
+    n = int(layer_group(t, layer_of(t, layer), layer, group, "ssmc_layer_fields").size());
+  });
+  return st == SSMC_OK ? n : -1;
+}
+
+ssmc_status ssmc_layer_field(ssmc_trace* t, int layer, const char* group, int i, const char** name, int* rank,
+                             int64_t dims[4]) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_layer_field: null trace");
+  return call(t, false, [&] {
+    need(group != nullptr && name != nullptr && rank != nullptr && dims != nullptr, SSMC_ERR_ARGUMENT,
+         "ssmc_layer_field: group, name, rank or dims is null");
+    const std::vector<NamedField> v = layer_group(t, layer_of(t, layer), layer, group, "ssmc_layer_field");
+    need(i >= 0 && size_t(i) < v.size(), SSMC_ERR_ARGUMENT,
+         fmt::format("ssmc_layer_field: layer {} {} field {} outside 0..{}", layer, group, i, int(v.size()) - 1));
+    const NamedField& f = v[size_t(i)];
+    need(f.dims.size() <= 4, SSMC_ERR_INVALID,
+         fmt::format("ssmc_layer_field: layer {} {} {} has rank {}, more than 4", layer, group, f.name, f.dims.size()));
+    *name = f.name;  // a string literal of core/ or of this file: valid for the library's lifetime
+    *rank = int(f.dims.size());
+    std::copy(f.dims.begin(), f.dims.end(), dims);
+  });
 }
 
 ssmc_status ssmc_op_refused(ssmc_trace* t, const char* kind) {
@@ -1214,6 +1504,7 @@ ssmc_status ssmc_close(ssmc_trace* t) {
     if (!owned->writer) {
       need(owned->pool_set && !owned->header.model.spec.layers.empty(), SSMC_ERR_ORDER,
            "ssmc_close: no pool or no layer described");
+      check_weights_given(owned.get(), "ssmc_close");
       owned->writer = std::make_unique<formats::TraceWriter>(owned->path, owned->header);
     }
     owned->writer->close();

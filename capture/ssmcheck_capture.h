@@ -4,11 +4,19 @@
  * that dies before ssmc_close leaves PATH.partial/, which `ssmcheck replay PATH` recovers.
  *
  * Call order:
- *   ssmc_open -> ssmc_set_pool -> ssmc_add_layer / ssmc_add_mamba2_layer (once per recurrent layer,
- *   in model order; a model may mix both kinds)
- *   then per op: ssmc_begin_op -> [ssmc_op_inputs] [ssmc_op_outputs] [ssmc_op_refused]
- *                [ssmc_state_begin -> ssmc_state_tensor ...] -> ssmc_end_op
+ *   ssmc_open -> ssmc_set_pool -> per recurrent layer, in model order (a model may mix kinds):
+ *     ssmc_add_layer_by_name -> ssmc_set_layer_weight (each weight)  (ABI minor 6, any kind), or
+ *     ssmc_add_layer / ssmc_add_mamba2_layer (the per-kind calls of minors 0 and 1)
+ *   then per op: ssmc_begin_op -> [ssmc_op_input ... / ssmc_op_inputs] [ssmc_op_output ... /
+ *                ssmc_op_outputs] [ssmc_op_refused] [ssmc_state_begin -> ssmc_state_tensor ...]
+ *                -> ssmc_end_op
  *   ssmc_close (or ssmc_abandon).
+ *
+ * By name (ABI minor 6): a layer is described by the trace format's /model/layer<l> attributes
+ * (docs/trace-format.md), its weights, per-token inputs, outputs and state fields by their names in
+ * the trace, and their shapes are the library's answer (ssmc_layer_fields, ssmc_layer_field), so a
+ * caller restates no formula and a new layer kind needs no new call. The layouts below are what
+ * those calls report for today's kinds.
  * The first ssmc_begin_op writes the header (model, weights, pool); no layer may be added after.
  *
  * Every function returns SSMC_OK (0) or an error code; ssmc_last_error() then describes the
@@ -87,10 +95,13 @@ extern "C" {
  *      conv_window, h_layout, norm_groups) and the shape a state field is read in
  *      (ssmc_state_field_shape);
  *   5: asynchronous capture (ssmc_set_async, ssmc_op_stream, ssmc_flush, ssmc_states_dropped,
- *      SSMC_BLOCK, SSMC_DROP_STATES) and the trace's op attribute @states_dropped.
+ *      SSMC_BLOCK, SSMC_DROP_STATES) and the trace's op attribute @states_dropped;
+ *   6: everything by name, any layer kind (ssmc_add_layer_by_name, ssmc_set_layer_weight,
+ *      ssmc_op_input, ssmc_op_output) and the layer's geometry (ssmc_layer_fields,
+ *      ssmc_layer_field); ssmc_state_field_shape also answers the ple_* fields.
  * A caller that needs a minor looks ssmc_abi_minor up (dlsym) and compares; a library without the
  * symbol is minor 0. */
-#define SSMC_ABI_MINOR 5
+#define SSMC_ABI_MINOR 6
 
 typedef struct ssmc_trace ssmc_trace;
 
@@ -186,9 +197,48 @@ SSMC_API ssmc_status ssmc_set_layer_ple(ssmc_trace* t, int layer, const ssmc_ple
  * name or value is SSMC_ERR_ARGUMENT naming it; a refused call changes nothing. */
 SSMC_API ssmc_status ssmc_set_layer_convention(ssmc_trace* t, int layer, const char* name, const char* value);
 /* The shape ssmc_state_tensor reads `field` of layer `layer` in, under the layer's conventions
- * (minor 4): "h", "conv", their "_checkpoint" and "_intermediate" (one intermediate). Writes the
+ * (minor 4): "h", "conv", their "_checkpoint" and "_intermediate" (one intermediate); from minor 6
+ * also a PLE host's ple_* fields (one snapshot). Writes the
  * dims to dims[0..3] and returns how many there are, or -1 (ssmc_last_error() says why). */
 SSMC_API int ssmc_state_field_shape(ssmc_trace* t, int layer, const char* field, int64_t dims[4]);
+
+/* A layer of any kind by its attributes (ABI minor 6): kind "gdn" | "mamba2", and n_attrs
+ * name/value pairs as text, the names and values of the trace format's /model/layer<l> attributes
+ * (docs/trace-format.md "Model"; core/layer_attrs.h): GDN nk, nv, kd, vd, output_gate; Mamba-2 nh,
+ * hp, ns, ng, norm_before_gate, norm_groups, dt_min, dt_max ("inf": none); both d_conv, conv_bias
+ * ("0" | "1"), eps, gates, f16_store, f16_rows; a GDN layer hosting a PLE carry all of ple_channels,
+ * ple_ngram_size, ple_k_size, ple_dilation, ple_eos_id. Required: the shape parameters, d_conv,
+ * conv_bias, eps; the rest default to the contract's. Integers in decimal, floats as decimal text
+ * (read as the nearest FP32). The numerics conventions given here are the same setting as
+ * ssmc_set_layer_convention's (a later call replaces them); the layouts (conv_window, h_layout) are
+ * not attributes and go through ssmc_set_layer_convention. An unknown, doubled, missing or malformed
+ * attribute is SSMC_ERR_ARGUMENT naming it; a refused call adds nothing. *layer (may be NULL): the
+ * new layer's index. The layer's weights are then given by ssmc_set_layer_weight, every one before
+ * the first ssmc_begin_op (which refuses naming the first missing, SSMC_ERR_ORDER). */
+SSMC_API ssmc_status ssmc_add_layer_by_name(ssmc_trace* t, const char* kind, int n_attrs, const char* const* names,
+                                            const char* const* values, int* layer);
+/* Weight `name` of layer `layer` (minor 6; a layer added either way; before the first
+ * ssmc_begin_op): host f32 values, finite, count = the product of its shape (ssmc_layer_field
+ * "weights": GDN conv_w, conv_bias (a layer with conv_bias 1), A_log, dt_bias, norm_w; Mamba-2
+ * conv_w, conv_bias, A_log, dt_bias, D, norm_w; a PLE host's ple_w). A later call for the same name
+ * replaces the values. An unknown name is SSMC_ERR_ARGUMENT listing the layer's weights, a wrong
+ * count names both counts; a refused call changes nothing. */
+SSMC_API ssmc_status ssmc_set_layer_weight(ssmc_trace* t, int layer, const char* name, const float* data,
+                                           int64_t count);
+/* How many fields layer `layer` has in `group` (minor 6): "inputs" (per token), "weights",
+ * "outputs" (per token), "state" (as ssmc_state_tensor reads them); -1 on error (ssmc_last_error()). */
+SSMC_API int ssmc_layer_fields(ssmc_trace* t, int layer, const char* group);
+/* Field i (0..ssmc_layer_fields-1, in the trace's order) of `group`: its name (a static string,
+ * valid while the library is loaded), rank and dims[0..rank-1]. inputs and outputs: rank 1, [width]
+ * per token (GDN x [conv_dim], a [nv], b [nv], z [nv*vd]; Mamba-2 xBC [conv_dim], dt [nh],
+ * z [nh*hp]; a PLE host's ple_tokens [1], ple_x [C]; outputs out [out_dim] and a PLE host's
+ * ple_out [C]); weights their shapes; state the shapes ssmc_state_tensor reads under the layer's
+ * conventions, as ssmc_state_field_shape answers: h, conv, h_checkpoint, conv_checkpoint,
+ * h_intermediate, conv_intermediate and a PLE host's ple_history, ple_conv, their _checkpoint and
+ * _snapshot. A field whose name ends in _intermediate or _snapshot is indexed (one tensor per t,
+ * ssmc_state_tensor's index); h_prefill_stage, the trace's, is no layer's. */
+SSMC_API ssmc_status ssmc_layer_field(ssmc_trace* t, int layer, const char* group, int i, const char** name, int* rank,
+                                      int64_t dims[4]);
 
 /* Starts op number ssmc_op_count(): `op` in ssmcheck's printable form, e.g. "prefill 17",
  * "verify 4 @0,2,pad", "commit 2 4 @1" (selector = logical sequences; see docs/trace-format.md). */
@@ -208,6 +258,19 @@ SSMC_API ssmc_status ssmc_op_outputs(ssmc_trace* t, int entry, int layer, const 
 /* The PLE outputs [T][C] f32 of one entry and one hosting layer (minor 3): required on every
  * hosting layer of an entry whose outputs are given. */
 SSMC_API ssmc_status ssmc_op_ple_outputs(ssmc_trace* t, int entry, int layer, const float* out, ssmc_memory mem);
+/* One input of one entry and layer by its name (minor 6; ssmc_layer_field "inputs"): [T][width]
+ * SSMC_F32; token ids (ple_tokens) SSMC_I32 or SSMC_F32, integers in 0..2^24-1. The same rule as
+ * ssmc_op_inputs: every input of every layer of every non-padding entry of prefill/decode/verify
+ * (checked by ssmc_end_op), each once; a layer's inputs may come by name, by ssmc_op_inputs /
+ * ssmc_op_ple_inputs, or both, for layers added either way, synchronous or asynchronous. An unknown
+ * name is SSMC_ERR_ARGUMENT listing the layer's inputs (the op is dropped, as on any error). */
+SSMC_API ssmc_status ssmc_op_input(ssmc_trace* t, int entry, int layer, const char* name, ssmc_dtype dtype,
+                                   const void* data, ssmc_memory mem);
+/* One output of one entry and layer by its name (minor 6; ssmc_layer_field "outputs"): "out"
+ * [T][out_dim], and on a layer hosting a PLE carry "ple_out" [T][C], f32. As ssmc_op_outputs: an
+ * entry's outputs are every output of every layer, or none. */
+SSMC_API ssmc_status ssmc_op_output(ssmc_trace* t, int entry, int layer, const char* name, const float* data,
+                                    ssmc_memory mem);
 /* The engine refused the op; kind is an ssmcheck error kind name ("commit_zero", "capacity", ...). */
 SSMC_API ssmc_status ssmc_op_refused(ssmc_trace* t, const char* kind);
 /* Starts the recorded state of logical sequence `seq` after this op. slot: the engine's slot (or

@@ -17,6 +17,14 @@ ssmcheck_test(capture_async_test LABEL cpu TIMEOUT 300
   LIBS ssmcheck_formats ssmcheck_reference ssmcheck_fixtures ssmcheck_capture)
 target_compile_definitions(capture_async_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>")
 add_dependencies(capture_async_test ssmcheck)
+# The capture ABI by name (issue 40 item 6; ABI minor 6): a trace captured by name equals the
+# per-kind capture byte for byte (sync and async) and replays; misspelt names and wrong counts are
+# refused naming them; the geometry query answers LayerSpec's shapes. cpu label.
+ssmcheck_test(capture_by_name_test LABEL cpu TIMEOUT 300
+  SOURCES capture_by_name_test.cpp
+  LIBS ssmcheck_formats ssmcheck_reference ssmcheck_fixtures ssmcheck_capture)
+target_compile_definitions(capture_by_name_test PRIVATE SSMCHECK_BIN="$<TARGET_FILE:ssmcheck>")
+add_dependencies(capture_by_name_test ssmcheck)
 # The same with device pointers on a GPU (gpu label): uploaded on the engine's stream, overwritten
 # right after ssmc_end_op; the trace equals the recording bit for bit and replays.
 if(TARGET ssmcheck_cuda)

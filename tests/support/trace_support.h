@@ -19,12 +19,14 @@ struct Recorded {
 };
 
 // Runs `script` on the reference with seeded inputs; records refusals, outputs and the state of
-// every live sequence (layers `layers`, all when empty) after every op.
-inline Recorded record(const CaseConfig& cfg, const std::string& script, std::vector<int> layers = {}) {
+// every live sequence (layers `layers`, all when empty) after every op. `model`: cfg's model, or
+// one built apart (record_model).
+inline Recorded record_model(const CaseConfig& cfg, Model model, const std::string& script,
+                             std::vector<int> layers = {}) {
   Recorded r;
   r.header.producer = "trace test";
   r.header.backend = "reference";
-  r.header.model = cfg.model();
+  r.header.model = std::move(model);
   r.header.pool = cfg.pool();
   r.header.seed = cfg.gen.seed;
   r.header.case_name = cfg.flags();
@@ -67,6 +69,9 @@ inline Recorded record(const CaseConfig& cfg, const std::string& script, std::ve
     r.ops.push_back(std::move(t));
   }
   return r;
+}
+inline Recorded record(const CaseConfig& cfg, const std::string& script, std::vector<int> layers = {}) {
+  return record_model(cfg, cfg.model(), script, std::move(layers));
 }
 
 inline CaseConfig case_of(const std::string& preset, HMode mode, uint64_t seed) {
