@@ -1,9 +1,13 @@
 // The model an ssmp_config describes (see config_model.h).
 #include "plugin/config_model.h"
 
+#include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "core/layer_attrs.h"
 
 namespace ssm::plugin {
 
@@ -53,6 +57,47 @@ Model model_of(const ssmp_config* c) {
       for (int64_t d : f.shape) n *= d;
       (w.*f.member).assign(src, src + n);
     }
+    m.spec.layers.push_back(s);
+    m.weights.push_back(std::move(w));
+  }
+  return m;
+}
+
+bool has_layer_descs(const ssmp_config* c) {
+  return covers(c->struct_size, offsetof(ssmp_config, layer_descs), sizeof c->layer_descs) && c->layer_descs;
+}
+
+Model model_of_descs(const ssmp_config* c) {
+  if (!has_layer_descs(c))
+    throw std::invalid_argument("ssmp_config has no layer_descs (an ssmcheck from before SSMP_BY_NAME)");
+  Model m;
+  m.spec.name = c->model_name ? c->model_name : "";
+  for (int l = 0; l < c->n_layers; ++l) {
+    const ssmp_layer_desc& d = c->layer_descs[l];
+    const std::string at = "layer " + std::to_string(l);
+    std::vector<LayerAttr> attrs;
+    for (int i = 0; i < d.n_attrs; ++i) attrs.push_back({d.attrs[i].name, d.attrs[i].value});
+    const LayerSpec s = layer_from_attrs(d.kind ? d.kind : "", attrs, at);
+    const std::vector<WeightField> fields = s.weights();
+    auto given = [&](const char* name) -> const ssmp_array* {
+      for (int i = 0; i < d.n_weights; ++i)
+        if (std::strcmp(d.weights[i].name, name) == 0) return &d.weights[i];
+      return nullptr;
+    };
+    LayerWeights w;
+    for (const WeightField& f : fields) {
+      const ssmp_array* a = given(f.name);
+      if (!a || !a->data) throw std::invalid_argument(at + ": weight " + f.name + " not given");
+      if (a->rank != int(f.shape.size()) || !std::equal(f.shape.begin(), f.shape.end(), a->dims))
+        throw std::invalid_argument(at + ": weight " + f.name + " is not of its shape");
+      int64_t n = 1;
+      for (int64_t dim : f.shape) n *= dim;
+      (w.*f.member).assign(a->data, a->data + n);
+    }
+    for (int i = 0; i < d.n_weights; ++i)
+      if (std::none_of(fields.begin(), fields.end(),
+                       [&](const WeightField& f) { return std::strcmp(f.name, d.weights[i].name) == 0; }))
+        throw std::invalid_argument(at + ": unknown weight '" + d.weights[i].name + "' of a " + d.kind + " layer");
     m.spec.layers.push_back(s);
     m.weights.push_back(std::move(w));
   }

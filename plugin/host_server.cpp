@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layer_attrs.h"
 #include "core/layer_spec.h"
 #include "core/model.h"
 #include "plugin/capabilities_wire.h"
@@ -244,7 +245,15 @@ struct PoolOf {
   PoolConfig pool;
 };
 
-LayerSpec layer_of(const json& d) {
+// A layer of create_pool's request: by its attributes (core/layer_attrs.h) when it has them, as
+// every ssmcheck that knows SSMP_BY_NAME sends, so that any kind core knows arrives whole; else by
+// the members of the kinds of before.
+LayerSpec layer_of(const json& d, size_t l) {
+  if (d.contains("attrs")) {
+    std::vector<LayerAttr> attrs;
+    for (const auto& [name, value] : d.at("attrs").items()) attrs.push_back({name, value.get<std::string>()});
+    return layer_from_attrs(d.at("kind").get<std::string>(), attrs, "layer " + std::to_string(l));
+  }
   LayerSpec s;
   s.kind = parse_layer_kind(d.at("kind").get<std::string>());
   if (s.kind == LayerKind::mamba2) {
@@ -492,7 +501,7 @@ class Server {
   json create_pool(Inst& I, const wire::Frame& f, ssmp_error* err) {
     const json& req = f.msg;
     PoolOf p;
-    for (const json& d : req.at("layers")) p.layers.push_back(layer_of(d));
+    for (const json& d : req.at("layers")) p.layers.push_back(layer_of(d, p.layers.size()));
     const std::string mode = req.at("h_mode");
     p.pool.h_mode = mode == "f16" ? HMode::f16 : mode == "f16-pool" ? HMode::f16_pool : HMode::f32;
     p.pool.max_slots = req.at("max_slots");

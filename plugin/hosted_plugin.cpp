@@ -16,6 +16,7 @@
 
 #include "core/child_process.h"
 #include "core/conventions.h"
+#include "core/layer_attrs.h"
 #include "core/state.h"
 #include "plugin/capabilities_wire.h"
 #include "plugin/config_model.h"
@@ -263,7 +264,8 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
   I.layers.clear();
   Model m;
   try {
-    m = model_of(c);  // the shapes and weights (plugin/config_model.h)
+    // the shapes and weights (plugin/config_model.h): by name when the config has them
+    m = has_layer_descs(c) ? model_of_descs(c) : model_of(c);
   } catch (const std::exception& e) {
     set_text(err->message, sizeof err->message, e.what());
     return SSMP_ERROR;
@@ -306,6 +308,11 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
       const std::vector<float>& v = W.*f.member;
       w.push_back(floats(v.data(), v.size()));  // m outlives the call
     }
+    // the layer by name (core/layer_attrs.h, the trace's attributes), from which the host rebuilds it
+    // whatever its kind; added later, like "state"
+    json attrs = json::object();
+    for (const LayerAttr& a : layer_attrs(L)) attrs[a.name] = a.value;
+    d["attrs"] = attrs;
     d["geometry"] = {{"conv_dim", L.conv_dim()}, {"out_dim", L.out_dim()}, {"h_shape", L.h_shape()},
                      {"inputs", inputs},         {"weights", weights},     {"state", state}};
     layers.push_back(std::move(d));

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "core/layer_attrs.h"
 #include "core/model.h"
 #include "core/state.h"
+#include "plugin/config_model.h"
 #include "plugin/ssmcheck_plugin.h"
 #include "reference/reference_backend.h"
 
@@ -66,38 +66,6 @@ int64_t elems(int rank, const int64_t* dims) {
   return n;
 }
 
-// The model of layer_descs: each layer from its kind and attributes, its weights by the names its
-// kind has (LayerSpec::weights), each of the shape given; a weight it does not know is refused.
-Model model_of_descs(const ssmp_config* c) {
-  if (c->struct_size < offsetof(ssmp_config, layer_descs) + sizeof c->layer_descs || !c->layer_descs)
-    throw std::invalid_argument("ssmp_config has no layer_descs (an ssmcheck from before SSMP_BY_NAME)");
-  Model m;
-  m.spec.name = c->model_name ? c->model_name : "";
-  for (int l = 0; l < c->n_layers; ++l) {
-    const ssmp_layer_desc& d = c->layer_descs[l];
-    const std::string at = "layer " + std::to_string(l);
-    std::vector<LayerAttr> attrs;
-    for (int i = 0; i < d.n_attrs; ++i) attrs.push_back({d.attrs[i].name, d.attrs[i].value});
-    const LayerSpec s = layer_from_attrs(d.kind, attrs, at);
-    LayerWeights w;
-    const std::vector<WeightField> fields = s.weights();
-    for (const WeightField& f : fields) {
-      const ssmp_array* a = named(d.weights, d.n_weights, f.name);
-      if (!a || !a->data) throw std::invalid_argument(at + ": weight " + f.name + " not given");
-      if (a->rank != int(f.shape.size()) || !std::equal(f.shape.begin(), f.shape.end(), a->dims))
-        throw std::invalid_argument(at + ": weight " + f.name + " of another shape");
-      (w.*f.member).assign(a->data, a->data + elems(a->rank, a->dims));
-    }
-    for (int i = 0; i < d.n_weights; ++i)
-      if (std::none_of(fields.begin(), fields.end(),
-                       [&](const WeightField& f) { return std::strcmp(f.name, d.weights[i].name) == 0; }))
-        throw std::invalid_argument(at + ": unknown weight '" + d.weights[i].name + "'");
-    m.spec.layers.push_back(s);
-    m.weights.push_back(std::move(w));
-  }
-  return m;
-}
-
 PoolConfig pool_of(const ssmp_config* c) {
   PoolConfig pool;
   pool.h_mode = c->h_mode == SSMP_H_F16 ? HMode::f16 : c->h_mode == SSMP_H_F16_POOL ? HMode::f16_pool : HMode::f32;
@@ -127,7 +95,7 @@ void destroy(void* p) { delete static_cast<Instance*>(p); }
 
 int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
   return guarded(err, [&] {
-    const Model m = model_of_descs(c);
+    const Model m = plugin::model_of_descs(c);  // through core's layer_from_attrs, weights by name
     self(p).backend.create_pool(m, pool_of(c));
     self(p).spec = m.spec;
   });
