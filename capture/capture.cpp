@@ -1177,9 +1177,15 @@ ssmc_status ssmc_add_layer_by_name(ssmc_trace* t, const char* kind, int n_attrs,
          fmt::format("{}: n_attrs {} outside 0..4096", at, n_attrs));
     need(n_attrs == 0 || (names && values), SSMC_ERR_ARGUMENT, at + ": names or values is null");
     std::vector<LayerAttr> attrs;
+    std::optional<std::string> printed;  // "name", as traces write it: checked against the layer's
     for (int i = 0; i < n_attrs; ++i) {
       need(names[i] && values[i], SSMC_ERR_ARGUMENT, fmt::format("{}: attribute {}: name or value is null", at, i));
       const std::string n = names[i];
+      if (n == "name") {
+        need(!printed, SSMC_ERR_ARGUMENT, at + ": 'name' is given twice");
+        printed = values[i];
+        continue;
+      }
       for (const char* layout : {"conv_window", "h_layout"})
         need(n != layout, SSMC_ERR_ARGUMENT,
              fmt::format("{}: '{}' is a layout the engine keeps its state in, not a layer attribute: declare it with "
@@ -1193,6 +1199,8 @@ ssmc_status ssmc_add_layer_by_name(ssmc_trace* t, const char* kind, int n_attrs,
     } catch (const std::invalid_argument& e) {
       throw Failure{SSMC_ERR_ARGUMENT, e.what()};
     }
+    need(!printed || *printed == s.name(), SSMC_ERR_ARGUMENT,
+         fmt::format("{}: name '{}' is not the layer the attributes describe, {}", at, printed.value_or(""), s.name()));
     check_reader_bounds(s, at);
     t->header.model.spec.layers.push_back(s);
     t->header.model.weights.emplace_back();  // each given by ssmc_set_layer_weight

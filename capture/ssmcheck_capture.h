@@ -207,8 +207,9 @@ SSMC_API int ssmc_state_field_shape(ssmc_trace* t, int layer, const char* field,
  * (docs/trace-format.md "Model"; core/layer_attrs.h): GDN nk, nv, kd, vd, output_gate; Mamba-2 nh,
  * hp, ns, ng, norm_before_gate, norm_groups, dt_min, dt_max ("inf": none); both d_conv, conv_bias
  * ("0" | "1"), eps, gates, f16_store, f16_rows; a GDN layer hosting a PLE carry all of ple_channels,
- * ple_ngram_size, ple_k_size, ple_dilation, ple_eos_id. Required: the shape parameters, d_conv,
- * conv_bias, eps; the rest default to the contract's. Integers in decimal, floats as decimal text
+ * ple_ngram_size, ple_k_size, ple_dilation, ple_eos_id; and, optional, name (the printed identity a
+ * trace writes, e.g. "gdn(nk=1,nv=2,kd=8,vd=12,d_conv=4)": it must be the layer's). Required: the
+ * shape parameters, d_conv, conv_bias, eps; the rest default to the contract's. Integers in decimal, floats as decimal text
  * (read as the nearest FP32). The numerics conventions given here are the same setting as
  * ssmc_set_layer_convention's (a later call replaces them); the layouts (conv_window, h_layout) are
  * not attributes and go through ssmc_set_layer_convention. An unknown, doubled, missing or malformed

@@ -2,7 +2,7 @@
 // name (ssmc_add_layer_by_name with the trace format's attributes, ssmc_set_layer_weight,
 // ssmc_op_input, ssmc_op_output) from a model mixing a GDN layer hosting a PLE carry with torch
 // gates, a Mamba-2 layer with norm_groups 1, dt limits and the norm before the gate, and a GDN
-// layer with a sigmoid gate equals, byte for byte and op for op, the same recording captured
+// layer with a sigmoid gate equals, object for object (h5diff) and op for op, the same recording captured
 // through the per-kind calls, synchronously and asynchronously, and replays; misspelt attribute,
 // weight, input and output names and wrong counts are refused naming them and change nothing; the
 // geometry query (ssmc_layer_fields, ssmc_layer_field) answers LayerSpec's shapes under the
@@ -11,8 +11,6 @@
 
 #include <cstring>
 #include <fmt/core.h>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include "capture/ssmcheck_capture.h"
@@ -221,11 +219,6 @@ ssmc_status capture(ssmc_trace* t, const ModelSpec& spec, const formats::TraceOp
 }
 #undef SSMC_TRY
 
-std::string bytes_of(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), {});
-}
-
 bool same_tensor(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.bytes()) == 0;
 }
@@ -330,7 +323,7 @@ TEST(CaptureByName, TheRecordingCoversWhatItClaims) {
   (void)refused;
 }
 
-TEST(CaptureByName, ATraceCapturedByNameEqualsThePerKindCaptureByteForByteAndReplays) {
+TEST(CaptureByName, ATraceCapturedByNameEqualsThePerKindCaptureObjectForObjectAndReplays) {
   TempDir d;
   const Recorded& r = recorded();
   const ModelSpec& spec = r.header.model.spec;
@@ -355,9 +348,18 @@ TEST(CaptureByName, ATraceCapturedByNameEqualsThePerKindCaptureByteForByteAndRep
     ASSERT_EQ(ssmc_close(t), SSMC_OK) << ssmc_last_error();
     expect_recording(r, formats::read_trace(d.file(w.file)));
   }
-  const std::string old = bytes_of(d.file("old.h5"));
-  ASSERT_FALSE(old.empty());
-  for (const Way& w : ways) EXPECT_TRUE(bytes_of(d.file(w.file)) == old) << w.file << " differs from old.h5";
+  // Object for object, attribute for attribute, dataset for dataset (h5diff, hdf5-tools). Not the
+  // bytes: two captures of the same content, by the same calls, do not always give the same bytes
+  // (found here: old.h5 and old_async.h5 differ in some runs, h5diff finding no difference).
+  if (sh("command -v h5diff").code != 0) {
+    std::printf("h5diff (hdf5-tools) not installed: the files are compared as read back only\n");
+  } else {
+    for (const Way& w : ways) {
+      const Shell diff = sh("h5diff " + q(d.file("old.h5")) + " " + q(d.file(w.file)) + " 2>&1 | head -40");
+      EXPECT_EQ(sh("h5diff -q " + q(d.file("old.h5")) + " " + q(d.file(w.file))).code, 0)
+          << w.file << " differs from old.h5: " << diff.out;
+    }
+  }
   expect_replays(d.file("by_name.h5"), r.ops.size());
   expect_replays(d.file("by_name_async.h5"), r.ops.size());
 }

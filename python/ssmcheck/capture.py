@@ -44,6 +44,20 @@ it to the contract's and the trace says which conv column was not kept:
         w.add_layer(...)
         w.set_layer_conventions(0, gates="torch", conv_window="d_conv-1", h_layout="nv,vd,kd")
 
+Layers by name (ABI minor 6): ``add_layer_by_name(kind, attrs, weights)`` adds a layer of any kind
+from the trace format's /model/layer<l> attributes (a dict: nk=2, eps=1e-6, gates="torch",
+ple_channels=8, ...) and its weights by name, and returns its index; ``geometry(layer)`` is the
+library's statement of its inputs, outputs, weights and state shapes (under its conventions), and
+``set_layer_weight`` gives or replaces one weight before the first op. With such a library
+``add_layer`` and ``add_mamba2_layer`` go through it too, and every shape this writer checks (weights,
+inputs, outputs, states) is the library's: ``op.inputs`` takes any layer's inputs by their names and
+hands each over by name. With an older library the per-kind calls and this package's shape formulas
+(bridge._geometry) remain, as the fallback:
+
+        l = w.add_layer_by_name("mamba2", dict(nh=8, hp=16, ns=32, ng=2, d_conv=4, conv_bias=1, eps=1e-5,
+                                               norm_groups=1, dt_min=0.001, dt_max=0.1),
+                                dict(conv_w=..., conv_bias=..., A_log=..., dt_bias=..., D=..., norm_w=...))
+
 An exception inside ``with w.op(...)`` drops that op; one inside ``with TraceWriter(...)``
 abandons the capture (PATH.partial/ stays, as after a crash).
 """
@@ -118,6 +132,13 @@ def _load(path):
         # ABI minor 4: a layer's conventions by name, and the shape a state field is read in
         "ssmc_set_layer_convention": ([P, I, C, C], I),
         "ssmc_state_field_shape": ([P, I, C, ctypes.POINTER(ctypes.c_int64)], I),
+        # ABI minor 6: everything by name, and the layer's geometry from the library
+        "ssmc_add_layer_by_name": ([P, C, I, ctypes.POINTER(C), ctypes.POINTER(C), ctypes.POINTER(I)], I),
+        "ssmc_set_layer_weight": ([P, I, C, fp, ctypes.c_int64], I),
+        "ssmc_op_input": ([P, I, I, C, I, P, I], I),
+        "ssmc_op_output": ([P, I, I, C, fp, I], I),
+        "ssmc_layer_fields": ([P, I, C], I),
+        "ssmc_layer_field": ([P, I, C, I, ctypes.POINTER(C), ctypes.POINTER(I), ctypes.POINTER(ctypes.c_int64)], I),
     }
     for name, (args, res) in sig.items():
         f = getattr(lib, name)
@@ -159,6 +180,33 @@ def _token_ids(x, shape, what):
     return np.ascontiguousarray(a.astype(np.int32))
 
 
+def _attr_text(v):
+    """An attribute's value as the library reads it (core/layer_attrs.h): integers in decimal, bools
+    as 1 / 0, floats as the shortest text of their FP32 value ("inf" for an unbounded dt_max), text as is."""
+    if isinstance(v, (bool, np.bool_)):
+        return "1" if v else "0"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return str(np.float32(v))
+    if isinstance(v, bytes):
+        return v.decode()
+    return str(v)
+
+
+def _finite(a, what):
+    bad = np.flatnonzero(~np.isfinite(a))
+    if bad.size:
+        raise ValueError("%s: non-finite value %r at %s" % (what, float(a.flat[bad[0]]), np.unravel_index(bad[0], a.shape)))
+    return a
+
+
+# The labels the per-kind methods name their fields' widths by in messages (a layer added by name
+# names them by their sizes).
+_LABELS = {"gdn": dict(x="conv_dim", a="nv", b="nv", z="nv*vd", ple_x="C", out="nv*vd", ple_out="C"),
+           "mamba2": dict(xBC="conv_dim", dt="nh", z="nh*hp", ple_x="C", out="nh*hp", ple_out="C")}
+
+
 def _rows_of(op_text):
     name, *args = op_text.split("@")[0].split()
     return {"prefill": int(args[0]) if args else 0, "decode": 1, "verify": int(args[0]) if args else 0}.get(name, 0)
@@ -179,15 +227,21 @@ class _Op:
             raise ValueError("layer %d: the trace has %d layers" % (layer, len(self.w.layers)))
         return self.w.layers[layer]
 
-    def inputs(self, entry, layer, x=None, a=None, b=None, z=None, xBC=None, dt=None, ple_tokens=None, ple_x=None):
+    def inputs(self, entry, layer, x=None, a=None, b=None, z=None, xBC=None, dt=None, ple_tokens=None, ple_x=None,
+               **named):
         """The inputs of one entry and layer, by the layer's names: a GDN layer x, a, b, z; a
         Mamba-2 layer xBC, dt, z (rows of the op's tokens, see TraceWriter.add_*layer); a layer
         hosting a PLE carry (TraceWriter.set_layer_ple) also ple_tokens [rows] (token ids: any
         integers, or floats holding integers, in 0..2^24-1; [rows][1] as traces store them is
-        accepted) and ple_x [rows][C]."""
+        accepted) and ple_x [rows][C]. With a library of ABI minor >= 6 the names and widths are the
+        library's (TraceWriter.geometry), any layer kind's inputs come by their names (``**named``)
+        and each is handed over by name (ssmc_op_input)."""
         L, r, where = self._layer(layer), self.rows, self._where(entry, layer)
-        given = dict(x=x, a=a, b=b, z=z, xBC=xBC, dt=dt, ple_tokens=ple_tokens, ple_x=ple_x)
-        names = [n for n, _ in L["inputs"]] + (["ple_tokens", "ple_x"] if L["ple"] else [])
+        given = dict(x=x, a=a, b=b, z=z, xBC=xBC, dt=dt, ple_tokens=ple_tokens, ple_x=ple_x, **named)
+        if self.w.by_name:
+            names = [n for n, _ in L["inputs"]]
+        else:
+            names = [n for n, _ in L["inputs"]] + (["ple_tokens", "ple_x"] if L["ple"] else [])
         extra = [n for n, v in given.items() if v is not None and n not in names]
         missing = [n for n in names if given[n] is None]
         if extra or missing:
@@ -197,6 +251,17 @@ class _Op:
                 "; ".join(filter(None, ["%s given%s" % (", ".join(extra), ": the layer hosts no PLE carry" if hosts_none else "")
                                         if extra else "",
                                         "%s missing" % ", ".join(missing) if missing else ""]))))
+        if self.w.by_name:
+            for n, (width, label) in L["inputs"]:
+                if n == "ple_tokens":  # token ids: [rows] or [rows][1] as traces store them, handed over as int32
+                    t = _numpy(given[n])
+                    t = t.reshape(r) if t.shape in ((r, 1), ()) and t.size == r else t
+                    a, dtype = _token_ids(t, (r,), "%s: ple_tokens [rows]" % where), SSMC_I32
+                else:
+                    a, dtype = self._f32(given[n], (r, width), "%s: %s [rows][%s]" % (where, n, label)), SSMC_F32
+                self.w._check(self.w.lib.ssmc_op_input(self.w.t, entry, layer, n.encode(), dtype,
+                                                       a.ctypes.data_as(ctypes.c_void_p), SSMC_HOST))
+            return
         arrs = {n: self._f32(given[n], (r, width), "%s: %s [rows][%s]" % (where, n, label))
                 for n, (width, label) in L["inputs"]}
         fp = ctypes.POINTER(ctypes.c_float)
@@ -225,6 +290,11 @@ class _Op:
         if not L["ple"] and ple_out is not None:
             raise ValueError("%s: ple_out given, but the %s layer hosts no PLE carry" % (where, L["kind"]))
         fp = ctypes.POINTER(ctypes.c_float)
+        if self.w.by_name:  # by the library's names and widths (ABI minor 6)
+            for n, (width, label) in L["outputs"]:
+                a = self._f32(out if n == "out" else ple_out, (self.rows, width), "%s: %s [rows][%s]" % (where, n, label))
+                self.w._check(self.w.lib.ssmc_op_output(self.w.t, entry, layer, n.encode(), a.ctypes.data_as(fp), SSMC_HOST))
+            return
         o = self._f32(out, (self.rows, L["out_dim"]), where + ": out [rows][%s]" % L["out_label"])
         p = None if ple_out is None else self._f32(ple_out, (self.rows, L["ple"]["channels"]), where + ": ple_out [rows][C]")
         self.w._check(self.w.lib.ssmc_op_outputs(self.w.t, entry, layer, o.ctypes.data_as(fp), SSMC_HOST))
@@ -253,33 +323,43 @@ class _Op:
                 continue
             L = w.layers[l]
             at = "op %d '%s' seq %d layer %d" % (w.ops, self.text, seq, l)
-            unknown = [k for k in fields if k not in STATE_FIELDS + PLE_STATE_FIELDS]
+            # the fields: the library's names (ABI minor 6; an indexed one, *_intermediate or *_snapshot,
+            # taken as a list under its plural), else this module's
+            known = ([n + "s" if n.endswith(("_intermediate", "_snapshot")) else n for n in L["state"]]
+                     if w.by_name else list(STATE_FIELDS))
+            known += [k for k in PLE_STATE_FIELDS if k not in known]
+            unknown = [k for k in fields if k not in known]
             if unknown:
                 raise ValueError("%s: unknown state field %s (known: %s)" % (at, ", ".join(map(repr, unknown)),
-                                                                           ", ".join(STATE_FIELDS + PLE_STATE_FIELDS)))
+                                                                           ", ".join(known)))
             ple_given = [k for k in PLE_STATE_FIELDS if fields.get(k) is not None]
             if ple_given and not L["ple"]:
                 raise ValueError("%s %s: the %s layer hosts no PLE carry" % (at, ple_given[0], L["kind"]))
             # the engine's layout where the layer declares one (set_layer_conventions), else the contract's
-            shapes = dict(h=L.get("h_engine_shape", L["h_shape"]), conv=L.get("conv_engine_shape", (L["conv_dim"], L["d_conv"])))
-            if L["ple"]:
-                shapes.update(_ple_shapes(L["ple"]))
-            for name in STATE_FIELDS + PLE_STATE_FIELDS:
+            if w.by_name:  # the library's shapes under the layer's conventions (ABI minor 6)
+                shapes = None
+            else:  # a library older than minor 6: the shapes from this module's formulas (bridge._geometry)
+                shapes = dict(h=L.get("h_engine_shape", L["h_shape"]),
+                              conv=L.get("conv_engine_shape", (L["conv_dim"], L["d_conv"])))
+                if L["ple"]:
+                    shapes.update(_ple_shapes(L["ple"]))
+            for name in known:
                 if fields.get(name) is None:
                     continue
                 many = name.endswith(("intermediates", "snapshots"))
                 values = fields[name] if many else [fields[name]]
                 field = name[:-1] if many else name  # the C ABI's field: h_intermediate, ple_conv_snapshot, ...
-                kind = next(k for k in ("ple_history", "ple_conv", "h", "conv") if name.startswith(k))
+                kind = next((k for k in ("ple_history", "ple_conv", "h", "conv") if name.startswith(k)), name)
+                shape = L["state"][field] if shapes is None else shapes[kind]
                 for t, v in enumerate(values):
                     what = "%s %s%s" % (at, field, " %d" % t if many else "")
                     if kind == "ple_history":  # token ids, handed over as int32
-                        a, dtype = _token_ids(v, shapes[kind], what), SSMC_I32
+                        a, dtype = _token_ids(v, shape, what), SSMC_I32
                     else:
                         a = _numpy(v)
                         f16 = kind == "h" and a.dtype == np.float16
                         a = a if f16 else a.astype(np.float32)
-                        a, dtype = _shaped(a, shapes[kind], what), SSMC_F16 if f16 else SSMC_F32
+                        a, dtype = _shaped(a, shape, what), SSMC_F16 if f16 else SSMC_F32
                     w._check(w.lib.ssmc_state_tensor(w.t, seq, l, field.encode(), t, dtype,
                                                      np.ascontiguousarray(a).ctypes.data_as(ctypes.c_void_p), SSMC_HOST))
         if prefill_stage is not None:
@@ -303,6 +383,8 @@ class TraceWriter:
         self.lib = _load(_find_library(lib))
         # the library's ABI minor (0: a library from before ssmc_abi_minor)
         self.minor = self.lib.ssmc_abi_minor() if hasattr(self.lib, "ssmc_abi_minor") else 0
+        # ABI minor 6: layers, weights, inputs and outputs by name, and the geometry from the library
+        self.by_name = self.minor >= 6 and hasattr(self.lib, "ssmc_add_layer_by_name")
         self.t = ctypes.c_void_p()
         self.layers, self.ops = [], 0
         self._check(self.lib.ssmc_open(path.encode(), producer.encode(), backend.encode(),
@@ -320,11 +402,116 @@ class TraceWriter:
             caps = (ctypes.c_int * max_slots)(*h_capacity)
         self._check(self.lib.ssmc_set_pool(self.t, max_slots, caps, conv_capacity, snapshot_slots))
 
+    def geometry(self, layer):
+        """Layer `layer`'s fields as the library states them (ABI minor 6; ssmc_layer_field): a dict of
+        "inputs" and "outputs" ([(name, width per token)]), "weights" ([(name, shape)]) and "state"
+        ({field: shape} as op.state takes it, under the layer's conventions; an indexed field, one per
+        t, under its singular name: h_intermediate, ple_conv_snapshot)."""
+        if not self.by_name:
+            raise CaptureError("the capture library %s predates the geometry query (ABI minor %d; ssmc_layer_field "
+                               "needs 6); rebuild libssmcheck_capture" % (self.lib._name, self.minor))
+        g = {}
+        for group in ("inputs", "weights", "outputs", "state"):
+            n = self.lib.ssmc_layer_fields(self.t, int(layer), group.encode())
+            if n < 0:
+                raise CaptureError(self.lib.ssmc_last_error().decode())
+            fields = []
+            for i in range(n):
+                name, rank, dims = ctypes.c_char_p(), ctypes.c_int(), (ctypes.c_int64 * 4)()
+                self._check(self.lib.ssmc_layer_field(self.t, int(layer), group.encode(), i, ctypes.byref(name),
+                                                      ctypes.byref(rank), dims))
+                fields.append((name.value.decode(), tuple(dims[:rank.value])))
+            g[group] = dict(fields) if group == "state" else (
+                fields if group == "weights" else [(k, v[0]) for k, v in fields])
+        return g
+
+    def _describe(self, layer):
+        """Layer `layer`'s record here from the library's geometry (ABI minor 6): its inputs and
+        outputs by name with their widths and the labels messages use, its state shapes."""
+        L = self.layers[layer]
+        g = self.geometry(layer)
+        labels = _LABELS.get(L["kind"], {}) if L.get("per_kind") else {}
+        L["inputs"] = [(n, (w, labels.get(n, str(w)))) for n, w in g["inputs"]]
+        L["outputs"] = [(n, (w, labels.get(n, str(w)))) for n, w in g["outputs"]]
+        L["out_dim"] = dict(g["outputs"])["out"]
+        L["weights"], L["state"] = g["weights"], g["state"]
+        L["h_shape"] = g["state"].get("h")
+
+    def add_layer_by_name(self, kind, attrs, weights, labels=None):
+        """A layer of any kind by the trace format's /model/layer<l> attributes (ABI minor 6;
+        docs/trace-format.md "Model"): ``attrs`` maps each name to its value (ints, floats, bools or
+        text: GDN nk, nv, kd, vd, output_gate; Mamba-2 nh, hp, ns, ng, norm_before_gate, norm_groups,
+        dt_min, dt_max; both d_conv, conv_bias (0 / 1), eps, gates, f16_store, f16_rows; a GDN layer
+        hosting a PLE carry ple_channels, ple_ngram_size, ple_k_size, ple_dilation, ple_eos_id), and
+        ``weights`` each weight by its name (conv_w, conv_bias, A_log, dt_bias, D, norm_w, ple_w: the
+        library lists the layer's, with their shapes, in geometry(layer)["weights"]). The library
+        checks the attributes (an unknown, missing or malformed one raises CaptureError naming it;
+        nothing is added). The weights are then checked here (names, shapes, finite: ValueError)
+        and handed over one by one; a weight refused leaves the layer added without it, and the
+        first op is refused naming it until set_layer_weight gives it. Returns the layer's index.
+        Inputs, outputs and state shapes then come from the library: nothing here knows the kind."""
+        if not self.by_name:
+            raise CaptureError("the capture library %s predates layers by name (ABI minor %d; ssmc_add_layer_by_name "
+                               "needs 6); rebuild libssmcheck_capture, or use add_layer / add_mamba2_layer"
+                               % (self.lib._name, self.minor))
+        items = [(str(k), _attr_text(v)) for k, v in attrs.items() if k != "kind"]
+        names = (ctypes.c_char_p * max(len(items), 1))(*[k.encode() for k, _ in items])
+        values = (ctypes.c_char_p * max(len(items), 1))(*[v.encode() for _, v in items])
+        index = ctypes.c_int(-1)
+        self._check(self.lib.ssmc_add_layer_by_name(self.t, str(kind).encode(), len(items), names, values,
+                                                    ctypes.byref(index)))
+        l = index.value
+        a = dict(items)
+        ple = None
+        if "ple_channels" in a:
+            ple = dict(channels=int(a["ple_channels"]), ngram_size=int(a["ple_ngram_size"]), k_size=int(a["ple_k_size"]),
+                       dilation=int(a["ple_dilation"]), eos_id=int(a["ple_eos_id"]))
+        self.layers.append(dict(kind=str(kind), ple=ple, per_kind=labels is not None, weight_labels=labels or {}))
+        self._describe(l)
+        where = "layer %d" % l
+        wanted = [n for n, _ in self.layers[l]["weights"]]
+        extra = [n for n in weights if weights[n] is not None and n not in wanted]
+        missing = [n for n in wanted if weights.get(n) is None]
+        if extra or missing:
+            raise ValueError("%s: a %s layer with these attributes takes the weights %s (%s); the layer is added "
+                             "without them (set_layer_weight)" % (
+                                 where, kind, ", ".join(wanted), "; ".join(filter(None, [
+                                     "%s given" % ", ".join(extra) if extra else "",
+                                     "%s missing" % ", ".join(missing) if missing else ""]))))
+        for n, _ in self.layers[l]["weights"]:
+            self.set_layer_weight(l, n, weights[n])
+        return l
+
+    def set_layer_weight(self, layer, name, value):
+        """Weight `name` of layer `layer` (ABI minor 6; before the first op): its shape is the
+        library's (geometry(layer)["weights"]), its values finite; a later call replaces it."""
+        L = self.layers[layer]
+        shapes = dict(L["weights"])
+        where = "layer %d %s%s" % (layer, name, L.get("weight_labels", {}).get(name, ""))
+        if name not in shapes:  # the library's refusal names the layer's weights
+            a = np.zeros(0, np.float32)
+        else:
+            a = _finite(_shaped(_numpy(value, np.float32), shapes[name], where), where)
+        a = np.ascontiguousarray(a)
+        self._check(self.lib.ssmc_set_layer_weight(self.t, int(layer), name.encode(),
+                                                   a.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), a.size))
+
     def add_layer(self, nk, nv, kd, vd, d_conv, conv_w, A_log, dt_bias, norm_w, conv_bias=None, eps=1e-6,
                   output_gate="silu"):
         """A GDN layer: conv_w [conv_dim][d_conv] (conv_dim = 2*nk*kd + nv*vd), conv_bias [conv_dim]
         (optional), A_log [nv], dt_bias [nv], norm_w [vd]. Its inputs: x, a, b, z (and ple_tokens,
-        ple_x once set_layer_ple declared it hosting a PLE carry)."""
+        ple_x once set_layer_ple declared it hosting a PLE carry). With a library of ABI minor >= 6
+        this is add_layer_by_name("gdn", ...); older libraries take ssmc_add_layer, with the shapes
+        from this module's formulas (bridge._geometry)."""
+        if output_gate not in ("silu", "sigmoid"):
+            raise ValueError("layer %d output_gate '%s': expected silu or sigmoid" % (len(self.layers), output_gate))
+        if self.by_name:
+            attrs = dict(nk=nk, nv=nv, kd=kd, vd=vd, d_conv=d_conv, conv_bias=conv_bias is not None, eps=eps)
+            if output_gate != "silu":
+                attrs["output_gate"] = output_gate
+            self.add_layer_by_name("gdn", attrs, dict(conv_w=conv_w, conv_bias=conv_bias, A_log=A_log, dt_bias=dt_bias,
+                                                      norm_w=norm_w), labels={})
+            return
         # the sizes as the bridge derives them for a layer without ssmcheck's geometry: one place
         conv_dim, _, out_dim, h_shape, _ = _geometry(dict(kind="gdn", nk=nk, nv=nv, kd=kd, vd=vd, d_conv=d_conv))
         fp = ctypes.POINTER(ctypes.c_float)
@@ -335,8 +522,6 @@ class TraceWriter:
 
         arrs = [f32(conv_w, (conv_dim, d_conv), "conv_w"), None if conv_bias is None else f32(conv_bias, (conv_dim,), "conv_bias"),
                 f32(A_log, (nv,), "A_log"), f32(dt_bias, (nv,), "dt_bias"), f32(norm_w, (vd,), "norm_w")]
-        if output_gate not in ("silu", "sigmoid"):
-            raise ValueError("%s output_gate '%s': expected silu or sigmoid" % (where, output_gate))
         desc = _LayerDesc(nk, nv, kd, vd, d_conv, int(conv_bias is not None), int(output_gate == "sigmoid"), eps)
         self._check(self.lib.ssmc_add_layer(self.t, ctypes.byref(desc), *[None if a is None else a.ctypes.data_as(fp) for a in arrs]))
         self.layers.append(dict(kind="gdn", nk=nk, nv=nv, kd=kd, vd=vd, d_conv=d_conv, conv_dim=conv_dim,
@@ -362,6 +547,15 @@ class TraceWriter:
                 raise ValueError("%s %s is %r: expected an integer >= 1" % (where, name, v))
         if nh % ng:
             raise ValueError("%s: nh %d is not a multiple of ng %d (head h reads group h / (nh/ng))" % (where, nh, ng))
+        if self.by_name:  # ABI minor 6: by name, the shapes from the library
+            attrs = dict(nh=nh, hp=hp, ns=ns, ng=ng, d_conv=d_conv, conv_bias=conv_bias is not None, eps=eps,
+                         norm_before_gate=bool(norm_before_gate), dt_min=dt_min,
+                         dt_max=math.inf if float(dt_max) == 0 else dt_max)  # 0 means none, as in the C desc
+            self.add_layer_by_name("mamba2", attrs, dict(conv_w=conv_w, conv_bias=conv_bias, A_log=A_log, dt_bias=dt_bias,
+                                                         D=D, norm_w=norm_w),
+                                   labels=dict(conv_w=" [conv_dim][d_conv]", conv_bias=" [conv_dim]", A_log=" [nh]",
+                                               dt_bias=" [nh]", D=" [nh]", norm_w=" [nh*hp]"))
+            return
         conv_dim, _, out_dim, h_shape, _ = _geometry(dict(kind="mamba2", nh=nh, hp=hp, ns=ns, ng=ng, d_conv=d_conv))
         fp = ctypes.POINTER(ctypes.c_float)
 
@@ -417,6 +611,8 @@ class TraceWriter:
         self._check(self.lib.ssmc_set_layer_ple(self.t, int(layer), ctypes.byref(desc),
                                                 w.ctypes.data_as(ctypes.POINTER(ctypes.c_float))))
         L["ple"] = dict(channels=channels, ngram_size=ngram_size, k_size=k_size, dilation=dilation, eos_id=eos_id)
+        if self.by_name:
+            self._describe(int(layer))
 
     def set_layer_conventions(self, layer, **conventions):
         """The conventions of layer `layer` (already added; before the first op; ABI minor 4), by
@@ -435,6 +631,9 @@ class TraceWriter:
         for name, value in conventions.items():
             self._check(self.lib.ssmc_set_layer_convention(self.t, int(layer), name.encode(), str(value).encode()))
         L = self.layers[layer]
+        if self.by_name:  # the state shapes under the conventions, from the library
+            self._describe(int(layer))
+            return
         for key, field in (("h_engine_shape", b"h"), ("conv_engine_shape", b"conv")):
             dims = (ctypes.c_int64 * 4)()
             n = self.lib.ssmc_state_field_shape(self.t, int(layer), field, dims)

@@ -158,6 +158,17 @@ def add_layers(w, model):
                             A["ple_eos_id"], ple_w=g["ple_w"][()])
 
 
+def add_layers_by_name(w, model):
+    """Every layer of /model through add_layer_by_name (ABI minor 6): its attributes and weights as
+    the file holds them, by their names; nothing here knows a layer kind."""
+    for l in range(int(model.attrs["layers"])):
+        g = model["layer%d" % l]
+        attrs = {k: (text(v) if isinstance(v, (bytes, str)) else v.item() if hasattr(v, "item") else v)
+                 for k, v in g.attrs.items() if k != "kind"}
+        got = w.add_layer_by_name(text(g.attrs["kind"]), attrs, {k: v[()] for k, v in g.items()})
+        check(got == l, "add_layer_by_name returns the layer's index (%r for %d)" % (got, l))
+
+
 def by_index(group, prefix):
     return sorted(((int(k[len(prefix):]), v) for k, v in group.items()), key=lambda kv: kv[0])
 
@@ -186,18 +197,22 @@ def in_engine_layout(name, v, conventions):
     return v
 
 
-def rewrite(src, dst, int_ids=False, conventions=None):
+def rewrite(src, dst, int_ids=False, conventions=None, by_name=False, per_kind_abi=False):
     """src (a trace) written again through TraceWriter as dst; int_ids: see as_engine_ids;
     conventions: declared on every layer (set_layer_conventions), the states handed over in the
-    engine's layout they name (in_engine_layout)."""
+    engine's layout they name (in_engine_layout); by_name: the layers through add_layer_by_name;
+    per_kind_abi: the writer as with a library older than ABI minor 6 (the per-kind calls and this
+    package's shape formulas)."""
     conventions = conventions or {}
     with h5py.File(src, "r") as f:
         model, pool = f["model"], f["pool"].attrs
         with ssmcheck.TraceWriter(dst, producer="test_capture.py", backend="rewritten", h_mode=text(f.attrs["h_mode"]),
                                   model_name=text(model.attrs["name"])) as w:
+            if per_kind_abi:
+                w.by_name = False
             w.set_pool(max_slots=int(pool["max_slots"]), conv_capacity=int(pool["conv_capacity"]),
                        snapshot_slots=int(pool["snapshot_slots"]), h_capacity=[int(c) for c in pool["h_capacity"]])
-            add_layers(w, model)
+            (add_layers_by_name if by_name else add_layers)(w, model)
             L = int(model.attrs["layers"])
             for l in range(L) if conventions else ():
                 w.set_layer_conventions(l, **conventions)
@@ -365,7 +380,7 @@ def test_misuse(tmp):
     expect_error(ValueError, "layer 0 hp is 0: expected an integer >= 1", add(hp=0), "a zero head dim is refused")
     expect_error(ssmcheck.CaptureError, "dt limits must satisfy 0 <= dt_min < dt_max", add(dt_min=0.5, dt_max=0.1),
                  "dt_min above dt_max is the library's refusal")
-    expect_error(ssmcheck.CaptureError, "eps must be finite and > 0", add(eps=0.0), "eps 0 is the library's refusal")
+    expect_error(ssmcheck.CaptureError, "eps: '0.0' must be finite and > 0", add(eps=0.0), "eps 0 is the library's refusal")
     expect_error(ssmcheck.CaptureError, "hp and ns must be <= 256",
                  add(ns=300, conv_w=np.zeros((24 + 1200, 4))), "the reader's bounds are the writer's")
 
@@ -650,6 +665,101 @@ def test_recordings_round_trip(tmp):
         diff = differences(src, dst)
         check(not diff, "%s: model, pool, inputs, outputs, refusals and states round-trip exactly%s" % (
             name, "" if not diff else ": " + "; ".join(diff[:5])))
+
+
+@case
+def test_by_name(tmp):
+    """ABI minor 6: recordings written again with every layer added by name (add_layer_by_name, the
+    file's attributes and weights as they are) replay bit for bit and round-trip exactly, as with
+    the per-kind calls forced (a library older than minor 6: ssmc_add_layer, this package's shape
+    formulas); geometry() is the library's answer; misspelt attribute, weight, input and output names
+    are refused naming them."""
+    for name, args, *opts in [r for r in RECORDINGS if r[0] in ("hybrid_f32", "ple_odd_f16pool_batched",
+                                                                "ple_tiny_f32_every_op")]:
+        src = os.path.join(tmp, name + ".h5")
+        rec = subprocess.run([ssmcheck_exe(), "record", "-o", src] + args, capture_output=True, text=True)
+        if rec.returncode != 0:
+            check(False, "%s: ssmcheck record failed (rc %d): %s" % (name, rec.returncode, rec.stderr[-1500:]))
+            continue
+        for how, kw in (("by name", dict(by_name=True)), ("per-kind ABI", dict(per_kind_abi=True))):
+            dst = os.path.join(tmp, "%s_%s.h5" % (name, how.replace(" ", "_")))
+            try:
+                rewrite(src, dst, by_name=kw.get("by_name", False), per_kind_abi=kw.get("per_kind_abi", False),
+                        **(opts[0] if opts else {}))
+            except Exception as e:  # noqa: BLE001
+                check(False, "%s %s: rewriting raised %s: %s" % (name, how, type(e).__name__, e))
+                continue
+            r = replay(dst, "--bitwise")
+            check(r.returncode == 0 and "AGREE" in r.stdout, "%s %s: replays bit for bit (rc %d): %s" % (
+                name, how, r.returncode, r.stdout.strip().splitlines()[-1:]))
+            diff = differences(src, dst)
+            check(not diff, "%s %s: round-trips exactly%s" % (name, how, "" if not diff else ": " + "; ".join(diff[:5])))
+
+    w = ssmcheck.TraceWriter(os.path.join(tmp, "by_name_misuse.h5"), producer="test", backend="test")
+    try:
+        check(w.by_name, "this tree's library is ABI minor >= 6 (%d)" % w.minor)
+        w.set_pool(max_slots=2, conv_capacity=4)
+        rng = np.random.default_rng(9)
+        mamba = dict(nh=4, hp=6, ns=10, ng=2, d_conv=4, conv_bias=1, eps=1e-5, norm_groups=1, dt_min=0.01, dt_max=0.5)
+        weights = dict(conv_w=rng.uniform(-0.5, 0.5, (64, 4)), conv_bias=np.zeros(64), A_log=np.zeros(4),
+                       dt_bias=np.zeros(4), D=np.ones(4), norm_w=np.ones(24))
+        expect_error(ssmcheck.CaptureError, "'nhh' is not an attribute of a mamba2 layer",
+                     lambda: w.add_layer_by_name("mamba2", dict(mamba, nhh=4), weights), "a misspelt attribute")
+        expect_error(ssmcheck.CaptureError, "'eps' is required for a mamba2 layer",
+                     lambda: w.add_layer_by_name("mamba2", {k: v for k, v in mamba.items() if k != "eps"}, weights),
+                     "a missing attribute")
+        expect_error(ssmcheck.CaptureError, "name 'mamba2(nh=5)' is not the layer the attributes describe",
+                     lambda: w.add_layer_by_name("mamba2", dict(mamba, name="mamba2(nh=5)"), weights),
+                     "a printed name that is not the layer's")
+        check(len(w.layers) == 0, "refused attributes add no layer")
+        check(w.add_layer_by_name("mamba2", mamba, weights) == 0, "a Mamba-2 layer by name")
+        g = w.geometry(0)
+        check(g["inputs"] == [("xBC", 64), ("dt", 4), ("z", 24)] and g["outputs"] == [("out", 24)] and
+              g["weights"] == [("conv_w", (64, 4)), ("conv_bias", (64,)), ("A_log", (4,)), ("dt_bias", (4,)), ("D", (4,)),
+                               ("norm_w", (24,))] and g["state"]["h"] == (4, 6, 10) and g["state"]["conv_intermediate"] == (64, 4),
+              "geometry() is the library's: %s" % g)
+        expect_error(CaptureErrorOrValue, "'d' is not a weight of the mamba2 layer",
+                     lambda: w.set_layer_weight(0, "d", np.ones(4)), "a misspelt weight name lists the layer's")
+        expect_error(ValueError, "layer 0 D has shape (3,), expected (4,)", lambda: w.set_layer_weight(0, "D", np.ones(3)),
+                     "a weight of the wrong shape")
+        expect_error(ValueError, "layer 1: a gdn layer with these attributes takes the weights conv_w, A_log, dt_bias, "
+                     "norm_w (D given; norm_w missing)",
+                     lambda: w.add_layer_by_name("gdn", dict(nk=1, nv=2, kd=8, vd=12, d_conv=4, conv_bias=0, eps=1e-6),
+                                                 dict(conv_w=np.zeros((40, 4)), A_log=np.zeros(2), dt_bias=np.zeros(2),
+                                                      D=np.ones(12))), "a weight of another kind, one missing")
+        expect_error(ssmcheck.CaptureError, "layer 1 (gdn(nk=1,nv=2,kd=8,vd=12,d_conv=4)) weight conv_w [40][4] not set",
+                     lambda: w.op("alloc"), "the first op names a weight never given")
+        w.set_layer_weight(1, "conv_w", np.zeros((40, 4)))
+        w.set_layer_weight(1, "A_log", np.zeros(2))
+        w.set_layer_weight(1, "dt_bias", np.zeros(2))
+        w.set_layer_weight(1, "norm_w", np.ones(12))
+        with w.op("alloc"):
+            pass
+        def misspelt_input():
+            with w.op("decode") as op:  # the exception drops the op
+                op.inputs(0, 0, xbc=np.zeros((1, 64)), dt=np.zeros((1, 4)), z=np.zeros((1, 24)))
+
+        def misspelt_output():
+            with w.op("decode") as op:
+                op.outputs(0, 0, out=np.zeros((1, 24)), ple_out=np.zeros((1, 3)))
+
+        expect_error(ValueError, "layer 0: a mamba2 layer takes the inputs xBC, dt, z (xbc given; xBC missing)",
+                     misspelt_input, "a misspelt input name")
+        expect_error(ValueError, "ple_out given, but the mamba2 layer hosts no PLE carry", misspelt_output,
+                     "an output the layer does not have")
+        op = w.op("decode")
+        op.inputs(0, 0, xBC=np.zeros((1, 64)), dt=np.zeros((1, 4)), z=np.zeros((1, 24)))
+        op.inputs(0, 1, x=np.zeros((1, 40)), a=np.zeros((1, 2)), b=np.zeros((1, 2)), z=np.zeros((1, 24)))
+        op.outputs(0, 0, out=np.zeros((1, 24)))
+        op.outputs(0, 1, out=np.zeros((1, 24)))
+        op.state(0, 0, [dict(h=np.zeros((4, 6, 10)), conv=np.zeros((64, 4))), None])
+        op.__exit__(None, None, None)
+        check(w.lib.ssmc_op_count(w.t) == 2, "ops by name are written (%d)" % w.lib.ssmc_op_count(w.t))
+    finally:
+        w.abandon()
+
+
+CaptureErrorOrValue = (ssmcheck.CaptureError, ValueError)
 
 
 @case
