@@ -412,7 +412,8 @@ void TraceWriter::close() {
     // the merge adds count_ groups to one file: a bounded metadata cache keeps its memory flat
     // (HDF5's adaptive cache grew with them to its 32 MiB cap: 60 MiB at the peak at 2,004 ops, 79
     // at 10,008; with this one 48 and 50; docs/trace-format.md "Scaling",
-    // TraceBounded.RecordMemoryDoesNotGrowWithTheTrace)
+    // TraceBounded.RecordMemoryDoesNotGrowWithTheTrace), as does h5::create_file's file without
+    // free-space tracking
     h5::bound_metadata_cache(f, size_t(1) << 20);
     h5::Handle ops = h5::create_group(f, "ops");
     for (int i = 0; i < count_; ++i) {
