@@ -276,7 +276,7 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
     const LayerWeights& W = m.weights[l];
     // the kind's shape parameters by the names files give them (LayerSpec::shape_params), then
     // what only one kind has
-    json d = {{"kind", L.kind == LayerKind::mamba2 ? "mamba2" : "gdn"}};
+    json d = {{"kind", to_string(L.kind)}};
     for (const ShapeParam& p : L.shape_params()) d[p.name] = L.*p.member;
     if (L.kind == LayerKind::mamba2) {  // JSON has no infinity: an unbounded dt_max travels as null
       d["norm_before_gate"] = L.norm_before_gate;

@@ -124,9 +124,10 @@ void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
     if (s.ple.hosted() && !lib_->ple())
       throw std::invalid_argument(label_ + ": layer " + std::to_string(l) + " is " + s.name() +
                                   "; it hosts a PLE carry, which the plug-in does not run (it does not declare SSMP_PLE)");
-    if (s.kind == LayerKind::mamba2 && !lib_->mamba2())
+    if (!lib_->runs(s.kind))
       throw std::invalid_argument(label_ + ": layer " + std::to_string(l) + " is " + s.name() +
-                                  "; the plug-in runs GDN layers only (it does not declare SSMP_MAMBA2)");
+                                  "; the plug-in does not run " + to_string(s.kind) + " layers (it does not declare " +
+                                  PluginLibrary::kind_flag(s.kind) + ")");
   }
   const PluginConfig c(model, pool);
   has_pool_ = false;

@@ -107,10 +107,34 @@ const ssmp_capabilities* declared_capabilities(const ssmp_plugin& t) {
   return covers(t.struct_size, offsetof(ssmp_plugin, capabilities), sizeof t.capabilities) ? t.capabilities : nullptr;
 }
 
+namespace {
+// The layer kinds a plug-in may run and the flag that declares each (0: every plug-in runs it); a
+// kind core adds is one row here and one flag in plugin/ssmcheck_plugin.h.
+struct KindFlag {
+  LayerKind kind;
+  uint32_t flag;
+  const char* name;
+};
+constexpr KindFlag kKindFlags[] = {{LayerKind::gdn, 0, ""}, {LayerKind::mamba2, SSMP_MAMBA2, "SSMP_MAMBA2"}};
+}  // namespace
+
+bool PluginLibrary::runs(LayerKind kind) const {
+  for (const KindFlag& k : kKindFlags)
+    if (k.kind == kind) return (table->flags & k.flag) == k.flag;
+  return false;
+}
+
+const char* PluginLibrary::kind_flag(LayerKind kind) {
+  for (const KindFlag& k : kKindFlags)
+    if (k.kind == kind) return k.name;
+  return "(no flag)";
+}
+
 Capabilities PluginLibrary::capabilities() const {
   Capabilities c;
-  c.kinds =
-      mamba2() ? std::vector<LayerKind>{LayerKind::gdn, LayerKind::mamba2} : std::vector<LayerKind>{LayerKind::gdn};
+  c.kinds.clear();
+  for (const KindFlag& k : kKindFlags)
+    if (runs(k.kind)) c.kinds.push_back(k.kind);
   c.ple = ple();
   c.async_copies = table->pause_async_copies != nullptr;
   if (const ssmp_capabilities* d = declared_capabilities(*table)) c = with_declared(c, *d);

@@ -33,6 +33,9 @@ struct PluginLibrary {
   bool short_conv_window() const { return table->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1; }
   bool h_vd_kd() const { return table->flags & SSMP_H_VD_KD; }
   bool mamba2() const { return table->flags & SSMP_MAMBA2; }  // runs Mamba-2 layers too
+  // Whether it runs layers of `kind` (GDN every plug-in; another kind with the flag kind_flag names).
+  bool runs(LayerKind kind) const;
+  static const char* kind_flag(LayerKind kind);               // "SSMP_MAMBA2"; "" for GDN
   bool ple() const { return table->flags & SSMP_PLE; }        // runs PLE carries (prefill_ple, ...)
   bool no_prefill_stage() const { return table->flags & SSMP_NO_PREFILL_STAGE; }
   bool by_name() const { return table->flags & SSMP_BY_NAME; }  // rows and export_fields (SSMP_BY_NAME)
