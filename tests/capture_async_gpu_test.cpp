@@ -31,13 +31,13 @@ std::string ssmcheck_bin() {
 
 #define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(x)
 
-void run_case(HMode mode, int64_t staging, int policy, const char* script) {
+void run_case(HMode mode, int64_t staging, int policy, const char* script, bool by_name = false) {
   const Recorded r = record(case_of("tiny", mode, 11), script);
   std::printf("case: tiny %s, %zu ops, staging %lld bytes, policy %d: %s\n", to_string(mode), r.ops.size(),
               (long long)staging, policy, script);
   TempDir d;
   const std::string path = d.file("gpu_async.h5");
-  ssmc_trace* t = open_for(r, path);
+  ssmc_trace* t = open_for(r, path, by_name);
   ASSERT_NE(t, nullptr) << ssmc_last_error();
   ASSERT_EQ(ssmc_device_support(), 1);
   ASSERT_EQ(ssmc_set_async(t, staging, policy), SSMC_OK) << ssmc_last_error();
@@ -63,7 +63,7 @@ void run_case(HMode mode, int64_t staging, int policy, const char* script) {
       op_arrays.emplace_back(p, bytes);
       return p;
     };
-    ASSERT_EQ(capture_op(t, r.header.model.spec, r.ops[i], SSMC_DEVICE, to_device, engine), SSMC_OK)
+    ASSERT_EQ(capture_op(t, r.header.model.spec, r.ops[i], SSMC_DEVICE, to_device, engine, by_name), SSMC_OK)
         << "op " << i << ": " << ssmc_last_error();
     for (const auto& [p, bytes] : op_arrays) CUDA_OK(cudaMemsetAsync(p, 0xff, bytes, engine));  // the engine goes on
   }
@@ -119,6 +119,11 @@ TEST_F(CaptureAsyncGpu, DeviceArraysCapturedAsynchronouslyReplayBitForBit) {
 
 TEST_F(CaptureAsyncGpu, F16StateThroughASmallPoolUnderBlockReplaysBitForBit) {
   run_case(HMode::f16, 256 << 10, SSMC_BLOCK, kScript);
+}
+
+// ABI minor 6: layers, weights, inputs and outputs by name, the device arrays staged as above
+TEST_F(CaptureAsyncGpu, DeviceArraysCapturedByNameReplayBitForBit) {
+  run_case(HMode::f32, 0, SSMC_BLOCK, kScript, true);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "core/conventions.h"
 #include "core/layer_attrs.h"
 #include "fixtures/generators.h"
+#include "tests/support/capture_abi.h"
 #include "tests/support/trace_support.h"
 
 namespace ssm::test {
@@ -362,6 +363,26 @@ TEST(CaptureByName, ATraceCapturedByNameEqualsThePerKindCaptureObjectForObjectAn
   }
   expect_replays(d.file("by_name.h5"), r.ops.size());
   expect_replays(d.file("by_name_async.h5"), r.ops.size());
+}
+
+// tests/support/capture_abi.h's by-name way (the GPU test's, capture_async_gpu_test.cpp) on the host:
+// an asynchronous capture of a GDN preset by name is the per-kind capture object for object.
+TEST(CaptureByName, TheSharedCaptureHelperByNameEqualsItsPerKindWay) {
+  TempDir d;
+  const Recorded r = record(case_of("odd-a", HMode::f16, 5), kScript);
+  for (const bool by_name : {false, true}) {
+    ssmc_trace* t = open_for(r, d.file(by_name ? "n.h5" : "k.h5"), by_name);
+    ASSERT_NE(t, nullptr) << ssmc_last_error();
+    ASSERT_EQ(ssmc_set_async(t, 0, SSMC_BLOCK), SSMC_OK) << ssmc_last_error();
+    for (const formats::TraceOp& op : r.ops)
+      ASSERT_EQ(capture_op(t, r.header.model.spec, op, SSMC_HOST, nullptr, nullptr, by_name), SSMC_OK)
+          << ssmc_last_error();
+    ASSERT_EQ(ssmc_close(t), SSMC_OK) << ssmc_last_error();
+  }
+  if (sh("command -v h5diff").code == 0) {
+    EXPECT_EQ(sh("h5diff -q " + q(d.file("k.h5")) + " " + q(d.file("n.h5"))).code, 0);
+  }
+  expect_replays(d.file("n.h5"), r.ops.size());
 }
 
 TEST(CaptureByName, TheGeometryQueryAnswersTheLayerSpecsShapesUnderTheConventions) {
