@@ -522,6 +522,12 @@ class Server {
       // the weights in the wire's order, which names them as core does (LayerSpec::weights)
       std::map<std::string, const float*>& w = weights[l];
       for (const WeightField& wf : s.weights()) w[wf.name] = in(f, next++, at + wf.name);
+      // the positional structs name the weights their kinds have (NULL for one a kind lacks: a kind
+      // added later reaches a by-name plug-in through layer_descs only)
+      auto at_name = [&w](const char* name) -> const float* {
+        const auto it = w.find(name);
+        return it == w.end() ? nullptr : it->second;
+      };
       ssmp_layer& L = layers[l];
       L.kind = s.kind == LayerKind::mamba2 ? SSMP_LAYER_MAMBA2 : SSMP_LAYER_GDN;
       if (s.kind == LayerKind::gdn) {
@@ -530,17 +536,17 @@ class Server {
       }
       L.d_conv = s.d_conv;
       L.eps = s.eps;
-      L.conv_w = w.at("conv_w");
-      L.conv_bias = s.conv_bias ? w.at("conv_bias") : nullptr;
-      L.A_log = w.at("A_log");
-      L.dt_bias = w.at("dt_bias");
-      L.norm_w = w.at("norm_w");
+      L.conv_w = at_name("conv_w");
+      L.conv_bias = at_name("conv_bias");
+      L.A_log = at_name("A_log");
+      L.dt_bias = at_name("dt_bias");
+      L.norm_w = at_name("norm_w");
       if (s.kind == LayerKind::mamba2) {
-        m2[l] = {s.nh, s.hp, s.ns, s.ng, s.norm_before_gate ? 1 : 0, s.dt_min, s.dt_max, w.at("D")};
+        m2[l] = {s.nh, s.hp, s.ns, s.ng, s.norm_before_gate ? 1 : 0, s.dt_min, s.dt_max, at_name("D")};
         any_m2 = true;
       }
       if (s.ple.hosted()) {
-        ple[l] = {s.ple.channels, s.ple.ngram_size, s.ple.k_size, s.ple.dilation, s.ple.eos_id, w.at("ple_w")};
+        ple[l] = {s.ple.channels, s.ple.ngram_size, s.ple.k_size, s.ple.dilation, s.ple.eos_id, at_name("ple_w")};
         any_ple = true;
       }
     }

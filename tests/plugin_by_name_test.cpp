@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/conventions.h"
 #include "fixtures/generators.h"
 #include "fuzz/campaign.h"
 #include "plugin/plugin_backend.h"
@@ -147,6 +148,71 @@ TEST(PluginByName, WrongAnswersAreReportedByName) {
     EXPECT_NE(why.find("prefill(slot 0, 2 rows) failed"), std::string::npos) << scheme << ": " << why;
     EXPECT_NE(why.find("layer 0: unknown output 'out'"), std::string::npos) << scheme << ": " << why;
   }
+}
+
+// ssmcheck's side of export_fields (plugin/named_abi.h) on a prepared room: a minimal answer (h and
+// conv present) and a full one are read back into the ssmp_state's counts and flags; each answer
+// that breaks a rule is refused naming the layer, field and index.
+TEST(PluginByName, ExportFieldsReadsAnswersBackAndRefusesWrongOnesByName) {
+  GenConfig g;
+  const PoolConfig pool;  // capacity 4 on every slot
+  const Model model = make_model(make_preset("ple-odd"), g);
+  ASSERT_TRUE(model.spec.layers[0].ple.hosted());
+  plugin::ExportRoom room(model.spec, pool, {false, false, false, true});
+  plugin::ExportFields fields;
+  ssmp_state* st = nullptr;
+  auto field = [&](const std::string& name, int layer, int index) -> ssmp_field& {
+    for (int i = 0; i < fields.size(); ++i) {
+      ssmp_field& f = fields.data()[i];
+      if (f.name == name && f.layer == layer && f.index == index) return f;
+    }
+    throw std::runtime_error("no field " + name);
+  };
+  auto answer = [&](const std::function<void()>& how) {
+    st = room.prepare();
+    fields.build(model.spec.layers, *st, StateLayout{});
+    for (size_t l = 0; l < model.spec.layers.size(); ++l)
+      field("h", int(l), 0).present = field("conv", int(l), 0).present = 1;
+    how();
+    return error_of([&] { fields.apply(*st, 3, "who"); });
+  };
+  // every field, once per index of its room: 4 intermediates, 5 snapshots on a hosting layer
+  EXPECT_EQ(answer([] {}), "(no error)");
+  EXPECT_EQ(field("h_intermediate", 0, 3).dims[0], model.spec.layers[0].h_shape()[0]);
+  EXPECT_NO_THROW(field("ple_conv_snapshot", 0, 4));
+  EXPECT_EQ(st->layers[0].n_h_intermediates, 0);
+  EXPECT_EQ(st->last_verify_k, 3);
+  EXPECT_EQ(answer([&] {
+              for (int t = 0; t < 2; ++t)
+                field("h_intermediate", 0, t).present = field("h_intermediate", 0, t).is_f16 = 1;
+              field("ple_history", 0, 0).present = field("ple_conv", 0, 0).present = 1;
+              field("ple_history_snapshot", 0, 0).present = field("ple_conv_snapshot", 0, 0).present = 1;
+            }),
+            "(no error)");
+  EXPECT_EQ(st->layers[0].n_h_intermediates, 2);
+  EXPECT_EQ(st->layers[0].h_intermediates_are_f16, 1);
+  EXPECT_EQ(st->ple[0].has_live, 1);
+  EXPECT_EQ(st->ple[0].n_snapshots, 1);
+
+  EXPECT_EQ(answer([&] { field("h", 1, 0).present = 0; }),
+            "who: layer 1 field h: not present (a slot always holds it)");
+  EXPECT_EQ(answer([&] { field("h_intermediate", 0, 1).present = 1; }),
+            "who: layer 0 field h_intermediate 1: present, but index 0 is not (they come in order)");
+  EXPECT_EQ(answer([&] {
+              field("h_intermediate", 0, 0).present = field("h_intermediate", 0, 0).is_f16 = 1;
+              field("h_intermediate", 0, 1).present = 1;
+            }),
+            "who: layer 0 field h_intermediate 1: is_f16 not set, unlike index 0 (a verify's intermediates share one "
+            "dtype)");
+  EXPECT_EQ(answer([&] { field("ple_history_checkpoint", 0, 0).present = 1; }),
+            "who: layer 0 field ple_conv_checkpoint: not present, but layer 0 field ple_history_checkpoint is");
+  EXPECT_EQ(answer([&] { field("ple_conv", 0, 0).is_f16 = 1; }),
+            "who: layer 0 field ple_conv: is_f16 set, but only h, h_checkpoint and h_intermediate may be FP16 "
+            "(binary16 bits)");
+  EXPECT_NE(answer([&] {
+              field("conv", 0, 0).dims[1] = 1;
+            }).find("who: layer 0 field conv: export_fields changed the field's description"),
+            std::string::npos);
 }
 
 // A table declaring SSMP_BY_NAME must reach rows and export_fields (struct_size) and set them; the
