@@ -116,13 +116,6 @@ RowsIo::InputOf positional_input(const ssmp_layer_io& io, const ssmp_ple_io& ple
   };
 }
 
-int named_op(const std::string& op) {
-  if (op == "prefill") return SSMP_OP_PREFILL;
-  if (op == "decode") return SSMP_OP_DECODE;
-  if (op == "verify") return SSMP_OP_VERIFY;
-  throw std::logic_error("no by-name op '" + op + "'");
-}
-
 void ExportFields::build(const std::vector<LayerSpec>& layers, const ssmp_state& st, const StateLayout& layout) {
   fields_.clear();
   auto add = [&](const char* name, int layer, int index, const std::vector<int64_t>& dims, void* data) {

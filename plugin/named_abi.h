@@ -59,9 +59,6 @@ class RowsIo {
 // tokens, x) by where LayerRows keeps it, for a side that received them positionally.
 RowsIo::InputOf positional_input(const ssmp_layer_io& io, const ssmp_ple_io& ple);
 
-// The ssmp_op of an op's name ("prefill", "decode", "verify").
-int named_op(const std::string& op);
-
 // The fields export_fields is asked for, pointing into the buffers of a prepared ssmp_state (as
 // an old plug-in's export_state gets it), and its answers read back into that state.
 class ExportFields {
