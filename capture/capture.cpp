@@ -317,19 +317,6 @@ const StateLayout& layout_of(const ssmc_trace* t, int layer) {
   return it == t->layouts.end() ? contract : it->second;
 }
 
-// The outputs of a layer per token by name: "out" [out_dim], and on a layer hosting a PLE carry
-// "ple_out" [C]; where StepOutputs keeps them.
-struct OutputField {
-  const char* name;
-  std::vector<std::vector<float>> StepOutputs::*member;
-  int64_t width;
-};
-std::vector<OutputField> output_fields(const LayerSpec& s) {
-  std::vector<OutputField> v = {{"out", &StepOutputs::layers, s.out_dim()}};
-  if (s.ple.hosted()) v.push_back({"ple_out", &StepOutputs::ple, s.ple.channels});
-  return v;
-}
-
 // One field of a layer as ssmc_layer_field reports it: a static name and a shape.
 struct NamedField {
   const char* name;
@@ -345,7 +332,7 @@ std::vector<NamedField> layer_group(const ssmc_trace* t, const LayerSpec& s, int
   } else if (group == "weights") {
     for (const WeightField& f : s.weights()) v.push_back({f.name, f.shape});
   } else if (group == "outputs") {
-    for (const OutputField& f : output_fields(s)) v.push_back({f.name, {f.width}});
+    for (const OutputField& f : s.outputs()) v.push_back({f.name, {f.width}});
   } else if (group == "state") {
     const StateLayout& lay = layout_of(t, layer);
     for (const StateField& f : s.state_fields()) {
@@ -373,7 +360,7 @@ InputField input_named(const LayerSpec& s, const char* name, const std::string& 
 OutputField output_named(const LayerSpec& s, const char* name, const std::string& at) {
   need(name != nullptr, SSMC_ERR_ARGUMENT, at + ": name is null");
   std::vector<std::string> known;
-  for (const OutputField& f : output_fields(s)) {
+  for (const OutputField& f : s.outputs()) {
     if (f.name == std::string(name)) return f;
     known.push_back(f.name);
   }
@@ -761,6 +748,19 @@ void end_async(ssmc_trace* t) {
   ++t->accepted;
   a.push(std::move(b.q));
   t->building.reset();
+}
+
+// An asynchronous capture's input or output by name (ABI minor 6): the call queued with its rows of
+// `width` 4-byte values staged (host bytes copied now, device arrays at ssmc_end_op).
+void queue_named(Building& bu, Call::Kind kind, int entry, int layer, const char* name, int dtype, const void* data,
+                 int64_t width, ssmc_memory mem, const std::string& at) {
+  Call c{kind};
+  c.i0 = entry;
+  c.i1 = layer;
+  c.i3 = dtype;
+  c.text = name;
+  c.data.push_back(stage(bu, data, size_t(bu.op.rows()) * size_t(width) * 4, mem, at + " " + name));
+  bu.q.calls.push_back(std::move(c));
 }
 
 }  // namespace
@@ -1241,13 +1241,7 @@ ssmc_status ssmc_op_input(ssmc_trace* t, int entry, int layer, const char* name,
       const InputField f = input_named(layer_of(t, layer), name, at);
       check_input_dtype(f, dtype, at);
       need(data != nullptr, SSMC_ERR_ARGUMENT, fmt::format("{} {}: null pointer", at, f.name));
-      Call c{Call::input};
-      c.i0 = entry;
-      c.i1 = layer;
-      c.i3 = int(dtype);
-      c.text = f.name;
-      c.data.push_back(stage(bu, data, size_t(bu.op.rows()) * size_t(f.width) * 4, mem, at + " " + f.name));
-      bu.q.calls.push_back(std::move(c));
+      queue_named(bu, Call::input, entry, layer, f.name, int(dtype), data, f.width, mem, at);
       return;
     }
     PendingOp& p = current(t);
@@ -1267,12 +1261,7 @@ ssmc_status ssmc_op_output(ssmc_trace* t, int entry, int layer, const char* name
       async_entry(bu, entry);
       const OutputField f = output_named(layer_of(t, layer), name, at);
       need(data != nullptr, SSMC_ERR_ARGUMENT, fmt::format("{} {}: null pointer", at, f.name));
-      Call c{Call::output};
-      c.i0 = entry;
-      c.i1 = layer;
-      c.text = f.name;
-      c.data.push_back(stage(bu, data, size_t(bu.op.rows()) * size_t(f.width) * 4, mem, at + " " + f.name));
-      bu.q.calls.push_back(std::move(c));
+      queue_named(bu, Call::output, entry, layer, f.name, 0, data, f.width, mem, at);
       return;
     }
     PendingOp& p = current(t);

@@ -87,6 +87,12 @@ std::vector<InputField> LayerSpec::inputs() const {
   return f;
 }
 
+std::vector<OutputField> LayerSpec::outputs() const {
+  std::vector<OutputField> v = {{"out", &StepOutputs::layers, out_dim()}};
+  if (ple.hosted()) v.push_back({"ple_out", &StepOutputs::ple, ple.channels});
+  return v;
+}
+
 std::vector<WeightField> LayerSpec::weights() const {
   std::vector<WeightField> w = {{"conv_w", &LayerWeights::conv_w, {conv_dim(), d_conv}}};
   if (conv_bias) w.push_back({"conv_bias", &LayerWeights::conv_bias, {conv_dim()}});

@@ -65,6 +65,7 @@ constexpr int kMaxHeadDim = 256;  // kd, vd, hp, ns (LayerSpec::validate; cuda/m
 struct LayerRows;
 struct LayerWeights;
 struct LayerSpec;
+struct StepOutputs;
 
 // The per-layer n-gram embedding (PLE) carry a layer may host (STATE-MODEL section 7,
 // docs/state-model.md "PLE carry"): the last ngram_size-1 token ids (EOS-filled at sequence start)
@@ -94,6 +95,13 @@ constexpr int kMaxPleChannels = 1 << 20;
 struct InputField {
   const char* name;
   std::vector<float> LayerRows::*member;
+  int64_t width;
+};
+// A per-token output of a layer: its name in traces and the C ABIs, where StepOutputs keeps it
+// (core/model.h: one vector per layer), and its width per token.
+struct OutputField {
+  const char* name;
+  std::vector<std::vector<float>> StepOutputs::*member;
   int64_t width;
 };
 // An integer shape parameter of a layer kind by name (GDN nk, nv, kd, vd; Mamba-2 nh, hp, ns, ng),
@@ -172,6 +180,8 @@ struct LayerSpec {
   // xBC[conv_dim] (conv_in: pre-conv x|B|C), dt[nh] (dt_in, before dt_bias), z[nh*hp] (gate_in); then, on
   // a layer hosting a PLE carry, ple_tokens[1] (the token id, an integer in FP32) and ple_x[C].
   std::vector<InputField> inputs() const;
+  // Per-token outputs: out[out_dim], then on a layer hosting a PLE carry ple_out[C] (x + silu(y)).
+  std::vector<OutputField> outputs() const;
   // Weights, in order: GDN conv_w, conv_bias (when the layer has one), A_log[nv], dt_bias[nv],
   // norm_w[vd]; Mamba-2 conv_w, conv_bias, A_log[nh], dt_bias[nh], D[nh], norm_w[nh*hp]; then,
   // on a layer hosting a PLE carry, ple_w[C][k_size].

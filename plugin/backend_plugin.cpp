@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "core/state.h"
 #include "plugin/config_model.h"
+#include "plugin/ssmp_error_text.h"
 
 namespace ssm::plugin {
 
@@ -16,27 +17,6 @@ namespace {
 
 ExposedBackend g_exposed;  // one per plug-in library (this file is linked into each)
 ssmp_plugin g_table;
-
-void set_text(char* dst, size_t n, const std::string& s) {
-  std::strncpy(dst, s.c_str(), n - 1);
-  dst[n - 1] = '\0';
-}
-
-// Runs f, turning C++ exceptions into codes: the contract's StateError is a refusal of its kind.
-template <class F>
-int guarded(ssmp_error* err, F&& f) {
-  try {
-    f();
-    return SSMP_OK;
-  } catch (const StateError& e) {
-    set_text(err->kind, sizeof err->kind, to_string(e.kind()));
-    set_text(err->message, sizeof err->message, e.what());
-    return SSMP_REFUSED;
-  } catch (const std::exception& e) {
-    set_text(err->message, sizeof err->message, e.what());
-    return SSMP_ERROR;
-  }
-}
 
 struct Instance {
   std::unique_ptr<Backend> backend;

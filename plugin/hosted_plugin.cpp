@@ -20,6 +20,7 @@
 #include "core/state.h"
 #include "plugin/capabilities_wire.h"
 #include "plugin/config_model.h"
+#include "plugin/ssmp_error_text.h"
 
 #ifndef SSMCHECK_BUILD_PLUGIN_HOST
 #define SSMCHECK_BUILD_PLUGIN_HOST ""
@@ -44,11 +45,6 @@ struct Host {
 std::vector<std::unique_ptr<Host>>& hosts() {
   static std::vector<std::unique_ptr<Host>> v;
   return v;
-}
-
-void set_text(char* dst, size_t n, const std::string& s) {
-  std::strncpy(dst, s.c_str(), n - 1);
-  dst[n - 1] = '\0';
 }
 
 // The width of a per-token input of layer s, 0 when its kind has none (core/layer_geometry.cpp).
@@ -489,8 +485,6 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
   }
   return SSMP_OK;
 }
-
-
 
 // Optional async members, for a host whose implementation has them ("async": true in hello).
 int pause_async_copies(void* p, int on) {

@@ -84,10 +84,8 @@ void RowsIo::add(const LayerSpec& s, const InputOf& input_of, float* out, float*
     inputs_.push_back({f.name, f.width, input_of(f.member)});
     ++io.n_inputs;
   }
-  outputs_.push_back({"out", s.out_dim(), out});
-  ++io.n_outputs;
-  if (s.ple.hosted()) {
-    outputs_.push_back({"ple_out", s.ple.channels, ple_out});
+  for (const OutputField& f : s.outputs()) {
+    outputs_.push_back({f.name, f.width, f.member == &StepOutputs::ple ? ple_out : out});
     ++io.n_outputs;
   }
   io_.push_back(io);

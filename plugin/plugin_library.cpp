@@ -26,36 +26,25 @@ namespace fs = std::filesystem;
 // SSMP_PLE, rows and export_fields instead of the positional op and export members with
 // SSMP_BY_NAME (only then is the table known to reach them: check_table checks its size first).
 std::vector<std::pair<const char*, bool>> required_members(const ssmp_plugin& t) {
-  if (t.flags & SSMP_BY_NAME)
-    return {{"create", t.create != nullptr},
-            {"destroy", t.destroy != nullptr},
-            {"create_pool", t.create_pool != nullptr},
-            {"alloc", t.alloc != nullptr},
-            {"release", t.release != nullptr},
-            {"rows (SSMP_BY_NAME)", t.rows != nullptr},
-            {"checkpoint", t.checkpoint != nullptr},
-            {"commit", t.commit != nullptr},
-            {"rollback", t.rollback != nullptr},
-            {"to_f16", t.to_f16 != nullptr},
-            {"snapshot_save", t.snapshot_save != nullptr},
-            {"snapshot_restore", t.snapshot_restore != nullptr},
-            {"export_fields (SSMP_BY_NAME)", t.export_fields != nullptr}};
+  const bool by_name = (t.flags & SSMP_BY_NAME) != 0;
   std::vector<std::pair<const char*, bool>> m = {{"create", t.create != nullptr},
                                                  {"destroy", t.destroy != nullptr},
                                                  {"create_pool", t.create_pool != nullptr},
                                                  {"alloc", t.alloc != nullptr},
-                                                 {"release", t.release != nullptr},
-                                                 {"prefill", t.prefill != nullptr},
-                                                 {"decode", t.decode != nullptr},
-                                                 {"verify", t.verify != nullptr},
-                                                 {"checkpoint", t.checkpoint != nullptr},
-                                                 {"commit", t.commit != nullptr},
-                                                 {"rollback", t.rollback != nullptr},
-                                                 {"to_f16", t.to_f16 != nullptr},
-                                                 {"snapshot_save", t.snapshot_save != nullptr},
-                                                 {"snapshot_restore", t.snapshot_restore != nullptr},
-                                                 {"export_state", t.export_state != nullptr}};
-  if (t.flags & SSMP_PLE)  // by name, a PLE carry's inputs and outputs come through rows
+                                                 {"release", t.release != nullptr}};
+  if (by_name) m.push_back({"rows (SSMP_BY_NAME)", t.rows != nullptr});
+  else
+    m.insert(m.end(),
+             {{"prefill", t.prefill != nullptr}, {"decode", t.decode != nullptr}, {"verify", t.verify != nullptr}});
+  m.insert(m.end(), {{"checkpoint", t.checkpoint != nullptr},
+                     {"commit", t.commit != nullptr},
+                     {"rollback", t.rollback != nullptr},
+                     {"to_f16", t.to_f16 != nullptr},
+                     {"snapshot_save", t.snapshot_save != nullptr},
+                     {"snapshot_restore", t.snapshot_restore != nullptr}});
+  if (by_name) m.push_back({"export_fields (SSMP_BY_NAME)", t.export_fields != nullptr});
+  else m.push_back({"export_state", t.export_state != nullptr});
+  if ((t.flags & SSMP_PLE) && !by_name)  // by name, a PLE carry's inputs and outputs come through rows
     m.insert(m.end(), {{"prefill_ple (SSMP_PLE)", t.prefill_ple != nullptr},
                        {"decode_ple (SSMP_PLE)", t.decode_ple != nullptr},
                        {"verify_ple (SSMP_PLE)", t.verify_ple != nullptr}});

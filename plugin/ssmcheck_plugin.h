@@ -375,8 +375,10 @@ typedef struct {
   uint32_t abi_version; /* SSMP_ABI_VERSION of the plug-in's header */
   uint32_t struct_size; /* sizeof(ssmp_plugin) of the plug-in's header */
   const char* name;     /* e.g. "my-engine 0.3 (GDN kernels)" */
-  uint32_t
-      flags; /* SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | SSMP_PLE | SSMP_BY_NAME | conventions (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF, SSMP_F16_ROWS_CARRIED) */
+  /* SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | SSMP_PLE | SSMP_BY_NAME | conventions
+   * (SSMP_CONV_WINDOW_..., SSMP_H_VD_KD, SSMP_NO_PREFILL_STAGE, SSMP_GATES_TORCH, SSMP_F16_STORE_INF,
+   * SSMP_F16_ROWS_CARRIED) */
+  uint32_t flags;
 
   /* options: the key=value,... text after the path in --backend (possibly ""). NULL: failed. */
   void* (*create)(const char* options, ssmp_error* err);

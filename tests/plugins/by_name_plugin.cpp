@@ -18,32 +18,14 @@
 #include "core/state.h"
 #include "plugin/config_model.h"
 #include "plugin/ssmcheck_plugin.h"
+#include "plugin/ssmp_error_text.h"
 #include "reference/reference_backend.h"
 
 namespace {
 
 using namespace ssm;
-
-void set_text(char* dst, size_t n, const std::string& s) {
-  std::strncpy(dst, s.c_str(), n - 1);
-  dst[n - 1] = '\0';
-}
-
-// C++ exceptions become codes: the contract's StateError is a refusal of its kind.
-template <class F>
-int guarded(ssmp_error* err, F&& f) {
-  try {
-    f();
-    return SSMP_OK;
-  } catch (const StateError& e) {
-    set_text(err->kind, sizeof err->kind, to_string(e.kind()));
-    set_text(err->message, sizeof err->message, e.what());
-    return SSMP_REFUSED;
-  } catch (const std::exception& e) {
-    set_text(err->message, sizeof err->message, e.what());
-    return SSMP_ERROR;
-  }
-}
+using ssm::plugin::guarded;
+using ssm::plugin::set_text;
 
 struct Instance {
   ref::ReferenceBackend backend;
@@ -123,15 +105,17 @@ StepInputs inputs_of(const ModelSpec& spec, const ssmp_rows_io* io, int rows) {
   return in;
 }
 
-// One entry's outputs by name: "out" (each layer's), "ple_out" (a carry's).
-void write_outputs(const StepOutputs& out, const ssmp_rows_io* io, int rows, const std::string& fault) {
+// One entry's outputs by name (LayerSpec::outputs: "out", and "ple_out" on a layer hosting a carry).
+void write_outputs(const ModelSpec& spec, const StepOutputs& out, const ssmp_rows_io* io, int rows,
+                   const std::string& fault) {
   for (size_t l = 0; l < out.layers.size(); ++l)
     for (int i = 0; i < io[l].n_outputs; ++i) {
       const ssmp_output& o = io[l].outputs[i];
       const std::string name = o.name;
-      const std::vector<float>* src = name == "out" && fault != "unknown_output" ? &out.layers[l]
-                                      : name == "ple_out" && l < out.ple.size()  ? &out.ple[l]
-                                                                                 : nullptr;
+      const std::vector<float>* src = nullptr;
+      for (const OutputField& f : spec.layers[l].outputs())
+        if (name == f.name && l < (out.*f.member).size() && !(fault == "unknown_output" && name == "out"))
+          src = &(out.*f.member)[l];
       if (!src) throw std::invalid_argument("layer " + std::to_string(l) + ": unknown output '" + name + "'");
       if (src->size() != size_t(rows) * size_t(o.width))
         throw std::invalid_argument("layer " + std::to_string(l) + ": output " + name + " of another width");
@@ -152,7 +136,7 @@ int rows(void* p, int op, int n, const int* slots, int k, int arm, ssmp_rows_io*
     else if (op == SSMP_OP_VERIFY)
       out = I.backend.verify(s, k, arm == SSMP_ARM_WY ? VerifyArm::wy : VerifyArm::exact, in);
     else throw std::invalid_argument("rows: op " + std::to_string(op) + " of " + std::to_string(n) + " entries");
-    for (int i = 0; i < n; ++i) write_outputs(out[size_t(i)], io + size_t(i) * L, k, I.fault);
+    for (int i = 0; i < n; ++i) write_outputs(I.spec, out[size_t(i)], io + size_t(i) * L, k, I.fault);
   });
 }
 
