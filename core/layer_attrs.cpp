@@ -22,7 +22,7 @@ struct Attr {
   const char* name;
   bool gdn, mamba2;  // the kinds that carry it
   Need need;
-  std::function<std::string(const LayerSpec&)> get;  // "" when it is its default (not written)
+  std::function<std::string(const LayerSpec&)> get;         // "" when it is its default (not written)
   std::function<void(LayerSpec&, const std::string&)> set;  // throws std::invalid_argument (the value only)
 };
 
@@ -55,13 +55,19 @@ std::string text(int x) { return std::to_string(x); }
 
 Attr int_attr(const char* name, bool gdn, bool mamba2, Need need, int LayerSpec::*m, long long lo, long long hi,
               int default_value = 0) {
-  return {name, gdn, mamba2, need,
+  return {name,
+          gdn,
+          mamba2,
+          need,
           [=](const LayerSpec& s) { return need == Need::optional && s.*m == default_value ? "" : text(s.*m); },
           [=](LayerSpec& s, const std::string& v) { s.*m = parse_int(v, lo, hi); }};
 }
 
 Attr flag_attr(const char* name, bool gdn, bool mamba2, Need need, bool LayerSpec::*m) {
-  return {name, gdn, mamba2, need,
+  return {name,
+          gdn,
+          mamba2,
+          need,
           [=](const LayerSpec& s) { return need == Need::optional && !(s.*m) ? "" : text(s.*m ? 1 : 0); },
           [=](LayerSpec& s, const std::string& v) { s.*m = parse_int(v, 0, 1) != 0; }};
 }
@@ -81,7 +87,8 @@ const std::vector<Attr>& table() {
       LayerSpec s;
       s.kind = k;
       for (const ShapeParam& p : s.shape_params())
-        a.push_back(int_attr(p.name, k == LayerKind::gdn, k == LayerKind::mamba2, Need::required, p.member, 1, kMaxHeads));
+        a.push_back(
+            int_attr(p.name, k == LayerKind::gdn, k == LayerKind::mamba2, Need::required, p.member, 1, kMaxHeads));
     }
     a.push_back(int_attr("d_conv", true, true, Need::required, &LayerSpec::d_conv, 1, kMaxHeads));
     a.push_back(flag_attr("conv_bias", true, true, Need::required, &LayerSpec::conv_bias));
@@ -135,9 +142,11 @@ bool is_ple(const std::string& name) { return name.rfind("ple_", 0) == 0; }
 }  // namespace
 
 const std::vector<std::pair<const char*, int PleSpec::*>>& ple_attr_members() {
-  static const std::vector<std::pair<const char*, int PleSpec::*>> m = {
-      {"ple_channels", &PleSpec::channels}, {"ple_ngram_size", &PleSpec::ngram_size}, {"ple_k_size", &PleSpec::k_size},
-      {"ple_dilation", &PleSpec::dilation}, {"ple_eos_id", &PleSpec::eos_id}};
+  static const std::vector<std::pair<const char*, int PleSpec::*>> m = {{"ple_channels", &PleSpec::channels},
+                                                                        {"ple_ngram_size", &PleSpec::ngram_size},
+                                                                        {"ple_k_size", &PleSpec::k_size},
+                                                                        {"ple_dilation", &PleSpec::dilation},
+                                                                        {"ple_eos_id", &PleSpec::eos_id}};
   return m;
 }
 
@@ -177,8 +186,10 @@ LayerSpec layer_from_attrs(const std::string& kind, const std::vector<LayerAttr>
         list += (list.empty() ? "" : ", ") + n;
         if (near.empty() && near_miss(g.name, n)) near = n;
       }
-      std::string what = at + "'" + g.name + "' is not an attribute of a " + to_string(s.kind) + " layer (defined: " + list + ")";
-      if (it != table().end()) what += "; it is a " + std::string(s.kind == LayerKind::gdn ? "mamba2" : "gdn") + " layer's";
+      std::string what =
+          at + "'" + g.name + "' is not an attribute of a " + to_string(s.kind) + " layer (defined: " + list + ")";
+      if (it != table().end())
+        what += "; it is a " + std::string(s.kind == LayerKind::gdn ? "mamba2" : "gdn") + " layer's";
       else if (!near.empty()) what += "; did you mean " + near + "?";
       throw std::invalid_argument(what);
     }
@@ -200,7 +211,8 @@ LayerSpec layer_from_attrs(const std::string& kind, const std::vector<LayerAttr>
   if (ple_given != 0 && ple_given != ple_all) {
     std::string missing;
     for (const auto& [name, member] : ple_attr_members())
-      if (std::find(given.begin(), given.end(), name) == given.end()) missing += (missing.empty() ? "" : ", ") + std::string(name);
+      if (std::find(given.begin(), given.end(), name) == given.end())
+        missing += (missing.empty() ? "" : ", ") + std::string(name);
     throw std::invalid_argument(at + "a PLE carry needs all of its geometry: missing " + missing);
   }
   if (ple_given == ple_all && s.ple.channels == 0)

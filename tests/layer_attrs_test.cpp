@@ -24,7 +24,7 @@ bool same_attrs(const std::vector<LayerAttr>& a, const std::vector<LayerAttr>& b
     if (a[i].name != b[i].name || a[i].value != b[i].value) return false;
   return true;
 }
-const std::vector<LayerAttr> kTinyGdn = {{"nk", "1"}, {"nv", "2"}, {"kd", "8"}, {"vd", "12"},
+const std::vector<LayerAttr> kTinyGdn = {{"nk", "1"},     {"nv", "2"},        {"kd", "8"},     {"vd", "12"},
                                          {"d_conv", "4"}, {"conv_bias", "0"}, {"eps", "1e-06"}};
 }  // namespace
 
