@@ -62,16 +62,6 @@ void write_outputs(const StepOutputs& out, ssmp_layer_io* io, const ssmp_ple_io*
 
 void copy_tensor(void* dst, const Tensor& t) { std::memcpy(dst, t.raw(), t.bytes()); }
 
-PoolConfig pool_of(const ssmp_config* c) {
-  PoolConfig pool;
-  pool.h_mode = c->h_mode == SSMP_H_F16 ? HMode::f16 : c->h_mode == SSMP_H_F16_POOL ? HMode::f16_pool : HMode::f32;
-  pool.max_slots = c->max_slots;
-  pool.h_capacity.assign(c->h_capacity, c->h_capacity + c->max_slots);
-  pool.conv_capacity = c->conv_capacity;
-  pool.snapshot_slots = c->snapshot_slots;
-  return pool;
-}
-
 void* create(const char* options, ssmp_error* err) {
   auto inst = std::make_unique<Instance>();
   const int rc = guarded(err, [&] { inst->backend = g_exposed.make(options ? options : ""); });

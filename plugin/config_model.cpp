@@ -104,4 +104,14 @@ Model model_of_descs(const ssmp_config* c) {
   return m;
 }
 
+PoolConfig pool_of(const ssmp_config* c) {
+  PoolConfig pool;
+  pool.h_mode = c->h_mode == SSMP_H_F16 ? HMode::f16 : c->h_mode == SSMP_H_F16_POOL ? HMode::f16_pool : HMode::f32;
+  pool.max_slots = c->max_slots;
+  pool.h_capacity.assign(c->h_capacity, c->h_capacity + c->max_slots);
+  pool.conv_capacity = c->conv_capacity;
+  pool.snapshot_slots = c->snapshot_slots;
+  return pool;
+}
+
 }  // namespace ssm::plugin

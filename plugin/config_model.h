@@ -26,4 +26,7 @@ Model model_of(const ssmp_config* c);
 Model model_of_descs(const ssmp_config* c);
 bool has_layer_descs(const ssmp_config* c);
 
+// The pool an ssmp_config describes (h mode, slots and their capacities, snapshot slots).
+PoolConfig pool_of(const ssmp_config* c);
+
 }  // namespace ssm::plugin

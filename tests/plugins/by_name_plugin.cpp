@@ -25,6 +25,7 @@ namespace {
 
 using namespace ssm;
 using ssm::plugin::guarded;
+using ssm::plugin::pool_of;
 using ssm::plugin::set_text;
 
 struct Instance {
@@ -46,16 +47,6 @@ int64_t elems(int rank, const int64_t* dims) {
   int64_t n = 1;
   for (int i = 0; i < rank; ++i) n *= dims[i];
   return n;
-}
-
-PoolConfig pool_of(const ssmp_config* c) {
-  PoolConfig pool;
-  pool.h_mode = c->h_mode == SSMP_H_F16 ? HMode::f16 : c->h_mode == SSMP_H_F16_POOL ? HMode::f16_pool : HMode::f32;
-  pool.max_slots = c->max_slots;
-  pool.h_capacity.assign(c->h_capacity, c->h_capacity + c->max_slots);
-  pool.conv_capacity = c->conv_capacity;
-  pool.snapshot_slots = c->snapshot_slots;
-  return pool;
 }
 
 void* create(const char* options, ssmp_error* err) {
