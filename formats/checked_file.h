@@ -127,20 +127,27 @@ auto errors_as(const std::string& file, const std::string& obj, F f) -> decltype
   }
 }
 
-// Writes an HDF5 file to `path` by the outputs rule (formats/output_file.h): body(file) fills a
-// file created exclusively under a temporary name, which is then renamed over a regular file (a
+// Writes an HDF5 file to `path` by the outputs rule (formats/output_file.h): body(file, part)
+// fills a file created exclusively under a temporary name, for part = 0 .. parts-1 with the file
+// closed and reopened (h5::reopen_file) between parts, which is then renamed over a regular file (a
 // crash never leaves a half file at `path`; a symlink is kept and its target replaced) or copied
-// through to a device or FIFO (never replaced). The temporary is removed on any failure; an
-// h5::Error from body becomes FormatError(path, obj, "writing failed: ..."), a failure to place
-// the file FormatError(path, "/", ...).
+// through to a device or FIFO (never replaced). Each close drops what HDF5 holds in memory for the
+// open file (the sections of its free-space manager, which grow with what the writing frees), so a
+// body that writes without bound in parts of bounded size stays flat in memory (TraceWriter::close);
+// a part must close every object it opens. The temporary is removed on any failure; an h5::Error
+// from body becomes FormatError(path, obj, "writing failed: ..."), a failure to place the file
+// FormatError(path, "/", ...).
 template <class Body>
-void write_atomically(const std::string& path, const std::string& obj, Body body) {
+void write_atomically_in_parts(const std::string& path, const std::string& obj, int parts, Body body) {
   try {
     files::write_output_with(path, [&](const std::string& tmp) {
       try {
         h5::Handle f = h5::create_file(tmp, /*exclusive=*/true);
-        body(hid_t(f));
-        f.close("close " + tmp);
+        for (int part = 0; part < parts; ++part) {
+          if (part > 0) f = h5::reopen_file(tmp);
+          body(hid_t(f), part);
+          f.close("close " + tmp);
+        }
       } catch (const h5::Error& e) {
         throw FormatError(path, obj, std::string("writing failed: ") + e.what());
       }
@@ -148,6 +155,12 @@ void write_atomically(const std::string& path, const std::string& obj, Body body
   } catch (const files::OutputError& e) {
     throw FormatError(path, "/", e.what());
   }
+}
+
+// write_atomically_in_parts in one part: body(file) fills the file.
+template <class Body>
+void write_atomically(const std::string& path, const std::string& obj, Body body) {
+  write_atomically_in_parts(path, obj, 1, [&](hid_t f, int) { body(f); });
 }
 
 }  // namespace ssm::formats

@@ -19,6 +19,18 @@ herr_t walk_cb(unsigned n, const H5E_error2_t* e, void* data) {
 
 Handle plist(hid_t cls, const std::string& what) { return Handle(H5Pcreate(cls), H5Pclose, what); }
 
+// The file format objects are written in: 1.8 at the least (dense attribute storage), as create_file
+// made it, for new objects of a reopened file as much as for the first ones. A writer's file is closed
+// only with none of its objects open (H5F_CLOSE_SEMI: its close fails naming them instead of leaving
+// the file open until they go), so that a closed file is closed, its bytes on disk, before it is
+// renamed or reopened.
+Handle writer_access_plist() {
+  Handle fapl = plist(H5P_FILE_ACCESS, "file access plist");
+  check(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), "H5Pset_libver_bounds");
+  check(H5Pset_fclose_degree(fapl, H5F_CLOSE_SEMI), "H5Pset_fclose_degree");
+  return fapl;
+}
+
 Handle scalar_space() { return Handle(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate scalar"); }
 
 void put_attr(hid_t loc, const std::string& name, hid_t file_type, hid_t mem_type, hid_t space, const void* v) {
@@ -139,16 +151,14 @@ Handle create_file(const std::string& path, bool exclusive) {
   // exceed the 64 KiB of an object header (an op script of 20,000 ops is about 150 KiB); this
   // needs the HDF5 1.8 file format, which every HDF5 since 2008 (and h5py) reads
   check(H5Pset_attr_phase_change(fcpl, 0, 0), "H5Pset_attr_phase_change");
-  // no free-space tracking: every file here is written once (op files, dumps, the trace a capture's
-  // close() merges), so space freed while writing is never worth reusing, and tracking it cost memory
-  // that grew with the file: the merge of a trace with a state after every op kept about 1.1 KB an
-  // op of free-space sections in memory (47 MiB at 3,000 ops, 56 at 12,000; with none, 45 and 47),
-  // and the file came out no smaller (docs/trace-format.md, "Scaling"). Readers need HDF5 1.10 (2016)
-  // or later: the strategy is a superblock extension message HDF5 1.8 does not know.
-  check(H5Pset_file_space_strategy(fcpl, H5F_FSPACE_STRATEGY_NONE, 0, 1), "H5Pset_file_space_strategy");
-  Handle fapl = plist(H5P_FILE_ACCESS, "file access plist");
-  check(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST), "H5Pset_libver_bounds");
+  Handle fapl = writer_access_plist();
   return Handle(H5Fcreate(path.c_str(), exclusive ? H5F_ACC_EXCL : H5F_ACC_TRUNC, fcpl, fapl), H5Fclose, "create " + path);
+}
+
+Handle reopen_file(const std::string& path) {
+  silence_errors();
+  Handle fapl = writer_access_plist();
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDWR, fapl), H5Fclose, "reopen " + path);
 }
 
 void bound_metadata_cache(hid_t file, size_t bytes) {

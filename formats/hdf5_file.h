@@ -52,6 +52,8 @@ Handle half_type();  // IEEE binary16, little endian, as h5py's float16
 // Writing. Creation property lists turn object time tracking off: same content, same bytes.
 // exclusive: fail when anything is at path (O_CREAT|O_EXCL, never following a symlink), else truncate.
 Handle create_file(const std::string& path, bool exclusive = false);
+// Opens a file create_file made (and its owner closed) for writing more into it, in the same format.
+Handle reopen_file(const std::string& path);
 // Holds `file`'s metadata cache at `bytes` (HDF5's default lets it grow adaptively to 32 MiB, whose
 // entries cost about twice that in memory): for a writer that adds many objects to one file, so
 // that its memory does not follow the count of objects.

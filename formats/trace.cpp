@@ -407,16 +407,19 @@ void TraceWriter::append(const TraceOp& op) {
 
 void TraceWriter::close() {
   if (closed_) return;
-  write_atomically(path_, "/", [&](hid_t f) {
-    write_header(f, header_, count_);
-    // the merge adds count_ groups to one file: a bounded metadata cache keeps its memory flat
-    // (HDF5's adaptive cache grew with them to its 32 MiB cap: 60 MiB at the peak at 2,004 ops, 79
-    // at 10,008; with this one 48 and 50; docs/trace-format.md "Scaling",
-    // TraceBounded.RecordMemoryDoesNotGrowWithTheTrace), as does h5::create_file's file without
-    // free-space tracking
+  // the merge adds count_ groups to one file. A bounded metadata cache keeps its memory flat (HDF5's
+  // adaptive cache grew with them to its 32 MiB cap: 60 MiB at the peak at 2,004 ops, 79 at 10,008;
+  // with this one 48 and 50), and so does closing and reopening the file every kMergePart ops: the
+  // free-space manager of an open file keeps in memory every fragment the merge frees, about 1.1 KB
+  // an op with a state after every op (docs/trace-format.md "Scaling",
+  // TraceBounded.RecordMemoryDoesNotGrowWithTheTrace).
+  constexpr int kMergePart = 1024;
+  const int parts = std::max(1, (count_ + kMergePart - 1) / kMergePart);
+  write_atomically_in_parts(path_, "/", parts, [&](hid_t f, int part) {
     h5::bound_metadata_cache(f, size_t(1) << 20);
-    h5::Handle ops = h5::create_group(f, "ops");
-    for (int i = 0; i < count_; ++i) {
+    if (part == 0) write_header(f, header_, count_);
+    h5::Handle ops = part == 0 ? h5::create_group(f, "ops") : h5::open_group(f, "ops");
+    for (int i = part * kMergePart; i < std::min(count_, (part + 1) * kMergePart); ++i) {
       h5::Handle src = h5::open_file(op_file(dir_, i));
       const std::string name = trace_op_name(i);
       h5::check(H5Ocopy(src, name.c_str(), ops, name.substr(4).c_str(), H5P_DEFAULT, H5P_DEFAULT), "copy " + name);
