@@ -509,8 +509,8 @@ int perturb_schedule(void* p, uint64_t seed) {
 }
 
 // The flags a hello declares: "flags" (a C host passes its plug-in's, less SSMP_BY_NAME: the host
-// speaks it to its plug-in, and this table forwards the positional calls), or the string attributes
-// of a Python class (bridge.py's declared()).
+// speaks it to its plug-in, and this table forwards the positional calls; hosted_plugin_by_name
+// tells), or the string attributes of a Python class (bridge.py's declared()).
 uint32_t declared_flags(const json& hello) {
   if (hello.contains("flags")) return hello.at("flags").get<uint32_t>() & ~uint32_t(SSMP_BY_NAME);
   // key, the contract's value, the other value (core/conventions.h's names), and the flag the other sets
@@ -551,6 +551,12 @@ std::filesystem::path plugin_host_executable() {
 }
 
 }  // namespace
+
+bool hosted_plugin_by_name(const ssmp_plugin* table) {
+  for (const auto& H : hosts())
+    if (&H->table == table) return H->declaration.value("flags", uint32_t(0)) & SSMP_BY_NAME;
+  return false;
+}
 
 const ssmp_plugin* hosted_plugin_table(HostLaunch launch) {
   if (int(hosts().size()) >= kMaxHosts)

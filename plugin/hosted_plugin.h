@@ -28,6 +28,9 @@ constexpr const char* kPythonScheme = "python:";
 // does not start or declares something this ssmcheck does not know.
 constexpr int kMaxHosts = 32;
 const ssmp_plugin* hosted_plugin_table(HostLaunch launch);
+// Whether the implementation behind a table hosted_plugin_table returned speaks SSMP_BY_NAME (its
+// host drives it by name; the table, which forwards positional calls, does not carry the flag).
+bool hosted_plugin_by_name(const ssmp_plugin* table);
 
 // ssmcheck-plugin-host serving the plug-in at `path`: beside this executable, or
 // $SSMCHECK_PLUGIN_HOST, or the one of the build tree this ssmcheck came from.

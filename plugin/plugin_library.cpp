@@ -80,7 +80,7 @@ std::string PluginLibrary::declared() const {
          ", judged: " + (bitwise() ? "bitwise" : "under the tolerance classes") +
          ", conv window: " + (short_conv_window() ? "d_conv-1 columns" : "d_conv columns") +
          ", h: " + (h_vd_kd() ? "[nv][vd][kd]" : "[nv][kd][vd]") +
-         (no_prefill_stage() ? ", no prefill staging blob" : "") + (by_name() ? ", by name" : "") +
+         (no_prefill_stage() ? ", no prefill staging blob" : "") + (by_name() || hosted_by_name ? ", by name" : "") +
          ", runs: " + capabilities().text() +
          ", numerics: " + (numerics().is_contract() ? std::string("the contract's") : numerics().flags().substr(1));
 }
@@ -293,6 +293,7 @@ const PluginLibrary& load_plugin(const std::string& path) {
   PluginLibrary lib;
   lib.path = key;
   lib.table = t;
+  lib.hosted_by_name = hosted_plugin_by_name(t);
   return hosted().emplace(key, lib).first->second;
 }
 

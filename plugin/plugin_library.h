@@ -27,6 +27,7 @@ struct PluginSpec {
 struct PluginLibrary {
   std::string path;         // absolute path of the file, or the registered name of an in-process table
   bool in_process = false;  // dlopen'ed here, or a registered table: its crash is ssmcheck's
+  bool hosted_by_name = false;  // its host drives it by name (the forwarding table is positional)
   const ssmp_plugin* table = nullptr;
   bool own_legality() const { return table->flags & SSMP_OWN_LEGALITY; }
   bool bitwise() const { return table->flags & SSMP_BITWISE; }
@@ -51,7 +52,7 @@ struct PluginLibrary {
   Capabilities capabilities() const;
   // It offers a perturbed schedule: its header has perturb_schedule and the plug-in set it.
   bool perturbable() const;
-  std::string declared() const;  // "name 'x', ABI 1, legality: its own, judged: bitwise"
+  std::string declared() const;  // "name 'x', ABI 1, legality: its own, judged: bitwise, ..., by name"
 };
 
 // The table's ssmp_capabilities, when its header has the member and the plug-in set it; else null.
