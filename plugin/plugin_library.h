@@ -33,7 +33,6 @@ struct PluginLibrary {
   bool bitwise() const { return table->flags & SSMP_BITWISE; }
   bool short_conv_window() const { return table->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1; }
   bool h_vd_kd() const { return table->flags & SSMP_H_VD_KD; }
-  bool mamba2() const { return table->flags & SSMP_MAMBA2; }  // runs Mamba-2 layers too
   // Whether it runs layers of `kind` (GDN every plug-in; another kind with the flag kind_flag names).
   bool runs(LayerKind kind) const;
   static const char* kind_flag(LayerKind kind);               // "SSMP_MAMBA2"; "" for GDN

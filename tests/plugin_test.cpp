@@ -69,7 +69,7 @@ TEST(PluginLoad, TheReferencePluginDeclaresItsOwnLegalityAndBitwise) {
   const plugin::PluginLibrary& lib = plugin::load_plugin(kRef);
   EXPECT_TRUE(lib.own_legality());
   EXPECT_TRUE(lib.bitwise());
-  EXPECT_TRUE(lib.mamba2());
+  EXPECT_TRUE(lib.runs(LayerKind::mamba2));
   EXPECT_TRUE(lib.ple());
   EXPECT_NE(error_of([] { plugin::PluginBackend b(plugin::PluginSpec::parse(kRef + ",fault=nonsense")); })
                 .find("unknown option 'fault=nonsense'"),
