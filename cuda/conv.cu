@@ -70,19 +70,19 @@ __device__ __forceinline__ void gates(const ConvParams& p, int row_b) {
   }
 }
 
-template <int DC>
+template <int DC, bool ORDERED>
 __global__ void conv_kernel(ConvParams p) {
   constexpr int NW = DC > 0 ? DC : kMaxDConv;  // window registers
   __shared__ float red[32];
   allow_dependents();  // the row kernel may launch and prefetch H; it waits for this kernel's end
-  const uint2 lb = logical_block(p.order);
+  const uint2 lb = logical_block<ORDERED>(p.order);
   const int row_b = int(lb.y);
   int chunk = int(lb.x);
   // mutant (the one-wave conv window, tokenspeed #857's class): each Q/K head has a sibling block
   // after the gates block that recomputes its outputs from the live window, which the head's own
   // block commits in place at its end; right only while the sibling reads before that commit
   const bool one_wave_mutant = SSM_DEVICE_MUTANT(p, kMutConvOneWave) && p.norm_heads > 0;
-  const int gates_block = int(logical_grid(p.order).x) - 1 - (one_wave_mutant ? p.norm_heads : 0);
+  const int gates_block = int(logical_grid<ORDERED>(p.order).x) - 1 - (one_wave_mutant ? p.norm_heads : 0);
   const bool sibling = chunk > gates_block;
   if (sibling) chunk -= gates_block + 1;
   if (chunk == gates_block) {  // the gates block: beside the channels, not after a chunk's
@@ -145,7 +145,8 @@ void launch_conv(const ConvParams& p, cudaStream_t stream, bool dependent) {
   const int chunks = p.norm_heads + (rest + cb - 1) / cb;
   const int siblings = SSM_DEVICE_MUTANT(p, kMutConvOneWave) ? p.norm_heads : 0;  // mutant: see conv_kernel
   const dim3 grid(unsigned(chunks + 1 + siblings), unsigned(p.B));  // + the gates block
-  void (*kernel)(ConvParams) = p.d_conv == 4 ? &conv_kernel<4> : &conv_kernel<0>;
+  const OrderedKernel<ConvParams> kernel = p.d_conv == 4 ? OrderedKernel<ConvParams>{&conv_kernel<4, false>, &conv_kernel<4, true>}
+                                                          : OrderedKernel<ConvParams>{&conv_kernel<0, false>, &conv_kernel<0, true>};
   // plainly launched, its waits return at once
   launch_ordered("conv_kernel", kernel, grid, dim3(unsigned(cb)), 0, stream, dependent, p, &ConvParams::order);
 }

@@ -34,9 +34,10 @@ __device__ void copy_words(const char* src, char* dst, size_t bytes, unsigned x,
   for (size_t i = x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(blocks) * blockDim.x) d[i] = s ? s[i] : W{};
 }
 
+template <bool ORDERED>
 __global__ void copies_kernel(const __grid_constant__ CopyBatch b) {
-  const uint2 lb = logical_block(b.order);
-  const unsigned blocks = logical_grid(b.order).x;
+  const uint2 lb = logical_block<ORDERED>(b.order);
+  const unsigned blocks = logical_grid<ORDERED>(b.order).x;
   const CopyDesc& c = b.d[lb.y];
   const char* src = static_cast<const char*>(c.src);
   char* dst = static_cast<char*>(c.dst);
@@ -80,7 +81,7 @@ void launch_copies(const std::vector<CopyDesc>& list, cudaStream_t stream, bool 
       largest = std::max(largest, work[i].bytes);
     }
     const unsigned x = unsigned(std::min<size_t>(std::max<size_t>((largest + 4095) / 4096, 1), 512));
-    launch_ordered("copies_kernel", &copies_kernel, dim3(x, unsigned(b.n)), dim3(256), 0, stream, false, b,
+    launch_ordered("copies_kernel", OrderedKernel<CopyBatch>{&copies_kernel<false>, &copies_kernel<true>}, dim3(x, unsigned(b.n)), dim3(256), 0, stream, false, b,
                    &CopyBatch::order);
   }
 }

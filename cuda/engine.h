@@ -87,6 +87,7 @@ class Engine {
   void reserve(DeviceBuffer& buf, size_t bytes, const char* name);
   void reserve_host(size_t in_bytes, size_t out_bytes);
   size_t h_bytes(int l, DType d) const;
+  std::vector<CopyDesc> snapshot_copies(int slot, int snap, bool to_snapshot, bool ple) const;
 
   // The PLE carry (docs/cuda.md "PLE carry"). Its presence is per slot (every op applies to every
   // layer): live, the checkpoint's copy, each snapshot slot's copy.

@@ -174,21 +174,30 @@ void Engine::rollback(int slot, int n, bool and_checkpoint) {
   contract_.on_checkpoint(slot);
 }
 
+// The copies between slot's live state and snapshot snap, towards the snapshot or from it; the
+// PLE carry's only when `ple` (a layer hosting none has nothing to copy).
+std::vector<CopyDesc> Engine::snapshot_copies(int slot, int snap, bool to_snapshot, bool ple) const {
+  const DType d = contract_.slot(slot).h_dtype();
+  std::vector<CopyDesc> v;
+  const auto add = [&](void* live, void* saved, size_t bytes) {
+    v.push_back(to_snapshot ? CopyDesc{live, saved, bytes} : CopyDesc{saved, live, bytes});
+  };
+  for (int l = 0; l < pool_.layers(); ++l) {
+    add(pool_.h(l, slot), pool_.snapshot_h(l, snap), h_bytes(l, d));
+    add(pool_.conv(l, slot), pool_.snapshot_conv(l, snap), pool_.layer(l).conv_pitch);
+    if (ple && model_.spec.layers[size_t(l)].ple.hosted()) {
+      const LayerPool& lp = pool_.layer(l);
+      add(pool_.ple_history(l, slot), pool_.snapshot_ple_history(l, snap), lp.ple_history_pitch);
+      add(pool_.ple_conv(l, slot), pool_.snapshot_ple_conv(l, snap), lp.ple_conv_pitch);
+    }
+  }
+  return v;
+}
+
 void Engine::snapshot_save(int slot, int snap) {
   contract_.check_snapshot(OpKind::snapshot_save, slot, snap);
   wait_async(slot);
-  const DType d = contract_.slot(slot).h_dtype();
-  std::vector<CopyDesc> v;
-  for (int l = 0; l < pool_.layers(); ++l) {
-    v.push_back({pool_.h(l, slot), pool_.snapshot_h(l, snap), h_bytes(l, d)});
-    v.push_back({pool_.conv(l, slot), pool_.snapshot_conv(l, snap), pool_.layer(l).conv_pitch});
-    if (model_.spec.layers[size_t(l)].ple.hosted()) {
-      const LayerPool& lp = pool_.layer(l);
-      v.push_back({pool_.ple_history(l, slot), pool_.snapshot_ple_history(l, snap), lp.ple_history_pitch});
-      v.push_back({pool_.ple_conv(l, slot), pool_.snapshot_ple_conv(l, snap), lp.ple_conv_pitch});
-    }
-  }
-  launch_copies(v, main_);
+  launch_copies(snapshot_copies(slot, snap, true, true), main_);
   contract_.on_snapshot_save(slot, snap);
   ple_saved_[size_t(snap)] = ple_live_[size_t(slot)];
 }
@@ -196,18 +205,7 @@ void Engine::snapshot_save(int slot, int snap) {
 void Engine::snapshot_restore(int slot, int snap) {
   contract_.check_snapshot(OpKind::snapshot_restore, slot, snap);
   wait_async(slot);
-  const DType d = contract_.slot(slot).h_dtype();
-  std::vector<CopyDesc> v;
-  for (int l = 0; l < pool_.layers(); ++l) {
-    v.push_back({pool_.snapshot_h(l, snap), pool_.h(l, slot), h_bytes(l, d)});
-    v.push_back({pool_.snapshot_conv(l, snap), pool_.conv(l, slot), pool_.layer(l).conv_pitch});
-    if (model_.spec.layers[size_t(l)].ple.hosted() && ple_saved_[size_t(snap)]) {
-      const LayerPool& lp = pool_.layer(l);
-      v.push_back({pool_.snapshot_ple_history(l, snap), pool_.ple_history(l, slot), lp.ple_history_pitch});
-      v.push_back({pool_.snapshot_ple_conv(l, snap), pool_.ple_conv(l, slot), lp.ple_conv_pitch});
-    }
-  }
-  launch_copies(v, main_);
+  launch_copies(snapshot_copies(slot, snap, false, ple_saved_[size_t(snap)]), main_);
   ple_live_[size_t(slot)] = ple_saved_[size_t(snap)];
 }
 

@@ -92,14 +92,16 @@ struct RowsItem {
   bool owner;
   size_t h_off, inter_off;
 };
-// Under a perturbed schedule (cuda/schedule.h) item i is the order's logical_item(i).
+// Under a perturbed schedule (cuda/schedule.h, the ORDERED instance) item i is the order's
+// logical_item(i).
+template <bool ORDERED>
 __device__ __forceinline__ int item_slot(const RowsParams& p, int item) {
-  item = logical_item(p.order, item);
+  item = logical_item<ORDERED>(p.order, item);
   return item < p.B * p.nv * p.ntiles ? p.slots[item / (p.ntiles * p.nv)] : 0;
 }
-template <typename HT>
+template <typename HT, bool ORDERED>
 __device__ __forceinline__ RowsItem rows_item(const RowsParams& p, int item, int slot, int tx, int ty) {
-  item = logical_item(p.order, item);
+  item = logical_item<ORDERED>(p.order, item);
   RowsItem w;
   const int tile = item % p.ntiles;
   w.vh = (item / p.ntiles) % p.nv;
@@ -204,7 +206,7 @@ constexpr int kRowsStages = 2;
 // the intermediate store compiled away; the same operations per row, so verify still equals K
 // decodes bit for bit. qwen3-next-80b on the H200 (Dec 2): FP16 decode 6-13% faster, FP32 2-7%
 // faster at B = 2..16, level from B = 32, 2.5% slower at B = 1 (docs/cuda.md).
-template <typename HT, int VEC, int MINB, bool ONE_ROW>
+template <typename HT, int VEC, int MINB, bool ONE_ROW, bool ORDERED>
 __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
   constexpr int RPT = 32 / VEC;
   const RowSteps<ONE_ROW> steps(p);
@@ -232,8 +234,8 @@ __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
   // issues the first item's H before waiting for the conv kernel (which never writes H), then its
   // first inputs, in one commit group.
   const int grid = int(gridDim.x);
-  RowsItem w = rows_item<HT>(p, int(blockIdx.x), item_slot(p, int(blockIdx.x)), tx, ty);
-  int slot_ahead = item_slot(p, int(blockIdx.x) + grid);  // the next item's
+  RowsItem w = rows_item<HT, ORDERED>(p, int(blockIdx.x), item_slot<ORDERED>(p, int(blockIdx.x)), tx, ty);
+  int slot_ahead = item_slot<ORDERED>(p, int(blockIdx.x) + grid);  // the next item's
   if constexpr (kStageH) copy_h<HT, VEC>(p, w, ty, hstage);
   wait_for_previous();  // the conv kernel's qkv and gates
   copy_row_inputs(p, w, 0, m.kr, in);
@@ -254,8 +256,8 @@ __global__ void __launch_bounds__(256, MINB) gdn_rows_kernel(RowsParams p) {
       if (t + 1 < R) {
         copy_row_inputs(p, w, t + 1, m.kr, next_in);
       } else if (item_ahead) {
-        next = rows_item<HT>(p, int(blockIdx.x) + (k + 1) * grid, slot_ahead, tx, ty);
-        slot_ahead = item_slot(p, int(blockIdx.x) + (k + 2) * grid);
+        next = rows_item<HT, ORDERED>(p, int(blockIdx.x) + (k + 1) * grid, slot_ahead, tx, ty);
+        slot_ahead = item_slot<ORDERED>(p, int(blockIdx.x) + (k + 2) * grid);
         copy_row_inputs(p, next, 0, m.kr, next_in);
         if constexpr (kStageH) copy_h<HT, VEC>(p, next, ty, hstage + ((k + 1) % kRowsStages) * stage_elems);
       }
@@ -395,12 +397,19 @@ template <typename HT, int VEC, int MINB>
 void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
   const size_t smem = rows_smem_bytes<HT, VEC>(p, threads);
   const bool one_row = runs_one_row(p);
-  auto* fn = one_row ? &gdn_rows_kernel<HT, VEC, MINB, true> : &gdn_rows_kernel<HT, VEC, MINB, false>;
+  Schedule* order = current_schedule();
+  // the shipped instance, or under a perturbed schedule the ORDERED one (cuda/block_order.cuh)
+  const OrderedKernel<RowsParams> k =
+      one_row ? OrderedKernel<RowsParams>{&gdn_rows_kernel<HT, VEC, MINB, true, false>,
+                                          &gdn_rows_kernel<HT, VEC, MINB, true, true>}
+              : OrderedKernel<RowsParams>{&gdn_rows_kernel<HT, VEC, MINB, false, false>,
+                                          &gdn_rows_kernel<HT, VEC, MINB, false, true>};
+  void (*fn)(RowsParams) = order ? k.ordered : k.shipped;
   const void* kernel = reinterpret_cast<const void*>(fn);
   const int items = p.B * p.nv * p.ntiles;
   int grid = std::min(items, resident_ctas(kernel, threads, smem));
   RowsParams q = p;
-  if (Schedule* order = current_schedule()) {  // perturbed: the items in a seeded order, on fewer CTAs
+  if (order) {  // perturbed: the items in a seeded order, on fewer CTAs
     const Schedule::Plan plan = order->next(unsigned(items));
     q.order = BlockOrder{unsigned(items), unsigned(items), 1, 0, plan.mul, plan.add};
     grid = int(order->persistent_grid(unsigned(grid)));
@@ -416,7 +425,7 @@ std::atomic<int> forced_rows_ctas{0};
 void launch_f16_vec4(const RowsParams& p, int threads, cudaStream_t s) {
   int ctas = forced_rows_ctas.load();
   if (ctas == 0) {
-    const void* two = reinterpret_cast<const void*>(&gdn_rows_kernel<__half, 4, 2, false>);
+    const void* two = reinterpret_cast<const void*>(&gdn_rows_kernel<__half, 4, 2, false, false>);
     ctas = p.B * p.nv * p.ntiles > resident_ctas(two, threads, rows_smem_bytes<__half, 4>(p, threads)) ? 4 : 2;
   }
   if (ctas == 4) launch_t<__half, 4, 4>(p, threads, s);

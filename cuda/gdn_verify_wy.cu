@@ -34,7 +34,7 @@ namespace ssm::cuda {
 
 namespace {
 
-template <typename HT, int VEC, int KMAX>
+template <typename HT, int VEC, int KMAX, bool ORDERED>
 __global__ void __launch_bounds__(256, VEC == 4 && KMAX <= 4 ? 2 : 1) gdn_verify_wy_kernel(RowsParams p) {
   constexpr int RPT = 32 / VEC;
   wait_for_previous();  // a programmatic dependent (cuda/dependent_launch.cuh): everything before is written
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__(256, VEC == 4 && KMAX <= 4 ? 2 : 1) gdn_verify
   float* sgb = sv + KMAX * TJ;        // [KMAX][2]
   float* kk = sgb + 2 * KMAX;         // [KMAX][KMAX], s < t
 
-  const uint2 lb = logical_block(p.order);
+  const uint2 lb = logical_block<ORDERED>(p.order);
   const int vh = int(lb.x) / p.ntiles, tile = int(lb.x) % p.ntiles, b = int(lb.y);
   const int kh = vh / (p.nv / p.nk);
   const int slot = p.slots[b];
@@ -250,12 +250,14 @@ __global__ void __launch_bounds__(256, VEC == 4 && KMAX <= 4 ? 2 : 1) gdn_verify
 
 template <typename HT, int VEC, int KMAX>
 void launch_t(const RowsParams& p, int threads, cudaStream_t s) {
-  auto k = gdn_verify_wy_kernel<HT, VEC, KMAX>;
+  const OrderedKernel<RowsParams> k{&gdn_verify_wy_kernel<HT, VEC, KMAX, false>,
+                                    &gdn_verify_wy_kernel<HT, VEC, KMAX, true>};
   const size_t smem = sizeof(float) * (size_t(KMAX) * p.ty_groups * p.tx_pad * VEC + 2 * size_t(KMAX) * p.kd +
                                        size_t(KMAX) * p.tj + 2 * KMAX + KMAX * KMAX);
   static std::once_flag once;  // raise the dynamic shared-memory limit once per instance
   std::call_once(once, [&] {
-    SSM_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
+    SSM_CUDA(cudaFuncSetAttribute(k.shipped, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
+    SSM_CUDA(cudaFuncSetAttribute(k.ordered, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024));
   });
   launch_ordered("gdn_verify_wy_kernel", k, dim3(unsigned(p.ntiles * p.nv), unsigned(p.B)), dim3(unsigned(threads)),
                  smem, s, true, p, &RowsParams::order);

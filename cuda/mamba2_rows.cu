@@ -89,11 +89,11 @@ namespace {
 // ONE_ROW: the instance for R = 1 without intermediates (decode): the same operations per row as
 // the general instance, with the row loop and the intermediate store compiled away. VALS: state
 // values per thread (mamba2_rows_layout).
-template <typename HT, int VEC, int NC, bool ONE_ROW, int VALS>
+template <typename HT, int VEC, int NC, bool ONE_ROW, int VALS, bool ORDERED>
 __global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2_rows_kernel(Mamba2RowsParams p) {
   constexpr int RPW = VALS / (VEC * NC) > 0 ? VALS / (VEC * NC) : 1;
   allow_dependents();  // the output norm may launch now (it reads z and weights, then waits for this kernel)
-  const uint2 lb = logical_block(p.order);
+  const uint2 lb = logical_block<ORDERED>(p.order);
   const int head = int(lb.x) / p.ptiles, tile = int(lb.x) % p.ptiles, b = int(lb.y);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int hp = p.hp, ns = p.ns;
@@ -209,7 +209,9 @@ __global__ void __launch_bounds__(256, VEC == 4 ? kMamba2MinCtasVec4 : 1) mamba2
 
 template <typename HT, int VEC, int NC, bool ONE_ROW, int VALS>
 void launch_k(const Mamba2RowsParams& p, cudaStream_t s) {
-  launch_ordered("mamba2_rows_kernel", &mamba2_rows_kernel<HT, VEC, NC, ONE_ROW, VALS>,
+  launch_ordered("mamba2_rows_kernel",
+                 OrderedKernel<Mamba2RowsParams>{&mamba2_rows_kernel<HT, VEC, NC, ONE_ROW, VALS, false>,
+                                                 &mamba2_rows_kernel<HT, VEC, NC, ONE_ROW, VALS, true>},
                  dim3(unsigned(p.ptiles * p.nh), unsigned(p.B)), dim3(unsigned(p.warps * 32)), 0, s, true, p,
                  &Mamba2RowsParams::order);
 }
