@@ -22,6 +22,7 @@ struct Attr {
   const char* name;
   bool gdn, mamba2;  // the kinds that carry it
   Need need;
+  AttrType type;
   std::function<std::string(const LayerSpec&)> get;         // "" when it is its default (not written)
   std::function<void(LayerSpec&, const std::string&)> set;  // throws std::invalid_argument (the value only)
 };
@@ -31,7 +32,7 @@ int parse_int(const std::string& v, long long lo, long long hi) {
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
   if (ec != std::errc() || end != v.data() + v.size()) throw std::invalid_argument("'" + v + "' is not an integer");
   if (x < lo || x > hi)
-    throw std::invalid_argument("'" + v + "' is out of range " + std::to_string(lo) + ".." + std::to_string(hi));
+    throw std::invalid_argument("value " + v + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return int(x);
 }
 
@@ -44,12 +45,7 @@ float parse_float(const std::string& v) {
   return x;
 }
 
-std::string text(float x) {
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // the shortest text that reads back as x
-  return std::string(buf, r.ptr);
-}
+std::string text(float x) { return layer_attr_text(x); }
 
 std::string text(int x) { return std::to_string(x); }
 
@@ -59,6 +55,7 @@ Attr int_attr(const char* name, bool gdn, bool mamba2, Need need, int LayerSpec:
           gdn,
           mamba2,
           need,
+          AttrType::integer,
           [=](const LayerSpec& s) { return need == Need::optional && s.*m == default_value ? "" : text(s.*m); },
           [=](LayerSpec& s, const std::string& v) { s.*m = parse_int(v, lo, hi); }};
 }
@@ -68,13 +65,15 @@ Attr flag_attr(const char* name, bool gdn, bool mamba2, Need need, bool LayerSpe
           gdn,
           mamba2,
           need,
+          AttrType::integer,
           [=](const LayerSpec& s) { return need == Need::optional && !(s.*m) ? "" : text(s.*m ? 1 : 0); },
           [=](LayerSpec& s, const std::string& v) { s.*m = parse_int(v, 0, 1) != 0; }};
 }
 
 // A convention of the numerics (or norm_groups), through core/conventions.h's names and parsers.
-Attr convention_attr(const char* name, bool gdn, bool mamba2, std::function<std::string(const LayerSpec&)> get) {
-  return {name, gdn, mamba2, Need::optional, std::move(get), [=](LayerSpec& s, const std::string& v) {
+Attr convention_attr(const char* name, bool gdn, bool mamba2, AttrType type,
+                     std::function<std::string(const LayerSpec&)> get) {
+  return {name, gdn, mamba2, Need::optional, type, std::move(get), [=](LayerSpec& s, const std::string& v) {
             StateLayout unused;
             set_convention(s, unused, name, v);
           }};
@@ -92,42 +91,43 @@ const std::vector<Attr>& table() {
     }
     a.push_back(int_attr("d_conv", true, true, Need::required, &LayerSpec::d_conv, 1, kMaxHeads));
     a.push_back(flag_attr("conv_bias", true, true, Need::required, &LayerSpec::conv_bias));
-    a.push_back({"output_gate", true, false, Need::optional,
-                 [](const LayerSpec& s) { return s.output_gate == OutputGate::silu ? "" : to_string(s.output_gate); },
+    // written always (dumps before version 1's traces required it), given or not
+    a.push_back({"output_gate", true, false, Need::optional, AttrType::text,
+                 [](const LayerSpec& s) { return std::string(to_string(s.output_gate)); },
                  [](LayerSpec& s, const std::string& v) {
                    if (v == "silu") s.output_gate = OutputGate::silu;
                    else if (v == "sigmoid") s.output_gate = OutputGate::sigmoid;
                    else throw std::invalid_argument("'" + v + "': expected silu or sigmoid");
                  }});
     a.push_back(flag_attr("norm_before_gate", false, true, Need::optional, &LayerSpec::norm_before_gate));
-    a.push_back(convention_attr("norm_groups", false, true,
+    a.push_back(convention_attr("norm_groups", false, true, AttrType::integer,
                                 [](const LayerSpec& s) { return s.norm_groups ? text(s.norm_groups) : ""; }));
     for (auto [name, m, dflt] : {std::tuple{"dt_min", &LayerSpec::dt_min, 0.0f},
                                  std::tuple{"dt_max", &LayerSpec::dt_max, std::numeric_limits<float>::infinity()}})
-      a.push_back({name, false, true, Need::optional,
+      a.push_back({name, false, true, Need::optional, AttrType::real,
                    [m = m, dflt = dflt](const LayerSpec& s) { return s.*m == dflt ? "" : text(s.*m); },
                    [m = m](LayerSpec& s, const std::string& v) {
                      const float x = parse_float(v);
                      if (!(x >= 0)) throw std::invalid_argument("'" + v + "' must be >= 0");
                      s.*m = x;
                    }});
-    a.push_back(convention_attr("gates", true, true, [](const LayerSpec& s) {
+    a.push_back(convention_attr("gates", true, true, AttrType::text, [](const LayerSpec& s) {
       return s.numerics.gates == GateMath::clamped ? "" : to_string(s.numerics.gates);
     }));
-    a.push_back(convention_attr("f16_store", true, true, [](const LayerSpec& s) {
+    a.push_back(convention_attr("f16_store", true, true, AttrType::text, [](const LayerSpec& s) {
       return s.numerics.f16_store == F16Store::saturate ? "" : to_string(s.numerics.f16_store);
     }));
-    a.push_back(convention_attr("f16_rows", true, true, [](const LayerSpec& s) {
+    a.push_back(convention_attr("f16_rows", true, true, AttrType::text, [](const LayerSpec& s) {
       return s.numerics.f16_rows == F16Rows::stored ? "" : to_string(s.numerics.f16_rows);
     }));
-    a.push_back({"eps", true, true, Need::required, [](const LayerSpec& s) { return text(s.eps); },
+    a.push_back({"eps", true, true, Need::required, AttrType::real, [](const LayerSpec& s) { return text(s.eps); },
                  [](LayerSpec& s, const std::string& v) {
                    const float x = parse_float(v);
                    if (!(x > 0) || !std::isfinite(x)) throw std::invalid_argument("'" + v + "' must be finite and > 0");
                    s.eps = x;
                  }});
     for (const auto& [name, member] : ple_attr_members())
-      a.push_back({name, true, false, Need::optional,
+      a.push_back({name, true, false, Need::optional, AttrType::integer,
                    [m = member](const LayerSpec& s) { return s.ple.hosted() ? text(s.ple.*m) : ""; },
                    [m = member](LayerSpec& s, const std::string& v) { s.ple.*m = parse_int(v, 0, kMaxTokenId); }});
     return a;
@@ -150,6 +150,20 @@ const std::vector<std::pair<const char*, int PleSpec::*>>& ple_attr_members() {
   return m;
 }
 
+std::string layer_attr_text(float x) {
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  if (std::isnan(x)) return "nan";
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);  // the shortest text that reads back as x
+  return std::string(buf, r.ptr);
+}
+
+AttrType layer_attr_type(const std::string& name) {
+  for (const Attr& a : table())
+    if (name == a.name) return a.type;
+  throw std::invalid_argument("'" + name + "' is not a layer attribute");
+}
+
 std::vector<std::string> layer_attr_names(LayerKind kind) {
   std::vector<std::string> v;
   for (const Attr& a : table())
@@ -169,11 +183,15 @@ std::vector<LayerAttr> layer_attrs(const LayerSpec& s) {
 
 LayerSpec layer_from_attrs(const std::string& kind, const std::vector<LayerAttr>& attrs, const std::string& where) {
   const std::string at = where.empty() ? "" : where + ": ";
+  // what() is `at` + the message; the attribute and the detail apart (LayerAttrError)
+  const auto fail = [&](const std::string& message, const std::string& attr, const std::string& detail) {
+    return LayerAttrError(at + message, attr, detail);
+  };
   LayerSpec s;
   try {
     s.kind = parse_layer_kind(kind);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(at + "kind: " + e.what());
+    throw fail(std::string("kind: ") + e.what(), "kind", e.what());
   }
   const std::vector<std::string> names = layer_attr_names(s.kind);
   std::vector<std::string> given;
@@ -187,40 +205,43 @@ LayerSpec layer_from_attrs(const std::string& kind, const std::vector<LayerAttr>
         if (near.empty() && near_miss(g.name, n)) near = n;
       }
       std::string what =
-          at + "'" + g.name + "' is not an attribute of a " + to_string(s.kind) + " layer (defined: " + list + ")";
+          "'" + g.name + "' is not an attribute of a " + to_string(s.kind) + " layer (defined: " + list + ")";
       if (it != table().end())
         what += "; it is a " + std::string(s.kind == LayerKind::gdn ? "mamba2" : "gdn") + " layer's";
       else if (!near.empty()) what += "; did you mean " + near + "?";
-      throw std::invalid_argument(what);
+      throw fail(what, "", what);
     }
     if (std::find(given.begin(), given.end(), g.name) != given.end())
-      throw std::invalid_argument(at + "'" + g.name + "' is given twice");
+      throw fail("'" + g.name + "' is given twice", g.name, "is given twice");
     given.push_back(g.name);
     try {
       it->set(s, g.value);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(at + g.name + ": " + e.what());
+      throw fail(g.name + ": " + e.what(), g.name, e.what());
     }
     if (is_ple(g.name)) ++ple_given;
   }
   for (const Attr& a : table())
     if (carried_by(a, s.kind) && a.need == Need::required &&
         std::find(given.begin(), given.end(), a.name) == given.end())
-      throw std::invalid_argument(at + "'" + a.name + "' is required for a " + to_string(s.kind) + " layer");
+      throw fail("'" + std::string(a.name) + "' is required for a " + to_string(s.kind) + " layer", a.name,
+                 std::string("missing: it is required for a ") + to_string(s.kind) + " layer");
   const int ple_all = int(ple_attr_members().size());
   if (ple_given != 0 && ple_given != ple_all) {
     std::string missing;
     for (const auto& [name, member] : ple_attr_members())
       if (std::find(given.begin(), given.end(), name) == given.end())
         missing += (missing.empty() ? "" : ", ") + std::string(name);
-    throw std::invalid_argument(at + "a PLE carry needs all of its geometry: missing " + missing);
+    const std::string what = "a PLE carry needs all of its geometry: missing " + missing;
+    throw fail(what, "", what);
   }
   if (ple_given == ple_all && s.ple.channels == 0)
-    throw std::invalid_argument(at + "ple_channels: 0 hosts no carry (leave the ple_ attributes out)");
+    throw fail("ple_channels: 0 hosts no carry (leave the ple_ attributes out)", "ple_channels",
+               "0 hosts no carry (leave the ple_ attributes out)");
   try {
     s.validate();
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(at + e.what());
+    throw fail(e.what(), "", e.what());
   }
   return s;
 }

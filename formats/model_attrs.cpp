@@ -2,7 +2,7 @@
 #include "formats/model_attrs.h"
 
 #include <algorithm>
-#include <cmath>
+#include <charconv>
 #include <cstring>
 #include <fmt/core.h>
 #include <functional>
@@ -122,7 +122,8 @@ void read_pool_attrs(const CheckedReader& r, hid_t g, PoolConfig& pool) {
   pool.snapshot_slots = int(r.int_attr(g, "/pool", "snapshot_slots", 0, kMaxSlots));
   const auto caps = r.guard("/pool@h_capacity", [&] { return h5::read_attr_ints(g, "h_capacity"); });
   if (caps.size() != size_t(pool.max_slots))
-    throw FormatError(r.file(), "/pool@h_capacity", fmt::format("{} entries for {} slots", caps.size(), pool.max_slots));
+    throw FormatError(r.file(), "/pool@h_capacity",
+                      fmt::format("{} entries for {} slots", caps.size(), pool.max_slots));
   pool.h_capacity.clear();
   for (int64_t c : caps) {
     if (c < 0 || c > kMaxK) throw FormatError(r.file(), "/pool@h_capacity", fmt::format("bad capacity {}", c));
@@ -132,78 +133,52 @@ void read_pool_attrs(const CheckedReader& r, hid_t g, PoolConfig& pool) {
 
 void write_layer_spec_attrs(hid_t g, const LayerSpec& s) {
   h5::write_attr_str(g, "kind", to_string(s.kind));
-  for (const ShapeParam& p : s.shape_params()) h5::write_attr_i64(g, p.name, s.*p.member);
-  h5::write_attr_i64(g, "d_conv", s.d_conv);
-  h5::write_attr_i64(g, "conv_bias", s.conv_bias ? 1 : 0);
-  if (s.kind == LayerKind::gdn) h5::write_attr_str(g, "output_gate", to_string(s.output_gate));
-  // Mamba-2's options, where they are not the defaults (absent: norm after the gate, dt limits (0, inf))
-  if (s.norm_before_gate) h5::write_attr_i64(g, "norm_before_gate", 1);
-  if (s.norm_groups != 0) h5::write_attr_i64(g, "norm_groups", s.norm_groups);
-  if (s.dt_min != 0.0f) h5::write_attr_f32(g, "dt_min", s.dt_min);
-  if (!std::isinf(s.dt_max)) h5::write_attr_f32(g, "dt_max", s.dt_max);
-  // the numerics, where they are not the contract's (absent: clamped, saturate, stored)
-  const Numerics& n = s.numerics;
-  if (n.gates != GateMath::clamped) h5::write_attr_str(g, "gates", to_string(n.gates));
-  if (n.f16_store != F16Store::saturate) h5::write_attr_str(g, "f16_store", to_string(n.f16_store));
-  if (n.f16_rows != F16Rows::stored) h5::write_attr_str(g, "f16_rows", to_string(n.f16_rows));
-  h5::write_attr_f32(g, "eps", s.eps);
-  // a layer hosting a PLE carry (absent: it hosts none)
-  if (s.ple.hosted())
-    for (const auto& [name, member] : ple_attr_members()) h5::write_attr_i64(g, name, s.ple.*member);
+  for (const LayerAttr& a : layer_attrs(s)) {  // core/layer_attrs.h: the names, values and types
+    switch (layer_attr_type(a.name)) {
+      case AttrType::integer: h5::write_attr_i64(g, a.name, std::stoll(a.value)); break;
+      case AttrType::real: {
+        float x = 0;  // the shortest text of x, or inf (from_chars: no locale)
+        std::from_chars(a.value.data(), a.value.data() + a.value.size(), x);
+        h5::write_attr_f32(g, a.name, x);
+        break;
+      }
+      case AttrType::text: h5::write_attr_str(g, a.name, a.value); break;
+    }
+  }
   h5::write_attr_str(g, "name", s.name());
 }
 
-LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::string& lp,
-                                bool output_gate_optional) {
-  LayerSpec s;
+LayerSpec read_layer_spec_attrs(const CheckedReader& r, hid_t g, const std::string& lp, bool output_gate_optional) {
   const std::string kind = r.str_attr(g, lp, "kind");
+  LayerKind k;
   try {
-    s.kind = parse_layer_kind(kind);
+    k = parse_layer_kind(kind);
   } catch (const std::invalid_argument& e) {
     throw FormatError(r.file(), lp + "@kind", e.what());
   }
-  only_attrs(r, g, lp, layer_spec_attr_names(s.kind), [&](const std::string& n) { return other_kind_note(n, s.kind); });
-  for (const ShapeParam& p : s.shape_params()) s.*p.member = int(r.int_attr(g, lp, p.name, 1, kMaxDim));
-  s.d_conv = int(r.int_attr(g, lp, "d_conv", 1, kMaxDim));
-  s.conv_bias = r.int_attr(g, lp, "conv_bias", 0, 1) != 0;
-  if (s.kind == LayerKind::gdn) {
-    // optional in traces: absent means silu; present, it must name a gate (an empty string does not)
-    const bool absent = output_gate_optional && !r.guard(lp, [&] { return h5::attr_exists(g, "output_gate"); });
-    const std::string gate = absent ? "silu" : r.str_attr(g, lp, "output_gate");
-    if (gate == "silu") s.output_gate = OutputGate::silu;
-    else if (gate == "sigmoid") s.output_gate = OutputGate::sigmoid;
-    else throw FormatError(r.file(), lp + "@output_gate", "is '" + gate + "', expected silu or sigmoid");
-  }
-  if (r.has_attr(g, lp, "norm_before_gate")) s.norm_before_gate = r.int_attr(g, lp, "norm_before_gate", 0, 1) != 0;
-  if (r.has_attr(g, lp, "norm_groups")) s.norm_groups = int(r.int_attr(g, lp, "norm_groups", 0, kMaxDim));
-  for (const auto& [name, field] : {std::pair{"dt_min", &s.dt_min}, std::pair{"dt_max", &s.dt_max}}) {
-    if (!r.has_attr(g, lp, name)) continue;
-    const double v = r.guard(lp + "@" + name, [&, n = name] { return h5::read_attr_float(g, n); });
-    if (!(v >= 0) || std::isnan(v)) throw FormatError(r.file(), lp + "@" + name, "must be >= 0");
-    *field = float(v);
-  }
-  // optional everywhere: absent means the contract's numerics
-  const auto numeric = [&](const char* name, auto parse, auto& field) {
-    if (!r.has_attr(g, lp, name)) return;
-    const std::string v = r.str_attr(g, lp, name);
-    try {
-      field = parse(v);
-    } catch (const std::invalid_argument& e) {
-      throw FormatError(r.file(), lp + "@" + name, e.what());
+  only_attrs(r, g, lp, layer_spec_attr_names(k), [&](const std::string& n) { return other_kind_note(n, k); });
+  // each attribute core knows, as its text (core/layer_attrs.h reads, checks and defaults them)
+  std::vector<LayerAttr> attrs;
+  for (const std::string& name : layer_attr_names(k)) {
+    // a dump's GDN layers carry output_gate (optional in traces: absent means silu)
+    const bool required = !output_gate_optional && name == "output_gate";
+    if (!required && !r.has_attr(g, lp, name)) continue;
+    const std::string at = CheckedReader::at(lp, name);
+    switch (layer_attr_type(name)) {
+      case AttrType::integer:
+        attrs.push_back({name, std::to_string(r.guard(at, [&] { return h5::read_attr_int(g, name); }))});
+        break;
+      case AttrType::real:
+        attrs.push_back({name, layer_attr_text(float(r.guard(at, [&] { return h5::read_attr_float(g, name); })))});
+        break;
+      case AttrType::text: attrs.push_back({name, r.str_attr(g, lp, name)}); break;
     }
-  };
-  numeric("gates", parse_gate_math, s.numerics.gates);
-  numeric("f16_store", parse_f16_store, s.numerics.f16_store);
-  numeric("f16_rows", parse_f16_rows, s.numerics.f16_rows);
-  if (r.has_attr(g, lp, "ple_channels"))  // the carry's geometry comes whole (validate checks the ranges)
-    for (const auto& [name, member] : ple_attr_members()) s.ple.*member = int(r.int_attr(g, lp, name, 0, kMaxTokenId));
-  const double eps = r.guard(lp + "@eps", [&] { return h5::read_attr_float(g, "eps"); });
-  if (!(eps > 0) || !std::isfinite(eps)) throw FormatError(r.file(), lp + "@eps", "must be finite and > 0");
-  s.eps = float(eps);
+  }
+  LayerSpec s;
   try {
-    s.validate();
-  } catch (const std::exception& e) {
-    throw FormatError(r.file(), lp, e.what());
+    s = layer_from_attrs(kind, attrs, "");
+  } catch (const LayerAttrError& e) {
+    throw FormatError(r.file(), e.attr().empty() ? lp : CheckedReader::at(lp, e.attr()), e.detail());
   }
   if (s.h_elems() > kMaxElems || s.conv_elems() > kMaxElems) throw FormatError(r.file(), lp, "layer too large");
   return s;

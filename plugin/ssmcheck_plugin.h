@@ -206,7 +206,8 @@ typedef struct {
 /* By name: an attribute of a layer as text, named and written as the trace format's /model/layer<l>
  * attributes (docs/trace-format.md): integers in decimal, floats in the shortest text that reads
  * back as the same FP32 value ("inf" for an unbounded dt_max), conventions by name ("sigmoid",
- * "torch"). A required one is always given, an optional one only when it is not its default. */
+ * "torch"). A required one is always given, as is a GDN layer's output_gate; another optional one
+ * only when it is not its default. */
 typedef struct {
   const char* name;  /* e.g. "nv", "d_conv", "eps", "output_gate", "ple_channels" */
   const char* value; /* e.g. "4", "1e-06", "sigmoid" */

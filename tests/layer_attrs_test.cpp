@@ -24,8 +24,14 @@ bool same_attrs(const std::vector<LayerAttr>& a, const std::vector<LayerAttr>& b
     if (a[i].name != b[i].name || a[i].value != b[i].value) return false;
   return true;
 }
-const std::vector<LayerAttr> kTinyGdn = {{"nk", "1"},     {"nv", "2"},        {"kd", "8"},     {"vd", "12"},
-                                         {"d_conv", "4"}, {"conv_bias", "0"}, {"eps", "1e-06"}};
+const std::vector<LayerAttr> kTinyGdn = {{"nk", "1"},
+                                         {"nv", "2"},
+                                         {"kd", "8"},
+                                         {"vd", "12"},
+                                         {"d_conv", "4"},
+                                         {"conv_bias", "0"},
+                                         {"output_gate", "silu"},
+                                         {"eps", "1e-06"}};
 }  // namespace
 
 TEST(LayerAttrs, EveryPresetLayerRoundTrips) {
@@ -66,6 +72,7 @@ TEST(LayerAttrs, ConventionsAndOptionsRoundTrip) {
   EXPECT_EQ(back.eps, s.eps);
 }
 
+// The required attributes, a GDN layer's output_gate (files always carry it), and no defaults beyond.
 TEST(LayerAttrs, WritesOnlyWhatDiffersFromTheDefaults) {
   const std::vector<LayerAttr> a = layer_attrs(make_preset("tiny").layers[0]);
   EXPECT_TRUE(same_attrs(a, kTinyGdn)) << a.size();
