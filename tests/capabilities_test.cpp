@@ -12,6 +12,7 @@
 #include "core/capabilities.h"
 #include "fuzz/lockstep.h"
 #include "tests/support/shell.h"
+#include "tests/support/file_bytes.h"
 
 namespace ssm {
 namespace {
@@ -173,8 +174,7 @@ TEST(PartialPlugin, PassesTheGateWithTheRestSkippedAndCounted) {
   }
   EXPECT_TRUE(engine_passed) << s.out;
   EXPECT_TRUE(campaign_passed) << s.out;
-  std::ifstream x(junit);
-  const std::string xml((std::istreambuf_iterator<char>(x)), {});
+  const std::string xml = test::file_bytes(junit);
   EXPECT_NE(xml.find("tests=\"4\" failures=\"0\" skipped=\"2\""), std::string::npos) << xml.substr(0, 400);
 }
 

@@ -21,6 +21,7 @@
 #include "fixtures/generators.h"
 #include "tests/support/capture_abi.h"
 #include "tests/support/trace_support.h"
+#include "tests/support/file_bytes.h"
 
 namespace ssm::test {
 namespace {
@@ -354,10 +355,7 @@ TEST(CaptureByName, ATraceCapturedByNameEqualsThePerKindCaptureObjectForObjectAn
   // Byte for byte: one writer, the same content (docs/trace-format.md). When they differ, h5diff
   // (hdf5-tools) says where, object for object. (Before 9cd5f13 they did differ in some runs, in the
   // time stamps of the superblock extension a non-default free-space strategy added.)
-  const auto bytes = [&](const char* file) {
-    std::ifstream in(d.file(file), std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(in)), {});
-  };
+  const auto bytes = [&](const char* file) { return test::file_bytes(d.file(file)); };
   const std::string old_bytes = bytes("old.h5");
   ASSERT_FALSE(old_bytes.empty());
   for (const Way& w : ways) {
@@ -383,8 +381,7 @@ TEST(CaptureByName, TheSharedCaptureHelperByNameEqualsItsPerKindWay) {
           << ssmc_last_error();
     ASSERT_EQ(ssmc_close(t), SSMC_OK) << ssmc_last_error();
   }
-  std::ifstream k(d.file("k.h5"), std::ios::binary), n(d.file("n.h5"), std::ios::binary);
-  const std::string kb((std::istreambuf_iterator<char>(k)), {}), nb((std::istreambuf_iterator<char>(n)), {});
+  const std::string kb = test::file_bytes(d.file("k.h5")), nb = test::file_bytes(d.file("n.h5"));
   EXPECT_FALSE(kb.empty());
   EXPECT_TRUE(kb == nb) << "the captures by name and per kind differ; h5diff: "
                         << sh("h5diff " + q(d.file("k.h5")) + " " + q(d.file("n.h5")) + " 2>&1 | head -40").out;

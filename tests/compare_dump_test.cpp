@@ -20,6 +20,7 @@
 #include "formats/hdf5_file.h"
 #include "reference/reference_backend.h"
 #include "tests/support/shell.h"
+#include "tests/support/file_bytes.h"
 
 namespace ssm::cmp {
 namespace {
@@ -131,7 +132,9 @@ TEST_P(compare_dump_modes, round_trip_is_bit_exact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(modes, compare_dump_modes, ::testing::Values(HMode::f32, HMode::f16, HMode::f16_pool),
-                         [](const auto& info) { return std::string(info.param == HMode::f16_pool ? "f16_pool" : to_string(info.param)); });
+                         [](const auto& info) {
+                           return std::string(info.param == HMode::f16_pool ? "f16_pool" : to_string(info.param));
+                         });
 
 // A plug-in's conventions travel with its state: an f16-pool dump of an implementation with no
 // staging blob (SSMP_NO_PREFILL_STAGE) and a d_conv-1 window reads back as such; a stage it says it
@@ -163,7 +166,8 @@ TEST(compare_dump, convention_flags_round_trip) {
     EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
   }
   bad = d;
-  bad.sequences[0].state.h_prefill_stage = make_dump("odd-d", HMode::f16_pool, 31, kOps).sequences[0].state.h_prefill_stage;
+  bad.sequences[0].state.h_prefill_stage =
+      make_dump("odd-d", HMode::f16_pool, 31, kOps).sequences[0].state.h_prefill_stage;
   try {
     write_dump(dir.file("c.h5"), bad);
     ADD_FAILURE() << "no FormatError";
@@ -199,12 +203,18 @@ TEST(compare_dump, round_trip_of_every_finite_half_and_random_f32_bits) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   for (int64_t i = 0; i < L.conv.size(); ++i) {
     uint32_t bits;
-    do bits = rng(); while ((bits & 0x7f800000u) == 0x7f800000u);  // finite only
-    if (i % 7 == 0) bits &= 0x807fffffu;                             // denormals
+    do bits = rng();
+    while ((bits & 0x7f800000u) == 0x7f800000u);  // finite only
+    if (i % 7 == 0) bits &= 0x807fffffu;          // denormals
     std::memcpy(L.conv.f32() + i, &bits, 4);
   }
   L.h_checkpoint = L.conv;  // an FP32 checkpoint of the wrong shape is refused ...
-  EXPECT_THROW(write_dump(dir.file("bad.h5"), [&] { Dump x = d; x.sequences.push_back({0, {0, 0, {L}, {}, {}}}); return x; }()),
+  EXPECT_THROW(write_dump(dir.file("bad.h5"),
+                          [&] {
+                            Dump x = d;
+                            x.sequences.push_back({0, {0, 0, {L}, {}, {}}});
+                            return x;
+                          }()),
                FormatError);
   L.h_checkpoint = Tensor::zeros(DType::f32, h_shape(s));  // ... the right shape in FP32 is fine
   for (int64_t i = 0; i < L.h.size(); ++i) L.h_checkpoint->f32()[i] = half_to_float(L.h.f16()[i]);
@@ -220,10 +230,7 @@ TEST(compare_dump, same_content_same_bytes_and_no_temporary_left) {
   const Dump d = make_dump("tiny", HMode::f16_pool, 33, kOps);
   write_dump(dir.file("a.h5"), d);
   write_dump(dir.file("b.h5"), d);
-  auto bytes = [](const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  };
+  const auto bytes = test::file_bytes;
   EXPECT_EQ(bytes(dir.file("a.h5")), bytes(dir.file("b.h5")));
   write_dump(dir.file("a.h5"), d);  // overwrite in place
   int files = 0;
@@ -256,7 +263,10 @@ TEST(compare_dump, impossible_states_are_refused) {
   TempDir dir;
   const Dump d = make_dump("tiny", HMode::f32, 37, kOps);
   ASSERT_GE(d.sequences.size(), 2u);
-  struct Bad { std::function<void(Dump&)> edit; std::string object, text; };
+  struct Bad {
+    std::function<void(Dump&)> edit;
+    std::string object, text;
+  };
   const std::vector<Bad> bad = {
       {[](Dump& x) { x.sequences[1].seq = x.sequences[0].seq; }, "/seq1@seq", "appears twice"},
       {[](Dump& x) { x.sequences[1].state.slot = x.sequences[0].state.slot; }, "/seq1@slot", "holds two sequences"},
@@ -269,12 +279,14 @@ TEST(compare_dump, impossible_states_are_refused) {
            L.h_intermediates.assign(4, L.h);
            L.conv_intermediates.assign(4, L.conv);
          }
-       }, "/seq0@last_verify_k", "slot 2 holds 2"},
+       },
+       "/seq0@last_verify_k", "slot 2 holds 2"},
       {[](Dump& x) {
          LayerState& L = x.sequences[0].state.layers[0];
          L.h_is_f16 = true;
          L.h = Tensor::zeros(DType::f16, L.h.shape());
-       }, "/seq0/layer0", "FP16 state in an f32-mode dump"},
+       },
+       "/seq0/layer0", "FP16 state in an f32-mode dump"},
   };
   for (const Bad& b : bad) {
     Dump x = d;
@@ -424,11 +436,7 @@ TEST(compare_dump, catalogue_of_malformed_files_gives_dump_error_and_exit_2) {
   const std::string good = dir.file("good.h5"), good_pool = dir.file("good_pool.h5");
   write_dump(good, make_dump("tiny", HMode::f16, 37, "alloc; prefill 5; checkpoint; decode; verify 3"));
   write_dump(good_pool, make_dump("tiny", HMode::f16_pool, 37, "alloc; prefill 5"));
-  std::string good_bytes;
-  {
-    std::ifstream f(good, std::ios::binary);
-    good_bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  }
+  const std::string good_bytes = test::file_bytes(good);
   const std::string h_layout = "[nv][kd][vd], vd fastest";
   const std::vector<BadCase> cases = {
       {"empty", [](const std::string& p) { write_bytes(p, ""); }, "/: empty file"},
@@ -537,13 +545,13 @@ TEST(compare_dump, cli_dump_then_diff) {
   EXPECT_EQ(a.provenance.op_index, 3);
   EXPECT_EQ(a.pool.h_mode, HMode::f16);
 
-  const Shell eq = sh(bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("b.h5")) + " --json " +
-                      q(dir.file("eq.json")));
+  const Shell eq =
+      sh(bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("b.h5")) + " --json " + q(dir.file("eq.json")));
   EXPECT_EQ(eq.code, 0) << eq.out;
   EXPECT_NE(eq.out.find("EQUAL within tolerance"), std::string::npos) << eq.out;
 
-  const Shell ne = sh(bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("c.h5")) + " --json " +
-                      q(dir.file("ne.json")));
+  const Shell ne =
+      sh(bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("c.h5")) + " --json " + q(dir.file("ne.json")));
   EXPECT_EQ(ne.code, 1) << ne.out;
   EXPECT_NE(ne.out.find("op 3 'verify 3'"), std::string::npos) << ne.out;
   EXPECT_NE(ne.out.find("class fp16-state"), std::string::npos) << ne.out;
@@ -560,10 +568,11 @@ TEST(compare_dump, cli_dump_then_diff) {
     f << R"({"output": {"atol": 0.5}})";
   }
   EXPECT_EQ(sh(bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("b.h5")) + " --tolerance-file " +
-               q(dir.file("tol.json")) + " --tolerance fp16-state.max_ulp=4").code,
+               q(dir.file("tol.json")) + " --tolerance fp16-state.max_ulp=4")
+                .code,
             0);
-  const Shell badtol = sh(bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("b.h5")) +
-                          " --tolerance fp16-state.bogus=1");
+  const Shell badtol =
+      sh(bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("b.h5")) + " --tolerance fp16-state.bogus=1");
   EXPECT_EQ(badtol.code, 2) << badtol.out;
   EXPECT_NE(badtol.out.find("bogus"), std::string::npos) << badtol.out;
   EXPECT_EQ(sh(bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("missing.h5"))).code, 2);

@@ -22,6 +22,7 @@
 #include "plugin/host_wire.h"
 #include "tests/support/campaign_env.h"
 #include "tests/support/shell.h"
+#include "tests/support/file_bytes.h"
 
 namespace ssm {
 namespace {
@@ -33,10 +34,6 @@ using test::TempDir;
 
 const std::string kBin = SSMCHECK_BIN;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
 void spit(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
 // Valid UTF-8 without control characters other than newline and tab.
@@ -62,7 +59,8 @@ struct Tally {
   int cases = 0, ok = 0, differ = 0, refused = 0, contained = 0;
   std::string text() const {
     return std::to_string(cases) + " cases: " + std::to_string(ok) + " exit 0, " + std::to_string(differ) +
-           " exit 1, " + std::to_string(refused) + " exit 2 (" + std::to_string(contained) + " libhdf5 crashes contained)";
+           " exit 1, " + std::to_string(refused) + " exit 2 (" + std::to_string(contained) +
+           " libhdf5 crashes contained)";
   }
 };
 
@@ -72,7 +70,8 @@ void judge(const std::string& cmd, const std::string& file, const std::string& w
   const Shell s = sh("timeout 60 " + cmd);
   ++t.cases;
   SCOPED_TRACE(what + ": " + cmd);
-  ASSERT_TRUE(s.code == 0 || s.code == 1 || s.code == 2) << "exit " << s.code << " (a signal, a hang or a crash)\n" << s.out;
+  ASSERT_TRUE(s.code == 0 || s.code == 1 || s.code == 2) << "exit " << s.code << " (a signal, a hang or a crash)\n"
+                                                         << s.out;
   EXPECT_TRUE(printable(s.out)) << s.out;
   if (s.code == 2) {
     EXPECT_NE(s.out.find(file), std::string::npos) << "the refusal does not name " << file << ":\n" << s.out;
@@ -85,7 +84,7 @@ void judge(const std::string& cmd, const std::string& file, const std::string& w
 void corrupt_campaign(const std::string& good, const std::string& name, const std::string& cmd_prefix, int flips,
                       uint64_t seed, Tally& t) {
   TempDir dir("ssmcheck-hostile");
-  const std::string bytes = slurp(good);
+  const std::string bytes = test::file_bytes(good);
   ASSERT_GT(bytes.size(), 1000u);
   std::mt19937_64 rng(seed);
   const std::string bad = dir.file(name);
@@ -107,7 +106,9 @@ void corrupt_campaign(const std::string& good, const std::string& name, const st
 void good_files(const TempDir& dir, const std::string& script, std::string* trace, std::string* dump) {
   *trace = dir.file("t.h5");
   *dump = dir.file("d.h5");
-  ASSERT_EQ(sh(kBin + " record --preset tiny --layers 1 --states all --outputs --ops " + q(script) + " -o " + q(*trace)).code, 0);
+  ASSERT_EQ(
+      sh(kBin + " record --preset tiny --layers 1 --states all --outputs --ops " + q(script) + " -o " + q(*trace)).code,
+      0);
   ASSERT_EQ(sh(kBin + " dump --preset tiny --layers 1 --ops " + q(script) + " -o " + q(*dump)).code, 0);
 }
 
@@ -118,7 +119,8 @@ TEST(HostileInput, CorruptedTracesAndDumpsAreRefusedNeverCrash) {
   good_files(dir, "alloc; prefill 3; checkpoint; verify 3; commit 2 3; alloc @1; decode @0,1", &trace, &dump);
   Tally t;
   corrupt_campaign(trace, "trace.h5", kBin + " replay", int(test::env_u64("SSMCHECK_CASES", 120)), seed, t);
-  corrupt_campaign(dump, "dump.h5", kBin + " diff " + q(dump), int(test::env_u64("SSMCHECK_CASES", 120)) / 2, seed + 1, t);
+  corrupt_campaign(dump, "dump.h5", kBin + " diff " + q(dump), int(test::env_u64("SSMCHECK_CASES", 120)) / 2, seed + 1,
+                   t);
   std::printf("hostile files: %s\n", t.text().c_str());
   EXPECT_GE(t.cases, 60);
   EXPECT_GT(t.refused, 0);
@@ -129,8 +131,8 @@ TEST(HostileInput, CorruptedTracesAndDumpsAreRefusedNeverCrash) {
 // filled with NaN; a seeded sample of them for a trace and a dump.
 void structured_campaign(const std::string& good, const std::string& cmd_prefix, int max, uint64_t seed, Tally& t) {
   TempDir dir("ssmcheck-structured");
-  const Shell gen = sh("/usr/bin/python3 " + std::string(SSMCHECK_SOURCE_DIR) + "/tests/support/corrupt_h5.py " + q(good) +
-                       " " + q(dir.path()) + " " + std::to_string(seed) + " " + std::to_string(max));
+  const Shell gen = sh("/usr/bin/python3 " + std::string(SSMCHECK_SOURCE_DIR) + "/tests/support/corrupt_h5.py " +
+                       q(good) + " " + q(dir.path()) + " " + std::to_string(seed) + " " + std::to_string(max));
   ASSERT_EQ(gen.code, 0) << gen.out;
   std::ifstream manifest(dir.file("manifest.tsv"));
   std::string line;
@@ -186,7 +188,8 @@ TEST(HostileInput, MalformedScriptsAndFlagsAreExitTwoWithTheReason) {
   for (const auto& [cmd, names] : cases) {
     const Shell s = sh("timeout 60 " + cmd);
     EXPECT_EQ(s.code, 2) << cmd << "\n" << s.out;
-    EXPECT_NE(s.out.find(names), std::string::npos) << cmd << ": the message does not name '" << names << "':\n" << s.out;
+    EXPECT_NE(s.out.find(names), std::string::npos) << cmd << ": the message does not name '" << names << "':\n"
+                                                    << s.out;
     EXPECT_TRUE(printable(s.out)) << s.out;
   }
 }
@@ -221,7 +224,7 @@ std::string gdn_config(const std::string& layers_json) {
 TEST(HostileInput, AConfigDeclaringAMillionLayersIsRefusedAtOnce) {
   TempDir dir("ssmcheck-hostile-config");
   spit(dir.file("big.json"), gdn_config(R"("num_hidden_layers": 1048576, "full_attention_interval": 4)"));
-  ASSERT_LT(slurp(dir.file("big.json")).size(), 300u);
+  ASSERT_LT(test::file_bytes(dir.file("big.json")).size(), 300u);
   expect_refusal(kBin + " run --config " + q(dir.file("big.json")) + " --ops alloc",
                  {"big.json", "'num_hidden_layers' is 1048576", "4096"});
   // a layer_types list of 5000 entries (no num_hidden_layers to compare it with)
@@ -304,7 +307,7 @@ TEST(HostileInput, ADumpDeclaringAHugeLayerIsRefusedBeforeReadingIt) {
     H5Gclose(l);
     ASSERT_GE(H5Fclose(f), 0);
   }
-  ASSERT_LT(slurp(path).size(), size_t(1) << 20);
+  ASSERT_LT(test::file_bytes(path).size(), size_t(1) << 20);
   expect_refusal(kBin + " diff " + q(path) + " " + q(path),
                  {path, "/model", "GiB", "more than the memory this process can use", "ulimit -v"}, true);
 }
@@ -475,13 +478,13 @@ TEST(HostileInput, ASecondCampaignWithTheSameSeedKeepsTheFirstsEvidence) {
   ASSERT_EQ(names, (std::vector<std::string>{"case-seed3-case20.model.h5", "case-seed3-case20.sut.h5",
                                              "case-seed3-case20.txt"}));
   // the first campaign's evidence, marked, must survive the second
-  spit(out + "/case-seed3-case20.txt", slurp(out + "/case-seed3-case20.txt") + "# the first campaign\n");
-  const std::string model = slurp(out + "/case-seed3-case20.model.h5");
+  spit(out + "/case-seed3-case20.txt", test::file_bytes(out + "/case-seed3-case20.txt") + "# the first campaign\n");
+  const std::string model = test::file_bytes(out + "/case-seed3-case20.model.h5");
   const Shell second = sh(fuzz);
   ASSERT_EQ(second.code, 1) << second.out;
   EXPECT_NE(second.out.find("case-seed3-case20-2.txt"), std::string::npos) << second.out;
-  EXPECT_NE(slurp(out + "/case-seed3-case20.txt").find("# the first campaign"), std::string::npos);
-  EXPECT_EQ(slurp(out + "/case-seed3-case20.model.h5"), model);
+  EXPECT_NE(test::file_bytes(out + "/case-seed3-case20.txt").find("# the first campaign"), std::string::npos);
+  EXPECT_EQ(test::file_bytes(out + "/case-seed3-case20.model.h5"), model);
   for (const char* f : {"case-seed3-case20-2.model.h5", "case-seed3-case20-2.sut.h5", "case-seed3-case20-2.txt"})
     EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
   // a name taken by anything (here a symlink to nowhere) is skipped too

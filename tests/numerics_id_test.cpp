@@ -16,6 +16,7 @@
 #include "replay/gate.h"
 #include "replay/replay.h"
 #include "tests/support/shell.h"
+#include "tests/support/file_bytes.h"
 
 namespace ssm {
 namespace {
@@ -23,11 +24,6 @@ namespace {
 namespace fs = std::filesystem;
 using test::q;
 using test::sh;
-
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 // A reference trace of every op kind's common path, recorded by `ssmcheck record`.
 std::string record(const test::TempDir& d, const std::string& name) {
@@ -112,13 +108,13 @@ TEST(NumericsId, ApproveReStampsATraceTheseNumericsReproduceAndNothingElse) {
   ASSERT_TRUE(changed);
   const std::string off = d.file("off.h5");
   formats::write_trace(off, h, ops);
-  const std::string before = bytes_of(off);
+  const std::string before = test::file_bytes(off);
   r = sh(std::string(SSMCHECK_BIN) + " approve " + q(off));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("NOT approved"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("under the tolerance classes it agrees"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Re-record it"), std::string::npos) << r.out;
-  EXPECT_EQ(bytes_of(off), before);
+  EXPECT_EQ(test::file_bytes(off), before);
   // a trace of another backend is not this backend's to approve; nothing approved: exit 5
   h.backend = "cuda";
   const std::string other = d.file("other.h5");
@@ -166,7 +162,7 @@ TEST(NumericsDigest, FollowsTheIncludesOfTheSourcesAndNothingElse) {
         sh("cmake -DNAME=kernels -DOUT=" + q(out) + " -DROOT=" + q(d.path()) + " -DSOURCES=k/a.cu '-DEXTRA=" + extra +
            "' -P " + q(std::string(SSMCHECK_SOURCE_DIR) + "/cmake/numerics_digest.cmake"));
     EXPECT_EQ(r.code, 0) << r.out;
-    const std::string text = bytes_of(out);
+    const std::string text = test::file_bytes(out);
     const size_t at = text.find("return \"");
     EXPECT_NE(at, std::string::npos) << text;
     EXPECT_NE(text.find("// 3 files"), std::string::npos) << text;  // a.cu, b.cuh, c.h

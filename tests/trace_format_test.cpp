@@ -13,6 +13,7 @@
 #include "formats/hdf5_file.h"
 #include "replay/replay.h"
 #include "tests/support/trace_support.h"
+#include "tests/support/file_bytes.h"
 
 namespace ssm::test {
 namespace {
@@ -64,7 +65,8 @@ void expect_same(const Recorded& w, const formats::Trace& r) {
       if (!a.outputs[e]) continue;
       for (size_t l = 0; l < a.outputs[e]->layers.size(); ++l)
         EXPECT_EQ(0, std::memcmp(a.outputs[e]->layers[l].data(), b.outputs[e]->layers[l].data(),
-                                 a.outputs[e]->layers[l].size() * 4)) << at;
+                                 a.outputs[e]->layers[l].size() * 4))
+            << at;
     }
     ASSERT_EQ(a.states.size(), b.states.size()) << at;
     for (size_t s = 0; s < a.states.size(); ++s) {
@@ -113,8 +115,10 @@ TEST(TraceFormat, RoundTripIsBitExactInEveryMode) {
 TEST(TraceFormat, PartialLayersBatchesPaddingAndTheStage) {
   TempDir dir;
   CaseConfig c = case_of("odd-d", HMode::f16_pool, 9);
-  const Recorded w = record(c, "alloc @0; alloc @1; prefill 3 @0; prefill 2 @1; decode @1,pad,0; "
-                               "verify 3 wy @pad,0,1; commit 2 3 @0; release @1", {0, 2});
+  const Recorded w = record(c,
+                            "alloc @0; alloc @1; prefill 3 @0; prefill 2 @1; decode @1,pad,0; "
+                            "verify 3 wy @pad,0,1; commit 2 3 @0; release @1",
+                            {0, 2});
   ASSERT_TRUE(w.ops.back().states.at(0).state.h_prefill_stage.has_value());
   const std::string path = dir.file("partial-layers.h5");
   formats::write_trace(path, w.header, w.ops);
@@ -136,8 +140,7 @@ TEST(TraceFormat, IdenticalContentGivesIdenticalBytes) {
   const std::time_t a_written = std::time(nullptr);
   while (std::time(nullptr) <= a_written) ::usleep(50 * 1000);
   formats::write_trace(dir.file("b.h5"), w.header, w.ops);
-  std::ifstream a(dir.file("a.h5"), std::ios::binary), b(dir.file("b.h5"), std::ios::binary);
-  const std::string sa((std::istreambuf_iterator<char>(a)), {}), sb((std::istreambuf_iterator<char>(b)), {});
+  const std::string sa = test::file_bytes(dir.file("a.h5")), sb = test::file_bytes(dir.file("b.h5"));
   EXPECT_FALSE(sa.empty());
   EXPECT_TRUE(sa == sb);
 }
@@ -184,7 +187,8 @@ TEST(TraceFormat, APartialCaptureWithADamagedLastOrMissingMiddleOpFile) {
   fs::remove(pd + "/op-000002.h5");
   const formats::Trace t = formats::read_trace(path);
   EXPECT_EQ(t.ops.size(), 2u);
-  EXPECT_NE(t.note.find("WARNING: op-000002.h5 is missing while 3 later op file(s) exist"), std::string::npos) << t.note;
+  EXPECT_NE(t.note.find("WARNING: op-000002.h5 is missing while 3 later op file(s) exist"), std::string::npos)
+      << t.note;
 }
 
 TEST(TraceFormat, ACrashedCaptureKeepsEveryFlushedOp) {
@@ -298,8 +302,7 @@ class BadTrace : public ::testing::Test {
 TempDir* BadTrace::dir_ = nullptr;
 
 TEST_F(BadTrace, TruncatedEmptyAndForeignFiles) {
-  std::ifstream in(dir_->file("good.h5"), std::ios::binary);
-  const std::string all((std::istreambuf_iterator<char>(in)), {});
+  const std::string all = test::file_bytes(dir_->file("good.h5"));
   expect_bad(file_with("truncated.h5", all.substr(0, all.size() / 2)), "/", "");
   expect_bad(file_with("head.h5", all.substr(0, 600)), "/", "");
   expect_bad(file_with("empty.h5", ""), "/", "empty file");
@@ -319,83 +322,97 @@ TEST_F(BadTrace, VersionFormatAndHeader) {
   expect_bad(mutate("mode.h5", [](hid_t f) { replace_attr_str(f, "h_mode", "bf16"); }), "/@h_mode", "bf16");
   expect_bad(mutate("nomodel.h5", [](hid_t f) { H5Ldelete(f, "model", H5P_DEFAULT); }), "/model", "missing group");
   expect_bad(mutate("opcount.h5", [](hid_t f) { replace_attr_i64(f, "ops", 9); }), "/ops", "members");
-  expect_bad(mutate("nv.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "model/layer0");
-               replace_attr_i64(g, "nk", 3);
-             }),
+  expect_bad(mutate("nv.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "model/layer0");
+                      replace_attr_i64(g, "nk", 3);
+                    }),
              "/model/layer0", "multiple of nk");
-  expect_bad(mutate("weights.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "model/layer1");
-               replace_dataset(g, "A_log", DType::f32, {5}, 0.0f);
-             }),
+  expect_bad(mutate("weights.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "model/layer1");
+                      replace_dataset(g, "A_log", DType::f32, {5}, 0.0f);
+                    }),
              "/model/layer1/A_log", "shape [5]");
-  expect_bad(mutate("caps.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "pool");
-               H5Adelete(g, "h_capacity");
-               h5::write_attr_i64s(g, "h_capacity", {4, 4});
-             }),
+  expect_bad(mutate("caps.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "pool");
+                      H5Adelete(g, "h_capacity");
+                      h5::write_attr_i64s(g, "h_capacity", {4, 4});
+                    }),
              "/pool@h_capacity", "2 entries for 4 slots");
 }
 
 TEST_F(BadTrace, OpsShapesDtypesAndNaN) {
-  expect_bad(mutate("unknown-op.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "ops/000001");
-               replace_attr_str(g, "op", "frobnicate 3");
-             }),
+  expect_bad(mutate("unknown-op.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000001");
+                      replace_attr_str(g, "op", "frobnicate 3");
+                    }),
              "/ops/000001@op", "unknown op 'frobnicate'");
-  expect_bad(mutate("refused-kind.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "ops/000001");
-               h5::write_attr_str(g, "refused", "out_of_cheese");
-             }),
+  expect_bad(mutate("refused-kind.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000001");
+                      h5::write_attr_str(g, "refused", "out_of_cheese");
+                    }),
              "/ops/000001@refused", "unknown error kind");
-  expect_bad(mutate("shape.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "ops/000001/inputs/entry0/layer0");
-               replace_dataset(g, "x", DType::f32, {3, 39}, 0.5f);
-             }),
+  expect_bad(mutate("shape.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000001/inputs/entry0/layer0");
+                      replace_dataset(g, "x", DType::f32, {3, 39}, 0.5f);
+                    }),
              "/ops/000001/inputs/entry0/layer0/x", "shape [3, 39], expected [3, 40]");
-  expect_bad(mutate("rows.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "ops/000001");
-               replace_attr_str(g, "op", "prefill 4");
-             }),
+  expect_bad(mutate("rows.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000001");
+                      replace_attr_str(g, "op", "prefill 4");
+                    }),
              "/ops/000001/inputs/entry0/layer0/x", "expected [4, 40]");
-  expect_bad(mutate("dtype.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "ops/000001/inputs/entry0/layer1");
-               replace_dataset(g, "a", DType::f16, {3, 2}, 0.0f);
-             }),
+  expect_bad(mutate("dtype.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000001/inputs/entry0/layer1");
+                      replace_dataset(g, "a", DType::f16, {3, 2}, 0.0f);
+                    }),
              "/ops/000001/inputs/entry0/layer1/a", "expected IEEE float32");
-  expect_bad(mutate("nan.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "ops/000001/inputs/entry0/layer1");
-               replace_dataset(g, "z", DType::f32, {3, 24}, std::nanf(""));
-             }),
+  expect_bad(mutate("nan.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000001/inputs/entry0/layer1");
+                      replace_dataset(g, "z", DType::f32, {3, 24}, std::nanf(""));
+                    }),
              "/ops/000001/inputs/entry0/layer1/z", "non-finite");
-  expect_bad(mutate("no-inputs.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "ops/000001");
-               H5Ldelete(g, "inputs", H5P_DEFAULT);
-             }),
+  expect_bad(mutate("no-inputs.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000001");
+                      H5Ldelete(g, "inputs", H5P_DEFAULT);
+                    }),
              "/ops/000001/inputs/entry0", "missing");
-  expect_bad(mutate("state-dtype.h5", [](hid_t f) {
-               // h after to_f16 is FP16; an FP32 h with h_is_f16 set is the fluent-garbage bug
-               h5::Handle g = h5::open_group(f, "ops/000002/state/seq0/layer1");
-               replace_dataset(g, "h", DType::f32, {2, 8, 12}, 0.0f);
-               h5::Handle d = h5::open_dataset(g, "h");
-               h5::write_attr_str(d, "dtype", "f32");
-               h5::write_attr_str(d, "layout", "[nv][kd][vd], vd fastest");
-             }),
+  expect_bad(mutate("state-dtype.h5",
+                    [](hid_t f) {
+                      // h after to_f16 is FP16; an FP32 h with h_is_f16 set is the fluent-garbage bug
+                      h5::Handle g = h5::open_group(f, "ops/000002/state/seq0/layer1");
+                      replace_dataset(g, "h", DType::f32, {2, 8, 12}, 0.0f);
+                      h5::Handle d = h5::open_dataset(g, "h");
+                      h5::write_attr_str(d, "dtype", "f32");
+                      h5::write_attr_str(d, "layout", "[nv][kd][vd], vd fastest");
+                    }),
              "/ops/000002/state/seq0/layer1/h@dtype", "expected f16");
-  expect_bad(mutate("state-count.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "ops/000004/state/seq0/layer0");
-               replace_attr_i64(g, "intermediates", 1);
-             }),
+  expect_bad(mutate("state-count.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000004/state/seq0/layer0");
+                      replace_attr_i64(g, "intermediates", 1);
+                    }),
              "/ops/000004/state/seq0/layer0@intermediates", "last_verify_k 3");
-  expect_bad(mutate("state-layer.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "ops/000004/state/seq0");
-               H5Lmove(g, "layer1", g, "layer7", H5P_DEFAULT, H5P_DEFAULT);
-             }),
+  expect_bad(mutate("state-layer.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000004/state/seq0");
+                      H5Lmove(g, "layer1", g, "layer7", H5P_DEFAULT, H5P_DEFAULT);
+                    }),
              "/ops/000004/state/seq0/layer7", "beyond the model");
-  expect_bad(mutate("stray.h5", [](hid_t f) {
-               h5::Handle g = h5::open_group(f, "ops/000003");
-               h5::create_group(g, "extras");
-             }),
+  expect_bad(mutate("stray.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000003");
+                      h5::create_group(g, "extras");
+                    }),
              "/ops/000003/extras", "unexpected member");
 }
 
@@ -419,15 +436,15 @@ TEST(TraceFormat, ContractBreakingSequencesAreDivergences) {
   TempDir dir;
   const CaseConfig c = case_of("tiny", HMode::f32, 2);
   const std::vector<std::string> scripts = {
-      "decode",                                         // no alloc: bad_slot
-      "alloc; prefill 2; commit 0 4",                   // commit_zero
-      "alloc; prefill 2; verify 3; commit 4 3",         // commit_n_gt_k
-      "alloc; verify 9",                                // capacity
-      "alloc; prefill 2; rollback 2",                   // rollback_range
-      "alloc; to_f16",                                  // wrong_mode
-      "alloc; alloc; prefill 1",                        // alloc of a live sequence
-      "alloc; snapshot_restore 1",                      // snapshot_empty
-      "alloc; decode @0,0",                             // slot twice in a batch
+      "decode",                                  // no alloc: bad_slot
+      "alloc; prefill 2; commit 0 4",            // commit_zero
+      "alloc; prefill 2; verify 3; commit 4 3",  // commit_n_gt_k
+      "alloc; verify 9",                         // capacity
+      "alloc; prefill 2; rollback 2",            // rollback_range
+      "alloc; to_f16",                           // wrong_mode
+      "alloc; alloc; prefill 1",                 // alloc of a live sequence
+      "alloc; snapshot_restore 1",               // snapshot_empty
+      "alloc; decode @0,0",                      // slot twice in a batch
   };
   for (const std::string& script : scripts) {
     SCOPED_TRACE(script);
@@ -442,7 +459,8 @@ TEST(TraceFormat, ContractBreakingSequencesAreDivergences) {
     if (t.op.takes_inputs()) {
       for (size_t e = 0; e < t.op.seqs.size(); ++e)
         if (w.ops[size_t(refused_at)].inputs[e].layers.empty())
-          w.ops[size_t(refused_at)].inputs[e] = make_inputs(w.header.model.spec, c.gen, refused_at, 0, int(e), t.op.rows());
+          w.ops[size_t(refused_at)].inputs[e] =
+              make_inputs(w.header.model.spec, c.gen, refused_at, 0, int(e), t.op.rows());
     }
     const std::string p = dir.file("contract.h5");
     formats::write_trace(p, w.header, w.ops);

@@ -23,6 +23,7 @@
 #include "replay/replay.h"
 #include "tests/support/summary_text.h"
 #include "tests/support/trace_support.h"
+#include "tests/support/file_bytes.h"
 
 namespace ssm::test {
 namespace {
@@ -57,13 +58,12 @@ TEST_P(GoldenTrace, ReplaysOnTheReference) {
   EXPECT_EQ(r.ops_run, int(t.ops.size()));
   for (const auto& ref : r.refusals) EXPECT_TRUE(ref.agree()) << ref.text("reference");
 }
-INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTrace, ::testing::ValuesIn(traces(traces_dir())),
-                         [](const auto& info) {
-                           std::string s = info.param.substr(0, info.param.size() - 3);
-                           for (char& c : s)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTrace, ::testing::ValuesIn(traces(traces_dir())), [](const auto& info) {
+  std::string s = info.param.substr(0, info.param.size() - 3);
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+});
 
 TEST(GoldenTraces, CoverEveryOpModeArmAndBatching) {
   std::set<std::string> ops, modes;
@@ -138,7 +138,8 @@ TEST(Replay, KeepGoingReportsLaterDivergences) {
   EXPECT_EQ(j.at("tool"), "ssmcheck replay");
   EXPECT_EQ(j.at("results").at(0).at("divergences").size(), 2u);
   // a loose tolerance makes the same trace agree: the tolerance flags reach the comparison
-  const Shell loose = sh(std::string(SSMCHECK_BIN) + " replay --tolerance fp32-state.atol=2,fp32-state.max_nrmse=1 " + q(dir.file("k.h5")));
+  const Shell loose = sh(std::string(SSMCHECK_BIN) + " replay --tolerance fp32-state.atol=2,fp32-state.max_nrmse=1 " +
+                         q(dir.file("k.h5")));
   EXPECT_EQ(loose.code, 0) << loose.out;
 }
 
@@ -199,8 +200,7 @@ TEST(Replay, SeveralTracesAndOpsFromAFile) {
   const Shell ju = sh(bin + " replay " + q(traces_dir() + "/tiny_f32_every_op.h5") + " " + q(dir.file("bad.h5")) +
                       " --junit " + q(dir.file("r.xml")));
   EXPECT_EQ(ju.code, 2) << ju.out;
-  std::ifstream rx(dir.file("r.xml"));
-  const std::string rxml((std::istreambuf_iterator<char>(rx)), {});
+  const std::string rxml = test::file_bytes(dir.file("r.xml"));
   EXPECT_NE(rxml.find("<testsuites name=\"ssmcheck replay\" tests=\"2\" failures=\"1\""), std::string::npos) << rxml;
   EXPECT_NE(rxml.find("classname=\"replay.reference\""), std::string::npos) << rxml;
   const Shell fz = sh(bin + " fuzz --cases 3 --max-ops 5 --junit " + q(dir.file("f.xml")));
@@ -208,21 +208,18 @@ TEST(Replay, SeveralTracesAndOpsFromAFile) {
   // and from check (the script): agree, diverge-free refusal-only (nothing checked: a failure)
   const Shell ck = sh(bin + " check --ops 'alloc; prefill 3; decode' --junit " + q(dir.file("c.xml")));
   EXPECT_EQ(ck.code, 0) << ck.out;
-  std::ifstream cx(dir.file("c.xml"));
-  const std::string cxml((std::istreambuf_iterator<char>(cx)), {});
+  const std::string cxml = test::file_bytes(dir.file("c.xml"));
   EXPECT_NE(cxml.find("<testsuites name=\"ssmcheck check\" tests=\"1\" failures=\"0\""), std::string::npos) << cxml;
   EXPECT_NE(cxml.find("3 ops agree"), std::string::npos) << cxml;
   EXPECT_EQ(sh(bin + " check --ops 'release' --junit " + q(dir.file("c2.xml"))).code, 5);
-  std::ifstream cx2(dir.file("c2.xml"));
-  const std::string cxml2((std::istreambuf_iterator<char>(cx2)), {});
+  const std::string cxml2 = test::file_bytes(dir.file("c2.xml"));
   EXPECT_NE(cxml2.find("failures=\"1\""), std::string::npos) << cxml2;
   EXPECT_NE(cxml2.find("nothing was checked"), std::string::npos) << cxml2;
   // progress lines (plain when not a terminal) carry done/total and an ETA
   const Shell prog = sh(bin + " fuzz --cases 20 --max-ops 3");
   EXPECT_NE(prog.out.find("ssmcheck fuzz: 10/20 cases"), std::string::npos) << prog.out;
   EXPECT_NE(prog.out.find(", ETA "), std::string::npos) << prog.out;
-  std::ifstream fx(dir.file("f.xml"));
-  const std::string fxml((std::istreambuf_iterator<char>(fx)), {});
+  const std::string fxml = test::file_bytes(dir.file("f.xml"));
   EXPECT_NE(fxml.find("<testsuites name=\"ssmcheck fuzz\" tests=\"1\" failures=\"0\""), std::string::npos) << fxml;
   EXPECT_NE(fxml.find("3 cases"), std::string::npos) << fxml;
 }
@@ -231,8 +228,10 @@ TEST(Replay, RecordThenReplayFromTheCommandLine) {
   TempDir dir;
   const std::string p = dir.file("rec.h5");
   const std::string bin = SSMCHECK_BIN;
-  const Shell rec = sh(bin + " record --preset odd-c --h-mode f16-pool --seed 5 --outputs --states 2,4 --ops "
-                             "'alloc; prefill 4; decode; verify 3 wy; commit 2 3; commit 0 3' -o " + q(p));
+  const Shell rec = sh(bin +
+                       " record --preset odd-c --h-mode f16-pool --seed 5 --outputs --states 2,4 --ops "
+                       "'alloc; prefill 4; decode; verify 3 wy; commit 2 3; commit 0 3' -o " +
+                       q(p));
   ASSERT_EQ(rec.code, 0) << rec.out;
   EXPECT_NE(rec.out.find("6 ops, 1 refused, 2 states"), std::string::npos) << rec.out;
   const Shell rep = sh(bin + " replay --backend all " + q(p));
@@ -261,8 +260,8 @@ TEST(Replay, HfConfigModelRecordsReplaysAndFuzzes) {
   const std::string p = dir.file("cfg.h5");
   const std::string bin = SSMCHECK_BIN;
   const std::string cfg = std::string(SSMCHECK_SOURCE_DIR) + "/fixtures/configs/qwen3-next-80b-a3b-instruct.json";
-  const Shell rec = sh(bin + " record --config " + q(cfg) + " --layers 1 --outputs --ops 'alloc; prefill 2; decode' -o " +
-                       q(p));
+  const Shell rec =
+      sh(bin + " record --config " + q(cfg) + " --layers 1 --outputs --ops 'alloc; prefill 2; decode' -o " + q(p));
   ASSERT_EQ(rec.code, 0) << rec.out;
   EXPECT_NE(rec.out.find("--config " + cfg), std::string::npos) << rec.out;
   const formats::Trace t = formats::read_trace(p);
@@ -276,11 +275,12 @@ TEST(Replay, HfConfigModelRecordsReplaysAndFuzzes) {
   EXPECT_EQ(fz.code, 0) << fz.out;
   EXPECT_NE(fz.out.find("2 cases (case 0..1 of seed 1)"), std::string::npos) << fz.out;
   // the Mamba-2 config runs (two of its 24 layers, to keep it quick)
-  const Shell mamba = sh(bin + " run --layers 2 --config " + q(std::string(SSMCHECK_SOURCE_DIR) +
-                                                               "/fixtures/configs/nemotron-h-8b-base-8k.json"));
+  const Shell mamba = sh(bin + " run --layers 2 --config " +
+                         q(std::string(SSMCHECK_SOURCE_DIR) + "/fixtures/configs/nemotron-h-8b-base-8k.json"));
   EXPECT_EQ(mamba.code, 0) << mamba.out;
   EXPECT_NE(mamba.out.find("mamba2(nh=128,hp=64,ns=128,ng=8,d_conv=4)"), std::string::npos) << mamba.out;
-  EXPECT_EQ(sh(bin + " run --config " + q(cfg) + " --preset tiny").code, 2) << "--config and --preset exclude each other";
+  EXPECT_EQ(sh(bin + " run --config " + q(cfg) + " --preset tiny").code, 2)
+      << "--config and --preset exclude each other";
 }
 
 // An op asking for more inputs than ssmcheck builds is an error naming the size, before anything
@@ -313,7 +313,8 @@ TEST(Replay, ScriptsBeyond64KiBAreRecordedAndReplayed) {
   const Shell p = sh(bin + " replay " + q(dir.file("long.h5")));
   EXPECT_EQ(p.code, 0) << p.out;
   EXPECT_NE(p.out.find("AGREE: 10002 ops"), std::string::npos) << p.out;
-  const Shell d = sh(bin + " dump --preset tiny --layers 1 --ops @" + q(dir.file("long.ops")) + " -o " + q(dir.file("d.h5")));
+  const Shell d =
+      sh(bin + " dump --preset tiny --layers 1 --ops @" + q(dir.file("long.ops")) + " -o " + q(dir.file("d.h5")));
   EXPECT_EQ(d.code, 0) << d.out;
   EXPECT_EQ(sh(bin + " diff " + q(dir.file("d.h5")) + " " + q(dir.file("d.h5"))).code, 0);
 }
@@ -325,10 +326,12 @@ TEST(Verdicts, JsonOnStdoutIsTheVerdictAloneWithItsSchema) {
   ASSERT_EQ(sh(bin + " dump --ops 'alloc; decode' -o " + q(dir.file("a.h5"))).code, 0);
   const std::vector<std::tuple<std::string, std::string, std::string>> cmds = {
       {bin + " gate --cases 3 --no-coverage --backend reference --json -", "ssmcheck-verdict", "ssmcheck gate"},
-      {bin + " replay " + q(traces_dir() + "/tiny_f32_every_op.h5") + " --json -", "ssmcheck-verdict", "ssmcheck replay"},
+      {bin + " replay " + q(traces_dir() + "/tiny_f32_every_op.h5") + " --json -", "ssmcheck-verdict",
+       "ssmcheck replay"},
       {bin + " check --ops 'alloc; decode' --json -", "ssmcheck-verdict", "ssmcheck check"},
       {bin + " fuzz --cases 3 --out " + q(dir.file("f")) + " --json -", "ssmcheck-verdict", "ssmcheck fuzz"},
-      {bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("a.h5")) + " --json -", "ssmcheck-diff", "ssmcheck diff"},
+      {bin + " diff " + q(dir.file("a.h5")) + " " + q(dir.file("a.h5")) + " --json -", "ssmcheck-diff",
+       "ssmcheck diff"},
   };
   for (const auto& [cmd, schema, tool] : cmds) {
     const Shell s = sh("( " + cmd + " 2>/dev/null )");
@@ -381,8 +384,7 @@ TEST(Gate, RunsOnTheBundledFixturesAndWritesJUnitAndJson) {
 #ifndef SSMCHECK_TEST_HAVE_CUDA
   EXPECT_NE(s.out.find("cuda: skipped"), std::string::npos) << s.out;
 #endif
-  std::ifstream x(dir.file("g.xml"));
-  const std::string xml((std::istreambuf_iterator<char>(x)), {});
+  const std::string xml = test::file_bytes(dir.file("g.xml"));
   EXPECT_NE(xml.find("<testsuites name=\"ssmcheck gate\""), std::string::npos);
   EXPECT_NE(xml.find("classname=\"replay.faulty.reference\""), std::string::npos);
   std::ifstream js(dir.file("g.json"));
@@ -429,15 +431,15 @@ TEST(Gate, DeviceFlagIsCheckedAndNarrowsTheVisibleGpus) {
   const Shell all = sh(std::string(SSMCHECK_BIN) + " gate --cases 2 --no-coverage --backend all --device 0 " +
                        "--traces " + q(traces_dir()));
   if (all.out.find("cuda: skipped") != std::string::npos || all.code != 0) {  // no usable GPU here
-    EXPECT_EQ(all.code, 5) << all.out;  // nothing was checked, not bad input
+    EXPECT_EQ(all.code, 5) << all.out;                                        // nothing was checked, not bad input
     EXPECT_NE(all.out.find("nothing was checked: --device 0: backend 'cuda': "), std::string::npos) << all.out;
   }
   // nothing that builds a command line may start the CUDA runtime (it reads CUDA_VISIBLE_DEVICES
   // once): found on the H200, where --backend's help text had probed the device and --device 1
   // still ran on GPU 0
-  for (const std::string& cmd : std::vector<std::string>{" check --backend cuda --preset tiny --ops 'alloc; decode'",
-                                " fuzz --backend cuda --cases 1", " gate --backend cuda --cases 1",
-                                " replay --backend cuda " + q(traces_dir() + "/tiny_f32_every_op.h5")}) {
+  for (const std::string& cmd : std::vector<std::string>{
+           " check --backend cuda --preset tiny --ops 'alloc; decode'", " fuzz --backend cuda --cases 1",
+           " gate --backend cuda --cases 1", " replay --backend cuda " + q(traces_dir() + "/tiny_f32_every_op.h5")}) {
     const Shell s = sh(std::string(SSMCHECK_BIN) + cmd + " --device 0");
     EXPECT_EQ(s.out.find("started before"), std::string::npos) << cmd << "\n" << s.out;
   }
@@ -447,9 +449,9 @@ TEST(Gate, DeviceFlagIsCheckedAndNarrowsTheVisibleGpus) {
 // `mutants` answers for the mutants of a backend it skips; not bad input (2). An empty
 // CUDA_VISIBLE_DEVICES hides every GPU, so this holds on a GPU machine too.
 TEST(Gate, AnUnavailableBackendAskedForByNameChecksNothing) {
-  for (const std::string& cmd : std::vector<std::string>{" check --backend cuda --preset tiny --ops 'alloc; decode'",
-                                " fuzz --backend cuda --cases 1", " gate --backend cuda --cases 1",
-                                " replay --backend cuda " + q(traces_dir() + "/tiny_f32_every_op.h5")}) {
+  for (const std::string& cmd : std::vector<std::string>{
+           " check --backend cuda --preset tiny --ops 'alloc; decode'", " fuzz --backend cuda --cases 1",
+           " gate --backend cuda --cases 1", " replay --backend cuda " + q(traces_dir() + "/tiny_f32_every_op.h5")}) {
     const Shell s = sh("CUDA_VISIBLE_DEVICES= " + std::string(SSMCHECK_BIN) + cmd);
     EXPECT_EQ(s.code, 5) << cmd << "\n" << s.out;
     EXPECT_NE(s.out.find("ssmcheck: nothing was checked: backend 'cuda': "), std::string::npos) << cmd << "\n" << s.out;
@@ -484,8 +486,7 @@ TEST(Gate, ACrashLeavesAVerdictNamingTheCheck) {
   EXPECT_EQ(last.at("status"), "fail");
   EXPECT_NE(last.at("message").get<std::string>().find("crashed"), std::string::npos);
   EXPECT_GE(j.at("cases").size(), 8u);  // the replays that finished before are kept
-  std::ifstream x(xml);
-  const std::string junit((std::istreambuf_iterator<char>(x)), {});
+  const std::string junit = test::file_bytes(xml);
   EXPECT_NE(junit.find("crashed"), std::string::npos);
 }
 
@@ -514,8 +515,7 @@ TEST(Replay, ACrashLeavesAVerdictNamingTheTraceAndBackend) {
   ASSERT_GE(j.size(), 2u) << j.dump();  // at least one finished replay, then the crashed step
   EXPECT_NE(j.back().at("crashed").get<std::string>().find("fatal signal"), std::string::npos) << j.dump();
   EXPECT_NE(j.back().at("trace").get<std::string>().find(".h5"), std::string::npos) << j.dump();
-  std::ifstream x(xml);
-  const std::string junit((std::istreambuf_iterator<char>(x)), {});
+  const std::string junit = test::file_bytes(xml);
   EXPECT_NE(junit.find("crashed"), std::string::npos) << junit;
 
   const std::string fx = dir.file("f.xml");
@@ -523,8 +523,7 @@ TEST(Replay, ACrashLeavesAVerdictNamingTheTraceAndBackend) {
       sh(std::string(SSMCHECK_BIN) + " fuzz --cases 100000 --out " + q(dir.file("out")) + " --junit " + q(fx) + " > " +
          q(log) + " 2>&1 & pid=$!; " + kill_once(log, " cases, ") + " wait $pid; echo rc=$?");
   EXPECT_NE(f.out.find("rc=139"), std::string::npos) << f.out;
-  std::ifstream fxs(fx);
-  const std::string fj((std::istreambuf_iterator<char>(fxs)), {});
+  const std::string fj = test::file_bytes(fx);
   EXPECT_NE(fj.find("crashed: the process died on a fatal signal during the campaign"), std::string::npos) << fj;
   EXPECT_NE(fj.find("failures=\"1\""), std::string::npos) << fj;
 }
@@ -555,8 +554,7 @@ namespace outputs {
 
 // A character device node `name` (major, minor) in dir; skips (with the reason) where mknod is
 // not allowed. CI and the development machines run these tests as root.
-bool make_char_device(const TempDir& dir, const std::string& name, unsigned major, unsigned minor,
-                      std::string* skip) {
+bool make_char_device(const TempDir& dir, const std::string& name, unsigned major, unsigned minor, std::string* skip) {
   if (::geteuid() != 0) {
     *skip = "mknod of a private device node needs root (CI and the development machines run as root)";
     return false;
@@ -574,11 +572,6 @@ bool is_char_device(const std::string& path, unsigned major, unsigned minor) {
          ::minor(st.st_rdev) == minor;
 }
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), {});
-}
-
 // Names in dir that look like a temporary of the outputs rule (PATH.tmp-...), except `keep`.
 std::vector<std::string> temporaries(const TempDir& dir, const std::string& keep = "") {
   std::vector<std::string> v;
@@ -589,7 +582,7 @@ std::vector<std::string> temporaries(const TempDir& dir, const std::string& keep
   return v;
 }
 
-const std::string kGood = "/tiny_f32_every_op.h5";            // replays: exit 0
+const std::string kGood = "/tiny_f32_every_op.h5";             // replays: exit 0
 const std::string kFaulty = "/faulty/flip_h_after_commit.h5";  // diverges: exit 1
 
 }  // namespace outputs
@@ -642,7 +635,7 @@ TEST(Outputs, SymlinksAreKeptAndTheirTargetWritten) {
   ASSERT_TRUE(fs::is_symlink(dir.file("link.json")));
   EXPECT_EQ(fs::read_symlink(dir.file("link.json")), "target.json");
   EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(dir.file("target.json"))));
-  const nlohmann::json j = nlohmann::json::parse(read_all(dir.file("target.json")));
+  const nlohmann::json j = nlohmann::json::parse(test::file_bytes(dir.file("target.json")));
   EXPECT_TRUE(j.at("pass").get<bool>()) << j.dump();
   const Shell d = sh(bin + " dump --ops alloc -o " + q(dir.file("dangling.h5")));
   EXPECT_EQ(d.code, 0) << d.out;
@@ -668,8 +661,8 @@ TEST(Outputs, ARegularFileIsReplacedAndNoTemporaryIsLeft) {
   fs::create_hard_link(out, dir.file("old.json"));
   const Shell s = sh(bin + " replay " + q(traces_dir() + kFaulty) + " --json " + q(out));
   EXPECT_EQ(s.code, 1) << s.out;
-  EXPECT_FALSE(nlohmann::json::parse(read_all(out)).at("pass").get<bool>());
-  EXPECT_EQ(read_all(dir.file("old.json")), "old content") << "the file was rewritten in place, not replaced";
+  EXPECT_FALSE(nlohmann::json::parse(test::file_bytes(out)).at("pass").get<bool>());
+  EXPECT_EQ(test::file_bytes(dir.file("old.json")), "old content") << "the file was rewritten in place, not replaced";
   EXPECT_EQ(temporaries(dir), std::vector<std::string>{});
   // a directory at PATH is bad input naming the flag
   fs::create_directory(dir.file("d.json"));
@@ -687,12 +680,13 @@ TEST(Outputs, APlantedTemporarySymlinkIsNeverFollowed) {
   TempDir dir;
   const std::string victim = dir.file("victim"), bin = SSMCHECK_BIN;
   { std::ofstream(victim) << "precious"; }
-  for (const std::string& flags : {std::string("replay ") + q(traces_dir() + kGood) + " --json " + q(dir.file("o.json")),
-                                   std::string("dump --ops alloc -o ") + q(dir.file("o.h5"))}) {
+  for (const std::string& flags :
+       {std::string("replay ") + q(traces_dir() + kGood) + " --json " + q(dir.file("o.json")),
+        std::string("dump --ops alloc -o ") + q(dir.file("o.h5"))}) {
     const std::string out = dir.file(flags.rfind("dump", 0) == 0 ? "o.h5" : "o.json");
     const Shell s = sh("sh -c " + q("ln -s " + victim + " " + out + ".tmp-$$ && exec " + bin + " " + flags));
     EXPECT_EQ(s.code, 0) << flags << ": " << s.out;
-    EXPECT_EQ(read_all(victim), "precious") << flags << " followed the planted symlink";
+    EXPECT_EQ(test::file_bytes(victim), "precious") << flags << " followed the planted symlink";
     EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(out))) << flags;
   }
   // the temporary name the rule picked is taken by a planted symlink: the exclusive create fails,
@@ -702,14 +696,14 @@ TEST(Outputs, APlantedTemporarySymlinkIsNeverFollowed) {
   fs::create_symlink(victim, p.temp);
   const std::string text = "verdict";
   EXPECT_EQ(files::write_prepared(p, text.data(), text.size()), EEXIST);
-  EXPECT_EQ(read_all(victim), "precious");
+  EXPECT_EQ(test::file_bytes(victim), "precious");
   EXPECT_FALSE(fs::exists(fs::symlink_status(dir.file("crash.json"))));
   EXPECT_THROW(h5::create_file(p.temp, /*exclusive=*/true), h5::Error);
-  EXPECT_EQ(read_all(victim), "precious");
+  EXPECT_EQ(test::file_bytes(victim), "precious");
   // and with a free name the same prepared output is written and renamed into place
   p.temp = files::temporary_name(p.target.path);
   EXPECT_EQ(files::write_prepared(p, text.data(), text.size()), 0);
-  EXPECT_EQ(read_all(dir.file("crash.json")), text);
+  EXPECT_EQ(test::file_bytes(dir.file("crash.json")), text);
 }
 
 TEST(Gate, FailsWhenAFaultyTraceIsNotPinpointed) {
@@ -747,8 +741,8 @@ TEST(Fuzz, JobsPrintTheOneProcessCampaign) {
   TempDir dir;
   const std::string fuzz = std::string(SSMCHECK_BIN) + " fuzz --cases 12 --seed 4 --max-ops 20";
   const Shell one = sh("( " + fuzz + " --out " + q(dir.file("one")) + " 2>/dev/null )");
-  const Shell three = sh("( unset OMP_NUM_THREADS; " + fuzz + " --jobs 3 --out " + q(dir.file("three")) + " --json " + q(dir.file("v.json")) +
-                         " 2>/dev/null )");
+  const Shell three = sh("( unset OMP_NUM_THREADS; " + fuzz + " --jobs 3 --out " + q(dir.file("three")) + " --json " +
+                         q(dir.file("v.json")) + " 2>/dev/null )");
   EXPECT_EQ(one.code, 0) << one.out;
   EXPECT_EQ(three.code, 0) << three.out;
   EXPECT_NE(one.out.find("12 cases (case 0..11 of seed 4)"), std::string::npos) << one.out;
@@ -791,15 +785,15 @@ TEST(Fuzz, JobsReportTheOneProcessFailure) {
   const std::string fuzz = "SSMCHECK_MUTANT=alt_commit_off_by_one " + std::string(SSMCHECK_MUTANTS_BIN) +
                            " fuzz --cases 3000 --seed 3 --max-ops 30";
   const Shell one = sh("( " + fuzz + " --out " + q(dir.file("one")) + " 2>/dev/null )");
-  const Shell three = sh("( unset OMP_NUM_THREADS; " + fuzz + " --jobs 3 --out " + q(dir.file("three")) + " 2>" + q(dir.file("progress")) + " )");
+  const Shell three = sh("( unset OMP_NUM_THREADS; " + fuzz + " --jobs 3 --out " + q(dir.file("three")) + " 2>" +
+                         q(dir.file("progress")) + " )");
   EXPECT_EQ(one.code, 1) << one.out;
   EXPECT_EQ(three.code, 1) << three.out;
   EXPECT_NE(one.out.find("minimal failing case"), std::string::npos) << one.out;
   EXPECT_EQ(fuzz_verdict(three.out, dir.file("three")), fuzz_verdict(one.out, dir.file("one")));
   for (const char* f : {"case-seed3-case20.model.h5", "case-seed3-case20.sut.h5", "case-seed3-case20.txt"})
     EXPECT_TRUE(fs::exists(dir.file("three") + "/" + f)) << f;
-  std::ifstream progress(dir.file("progress"));
-  const std::string p((std::istreambuf_iterator<char>(progress)), std::istreambuf_iterator<char>());
+  const std::string p = test::file_bytes(dir.file("progress"));
   EXPECT_NE(p.find("case 20 failed"), std::string::npos) << p;  // the progress names the first failing case
 }
 
@@ -813,11 +807,12 @@ TEST(Gate, JobsGiveTheOneProcessVerdict) {
     std::string command, tag;
     int code;
   };
-  for (const Run& r : {Run{std::string(SSMCHECK_BIN) + gate + " --cases 24", "pass", 0},
-                       Run{mutant + " --cases 60", "fail", 1}}) {
+  for (const Run& r :
+       {Run{std::string(SSMCHECK_BIN) + gate + " --cases 24", "pass", 0}, Run{mutant + " --cases 60", "fail", 1}}) {
     const std::string one_json = dir.file(r.tag + "-one.json"), three_json = dir.file(r.tag + "-three.json");
     const Shell one = sh("( " + r.command + " --json " + q(one_json) + " 2>/dev/null )");
-    const Shell three = sh("( unset OMP_NUM_THREADS; " + r.command + " --jobs 3 --json " + q(three_json) + " 2>/dev/null )");
+    const Shell three =
+        sh("( unset OMP_NUM_THREADS; " + r.command + " --jobs 3 --json " + q(three_json) + " 2>/dev/null )");
     EXPECT_EQ(one.code, r.code) << one.out;
     EXPECT_EQ(three.code, r.code) << three.out;
     EXPECT_NE(three.out.find(", in 3 processes of "), std::string::npos) << three.out;
@@ -827,7 +822,8 @@ TEST(Gate, JobsGiveTheOneProcessVerdict) {
     size_t campaigns = 0;
     for (size_t i = 0; i < ja.at("cases").size(); ++i) {
       const nlohmann::json &x = ja.at("cases")[i], &y = jb.at("cases")[i];
-      for (const char* k : {"suite", "name", "status", "message"}) EXPECT_EQ(x.at(k), y.at(k)) << r.tag << " case " << i;
+      for (const char* k : {"suite", "name", "status", "message"})
+        EXPECT_EQ(x.at(k), y.at(k)) << r.tag << " case " << i;
       EXPECT_EQ(x.value("shrunk_ops", -1), y.value("shrunk_ops", -1)) << r.tag << " case " << i;
       EXPECT_EQ(text_without_times(x.value("details", "")), text_without_times(y.value("details", "")))
           << r.tag << " case " << i;

@@ -10,6 +10,7 @@
 
 #include "formats/verdict_text.h"
 #include "tests/support/shell.h"
+#include "tests/support/file_bytes.h"
 
 namespace ssm {
 namespace {
@@ -17,11 +18,6 @@ namespace {
 const std::string kBin = SSMCHECK_BIN;
 const std::string kTrace = std::string(SSMCHECK_FIXTURES_DIR) + "/traces/tiny_f32_every_op.h5";
 const std::string kFffd = "\xEF\xBF\xBD";
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
 
 TEST(VerdictText, InvalidUtf8BecomesReplacementCharacters) {
   EXPECT_EQ(files::valid_utf8("plain ascii"), "plain ascii");
@@ -66,7 +62,7 @@ TEST(VerdictText, AHostileFileNameKeepsEveryVerdictValid) {
                           " --junit " + test::q(junit) + " --html " + test::q(html));
   EXPECT_EQ(s.code, 0) << s.out;
   nlohmann::json v;
-  ASSERT_NO_THROW(v = nlohmann::json::parse(slurp(json))) << slurp(json).substr(0, 300);
+  ASSERT_NO_THROW(v = nlohmann::json::parse(test::file_bytes(json))) << test::file_bytes(json).substr(0, 300);
   EXPECT_TRUE(v["pass"].get<bool>());
   EXPECT_NE(v["cases"][0]["name"].get<std::string>().find("bad" + kFffd + kFffd + " name"), std::string::npos);
   // well-formed XML, checked by an XML parser
@@ -74,10 +70,10 @@ TEST(VerdictText, AHostileFileNameKeepsEveryVerdictValid) {
       "/usr/bin/python3 -c 'import sys, xml.dom.minidom as m; d = m.parse(sys.argv[1]); "
       "print(d.getElementsByTagName(\"testcase\")[0].getAttribute(\"name\"))' " +
       test::q(junit));
-  EXPECT_EQ(x.code, 0) << x.out << slurp(junit);
+  EXPECT_EQ(x.code, 0) << x.out << test::file_bytes(junit);
   EXPECT_NE(x.out.find("<!--<script>& ]]>"), std::string::npos) << x.out;
   // the report's data element holds no markup: the page's scripts see all of it
-  const std::string page = slurp(html);
+  const std::string page = test::file_bytes(html);
   const size_t open = page.find("<script type=\"application/json\" id=\"ssmcheck-data\">");
   ASSERT_NE(open, std::string::npos);
   const size_t body = page.find('>', open) + 1, close = page.find("</script>", body);
