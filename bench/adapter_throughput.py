@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""What the host process costs a GPU engine (issue 39, item 5; a benchmark, never a test;
+docs/plugins.md "The host process").
+
+    SSMCHECK_VLLM_PATH=peers/vllm bench/adapter_throughput.py [--reps 2] [--cases 6] BIN
+
+Runs the same `ssmcheck fuzz` campaign with vLLM's GDN kernels as the system under test (the
+adapter `python:vllm-gdn,gating=contract`, in its host process, arrays through shared memory) and
+with ssmcheck's built-in CUDA backend, alternating, on qwen3-next-80b with 2 layers, in h modes
+f32 and f16-pool, and prints one markdown row per mode: the median ops/s of each and their ratio
+(the target: the adapter at >= 50% of the built-in backend). Both campaigns get the same flags;
+the row says whether the two summaries drew the same cases (cases, sequences, ops), since a
+backend's capabilities can change the draw. Exit status 1 when a campaign fails.
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYTHON_DIR = os.path.join(os.path.dirname(HERE), "python")
+OPS_RATE = re.compile(r" in [0-9.]+ s \(([0-9]+) ops/s\)")
+DRAWN = re.compile(r"([0-9,]+) cases?.*?([0-9,]+) sequences?.*?([0-9,]+) ops")
+
+MODES = ["f32", "f16-pool"]
+# gating=contract: the contract's clamped gates fed to vLLM's kernel, so that both backends compute
+# the same function under the same flags (docs/plugins.md, "Third-party kernels")
+ADAPTER = "python:vllm-gdn,gating=contract"
+
+
+def campaign(command, env):
+    """One campaign: (ops/s, the drawn (cases, sequences, ops) or None, the output)."""
+    p = subprocess.run(command, capture_output=True, text=True, env=env)
+    text = p.stdout + p.stderr
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(command)} exited {p.returncode}:\n{text}")
+    m = next((OPS_RATE.search(l) for l in text.splitlines() if OPS_RATE.search(l)), None)
+    if not m:
+        sys.exit(f"{' '.join(command)}: no 'ops/s' in the summary:\n{text}")
+    d = DRAWN.search(text)
+    return int(m.group(1)), (d.groups() if d else None), text
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("binary")
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--cases", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    if not os.environ.get("SSMCHECK_VLLM_PATH"):
+        sys.exit("adapter_throughput: set SSMCHECK_VLLM_PATH to the folder holding vLLM's kernels "
+                 "(docs/plugins.md, 'Third-party kernels')")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [PYTHON_DIR] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    print(f"seed {a.seed}, {a.cases} cases per campaign, {a.reps} reps, --preset qwen3-next-80b --layers 2")
+    print("| h mode | cuda ops/s | vLLM adapter ops/s | adapter / cuda | same cases drawn |")
+    print("|---|---|---|---|---|")
+    for mode in MODES:
+        flags = ["--preset", "qwen3-next-80b", "--layers", "2", "--h-mode", mode, "--gates", "clamped",
+                 "--cases", str(a.cases), "--seed", str(a.seed)]
+        rates = {"cuda": [], "adapter": []}
+        drawn = {}
+        for _ in range(a.reps):
+            with tempfile.TemporaryDirectory() as out:
+                r, d, _ = campaign([a.binary, "fuzz", "--backend", "cuda", "--out", out] + flags, env)
+                rates["cuda"].append(r)
+                drawn["cuda"] = d
+            with tempfile.TemporaryDirectory() as out:
+                r, d, _ = campaign([sys.executable, "-m", "ssmcheck.adapters.vllm_gdn", a.binary, "fuzz",
+                                    "--backend", ADAPTER, "--out", out] + flags, env)
+                rates["adapter"].append(r)
+                drawn["adapter"] = d
+        cuda, adapter = statistics.median(rates["cuda"]), statistics.median(rates["adapter"])
+        same = "yes" if drawn["cuda"] == drawn["adapter"] else f"no: {drawn['cuda']} vs {drawn['adapter']}"
+        print(f"| {mode} | {cuda:.0f} | {adapter:.0f} | {adapter / cuda:.2f} | {same} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
