@@ -73,7 +73,9 @@ def _packed_env():
 
 def _preload_capture_dependencies(lib):
     """Load what libssmcheck_capture.so needs by full path, the system's copy (or the one already
-    loaded, torch's) first, the packed one where the system has none."""
+    loaded, torch's) first, the packed one where the system has none. Each is loaded RTLD_LOCAL:
+    the capture library finds it by soname all the same, and it stays out of the global scope, where
+    Debian's HDF5 1.10 would answer h5py's own HDF5 calls ("Not a datatype", H100, Dec 5)."""
     path = os.environ.get("SSMCHECK_HF_TEST_LIBPATH")
     if not path:
         return
@@ -88,14 +90,14 @@ def _preload_capture_dependencies(lib):
         parts = line.split()
         if len(parts) >= 3 and parts[1] == "=>" and parts[2].startswith("/"):
             try:
-                ctypes.CDLL(parts[0], mode=ctypes.RTLD_GLOBAL)
+                ctypes.CDLL(parts[0], mode=ctypes.RTLD_LOCAL)
             except OSError:
                 packed.append(parts[2])
     while packed:  # a packed library may need another packed one first
         left = []
         for p in packed:
             try:
-                ctypes.CDLL(p, mode=ctypes.RTLD_GLOBAL)
+                ctypes.CDLL(p, mode=ctypes.RTLD_LOCAL)
             except OSError:
                 left.append(p)
         if len(left) == len(packed):
