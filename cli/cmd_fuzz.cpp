@@ -185,7 +185,7 @@ int run_fuzz(const FuzzFlags& f) {
       "ssmcheck fuzz: seed {}, {}{} cases{} of up to {} ops{}, {} vs {}{}{}\n", f.seed,
       f.duration > 0 ? "at most " : "", f.cases,
       o.shards > 1 ? fmt::format(" (shard {}/{}: those with i % {} == {})", o.shard, o.shards, o.shards, o.shard) : "",
-      f.max_ops, cut, be.model_name, be.under_test()->name(),
+      f.max_ops, cut, be.model_name, be.under_test_label(),
       f.duration > 0 ? fmt::format(", for {} s (exploratory: the cases that run depend on the machine)", f.duration)
                      : "",
       jobs_banner(f.jobs));
@@ -227,7 +227,7 @@ int run_fuzz(const FuzzFlags& f) {
   }
   if (f.html.any()) {
     report::Page page;
-    page.title = fmt::format("ssmcheck fuzz: seed {}, {} vs {}", f.seed, be.model_name, be.under_test()->name());
+    page.title = fmt::format("ssmcheck fuzz: seed {}, {} vs {}", f.seed, be.model_name, be.under_test_label());
     page.subtitle = r.case_range() + (r.failed ? ": FAILED, rerun: " + r.rerun : "");
     if (r.failed) {  // the shrunk case again, in lockstep, every tensor of every op recorded
       const fuzz::ReplayResult shrunk = fuzz::check_script(r.config, parse_script(r.script), be.model, be.under_test,
@@ -260,7 +260,7 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
   const fuzz::ReplayResult r = fuzz::check_script(cfg, script, be.model, be.under_test, tol.resolve(), be.strictness,
                                                   dump, nullptr, pause_async);
   fmt::print("ssmcheck check: {} ops of {} on {}: {} vs {}: {}\n", r.ops, script.size(), cfg.flags(), be.model_name,
-             be.under_test()->name(), r.pass ? "agree" : "DIVERGED");
+             be.under_test_label(), r.pass ? "agree" : "DIVERGED");
   // a convention the implementation computes without declaring it (or a slip), confirmed by a rerun
   // under it; it outranks what the diverging fields resemble
   const std::vector<std::string> hints =
@@ -273,7 +273,7 @@ int run_check(const CaseOptions& opt, const std::string& ops, const ToleranceOpt
   if (!dump.empty()) fmt::print("  wrote {}.model.h5 and {}.sut.h5\n", dump, dump);
   if (html.any()) {
     report::Page page;
-    page.title = fmt::format("ssmcheck check: {} vs {}", be.model_name, be.under_test()->name());
+    page.title = fmt::format("ssmcheck check: {} vs {}", be.model_name, be.under_test_label());
     page.subtitle = cfg.flags();
     const report::DivergenceGrid grid = report::grid_of(r, "the op script");
     page.add(grid.divergence_map());

@@ -1,4 +1,4 @@
-// perturbed_entry (see backend_entry.h).
+// perturbed_entry and the label of the side under test (see backend_entry.h).
 #include "fuzz/backend_entry.h"
 
 #include <stdexcept>
@@ -11,12 +11,17 @@ std::string no_perturbed_schedule(const std::string& entry, const std::string& i
          "class's; docs/cuda.md, \"Perturbed schedules\")";
 }
 
+std::string BackendEntry::under_test_label() const {
+  return (perturbed ? std::string(kPerturbedPrefix) : std::string()) + under_test()->name();
+}
+
 BackendEntry perturbed_entry(const BackendEntry& base) {
   BackendEntry e = base;
   e.name = kPerturbedPrefix + base.name;
   e.flag = kPerturbedPrefix + base.flag;
   e.summary = base.summary + ", its schedule perturbed (blocks in seeded orders over several waves, copies delayed)";
   e.perturbable = false;
+  e.perturbed = true;
   const std::string name = e.name;
   auto perturbed = [name](const BackendFactory& make) -> BackendFactory {
     return [name, make] {

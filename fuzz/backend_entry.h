@@ -41,6 +41,11 @@ struct BackendEntry {
   // It offers a perturbed schedule (Backend::perturb_schedule): the gate runs part of its campaign on
   // perturbed_entry(*this) too.
   bool perturbable = false;
+  // It is perturbed_entry(base): its implementations run with their schedule perturbed.
+  bool perturbed = false;
+  // The side under test as a summary line names it: the made implementation's own name ("cuda",
+  // "reference-alt", "python:NAME"), with the perturbed: prefix when its schedule is perturbed.
+  std::string under_test_label() const;
 };
 
 // `perturbed:NAME` (docs/cuda.md, "Perturbed schedules"): `base` with its schedule perturbed from

@@ -297,6 +297,10 @@ TEST(PerturbedSchedule, APluginsModeCrossesItsHostAndTheGateRunsIt) {
   EXPECT_EQ(plain.code, 0) << plain.out;
   const auto perturbed = test::sh(kBin + " check --backend " + test::q("perturbed:" + slip) + " --ops " + test::q(ops));
   EXPECT_EQ(perturbed.code, 1) << perturbed.out;
+  // the check line says which side ran perturbed
+  EXPECT_NE(perturbed.out.find(" vs perturbed:"), std::string::npos) << perturbed.out;
+  EXPECT_NE(plain.out.find(": agree"), std::string::npos) << plain.out;
+  EXPECT_EQ(plain.out.find("perturbed:"), std::string::npos) << plain.out;
   test::TempDir dir;
   const std::string json = dir.path() + "/gate.json";
   const auto gate =
