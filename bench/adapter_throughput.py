@@ -20,9 +20,12 @@ import subprocess
 import sys
 import tempfile
 
+# campaign_throughput.py is the script beside this one: run as a script, this directory is
+# sys.path[0], so it imports by name (as host_overhead.py does)
+from campaign_throughput import OPS_RATE  # a summary's "in T s (N ops/s)"
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.join(os.path.dirname(HERE), "python")
-OPS_RATE = re.compile(r" in [0-9.]+ s \(([0-9]+) ops/s\)")
 DRAWN = re.compile(r"([0-9,]+) cases?.*?([0-9,]+) sequences?.*?([0-9,]+) ops")
 
 MODES = ["f32", "f16-pool"]
