@@ -74,7 +74,9 @@ class Lockstep {
   // comparison (same digests, core/state_fields.h, and the same FP16 lineage) is not exported or
   // compared again, and in a sequence that is, a field unchanged on both sides since it last passed
   // gets its report again (compare/field_cache.h): those comparisons would give the same reports,
-  // so the verdict is the same. Off
+  // so the verdict is the same. At the end of a case (finish) every sequence is exported whole and
+  // compared whatever its digests say, so that digests that hid a change (a plug-in's own,
+  // ssmp_plugin.field_digests) cannot hide it past the case. Off
   // where every op's every tensor is wanted (check_script: the HTML report's divergence map).
   // concurrent_sides: the model's side of each op and export runs on a second thread while the
   // system under test's runs on this one (default_concurrent_sides when not given). The sides
