@@ -4,11 +4,15 @@
 #include <cstddef>
 #include <cstring>
 #include <exception>
+#include <map>
+#include <optional>
 #include <stdexcept>
 
 #include "core/errors.h"
 #include "core/state.h"
+#include "core/state_fields.h"
 #include "plugin/config_model.h"
+#include "plugin/field_keys.h"
 #include "plugin/ssmp_error_text.h"
 
 namespace ssm::plugin {
@@ -211,6 +215,26 @@ int pause_async_copies(void* p, int on) { return self(p).backend->pause_async_co
 int async_pending(void* p, int slot) { return self(p).backend->async_pending(slot) ? 1 : 0; }
 int perturb_schedule(void* p, uint64_t seed) { return self(p).backend->perturb_schedule(seed) ? 1 : 0; }
 
+// The backend's own field digests (dtype, shape and bits of each; core/state_fields.h) by the
+// fields' names, and its rest digest last.
+int field_digests(void* p, int slot, int n_fields, ssmp_field* fields, uint64_t* digests, ssmp_error* err) {
+  return guarded(err, [&] {
+    const std::optional<FieldDigests> d = self(p).backend->field_digests(slot);
+    if (!d) throw std::runtime_error("field_digests: this backend has none");
+    std::map<FieldKey, uint64_t> by_key;
+    uint64_t rest = 0;
+    for (const FieldDigest& f : *d) (f.key.kind == FieldKind::rest ? rest : by_key[f.key]) = f.digest;
+    for (int i = 0; i < n_fields; ++i) {
+      ssmp_field& f = fields[i];
+      const std::optional<FieldKey> key = field_key_of(f.name, f.layer, f.index);
+      const auto it = key ? by_key.find(*key) : by_key.end();
+      f.present = it != by_key.end() ? 1 : 0;
+      if (f.present) digests[i] = it->second;
+    }
+    digests[n_fields] = rest;
+  });
+}
+
 }  // namespace
 
 const ssmp_plugin* expose(const ExposedBackend& what) {
@@ -242,7 +266,8 @@ const ssmp_plugin* expose(const ExposedBackend& what) {
                         what.capabilities,
                         what.perturbable ? perturb_schedule : nullptr,
                         nullptr,
-                        nullptr};
+                        nullptr,
+                        what.field_digests ? field_digests : nullptr};
   return &g_table;
 }
 

@@ -27,6 +27,8 @@ struct ExposedBackend {
   const ssmp_capabilities* capabilities = nullptr;
   // Its perturbed schedule (Backend::perturb_schedule): the table then has perturb_schedule.
   bool perturbable = false;
+  // Its field digests (Backend::field_digests gives them): the table then has field_digests.
+  bool field_digests = false;
 };
 
 // The table of a plug-in library exposing `what` (called once, from its ssmcheck_plugin()).

@@ -22,6 +22,7 @@ std::unique_ptr<ssm::Backend> make(const std::string& options) {
 extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) {
   static const ssmp_plugin* table =
       ssm::plugin::expose({"ssmcheck CUDA (as a plug-in)", SSMP_OWN_LEGALITY | SSMP_MAMBA2 | SSMP_PLE, make,
-                           /*async_copies=*/true, /*capabilities=*/nullptr, /*perturbable=*/true});
+                           /*async_copies=*/true, /*capabilities=*/nullptr, /*perturbable=*/true,
+                           /*field_digests=*/true});
   return table;
 }

@@ -16,6 +16,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/layer_attrs.h"
@@ -438,7 +439,8 @@ class Server {
                     {"name", t_->name ? t_->name : ""},
                     {"flags", t_->flags},
                     {"async", t_->pause_async_copies != nullptr && t_->async_pending != nullptr},
-                    {"perturbable", offers_perturbed_schedule(*t_)}};
+                    {"perturbable", offers_perturbed_schedule(*t_)},
+                    {"field_digests", offers_field_digests(*t_)}};
       if (const ssmp_capabilities* c = declared_capabilities(*t_)) hello["capabilities"] = capabilities_json(*c);
       return hello;
     }
@@ -495,6 +497,9 @@ class Server {
       return rows_call(I, op, slots.data(), slots.size(), rows, arm, f, out, &err);
     }
     if (call == "export_state") return export_state(I, slot(), out, &err);
+    if (call == "field_digests" && offers_field_digests(*t_)) return field_digests(I, slot(), &err);
+    if (call == "export_fields" && offers_field_digests(*t_))
+      return export_fields(I, slot(), req.at("fields"), out, &err);
     throw std::runtime_error("unknown call '" + call + "'");
   }
 
@@ -645,8 +650,9 @@ class Server {
     return r;
   }
 
-  json export_state(Inst& I, int slot, std::vector<wire::Arena::Piece>* out, ssmp_error* err) {
-    const PoolOf& P = I.pool;
+  // The ssmp_state an export fills, its buffers fenced (fenced_) and its tables in ex_: valid
+  // until the next call.
+  ssmp_state prepare_export(const PoolOf& P) {
     const size_t n = P.layers.size();
     const int h_room = P.pool.max_capacity(), conv_room = P.pool.conv_capacity;
     fenced_.begin();
@@ -706,11 +712,86 @@ class Server {
     st.h_prefill_stage = P.pool.h_mode == HMode::f16_pool ? fl(size_t(stage), "h_prefill_stage") : nullptr;
     st.stage_elems = P.pool.h_mode == HMode::f16_pool ? stage : 0;
     st.ple = with_ple ? ps.data() : nullptr;
+    return st;
+  }
+
+  StateLayout layout() const {
+    return {(t_->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? ConvWindow::d_conv_minus_1 : ConvWindow::d_conv,
+            (t_->flags & SSMP_H_VD_KD) ? HLayout::vd_kd : HLayout::kd_vd};
+  }
+
+  // ssmp_plugin.field_digests: the present fields as [name, layer, index, is_f16, digest] and the
+  // rest digest, in JSON (a few dozen numbers; hosted_plugin.cpp matches them to its fields by name)
+  json field_digests(Inst& I, int slot, ssmp_error* err) {
+    ssmp_state st = prepare_export(I.pool);
+    fields_.build(I.pool.layers, st, layout());
+    digests_.assign(size_t(fields_.size()) + 1, 0);
+    const int rc = t_->field_digests(I.self, slot, fields_.size(), fields_.data(), digests_.data(), err);
+    json r = checked(rc, *err, "field_digests");
+    if (r.at("status") != SSMP_OK) return r;
+    json present = json::array();
+    for (size_t i = 0; i < size_t(fields_.size()); ++i) {
+      const ssmp_field& f = fields_[i];
+      if (f.present) present.push_back({f.name, f.layer, f.index, f.is_f16 != 0, digests_[i]});
+    }
+    r["fields"] = std::move(present);
+    r["rest"] = digests_.back();
+    return r;
+  }
+
+  // export_fields of the fields the request lists ([name, layer, index] each): the plug-in exports
+  // as it does for export_state (by name or positionally, in this process), and the reply carries
+  // [present, is_f16] per listed field and the arrays of the present ones, in the listed order.
+  json export_fields(Inst& I, int slot, const json& want, std::vector<wire::Arena::Piece>* out, ssmp_error* err) {
+    ssmp_state st = prepare_export(I.pool);
+    fields_.build(I.pool.layers, st, layout());
+    std::map<std::tuple<std::string, int, int>, size_t> by_name;
+    for (size_t i = 0; i < size_t(fields_.size()); ++i)
+      by_name[{fields_[i].name, fields_[i].layer, fields_[i].index}] = i;
+    subset_.clear();
+    for (const json& w : want) {
+      const auto it = by_name.find({w.at(0).get<std::string>(), w.at(1).get<int>(), w.at(2).get<int>()});
+      if (it == by_name.end()) throw std::runtime_error("export_fields: no field " + w.dump() + " in this pool");
+      subset_.push_back(fields_[it->second]);
+    }
+    int last_k = 0;
+    json r;
+    if (t_->flags & SSMP_BY_NAME) {  // only the fields asked for
+      r = checked(t_->export_fields(I.self, slot, int(subset_.size()), subset_.data(), &last_k, err), *err,
+                  "export_fields");
+      if (r.at("status") != SSMP_OK) return r;
+    } else {  // a whole export, and the fields asked for out of it
+      r = checked(t_->export_state(I.self, slot, &st, err), *err, "export_state");
+      if (r.at("status") != SSMP_OK) return r;
+      last_k = st.last_verify_k;
+      fields_.mark(st);
+      for (ssmp_field& f : subset_) f = fields_[by_name.at({f.name, f.layer, f.index})];
+    }
+    json answers = json::array();
+    for (const ssmp_field& f : subset_) {
+      answers.push_back({f.present != 0, f.is_f16 != 0});
+      if (!f.present) continue;
+      int64_t elems = 1;
+      for (int d = 0; d < f.rank; ++d) elems *= f.dims[d];
+      out->push_back({f.data, uint64_t(elems) * (f.is_f16 ? 2 : 4)});
+    }
+    r["last_verify_k"] = last_k;
+    r["fields"] = std::move(answers);
+    return r;
+  }
+
+  json export_state(Inst& I, int slot, std::vector<wire::Arena::Piece>* out, ssmp_error* err) {
+    const PoolOf& P = I.pool;
+    const size_t n = P.layers.size();
+    ssmp_state st = prepare_export(P);
+    std::vector<ssmp_layer_state>& ls = ex_.ls;
+    std::vector<ssmp_ple_state>& ps = ex_.ps;
+    const bool with_ple = hosts_ple(P) && (t_->flags & SSMP_PLE);
+    int64_t stage = 0;
+    for (const LayerSpec& s : P.layers) stage = std::max(stage, s.h_elems());
     json r;
     if (t_->flags & SSMP_BY_NAME) {  // the fields of the same buffers, read back into st (plugin/named_abi.h)
-      fields_.build(P.layers, st,
-                    {(t_->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? ConvWindow::d_conv_minus_1 : ConvWindow::d_conv,
-                     (t_->flags & SSMP_H_VD_KD) ? HLayout::vd_kd : HLayout::kd_vd});
+      fields_.build(P.layers, st, layout());
       int last_k = 0;
       const int rc = t_->export_fields(I.self, slot, fields_.size(), fields_.data(), &last_k, err);
       r = checked(rc, *err, "export_fields");
@@ -783,7 +864,9 @@ class Server {
   std::vector<ssmp_layer_io> io_;
   std::vector<ssmp_ple_io> ple_io_;
   RowsIo rows_io_;       // SSMP_BY_NAME
-  ExportFields fields_;  // SSMP_BY_NAME
+  ExportFields fields_;  // SSMP_BY_NAME, and field_digests
+  std::vector<uint64_t> digests_;   // field_digests' answers
+  std::vector<ssmp_field> subset_;  // export_fields: the fields asked for
   std::vector<std::pair<const char*, size_t>> outs_;
   struct ExportTables {
     std::vector<ssmp_layer_state> ls;

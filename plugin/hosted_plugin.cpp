@@ -7,10 +7,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -508,6 +510,87 @@ int perturb_schedule(void* p, uint64_t seed) {
   return reply->msg.value("on", 0);
 }
 
+// Optional field digests, for a host whose implementation has them ("field_digests": true in
+// hello): the reply lists the present fields as [name, layer, index, is_f16, digest] and the rest
+// digest; each is matched to this call's fields by name, layer and index (the others are absent).
+int field_digests(void* p, int slot, int n_fields, ssmp_field* fields, uint64_t* digests, ssmp_error* err) {
+  const HostProcess::Reply* r = nullptr;
+  const int rc = exchange(self(p), {{"call", "field_digests"}, {"slot", slot}}, {}, err, &r);
+  if (rc != SSMP_OK) return rc;
+  try {
+    std::map<std::tuple<std::string, int, int>, std::pair<bool, uint64_t>> got;
+    for (const json& f : r->msg.at("fields")) {
+      if (!f.is_array() || f.size() != 5)
+        throw std::runtime_error("each of 'fields' must be [name, layer, index, is_f16, digest], not " + f.dump());
+      got[{f[0].get<std::string>(), f[1].get<int>(), f[2].get<int>()}] = {f[3].get<bool>(), f[4].get<uint64_t>()};
+    }
+    for (int i = 0; i < n_fields; ++i) {
+      ssmp_field& f = fields[i];
+      const auto it = got.find({f.name, f.layer, f.index});
+      f.present = it != got.end() ? 1 : 0;
+      f.is_f16 = f.present && it->second.first ? 1 : 0;
+      if (f.present) {
+        digests[i] = it->second.second;
+        got.erase(it);
+      }
+    }
+    if (!got.empty()) {
+      const auto& [name, layer, index] = got.begin()->first;
+      throw std::runtime_error("the reply has a field this pool has no room for: " + name + " of layer " +
+                               std::to_string(layer) + ", index " + std::to_string(index));
+    }
+    digests[n_fields] = r->msg.at("rest").get<uint64_t>();
+  } catch (const std::exception& e) {
+    set_text(err->kind, sizeof err->kind, "");
+    set_text(err->message, sizeof err->message, std::string("field_digests: ") + e.what());
+    return SSMP_ERROR;
+  }
+  return SSMP_OK;
+}
+
+// The fields asked for by name, for a host with field digests (PluginBackend::export_update asks
+// for the changed ones only): the reply gives [present, is_f16] per field in the order asked and
+// the arrays of the present ones, each checked against the field's size and copied into its buffer.
+int export_fields(void* p, int slot, int n_fields, ssmp_field* fields, int* last_verify_k, ssmp_error* err) {
+  json want = json::array();
+  for (int i = 0; i < n_fields; ++i) want.push_back({fields[i].name, fields[i].layer, fields[i].index});
+  const HostProcess::Reply* r = nullptr;
+  const int rc =
+      exchange(self(p), {{"call", "export_fields"}, {"slot", slot}, {"fields", std::move(want)}}, {}, err, &r);
+  if (rc != SSMP_OK) return rc;
+  try {
+    const json& answers = r->msg.at("fields");
+    if (!answers.is_array() || int(answers.size()) != n_fields)
+      throw std::runtime_error("'fields' must have " + std::to_string(n_fields) + " answers [present, is_f16]");
+    size_t next = 0;
+    for (int i = 0; i < n_fields; ++i) {
+      ssmp_field& f = fields[i];
+      f.present = answers[size_t(i)].at(0).get<bool>() ? 1 : 0;
+      f.is_f16 = f.present && answers[size_t(i)].at(1).get<bool>() ? 1 : 0;
+      if (!f.present) continue;
+      int64_t elems = 1;
+      for (int d = 0; d < f.rank; ++d) elems *= f.dims[d];
+      const size_t bytes = size_t(elems) * (f.is_f16 ? 2 : 4);
+      const std::string what =
+          std::string(f.name) + " of layer " + std::to_string(f.layer) + ", index " + std::to_string(f.index);
+      if (next >= r->arrays.size()) throw std::runtime_error("no array for " + what);
+      if (r->arrays[next].second != bytes)
+        throw std::runtime_error(what + " has " + std::to_string(r->arrays[next].second) + " bytes, expected " +
+                                 std::to_string(bytes));
+      std::memcpy(f.data, r->arrays[next].first, bytes);
+      ++next;
+    }
+    if (next != r->arrays.size())
+      throw std::runtime_error(std::to_string(r->arrays.size() - next) + " arrays more than its fields");
+    *last_verify_k = r->msg.at("last_verify_k").get<int>();
+  } catch (const std::exception& e) {
+    set_text(err->kind, sizeof err->kind, "");
+    set_text(err->message, sizeof err->message, std::string("export_fields: ") + e.what());
+    return SSMP_ERROR;
+  }
+  return SSMP_OK;
+}
+
 // The flags a hello declares: "flags" (a C host passes its plug-in's, less SSMP_BY_NAME: the host
 // speaks it to its plug-in, and this table forwards the positional calls; hosted_plugin_by_name
 // tells), or the string attributes of a Python class (bridge.py's declared()).
@@ -593,12 +676,17 @@ const ssmp_plugin* hosted_plugin_table(HostLaunch launch) {
                   nullptr,
                   nullptr,
                   nullptr,
+                  nullptr,
                   nullptr};
   if (hello.value("async", false)) {
     t.pause_async_copies = pause_async_copies;
     t.async_pending = async_pending;
   }
   if (hello.value("perturbable", false)) t.perturb_schedule = perturb_schedule;
+  if (hello.value("field_digests", false)) {  // and the changed fields read by name
+    t.field_digests = field_digests;
+    t.export_fields = export_fields;
+  }
   if (hello.contains("capabilities")) {
     H->capabilities = capabilities_from_json(hello.at("capabilities"), H->proc.label());
     t.capabilities = &H->capabilities;

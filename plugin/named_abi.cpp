@@ -164,7 +164,7 @@ void ExportFields::apply(ssmp_state& st, int last_verify_k, const std::string& w
     const ssmp_field& f = fields_[i];
     if (!same_description(f, given_[i]))
       bad(given_[i],
-          "export_fields changed the field's description (name, layer, index, rank, dims or buffer); "
+          "the plug-in changed the field's description (name, layer, index, rank, dims or buffer); "
           "it sets present and is_f16 only");
     const bool present = f.present != 0, f16 = f.is_f16 != 0;
     if (f16 && !h_like(f.name))
@@ -229,6 +229,30 @@ void ExportFields::apply(ssmp_state& st, int last_verify_k, const std::string& w
     p.n_snapshots = nh;
   }
   st.last_verify_k = last_verify_k;
+}
+
+void ExportFields::mark(const ssmp_state& st) {
+  for (ssmp_field& f : fields_) {
+    const std::string n = f.name;
+    bool present = false, f16 = false;
+    if (f.layer < 0) {
+      present = st.has_prefill_stage != 0;
+    } else if (f.layer < st.n_layers) {
+      const ssmp_layer_state& s = st.layers[f.layer];
+      const ssmp_ple_state* p = st.ple ? &st.ple[f.layer] : nullptr;
+      if (n == "h") present = true, f16 = s.h_is_f16 != 0;
+      else if (n == "conv") present = true;
+      else if (n == "h_checkpoint") present = s.has_h_checkpoint != 0, f16 = s.h_checkpoint_is_f16 != 0;
+      else if (n == "conv_checkpoint") present = s.has_conv_checkpoint != 0;
+      else if (n == "h_intermediate") present = f.index < s.n_h_intermediates, f16 = s.h_intermediates_are_f16 != 0;
+      else if (n == "conv_intermediate") present = f.index < s.n_conv_intermediates;
+      else if (p && (n == "ple_history" || n == "ple_conv")) present = p->has_live != 0;
+      else if (p && (n == "ple_history_checkpoint" || n == "ple_conv_checkpoint")) present = p->has_checkpoint != 0;
+      else if (p && (n == "ple_history_snapshot" || n == "ple_conv_snapshot")) present = f.index < p->n_snapshots;
+    }
+    f.present = present ? 1 : 0;
+    f.is_f16 = present && f16 ? 1 : 0;
+  }
 }
 
 }  // namespace ssm::plugin

@@ -69,12 +69,16 @@ class ExportFields {
   void build(const std::vector<LayerSpec>& layers, const ssmp_state& st, const StateLayout& layout);
   int size() const { return int(fields_.size()); }
   ssmp_field* data() { return fields_.data(); }
+  const ssmp_field& operator[](size_t i) const { return fields_[i]; }
   // The plug-in's answers into st's flags and counts, as its export_state would have set them.
   // Throws std::runtime_error "<who>: layer L field NAME[ t]: <what>" for an answer that breaks
   // the rules: h or conv not present, is_f16 on a field that is not h-like, intermediates or
   // snapshots with a gap or of mixed dtypes, a carry's history and conv present apart, a field whose
   // description (name, layer, index, dims, buffer) it changed.
   void apply(ssmp_state& st, int last_verify_k, const std::string& who) const;
+  // The reverse, for a host that exported positionally and answers by name: each field's present
+  // and is_f16 from st's flags and counts (what an export_fields of the same state would set).
+  void mark(const ssmp_state& st);
 
  private:
   std::vector<ssmp_field> fields_;

@@ -3,13 +3,18 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
 #include "core/conventions.h"
 #include "core/errors.h"
+#include "core/state_digest.h"
+#include "plugin/field_keys.h"
 
 namespace ssm::plugin {
 
@@ -293,9 +298,7 @@ SequenceState PluginBackend::export_state(int slot) {
   if (!own_legality_) contract_.check_claimed("export", slot);
   ssmp_state* st = export_room_.prepare();
   if (by_name_) {  // the fields of the same room, read back into it (plugin/named_abi.h)
-    const StateLayout layout{lib_->short_conv_window() ? ConvWindow::d_conv_minus_1 : ConvWindow::d_conv,
-                             lib_->h_vd_kd() ? HLayout::vd_kd : HLayout::kd_vd};
-    fields_.build(model_.spec.layers, *st, layout);
+    fields_.build(model_.spec.layers, *st, layout());
     int last_k = 0;
     call("export_fields", slot, "slot " + std::to_string(slot), [&](ssmp_error* e) {
       return lib_->table->export_fields(self_, slot, fields_.size(), fields_.data(), &last_k, e);
@@ -307,6 +310,98 @@ SequenceState PluginBackend::export_state(int slot) {
   call("export_state", slot, "slot " + std::to_string(slot),
        [&](ssmp_error* e) { return lib_->table->export_state(self_, slot, st, e); });
   return export_room_.read(slot, label_ + ": export_state(slot " + std::to_string(slot) + ")");
+}
+
+StateLayout PluginBackend::layout() const {
+  return {lib_->short_conv_window() ? ConvWindow::d_conv_minus_1 : ConvWindow::d_conv,
+          lib_->h_vd_kd() ? HLayout::vd_kd : HLayout::kd_vd};
+}
+
+std::optional<FieldDigests> PluginBackend::field_digests(int slot) {
+  if (!self_ || !offers_field_digests(*lib_->table)) return std::nullopt;
+  require_pool("export");
+  if (!own_legality_) contract_.check_claimed("export", slot);
+  ssmp_state* st = export_room_.prepare();
+  fields_.build(model_.spec.layers, *st, layout());
+  digests_.assign(size_t(fields_.size()) + 1, 0);
+  const std::string args = "slot " + std::to_string(slot);
+  call("field_digests", slot, args, [&](ssmp_error* e) {
+    return lib_->table->field_digests(self_, slot, fields_.size(), fields_.data(), digests_.data(), e);
+  });
+  // the same rules as an export's answers: h and conv present, indexed fields in order (the
+  // plug-in's rest digest, digests_ last, stands for last_verify_k)
+  fields_.apply(*st, 0, label_ + ": field_digests(" + args + ")");
+  FieldDigests d;
+  for (size_t i = 0; i < size_t(fields_.size()); ++i) {
+    const ssmp_field& f = fields_[i];
+    if (!f.present) continue;
+    const std::optional<FieldKey> key = field_key_of(f.name, f.layer, f.index);
+    if (!key) throw std::logic_error(label_ + ": field_digests: no key for field " + std::string(f.name));
+    StateHasher h;  // the field's dtype is part of what an export reads
+    h.add(int64_t(digests_[i]));
+    h.add(int64_t(f.is_f16 != 0));
+    d.push_back({*key, h.digest()});
+  }
+  d.push_back({FieldKey{FieldKind::rest, -1, 0}, digests_.back()});
+  return d;
+}
+
+void PluginBackend::export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state) {
+  const ssmp_plugin& t = *lib_->table;
+  if (!offers_field_digests(t) || !t.export_fields || state.layers.size() != model_.spec.layers.size()) {
+    state = export_state(slot);
+    return;
+  }
+  require_pool("export");
+  if (!own_legality_) contract_.check_claimed("export", slot);
+  std::vector<bool> h_is_f16;
+  for (const LayerState& l : state.layers) h_is_f16.push_back(l.h_is_f16);
+  SequenceState out = export_room_.rest(slot, state.last_verify_k, h_is_f16);
+  const std::set<FieldKey> carried = carry_unchanged_fields(state, before, now, out);
+  std::map<FieldKey, Tensor> spare = take_fields(state);  // the changed fields' storage, reused
+  std::set<FieldKey> present;
+  for (const FieldDigest& f : now) present.insert(f.key);
+  ssmp_state* st = export_room_.prepare();
+  fields_.build(model_.spec.layers, *st, layout());
+  changed_.clear();
+  std::vector<FieldKey> keys;
+  for (int i = 0; i < fields_.size(); ++i) {
+    const ssmp_field& f = fields_[size_t(i)];
+    const std::optional<FieldKey> key = field_key_of(f.name, f.layer, f.index);
+    if (key && present.count(*key) && !carried.count(*key)) {
+      changed_.push_back(f);
+      keys.push_back(*key);
+    }
+  }
+  int last_k = 0;
+  const std::string args = "slot " + std::to_string(slot) + ", " + std::to_string(changed_.size()) + " changed fields";
+  const std::vector<ssmp_field> given = changed_;
+  call("export_fields", slot, args,
+       [&](ssmp_error* e) { return t.export_fields(self_, slot, int(changed_.size()), changed_.data(), &last_k, e); });
+  const std::string who = label_ + ": export_fields(" + args + ")";
+  for (size_t i = 0; i < changed_.size(); ++i) {
+    const ssmp_field &a = changed_[i], &b = given[i];
+    if (a.name != b.name || a.layer != b.layer || a.index != b.index || a.rank != b.rank || a.data != b.data ||
+        !std::equal(a.dims, a.dims + 4, b.dims))
+      throw std::runtime_error(who + ": layer " + std::to_string(b.layer) + " field " + b.name +
+                               ": the plug-in changed the field's description (name, layer, index, rank, dims or "
+                               "buffer); it sets present and is_f16 only");
+  }
+  if (last_k < 0 || last_k > kMaxIntermediates)
+    throw std::runtime_error(who + " says last_verify_k = " + std::to_string(last_k));
+  out.last_verify_k = last_k;
+  for (size_t i = 0; i < changed_.size(); ++i) {
+    const ssmp_field& f = changed_[i];
+    if (!f.present)
+      throw std::runtime_error(who + ": layer " + std::to_string(f.layer) + " field " + f.name +
+                               " not present, but field_digests gave it a digest");
+    Tensor& to = field_tensor(out, keys[i]);
+    const auto old = spare.find(keys[i]);
+    if (old != spare.end()) to = std::move(old->second);
+    export_room_.read_field_into(f, to);
+    if (keys[i].kind == FieldKind::h) out.layers[size_t(f.layer)].h_is_f16 = f.is_f16 != 0;
+  }
+  state = std::move(out);
 }
 
 bool PluginBackend::async_pending(int slot) const {

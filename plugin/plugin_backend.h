@@ -44,6 +44,13 @@ class PluginBackend : public Backend {
   void snapshot_save(int slot, int snap) override;
   void snapshot_restore(int slot, int snap) override;
   SequenceState export_state(int slot) override;
+  // ssmp_plugin.field_digests, when the plug-in has it (else nullopt: the lockstep exports and
+  // hashes): each present field's digest by the plug-in, mixed with its is_f16, then `rest` (the
+  // plug-in's digest of last_verify_k and the dtypes).
+  std::optional<FieldDigests> field_digests(int slot) override;
+  // With field digests and export_fields: asks export_fields for the fields whose digest changed
+  // only, and keeps the others from `state`; else a whole export.
+  void export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state) override;
   bool async_pending(int slot) const override;
   bool pause_async_copies(bool on) override;
   bool perturb_schedule(uint64_t seed) override;  // ssmp_plugin.perturb_schedule
@@ -74,6 +81,9 @@ class PluginBackend : public Backend {
   bool by_name_ = false;    // SSMP_BY_NAME: ops through rows, the state through export_fields
   RowsIo rows_io_;
   ExportFields fields_;
+  std::vector<uint64_t> digests_;    // field_digests' answers, one per field and the rest
+  std::vector<ssmp_field> changed_;  // export_update's fields to read
+  StateLayout layout() const;        // the plug-in's conventions as the layouts its buffers are in
 };
 
 // The plug-in call running now ("plugin:x: commit(slot 1, n 2, k 4)"), or nullptr; read by the

@@ -1,6 +1,7 @@
 // The plug-in ABI's C layouts from and to the contract's (see plugin_layouts.h).
 #include "plugin/plugin_layouts.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -148,6 +149,55 @@ ssmp_state* ExportRoom::prepare() {
   state_.h_prefill_stage = stage_.empty() ? nullptr : stage_.data();
   state_.stage_elems = int64_t(stage_.size());
   return &state_;
+}
+
+StateLayout ExportRoom::layout() const {
+  return {conventions_.short_conv_window ? ConvWindow::d_conv_minus_1 : ConvWindow::d_conv,
+          conventions_.h_transposed ? HLayout::vd_kd : HLayout::kd_vd};
+}
+
+Tensor ExportRoom::read_field(const ssmp_field& f) const {
+  const std::string name = f.name;
+  if (name == "h_prefill_stage") return tensor(f.data, false, {int64_t(stage_.size())});
+  const LayerSpec& sp = spec_.layers.at(size_t(f.layer));
+  const StateLayout L = layout();
+  if (name == "h" || name.rfind("h_", 0) == 0)
+    return h_to_contract(tensor(f.data, f.is_f16 != 0, h_shape_in(sp, L)), sp, L);
+  if (name == "conv" || name.rfind("conv_", 0) == 0)
+    return conv_to_contract(tensor(f.data, false, conv_shape_in(sp, L)), sp, L);
+  if (name.rfind("ple_history", 0) == 0) return tensor(f.data, false, ple_history_shape(sp));
+  if (name.rfind("ple_conv", 0) == 0) return tensor(f.data, false, ple_conv_shape(sp));
+  throw std::logic_error("ExportRoom::read_field: no field " + name);
+}
+
+void ExportRoom::read_field_into(const ssmp_field& f, Tensor& to) const {
+  const std::string name = f.name;
+  const bool h_like = name == "h" || (name.rfind("h_", 0) == 0 && name != "h_prefill_stage");
+  const bool conv_like = name == "conv" || name.rfind("conv_", 0) == 0;
+  const StateLayout L = layout();
+  const bool as_is = (h_like && L.h_layout == HLayout::kd_vd) || (conv_like && L.conv_window == ConvWindow::d_conv) ||
+                     (!h_like && !conv_like);
+  const DType dtype = h_like && f.is_f16 ? DType::f16 : DType::f32;
+  const std::vector<int64_t> shape(f.dims, f.dims + std::max(0, std::min(f.rank, 4)));
+  if (as_is && !to.empty() && to.dtype() == dtype && to.shape() == shape) {
+    std::memcpy(to.raw(), f.data, to.bytes());
+    return;
+  }
+  to = read_field(f);
+}
+
+SequenceState ExportRoom::rest(int slot, int last_verify_k, const std::vector<bool>& h_is_f16) const {
+  SequenceState out;
+  out.slot = slot;
+  out.prefill_stage_absent = conventions_.no_prefill_stage;
+  out.last_verify_k = last_verify_k;
+  for (size_t l = 0; l < states_.size(); ++l) {
+    LayerState L;
+    L.h_is_f16 = l < h_is_f16.size() && h_is_f16[l];
+    L.conv_oldest_column_absent = conventions_.short_conv_window;
+    out.layers.push_back(std::move(L));
+  }
+  return out;
 }
 
 SequenceState ExportRoom::read(int slot, const std::string& who) const {

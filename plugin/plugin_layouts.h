@@ -66,8 +66,18 @@ class ExportRoom {
   // Throws std::runtime_error "<who> <what is wrong>" for counts outside the room or a prefill
   // stage it should not have written.
   SequenceState read(int slot, const std::string& who) const;
+  // One field a plug-in filled by name (an ssmp_field of export_fields pointing into this room),
+  // in the contract's layout: what read() makes of the same buffer.
+  Tensor read_field(const ssmp_field& f) const;
+  // The same into `to` when the field needs no conversion and `to` has its dtype and shape (storage
+  // an update reuses: its first touch, page by page, costs more than the copy); else to = read_field.
+  void read_field_into(const ssmp_field& f, Tensor& to) const;
+  // The state an update starts from (Backend::export_update): last_verify_k, the conventions'
+  // flags, one layer per model layer with h_is_f16 as given, no tensor field yet.
+  SequenceState rest(int slot, int last_verify_k, const std::vector<bool>& h_is_f16) const;
 
  private:
+  StateLayout layout() const;
   struct Layer {
     std::vector<float> h, conv, h_checkpoint, conv_checkpoint;
     std::vector<std::vector<float>> h_inter, conv_inter;

@@ -92,6 +92,11 @@ bool offers_perturbed_schedule(const ssmp_plugin& t) {
 
 bool PluginLibrary::perturbable() const { return offers_perturbed_schedule(*table); }
 
+bool offers_field_digests(const ssmp_plugin& t) {
+  return covers(t.struct_size, offsetof(ssmp_plugin, field_digests), sizeof t.field_digests) &&
+         t.field_digests != nullptr;
+}
+
 const ssmp_capabilities* declared_capabilities(const ssmp_plugin& t) {
   return covers(t.struct_size, offsetof(ssmp_plugin, capabilities), sizeof t.capabilities) ? t.capabilities : nullptr;
 }

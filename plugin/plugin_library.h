@@ -58,6 +58,8 @@ struct PluginLibrary {
 const ssmp_capabilities* declared_capabilities(const ssmp_plugin& t);
 // Its header has perturb_schedule and the plug-in set it.
 bool offers_perturbed_schedule(const ssmp_plugin& t);
+// Its header has field_digests and the plug-in set it.
+bool offers_field_digests(const ssmp_plugin& t);
 
 // Starts PATH's host process (ssmcheck-plugin-host), which loads and checks it: the file opens,
 // exports ssmcheck_plugin, has this ABI version and a table large enough, every required member

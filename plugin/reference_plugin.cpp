@@ -76,6 +76,7 @@ std::unique_ptr<Backend> make(const std::string& options) {
 
 extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) {
   static const ssmp_plugin* table = plugin::expose(
-      {"ssmcheck reference (CPU, as a plug-in)", SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | SSMP_PLE, make});
+      {"ssmcheck reference (CPU, as a plug-in)", SSMP_OWN_LEGALITY | SSMP_BITWISE | SSMP_MAMBA2 | SSMP_PLE, make,
+       /*async_copies=*/false, /*capabilities=*/nullptr, /*perturbable=*/false, /*field_digests=*/true});
   return table;
 }

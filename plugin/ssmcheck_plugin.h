@@ -367,8 +367,8 @@ typedef struct {
 } ssmp_field;
 
 /* The table a plug-in returns. Every member up to export_state is required (with SSMP_BY_NAME all
- * but prefill, decode, verify and export_state, and rows and export_fields too); pause_async_copies
- * and async_pending are optional; the three *_ple members are required with SSMP_PLE and NULL
+ * but prefill, decode, verify and export_state, and rows and export_fields too); pause_async_copies,
+ * async_pending and field_digests are optional; the three *_ple members are required with SSMP_PLE and NULL
  * without it (a table of a header before them ends at async_pending: struct_size says so).
  * `self` is what create returned. Every int-returning member returns an ssmp_status and fills
  * *err unless SSMP_OK. */
@@ -437,6 +437,22 @@ typedef struct {
   /* Waits for the slot's outstanding async copies, then fills the fields it holds (ssmp_field) and
    * *last_verify_k (K of the slot's last verify since alloc, 0 when none). */
   int (*export_fields)(void* self, int slot, int n_fields, ssmp_field* fields, int* last_verify_k, ssmp_error* err);
+
+  /* Optional (NULL, or a table of a header before it: ssmcheck reads back every live sequence's
+   * whole state after every op and hashes it itself). The plug-in's own 64-bit digests of the
+   * slot's state, field by field, so that ssmcheck reads back only the sequences whose state
+   * changed since it last looked (docs/plugins.md, "Field digests"): on a real shape, where an op
+   * touches a few sequences of many and an export is tens of megabytes, reading back is most of a
+   * campaign's time. `fields` is the list export_fields is asked for (with the same buffers, which
+   * this call does not write); the plug-in sets present (and may set is_f16) as export_fields
+   * would, and digests[i] for each present field i: equal bits give equal digests, different bits
+   * different digests up to a collision (any 64-bit hash of the field's bytes and dtype). digests
+   * has n_fields + 1 entries: digests[n_fields] is a digest of the rest of what an export reports,
+   * last_verify_k and the fields' dtypes (writing last_verify_k there is enough when the field
+   * digests cover their dtypes). ssmcheck compares a digest only with the same instance's earlier
+   * digests of the same slot and field. Waits for the slot's outstanding async copies, as
+   * export_state does. */
+  int (*field_digests)(void* self, int slot, int n_fields, ssmp_field* fields, uint64_t* digests, ssmp_error* err);
 } ssmp_plugin;
 
 /* The one symbol a plug-in exports. */

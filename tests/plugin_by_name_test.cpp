@@ -7,12 +7,15 @@
 // output; a table declaring SSMP_BY_NAME without rows or export_fields is refused at load.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/conventions.h"
+#include "core/state_digest.h"
+#include "core/state_fields.h"
 #include "fixtures/generators.h"
 #include "fuzz/campaign.h"
 #include "plugin/plugin_backend.h"
@@ -153,6 +156,69 @@ TEST(PluginByName, WrongAnswersAreReportedByName) {
   }
 }
 
+// The lines of a plug-in's log (by_name_plugin's option log=PATH) that start with `prefix`.
+std::vector<std::string> log_lines(const std::string& path, const std::string& prefix) {
+  std::ifstream f(path);
+  std::vector<std::string> v;
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind(prefix, 0) == 0) v.push_back(line);
+  return v;
+}
+
+// With field digests (ssmp_plugin.field_digests) ssmcheck reads back only what changed: after a
+// verify and a decode of one of two sequences, the other's digests are unchanged; the decoded one's
+// update asks export_fields for h and conv of each layer only (its checkpoint and the verify's
+// intermediates are kept), and the updated export equals a whole export bit for bit; hosted (the C
+// host answers by name) and in ssmcheck's process.
+TEST(PluginByName, FieldDigestsReadBackOnlyWhatChanged) {
+  GenConfig g;
+  PoolConfig pool;
+  const Model model = make_model(make_preset("hybrid-odd"), g);
+  const size_t layers = model.spec.layers.size();
+  for (const bool in_process : {false, true}) {
+    const char* scheme = in_process ? "in ssmcheck's process" : "hosted";
+    test::TempDir dir;
+    const std::string log = dir.file("calls.log");
+    plugin::PluginBackend b(spec_of(kByName + ",log=" + log, in_process));
+    b.create_pool(model, pool);
+    const int s0 = b.alloc(3), s1 = b.alloc(3);
+    b.prefill(s0, make_inputs(model.spec, g, 0, 0, 0, 3));
+    b.prefill(s1, make_inputs(model.spec, g, 0, 1, 0, 2));
+    b.checkpoint(s1, false);
+    b.verify({s1}, 3, VerifyArm::exact, {make_inputs(model.spec, g, 1, 1, 0, 3)});
+    b.commit(s1, 3, 3);
+    const std::optional<FieldDigests> d0 = b.field_digests(s0), d1 = b.field_digests(s1);
+    ASSERT_TRUE(d0 && d1) << scheme;
+    SequenceState held = b.export_state(s1);
+    const size_t whole = log_lines(log, "export_fields").size();
+
+    b.decode({s1}, {make_inputs(model.spec, g, 2, 1, 0, 1)});
+    EXPECT_EQ(*b.field_digests(s0), *d0) << scheme << ": a sequence no op touched changed its digests";
+    const std::optional<FieldDigests> now = b.field_digests(s1);
+    ASSERT_TRUE(now) << scheme;
+    size_t changed = 0;
+    for (const FieldDigest& f : *now)
+      if (f.key.kind != FieldKind::rest && std::find(d1->begin(), d1->end(), f) == d1->end()) ++changed;
+    EXPECT_EQ(changed, 2 * layers) << scheme << ": a decode changes h and conv of each layer";
+    b.export_update(s1, *d1, *now, held);
+    const std::vector<std::string> asked = log_lines(log, "export_fields");
+    ASSERT_EQ(asked.size(), whole + 1) << scheme;
+    EXPECT_EQ(asked.back(), "export_fields " + std::to_string(2 * layers)) << scheme;
+    EXPECT_EQ(state_digest(held), state_digest(b.export_state(s1))) << scheme << ": the update differs from an export";
+    EXPECT_TRUE(held.layers[0].h_checkpoint && !held.layers[0].h_intermediates.empty()) << scheme;
+  }
+}
+
+// A plug-in whose digests never change (fault=stale_digests) hides its state's changes from the
+// comparisons after each op, but not from the end of a case: the lockstep reads every sequence
+// whole there, so a campaign against the reference still fails (bitwise, it must).
+TEST(PluginByName, StaleDigestsAreCaughtAtTheEndOfACase) {
+  const auto s = sh(std::string(SSMCHECK_BIN) + " check --preset odd-a --ops " + q("alloc; prefill 2; decode; decode") +
+                    " --backend " + q("plugin:" + kByName + ",fault=stale_digests"));
+  EXPECT_EQ(s.code, 1) << s.out;
+  EXPECT_NE(s.out.find("DIFFERENT"), std::string::npos) << s.out;
+}
+
 // ssmcheck's side of export_fields (plugin/named_abi.h) on a prepared room: a minimal answer (h and
 // conv present) and a full one are read back into the ssmp_state's counts and flags; each answer
 // that breaks a rule is refused naming the layer, field and index.
@@ -214,7 +280,7 @@ TEST(PluginByName, ExportFieldsReadsAnswersBackAndRefusesWrongOnesByName) {
             "(binary16 bits)");
   EXPECT_NE(answer([&] {
               field("conv", 0, 0).dims[1] = 1;
-            }).find("who: layer 0 field conv: export_fields changed the field's description"),
+            }).find("who: layer 0 field conv: the plug-in changed the field's description"),
             std::string::npos);
 }
 

@@ -3,11 +3,14 @@
 // inputs and outputs and the state's fields looked up by their names; nothing in it names a layer
 // kind, so a kind core adds runs here unchanged. The old-ABI counterpart is
 // plugin/reference_plugin.cpp (through plugin/backend_plugin.cpp); tests/plugin_by_name_test.cpp
-// holds the two to the same verdicts. Options (a planted wrong answer, for the tests): fault=
-// absent_conv (conv never present), f16_conv (conv said FP16), unknown_output (it knows no "out").
+// holds the two to the same verdicts. It has field digests (ssmp_plugin.field_digests), so ssmcheck
+// reads back only the fields that changed. Options (a planted wrong answer, for the tests): fault=
+// absent_conv (conv never present), f16_conv (conv said FP16), unknown_output (it knows no "out"),
+// stale_digests (its digests never change); log=PATH (a line per export_fields and field_digests).
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -16,6 +19,7 @@
 #include "core/errors.h"
 #include "core/model.h"
 #include "core/state.h"
+#include "core/state_digest.h"
 #include "plugin/config_model.h"
 #include "plugin/ssmcheck_plugin.h"
 #include "plugin/ssmp_error_text.h"
@@ -32,6 +36,11 @@ struct Instance {
   ref::ReferenceBackend backend;
   ModelSpec spec;
   std::string fault;
+  std::string log;  // option log=PATH: a line per export_fields ("export_fields N") and field_digests call
+  void note(const std::string& line) const {
+    if (log.empty()) return;
+    std::ofstream(log, std::ios::app) << line << "\n";
+  }
 };
 Instance& self(void* p) { return *static_cast<Instance*>(p); }
 
@@ -51,12 +60,21 @@ int64_t elems(int rank, const int64_t* dims) {
 
 void* create(const char* options, ssmp_error* err) {
   auto inst = std::make_unique<Instance>();
-  const std::string o = options ? options : "";
-  if (!o.empty()) {
+  const std::string text = options ? options : "";
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    const std::string o = text.substr(start, end - start);
+    start = end + 1;
+    if (o.rfind("log=", 0) == 0) {
+      inst->log = o.substr(4);
+      continue;
+    }
     const std::string f = o.rfind("fault=", 0) == 0 ? o.substr(6) : "";
-    if (f != "absent_conv" && f != "f16_conv" && f != "unknown_output") {
+    if (f != "absent_conv" && f != "f16_conv" && f != "unknown_output" && f != "stale_digests") {
       set_text(err->message, sizeof err->message,
-               "unknown option '" + o + "' (known: fault=absent_conv, fault=f16_conv, fault=unknown_output)");
+               "unknown option '" + o +
+                   "' (known: fault=absent_conv, fault=f16_conv, fault=unknown_output, fault=stale_digests, log=PATH)");
       return nullptr;
     }
     inst->fault = f;
@@ -131,17 +149,43 @@ int rows(void* p, int op, int n, const int* slots, int k, int arm, ssmp_rows_io*
   });
 }
 
+// The tensor of field f in an export (core/state.h's state_field), or nullptr when the slot has none.
+const Tensor* field_of(const SequenceState& st, const ssmp_field& f) {
+  const std::string name = f.name;
+  return f.layer < 0 ? (name == "h_prefill_stage" && st.h_prefill_stage ? &*st.h_prefill_stage : nullptr)
+                     : state_field(st.layers.at(size_t(f.layer)), name, f.index);
+}
+
+// Each field's digest by name: core's tensor_digest (dtype, shape and bits) of what export_fields
+// would copy; the rest: last_verify_k (the digests cover the dtypes). fault=stale_digests answers
+// the same digests forever: a plug-in whose digests lie.
+int field_digests(void* p, int slot, int n_fields, ssmp_field* fields, uint64_t* digests, ssmp_error* err) {
+  return guarded(err, [&] {
+    Instance& I = self(p);
+    const SequenceState st = I.backend.export_state(slot);
+    for (int i = 0; i < n_fields; ++i) {
+      ssmp_field& f = fields[i];
+      const Tensor* t = field_of(st, f);
+      f.present = t != nullptr;
+      f.is_f16 = t && t->dtype() == DType::f16;
+      digests[i] = !t ? 0 : I.fault == "stale_digests" ? 1 : tensor_digest(*t);
+    }
+    digests[n_fields] = I.fault == "stale_digests" ? 1 : uint64_t(st.last_verify_k);
+    I.note("field_digests");
+  });
+}
+
 // Every field asked for that the slot holds (core/state.h's state_field), copied and marked present.
 int export_fields(void* p, int slot, int n_fields, ssmp_field* fields, int* last_verify_k, ssmp_error* err) {
   return guarded(err, [&] {
     Instance& I = self(p);
+    I.note("export_fields " + std::to_string(n_fields));
     const SequenceState st = I.backend.export_state(slot);
     *last_verify_k = st.last_verify_k;
     for (int i = 0; i < n_fields; ++i) {
       ssmp_field& f = fields[i];
       const std::string name = f.name;
-      const Tensor* t = f.layer < 0 ? (name == "h_prefill_stage" && st.h_prefill_stage ? &*st.h_prefill_stage : nullptr)
-                                    : state_field(st.layers.at(size_t(f.layer)), name, f.index);
+      const Tensor* t = field_of(st, f);
       f.present = f.is_f16 = 0;
       if (!t) continue;
       if (t->size() != elems(f.rank, f.dims))
@@ -201,6 +245,7 @@ extern "C" SSMP_EXPORT const ssmp_plugin* ssmcheck_plugin(void) {
     t.snapshot_restore = snapshot_restore;
     t.rows = rows;
     t.export_fields = export_fields;
+    t.field_digests = field_digests;
     return t;
   }();
   return &table;
