@@ -36,7 +36,10 @@ Class attributes:
 the class never sees one), ``bitwise`` (False: judged under the tolerance classes), and the
 convention profile of what export_state returns (docs/plugins.md): ``conv_window`` ("d_conv",
 or "d_conv-1" for causal_conv1d's state), ``h_layout`` ("nv,kd,vd", or "nv,vd,kd") and
-``prefill_stage`` (False: no FP32 staging blob in f16-pool mode; the stage is not compared); and
+``prefill_stage`` (False: no FP32 staging blob in f16-pool mode; the stage is not compared);
+``field_digests`` (True: ssmcheck asks for a digest of each field of export_state's arrays, taken
+where they live, and reads a state back only when one changed: field_digest.py; the environment
+variable SSMCHECK_NO_FIELD_DIGESTS=1 switches that off, for a benchmark or to rule it out); and
 the numerics it computes, which the model it is checked on then uses: ``gates`` ("clamped", the
 contract's, or "torch": softplus linear above 20, no clamps), ``f16_store`` ("saturate", the
 contract's, or "inf": FP16 stores overflow to inf) and ``f16_rows`` ("stored", the contract's, or
@@ -56,6 +59,7 @@ import traceback
 import numpy as np
 
 from . import locate
+from .field_digest import Digester, fields_reply, state_digests
 
 SSMP_OK, SSMP_REFUSED, SSMP_ERROR = 0, 1, 2
 ABI_VERSION = 1
@@ -243,19 +247,26 @@ class _Channel:
         return json.loads(body[:n].decode()), blobs
 
     def send(self, reply, arrays=()):
-        """reply with its arrays (numpy arrays or bytes) placed in the arena."""
-        views = [memoryview(np.ascontiguousarray(a)).cast("B") if isinstance(a, np.ndarray) else memoryview(a)
+        """reply with its arrays (numpy arrays, bytes, or torch tensors: those are copied from their
+        device straight into the arena) placed in the arena."""
+        views = [a if hasattr(a, "detach") else
+                 memoryview(np.ascontiguousarray(a)).cast("B") if isinstance(a, np.ndarray) else memoryview(a)
                  for a in arrays]
         at, end = [], 0
         for v in views:
-            at.append((end, v.nbytes))
-            end = (end + v.nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
+            n = v.numel() * v.element_size() if hasattr(v, "detach") else v.nbytes
+            at.append((end, n))
+            end = (end + n + _ALIGN - 1) // _ALIGN * _ALIGN
         if end > self.size:
             grown = max(end, self.size + self.size // 2)
             os.ftruncate(self.arena_fd, grown)
             self.mm, self.size = mmap.mmap(self.arena_fd, grown), grown
         for (off, m), v in zip(at, views):
-            if m:
+            if m and hasattr(v, "detach"):
+                import torch
+                dst = torch.frombuffer(self.mm, dtype=torch.uint8, count=m, offset=off)
+                dst.copy_(v.contiguous().reshape(-1).view(torch.uint8))
+            elif m:
                 self.mm[off:off + m] = v
         text = json.dumps(reply).encode()
         parts = [_HEADER.pack(len(text), len(at), 0, self.size), text] + [_PAIR.pack(o, m) for o, m in at]
@@ -413,6 +424,7 @@ class _Server:
         self.backend = backend
         self.instances = {}  # id -> (object, layers)
         self.next_id = 1
+        self.digester = Digester()
 
     def declared(self):
         b = self.backend
@@ -423,7 +435,8 @@ class _Server:
                     gates=getattr(b, "gates", "clamped"), f16_store=getattr(b, "f16_store", "saturate"),
                     f16_rows=getattr(b, "f16_rows", "stored"), mamba2=bool(getattr(b, "mamba2", False)),
                     ple=bool(getattr(b, "ple", False)), capabilities=self.capabilities(),
-                    perturbable=callable(getattr(b, "perturb_schedule", None)))
+                    perturbable=callable(getattr(b, "perturb_schedule", None)),
+                    field_digests=bool(getattr(b, "field_digests", False)) and not os.environ.get("SSMCHECK_NO_FIELD_DIGESTS"))
 
     # What the class runs (docs/plugins.md, "Capabilities"; plugin/capabilities_wire.h reads it and
     # refuses a wrong value by name): the attributes it sets among these, the rest run everything.
@@ -485,6 +498,13 @@ class _Server:
         if call == "perturb_schedule":  # optional (docs/plugins.md): a falsy return means "not offered"
             on = obj.perturb_schedule(req["seed"])
             return dict(status=SSMP_OK, on=0 if on is False else 1), []
+        if call == "field_digests":  # only for a class that sets field_digests = True (field_digest.py)
+            fields, rest = state_digests(obj.export_state(req["slot"]), self.digester)
+            return dict(status=SSMP_OK, fields=fields, rest=rest), []
+        if call == "export_fields":  # the fields whose digest changed, after field_digests
+            st = obj.export_state(req["slot"])
+            answers, arrays = fields_reply(st, req["fields"])
+            return dict(status=SSMP_OK, fields=answers, last_verify_k=_int_reply(st.last_verify_k, "export_state", "last_verify_k")), arrays
         if call == "export_state":
             return _state_reply(layers, obj.export_state(req["slot"]), getattr(self.backend, "conv_window", "d_conv"),
                                 getattr(self.backend, "h_layout", "nv,kd,vd"))

@@ -222,6 +222,24 @@ class Mamba2WithoutD(NumpyMamba2):
         return super().step(L, h, win, row)
 
 
+class Digested(NumpyGdn):
+    """NumpyGdn with field digests (field_digest.py): ssmcheck asks for its exports' digests after
+    every op and reads back only the fields that changed."""
+    name = "numpy GDN with field digests"
+    field_digests = True
+
+
+def verdict_lines(text):
+    """A campaign's summary without its timing: the counts line (rate removed) and the coverage lines."""
+    keep = []
+    for line in text.splitlines():
+        if re.match(r"\d+ cases? \(case", line):
+            keep.append(re.sub(r" in [0-9.]+ s \([0-9,]+ ops/s\)", "", line))
+        elif re.match(r"  (ops|accept positions|refused|thresholds and axes):", line):
+            keep.append(line)
+    return keep
+
+
 class F16StoreInf(NumpyGdn):
     """Computes (and declares) torch's FP16 store: overflow to inf, no clamp."""
     name = "numpy GDN with torch's FP16 store"
@@ -325,6 +343,41 @@ def test_f16_faults(tmp):
     check(rc == 0 and "--f16-store inf" in text, "a class declaring f16_store = 'inf' is checked on it (rc %d)" % rc)
     rc, text = run(overflow + ["--f16-store", "saturate"], F16StoreInf, tmp, "f16_store_forced")
     check(rc == 1 and "DIFFERENT" in text, "the same class forced onto the contract's clamped store diverges (rc %d)" % rc)
+
+
+@case
+def test_field_digests(tmp):
+    """field_digests = True: the digest changes with any one word and with an order, equal arrays
+    share it; a class that sets it gets the same campaign verdicts, and its faults are caught."""
+    from ssmcheck.field_digest import Digester
+    rng = np.random.default_rng(SEED)
+    a = rng.standard_normal((4, 8, 16)).astype(np.float32)
+    word = int(rng.integers(a.size))
+    one = a.copy()
+    one.reshape(-1)[word] = np.nextafter(one.reshape(-1)[word], np.float32(np.inf))  # the lowest bit of one word
+    swapped = a.copy().reshape(-1)
+    swapped[[0, 1]] = swapped[[1, 0]]
+    half = a.astype(np.float16)
+    d = Digester().digests([a, a.copy(), one, swapped.reshape(a.shape), half, half.copy()])
+    check(d[0] == d[1] and d[4] == d[5], "equal arrays have equal digests (float32 and float16)")
+    check(d[2] != d[0], "one word's lowest bit changed (word %d of seed %d) changes the digest" % (word, SEED))
+    check(d[3] != d[0], "two words swapped change the digest")
+    check(all(0 <= x < 1 << 64 for x in d), "digests are 64-bit unsigned")
+
+    for mode in ("f32", "f16-pool"):
+        rc, plain = run(seeded_fuzz(tmp, mode) + ["--backend", "python:numpy-gdn"], NumpyGdn, tmp, "plain_" + mode)
+        rc2, digested = run(seeded_fuzz(tmp, mode) + ["--backend", "python:numpy-gdn"], Digested, tmp, "digested_" + mode)
+        same = verdict_lines(plain) == verdict_lines(digested) and len(verdict_lines(plain)) >= 3  # counts, ops, axes
+        check(rc == 0 and rc2 == 0 and same, "h mode %s: the class with field digests passes the campaign with the "
+              "same cases, ops and coverage as without (rc %d, %d)" % (mode, rc, rc2))
+        if not same:
+            print("\n".join(verdict_lines(plain)), "\n--\n", "\n".join(verdict_lines(digested)))
+    rc, text = run(["fuzz", "--h-mode", "f16-pool", "--seed", str(SEED), "--cases", "100", "--max-ops", "25", "--out", tmp,
+                    "--backend", "python:numpy-gdn,fault=f16_store_inf"], Digested, tmp, "digested_fault")
+    script = [l for l in text.splitlines() if l.strip().startswith("script:")]
+    check(rc == 1 and script and "decode" in script[0],
+          "with field digests, FP16 stores overflowing to inf are still caught and shrunk: %s (rc %d)"
+          % (script[0].strip() if script else "no script", rc))
 
 
 @case

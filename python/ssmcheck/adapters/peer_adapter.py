@@ -16,6 +16,7 @@ from .common import SlotPolicy, parse_options
 class PeerAdapter:
     PEER = "the peer"      # the peer's name in messages: "vLLM", "fla"
     F16_POOL_HINT = ""     # what h mode f16-pool is called there, for the refusal of f16
+    field_digests = True   # export_state's tensors are digested on the GPU; read back only when changed
 
     def _options(self, options, allowed):
         """Imports torch (an adapter without it is exit 2 naming it), parses 'key=value,...' with
