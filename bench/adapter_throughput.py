@@ -2,15 +2,17 @@
 """What the host process costs a GPU engine (issue 39, item 5; a benchmark, never a test;
 docs/plugins.md "The host process").
 
-    SSMCHECK_VLLM_PATH=peers/vllm bench/adapter_throughput.py [--reps 2] [--cases 6] BIN
+    SSMCHECK_VLLM_PATH=peers/vllm bench/adapter_throughput.py [--reps 2] [--cases 20] [--warmup 1] BIN
 
 Runs the same `ssmcheck fuzz` campaign with vLLM's GDN kernels as the system under test (the
 adapter `python:vllm-gdn,gating=contract`, in its host process, arrays through shared memory) and
 with ssmcheck's built-in CUDA backend, alternating, on qwen3-next-80b with 2 layers, in h modes
 f32 and f16-pool, and prints one markdown row per mode: the median ops/s of each and their ratio
-(the target: the adapter at >= 50% of the built-in backend). Both campaigns get the same flags;
+(the target: the adapter at >= 50% of the built-in backend), and the adapter's with the bridge's
+field digests switched off (SSMCHECK_NO_FIELD_DIGESTS=1: every live state read back whole after
+every op, as before them), then each campaign's "time:" split. All campaigns get the same flags;
 the row says whether the two summaries drew the same cases (cases, sequences, ops), since a
-backend's capabilities can change the draw. Exit status 1 when a campaign fails.
+backend's capabilities can change the draw. Exit status 1 when a campaign fails (its verdict is printed; the rates still count).
 """
 import argparse
 import os
@@ -29,6 +31,7 @@ PYTHON_DIR = os.path.join(os.path.dirname(HERE), "python")
 DRAWN = re.compile(r"([0-9,]+) cases?.*?([0-9,]+) sequences?.*?([0-9,]+) ops")
 
 MODES = ["f32", "f16-pool"]
+FAILED = []  # the verdicts of campaigns that failed (exit 1)
 # gating=contract: the contract's clamped gates fed to vLLM's kernel, so that both backends compute
 # the same function under the same flags (docs/plugins.md, "Third-party kernels")
 ADAPTER = "python:vllm-gdn,gating=contract"
@@ -38,8 +41,10 @@ def campaign(command, env):
     """One campaign: (ops/s, the drawn (cases, sequences, ops) or None, the output)."""
     p = subprocess.run(command, capture_output=True, text=True, env=env)
     text = p.stdout + p.stderr
-    if p.returncode != 0:
+    if p.returncode not in (0, 1):  # 1: a verdict (its rate still counts; the row says so)
         sys.exit(f"{' '.join(command)} exited {p.returncode}:\n{text}")
+    if p.returncode == 1:
+        FAILED.append(next((l.strip() for l in text.splitlines() if "FAILED" in l or "FAIL " in l), "exit 1"))
     m = next((OPS_RATE.search(l) for l in text.splitlines() if OPS_RATE.search(l)), None)
     if not m:
         sys.exit(f"{' '.join(command)}: no 'ops/s' in the summary:\n{text}")
@@ -51,36 +56,45 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("binary")
     ap.add_argument("--reps", type=int, default=2)
-    ap.add_argument("--cases", type=int, default=6)
+    ap.add_argument("--cases", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--warmup", type=int, default=1, help="reps run first and not counted")
     a = ap.parse_args()
     if not os.environ.get("SSMCHECK_VLLM_PATH"):
         sys.exit("adapter_throughput: set SSMCHECK_VLLM_PATH to the folder holding vLLM's kernels "
                  "(docs/plugins.md, 'Third-party kernels')")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [PYTHON_DIR] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    print(f"seed {a.seed}, {a.cases} cases per campaign, {a.reps} reps, --preset qwen3-next-80b --layers 2")
-    print("| h mode | cuda ops/s | vLLM adapter ops/s | adapter / cuda | same cases drawn |")
-    print("|---|---|---|---|---|")
+    print(f"seed {a.seed}, {a.cases} cases per campaign, {a.reps} reps after {a.warmup} warm-up, --preset qwen3-next-80b --layers 2")
+    print("| h mode | cuda ops/s | vLLM adapter ops/s | adapter / cuda | adapter without field digests, ops/s | same cases drawn |")
+    print("|---|---|---|---|---|---|")
+    splits = []  # each campaign's "time:" line of its last rep: where the time went
     for mode in MODES:
         flags = ["--preset", "qwen3-next-80b", "--layers", "2", "--h-mode", mode, "--gates", "clamped",
                  "--cases", str(a.cases), "--seed", str(a.seed)]
-        rates = {"cuda": [], "adapter": []}
-        drawn = {}
-        for _ in range(a.reps):
-            with tempfile.TemporaryDirectory() as out:
-                r, d, _ = campaign([a.binary, "fuzz", "--backend", "cuda", "--out", out] + flags, env)
-                rates["cuda"].append(r)
-                drawn["cuda"] = d
-            with tempfile.TemporaryDirectory() as out:
-                r, d, _ = campaign([sys.executable, "-m", "ssmcheck.adapters.vllm_gdn", a.binary, "fuzz",
-                                    "--backend", ADAPTER, "--out", out] + flags, env)
-                rates["adapter"].append(r)
-                drawn["adapter"] = d
-        cuda, adapter = statistics.median(rates["cuda"]), statistics.median(rates["adapter"])
-        same = "yes" if drawn["cuda"] == drawn["adapter"] else f"no: {drawn['cuda']} vs {drawn['adapter']}"
-        print(f"| {mode} | {cuda:.0f} | {adapter:.0f} | {adapter / cuda:.2f} | {same} |", flush=True)
-    return 0
+        rates = {"cuda": [], "adapter": [], "no digests": []}
+        drawn, times = {}, {}
+        adapter = [sys.executable, "-m", "ssmcheck.adapters.vllm_gdn", a.binary, "fuzz", "--backend", ADAPTER]
+        runs = [("cuda", [a.binary, "fuzz", "--backend", "cuda"], env), ("adapter", adapter, env),
+                ("no digests", adapter, dict(env, SSMCHECK_NO_FIELD_DIGESTS="1"))]  # bridge.py's switch
+        for rep in range(-a.warmup, a.reps):  # warm-up reps first, not counted: Triton's compile cache, torch's imports
+            for name, command, run_env in runs:
+                with tempfile.TemporaryDirectory() as out:
+                    r, d, text = campaign(command + ["--out", out] + flags, run_env)
+                if rep < 0:
+                    continue
+                rates[name].append(r)
+                drawn[name] = d
+                times[name] = next((l.strip() for l in text.splitlines() if l.strip().startswith("time:")), "")
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        same = "yes" if len(set(drawn.values())) == 1 else f"no: {drawn}"
+        print(f"| {mode} | {med['cuda']:.0f} | {med['adapter']:.0f} | {med['adapter'] / med['cuda']:.2f} | "
+              f"{med['no digests']:.0f} | {same} |", flush=True)
+        splits += [f"{mode}, {name}: {times[name]}" for name, _, _ in runs]
+    print("\n".join(splits))
+    for f in sorted(set(FAILED)):
+        print("a campaign failed:", f)
+    return 1 if FAILED else 0
 
 
 if __name__ == "__main__":
