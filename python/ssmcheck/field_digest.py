@@ -71,26 +71,27 @@ class Digester:
         return self._host[:n]
 
     def _words_np(self, a):
+        """The words of a numpy array as the bridge sends it: float16 as it is, anything else as float32."""
         a = np.ascontiguousarray(a).reshape(-1)
-        word = np.int16 if a.dtype.itemsize == 2 else np.int32
-        if a.dtype.itemsize not in (2, 4):
-            raise ValueError("field_digests: an array of dtype %s (expected float32 or float16)" % a.dtype)
-        return a.view(word).astype(np.int64)
+        if a.dtype != np.float16:
+            a = a.astype(np.float32, copy=False)
+        return a.view(np.int16 if a.dtype == np.float16 else np.int32).astype(np.int64)
 
     def digests(self, arrays):
         """One int (0..2^64-1) per array, in order."""
+        arrays = list(arrays)
         out = [None] * len(arrays)
         groups = {}  # (device, words): indices of torch tensors with that many words there
         for i, a in enumerate(arrays):
             if hasattr(a, "detach"):
+                if a.element_size() not in (2, 4):  # as the bridge sends it: float32 (float16 stays)
+                    arrays[i] = a = a.float()
                 groups.setdefault((a.device, a.numel(), a.element_size()), []).append(i)
             else:
                 x = self._words_np(a)
                 out[i] = int(np.sum(x * self._host_weights(x.size), dtype=np.int64)) & _MASK
         for (device, n, size), idx in groups.items():
             import torch
-            if size not in (2, 4):
-                raise ValueError("field_digests: a tensor of dtype %s (expected float32 or float16)" % arrays[idx[0]].dtype)
             word = torch.int16 if size == 2 else torch.int32
             w = self._device.get(device)
             if w is None or w.numel() < n:
