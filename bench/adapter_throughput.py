@@ -76,7 +76,7 @@ def main():
         drawn, times = {}, {}
         adapter = [sys.executable, "-m", "ssmcheck.adapters.vllm_gdn", a.binary, "fuzz", "--backend", ADAPTER]
         runs = [("cuda", [a.binary, "fuzz", "--backend", "cuda"], env), ("adapter", adapter, env),
-                ("no digests", adapter, dict(env, SSMCHECK_NO_FIELD_DIGESTS="1"))]  # bridge.py's switch
+                ("no digests", adapter, dict(env, SSMCHECK_NO_FIELD_DIGESTS="1"))]  # PluginBackend reads it
         for rep in range(-a.warmup, a.reps):  # warm-up reps first, not counted: Triton's compile cache, torch's imports
             for name, command, run_env in runs:
                 with tempfile.TemporaryDirectory() as out:

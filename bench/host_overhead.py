@@ -6,13 +6,15 @@ test; docs/plugins.md "The host process").
 
 Runs the same campaigns through `plugin:PLUGIN.so` (its host process, the default) and
 `plugin-in-process:PLUGIN.so` (loaded into ssmcheck), alternating, and prints one markdown row per
-campaign: the median ops/s of each and their ratio. Both must print the same summary (cases, ops,
+campaign: the median ops/s of each and their ratio, and the hosted one's with field digests
+switched off (SSMCHECK_NO_FIELD_DIGESTS=1). Both must print the same summary (cases, ops,
 coverage, verdict; times left out): the host must not change a campaign. With --gate-backend B it
 also times `ssmcheck gate --backend B` against `ssmcheck gate --backend plugin:PLUGIN.so` (the
 default gate: golden and faulty traces and the seeded campaign) and prints the ratio of the wall
 times. Exit status 1 when summaries differ or a run fails.
 """
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -39,21 +41,28 @@ def main():
     ap.add_argument("--gate-backend", default="")
     a = ap.parse_args()
     hosted, inproc = "plugin:" + a.plugin, "plugin-in-process:" + a.plugin
-    print("| campaign | in process (ops/s) | hosted (ops/s) | hosted / in process |")
-    print("|---|---:|---:|---:|")
+    print("| campaign | in process (ops/s) | hosted (ops/s) | hosted / in process | hosted, no field digests (ops/s) |")
+    print("|---|---:|---:|---:|---:|")
     bad = False
+    plain = "hosted without field digests"  # SSMCHECK_NO_FIELD_DIGESTS=1 (docs/plugins.md "Field digests")
     for name, args in CAMPAIGNS:
-        rates = {hosted: [], inproc: []}
+        rates = {hosted: [], inproc: [], plain: []}
         summaries = {}
         for _ in range(a.reps):
-            for b in (inproc, hosted):
-                r, summary, _ = run(a.binary, b, args)
+            for b in (inproc, hosted, plain):
+                if b == plain:
+                    os.environ["SSMCHECK_NO_FIELD_DIGESTS"] = "1"
+                try:
+                    r, summary, _ = run(a.binary, hosted if b == plain else b, args)
+                finally:
+                    os.environ.pop("SSMCHECK_NO_FIELD_DIGESTS", None)
                 rates[b].append(r)
-                summaries[b] = summary.replace(b, "B").replace("plugin:" + a.plugin.rsplit("/", 1)[-1].rsplit(".", 1)[0], "B")
-        same = summaries[hosted] == summaries[inproc]
+                summaries[b] = summary.replace(hosted, "B").replace(inproc, "B").replace(
+                    "plugin:" + a.plugin.rsplit("/", 1)[-1].rsplit(".", 1)[0], "B")
+        same = summaries[hosted] == summaries[inproc] == summaries[plain]
         bad |= not same
-        h, i = statistics.median(rates[hosted]), statistics.median(rates[inproc])
-        print(f"| {name} | {i:.0f} | {h:.0f} | {h / i:.2f}{'' if same else ' (SUMMARIES DIFFER)'} |")
+        h, i, n = (statistics.median(rates[k]) for k in (hosted, inproc, plain))
+        print(f"| {name} | {i:.0f} | {h:.0f} | {h / i:.2f}{'' if same else ' (SUMMARIES DIFFER)'} | {n:.0f} |")
     if a.gate_backend:
         walls = {}
         for b in (a.gate_backend, hosted):

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
@@ -48,6 +49,10 @@ PluginBackend::PluginBackend(const PluginSpec& spec)
     : lib_(spec.in_process ? &load_plugin_in_process(spec.path) : &load_plugin(spec.path)), label_(spec.label()) {
   own_legality_ = lib_->own_legality();
   by_name_ = lib_->by_name();
+  // SSMCHECK_NO_FIELD_DIGESTS=1: every live state read back whole after every op, as without them
+  // (a benchmark's baseline, or to rule them out; docs/plugins.md "Field digests")
+  const char* no_digests = std::getenv("SSMCHECK_NO_FIELD_DIGESTS");
+  field_digests_ = offers_field_digests(*lib_->table) && !(no_digests && *no_digests && std::string(no_digests) != "0");
   ssmp_error err{};
   {
     CallMarker m(label_ + ": create(\"" + spec.options + "\")");
@@ -318,7 +323,7 @@ StateLayout PluginBackend::layout() const {
 }
 
 std::optional<FieldDigests> PluginBackend::field_digests(int slot) {
-  if (!self_ || !offers_field_digests(*lib_->table)) return std::nullopt;
+  if (!self_ || !field_digests_) return std::nullopt;
   require_pool("export");
   if (!own_legality_) contract_.check_claimed("export", slot);
   ssmp_state* st = export_room_.prepare();
@@ -348,7 +353,7 @@ std::optional<FieldDigests> PluginBackend::field_digests(int slot) {
 
 void PluginBackend::export_update(int slot, const FieldDigests& before, const FieldDigests& now, SequenceState& state) {
   const ssmp_plugin& t = *lib_->table;
-  if (!offers_field_digests(t) || !t.export_fields || state.layers.size() != model_.spec.layers.size()) {
+  if (!field_digests_ || !t.export_fields || state.layers.size() != model_.spec.layers.size()) {
     state = export_state(slot);
     return;
   }

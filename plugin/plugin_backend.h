@@ -79,6 +79,7 @@ class PluginBackend : public Backend {
   Contract contract_;  // used only without SSMP_OWN_LEGALITY
   ExportRoom export_room_;  // allocated once per pool
   bool by_name_ = false;    // SSMP_BY_NAME: ops through rows, the state through export_fields
+  bool field_digests_ = false;  // ssmp_plugin.field_digests, unless SSMCHECK_NO_FIELD_DIGESTS is set
   RowsIo rows_io_;
   ExportFields fields_;
   std::vector<uint64_t> digests_;    // field_digests' answers, one per field and the rest

@@ -38,8 +38,9 @@ convention profile of what export_state returns (docs/plugins.md): ``conv_window
 or "d_conv-1" for causal_conv1d's state), ``h_layout`` ("nv,kd,vd", or "nv,vd,kd") and
 ``prefill_stage`` (False: no FP32 staging blob in f16-pool mode; the stage is not compared);
 ``field_digests`` (True: ssmcheck asks for a digest of each field of export_state's arrays, taken
-where they live, and reads a state back only when one changed: field_digest.py; the environment
-variable SSMCHECK_NO_FIELD_DIGESTS=1 switches that off, for a benchmark or to rule it out); and
+where they live, and reads a state back only when one changed: field_digest.py; ssmcheck's
+environment variable SSMCHECK_NO_FIELD_DIGESTS=1 switches that off, for a benchmark or to rule it
+out); and
 the numerics it computes, which the model it is checked on then uses: ``gates`` ("clamped", the
 contract's, or "torch": softplus linear above 20, no clamps), ``f16_store`` ("saturate", the
 contract's, or "inf": FP16 stores overflow to inf) and ``f16_rows`` ("stored", the contract's, or
@@ -436,7 +437,7 @@ class _Server:
                     f16_rows=getattr(b, "f16_rows", "stored"), mamba2=bool(getattr(b, "mamba2", False)),
                     ple=bool(getattr(b, "ple", False)), capabilities=self.capabilities(),
                     perturbable=callable(getattr(b, "perturb_schedule", None)),
-                    field_digests=bool(getattr(b, "field_digests", False)) and not os.environ.get("SSMCHECK_NO_FIELD_DIGESTS"))
+                    field_digests=bool(getattr(b, "field_digests", False)))
 
     # What the class runs (docs/plugins.md, "Capabilities"; plugin/capabilities_wire.h reads it and
     # refuses a wrong value by name): the attributes it sets among these, the rest run everything.
