@@ -264,14 +264,23 @@ class _Channel:
             self.mm, self.size = mmap.mmap(self.arena_fd, grown), grown
         for (off, m), v in zip(at, views):
             if m and hasattr(v, "detach"):
-                import torch
-                dst = torch.frombuffer(self.mm, dtype=torch.uint8, count=m, offset=off)
-                dst.copy_(v.contiguous().reshape(-1).view(torch.uint8))
+                _place_tensor_into(self.mm, off, m, v)
             elif m:
                 self.mm[off:off + m] = v
         text = json.dumps(reply).encode()
         parts = [_HEADER.pack(len(text), len(at), 0, self.size), text] + [_PAIR.pack(o, m) for o, m in at]
         self.sock.sendall(b"".join(parts))
+
+
+def _place_tensor_into(mm, off, m, t):
+    """Copies torch tensor t (m bytes, on any device) to mm[off:off + m]: straight from its device
+    into the mapping, or, where torch cannot view the mapping, through a host copy."""
+    import torch
+    src = t.detach().contiguous().reshape(-1)
+    try:
+        torch.frombuffer(mm, dtype=torch.uint8, count=m, offset=off).copy_(src.view(torch.uint8))
+    except (TypeError, ValueError, RuntimeError, BufferError):
+        mm[off:off + m] = memoryview(np.ascontiguousarray(src.cpu().numpy())).cast("B")
 
 
 def _numpy(x, dtype=None):
