@@ -209,13 +209,20 @@ TEST(PluginByName, FieldDigestsReadBackOnlyWhatChanged) {
   }
 }
 
-// A plug-in whose digests never change (fault=stale_digests) hides its state's changes from the
-// comparisons after each op, but not from the end of a case: the lockstep reads every sequence
-// whole there, so a campaign against the reference still fails (bitwise, it must).
-TEST(PluginByName, StaleDigestsAreCaughtAtTheEndOfACase) {
-  const auto s = sh(std::string(SSMCHECK_BIN) + " check --preset odd-a --ops " + q("alloc; prefill 2; decode; decode") +
-                    " --backend " + q("plugin:" + kByName + ",fault=stale_digests"));
+// A plug-in whose digests lie (fault=hidden_drift: a decode moves another live sequence's exported
+// h, its digests stay those of the true state) hides the change from every comparison after an op
+// (that sequence's digests and the reference's are unchanged), but not from the end of the case,
+// where every sequence is exported whole: `check` fails there, and only there.
+TEST(PluginByName, DigestsThatLieAreCaughtAtTheEndOfACase) {
+  const auto s = sh(std::string(SSMCHECK_BIN) + " check --preset odd-a --ops " +
+                    q("alloc @0; alloc @1; prefill 2 @0; prefill 2 @1; decode @0") + " --backend " +
+                    q("plugin:" + kByName + ",fault=hidden_drift"));
   EXPECT_EQ(s.code, 1) << s.out;
+  // one failure, at the end: "FAIL op 4 'decode @0 (end of the case)', seq 1 (slot 1), layer 0, h"
+  const size_t fail = s.out.find("FAIL op");
+  ASSERT_NE(fail, std::string::npos) << s.out;
+  EXPECT_EQ(s.out.find("FAIL op", fail + 1), std::string::npos) << "the drift was seen at the op itself: " << s.out;
+  EXPECT_NE(s.out.find("(end of the case)', seq 1 (slot 1), layer 0, h ", fail), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("DIFFERENT"), std::string::npos) << s.out;
 }
 

@@ -6,11 +6,14 @@
 // holds the two to the same verdicts. It has field digests (ssmp_plugin.field_digests), so ssmcheck
 // reads back only the fields that changed. Options (a planted wrong answer, for the tests): fault=
 // absent_conv (conv never present), f16_conv (conv said FP16), unknown_output (it knows no "out"),
-// stale_digests (its digests never change); log=PATH (a line per export_fields and field_digests).
+// hidden_drift (each decode moves h[0] of layer 0 of every other live sequence by +1 in what
+// export_fields copies, while its digests stay those of the true state: digests that lie);
+// log=PATH (a line per export_fields and field_digests).
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -37,6 +40,7 @@ struct Instance {
   ModelSpec spec;
   std::string fault;
   std::string log;  // option log=PATH: a line per export_fields ("export_fields N") and field_digests call
+  std::map<int, float> drift;  // fault=hidden_drift: per claimed slot, what export_fields adds to h[0]
   void note(const std::string& line) const {
     if (log.empty()) return;
     std::ofstream(log, std::ios::app) << line << "\n";
@@ -71,10 +75,10 @@ void* create(const char* options, ssmp_error* err) {
       continue;
     }
     const std::string f = o.rfind("fault=", 0) == 0 ? o.substr(6) : "";
-    if (f != "absent_conv" && f != "f16_conv" && f != "unknown_output" && f != "stale_digests") {
+    if (f != "absent_conv" && f != "f16_conv" && f != "unknown_output" && f != "hidden_drift") {
       set_text(err->message, sizeof err->message,
                "unknown option '" + o +
-                   "' (known: fault=absent_conv, fault=f16_conv, fault=unknown_output, fault=stale_digests, log=PATH)");
+                   "' (known: fault=absent_conv, fault=f16_conv, fault=unknown_output, fault=hidden_drift, log=PATH)");
       return nullptr;
     }
     inst->fault = f;
@@ -146,6 +150,9 @@ int rows(void* p, int op, int n, const int* slots, int k, int arm, ssmp_rows_io*
       out = I.backend.verify(s, k, arm == SSMP_ARM_WY ? VerifyArm::wy : VerifyArm::exact, in);
     else throw std::invalid_argument("rows: op " + std::to_string(op) + " of " + std::to_string(n) + " entries");
     for (int i = 0; i < n; ++i) write_outputs(I.spec, out[size_t(i)], io + size_t(i) * L, k, I.fault);
+    if (op == SSMP_OP_DECODE && I.fault == "hidden_drift")
+      for (auto& [slot, d] : I.drift)
+        if (std::find(s.begin(), s.end(), slot) == s.end()) d += 1.0f;
   });
 }
 
@@ -157,8 +164,8 @@ const Tensor* field_of(const SequenceState& st, const ssmp_field& f) {
 }
 
 // Each field's digest by name: core's tensor_digest (dtype, shape and bits) of what export_fields
-// would copy; the rest: last_verify_k (the digests cover the dtypes). fault=stale_digests answers
-// the same digests forever: a plug-in whose digests lie.
+// would copy; the rest: last_verify_k (the digests cover the dtypes). With fault=hidden_drift they
+// are the true state's, not what export_fields copies: digests that lie.
 int field_digests(void* p, int slot, int n_fields, ssmp_field* fields, uint64_t* digests, ssmp_error* err) {
   return guarded(err, [&] {
     Instance& I = self(p);
@@ -168,9 +175,9 @@ int field_digests(void* p, int slot, int n_fields, ssmp_field* fields, uint64_t*
       const Tensor* t = field_of(st, f);
       f.present = t != nullptr;
       f.is_f16 = t && t->dtype() == DType::f16;
-      digests[i] = !t ? 0 : I.fault == "stale_digests" ? 1 : tensor_digest(*t);
+      digests[i] = t ? tensor_digest(*t) : 0;
     }
-    digests[n_fields] = I.fault == "stale_digests" ? 1 : uint64_t(st.last_verify_k);
+    digests[n_fields] = uint64_t(st.last_verify_k);
     I.note("field_digests");
   });
 }
@@ -192,6 +199,8 @@ int export_fields(void* p, int slot, int n_fields, ssmp_field* fields, int* last
         throw std::invalid_argument("layer " + std::to_string(f.layer) + " field " + name + ": " +
                                     std::to_string(t->size()) + " values, the buffer is of another shape");
       std::memcpy(f.data, t->raw(), t->bytes());
+      if (name == "h" && f.layer == 0 && t->dtype() == DType::f32 && I.drift.count(slot))
+        static_cast<float*>(f.data)[0] += I.drift.at(slot);
       f.present = !(I.fault == "absent_conv" && name == "conv");
       f.is_f16 = t->dtype() == DType::f16 || (I.fault == "f16_conv" && name == "conv");
     }
@@ -199,10 +208,16 @@ int export_fields(void* p, int slot, int n_fields, ssmp_field* fields, int* last
 }
 
 int alloc(void* p, int min_capacity, int* slot, ssmp_error* err) {
-  return guarded(err, [&] { *slot = self(p).backend.alloc(min_capacity); });
+  return guarded(err, [&] {
+    *slot = self(p).backend.alloc(min_capacity);
+    if (self(p).fault == "hidden_drift") self(p).drift[*slot] = 0.0f;
+  });
 }
 int release(void* p, int slot, ssmp_error* err) {
-  return guarded(err, [&] { self(p).backend.release(slot); });
+  return guarded(err, [&] {
+    self(p).backend.release(slot);
+    self(p).drift.erase(slot);
+  });
 }
 int checkpoint(void* p, int slot, int async, ssmp_error* err) {
   return guarded(err, [&] { self(p).backend.checkpoint(slot, async != 0); });
