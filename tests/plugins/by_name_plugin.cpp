@@ -39,7 +39,7 @@ struct Instance {
   ref::ReferenceBackend backend;
   ModelSpec spec;
   std::string fault;
-  std::string log;  // option log=PATH: a line per export_fields ("export_fields N") and field_digests call
+  std::string log;             // option log=PATH: a line per export_fields ("export_fields N") and field_digests call
   std::map<int, float> drift;  // fault=hidden_drift: per claimed slot, what export_fields adds to h[0]
   void note(const std::string& line) const {
     if (log.empty()) return;
