@@ -786,9 +786,7 @@ class Server {
     ssmp_state st = prepare_export(P);
     std::vector<ssmp_layer_state>& ls = ex_.ls;
     std::vector<ssmp_ple_state>& ps = ex_.ps;
-    const bool with_ple = hosts_ple(P) && (t_->flags & SSMP_PLE);
-    int64_t stage = 0;
-    for (const LayerSpec& s : P.layers) stage = std::max(stage, s.h_elems());
+    const bool with_ple = st.ple != nullptr;  // as prepare_export decided
     json r;
     if (t_->flags & SSMP_BY_NAME) {  // the fields of the same buffers, read back into st (plugin/named_abi.h)
       fields_.build(P.layers, st, layout());
@@ -848,7 +846,7 @@ class Server {
     r["last_verify_k"] = st.last_verify_k;
     r["layers"] = layers;
     r["has_prefill_stage"] = st.has_prefill_stage != 0 && st.h_prefill_stage;
-    if (st.has_prefill_stage && st.h_prefill_stage) out->push_back({st.h_prefill_stage, size_t(stage) * 4});
+    if (st.has_prefill_stage && st.h_prefill_stage) out->push_back({st.h_prefill_stage, size_t(st.stage_elems) * 4});
     return r;
   }
 
