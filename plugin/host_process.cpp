@@ -143,6 +143,10 @@ const nlohmann::json& HostProcess::start() {
   vars.emplace_back("SSMCHECK_HOST_FDS", "3,4");
   vars.emplace_back("SSMCHECK_HOST_PARENT", std::to_string(::getpid()));
   if (bell_fd >= 0) vars.emplace_back("SSMCHECK_HOST_BELL", "5");
+  // The host is called in lockstep with ssmcheck: OpenMP threads spinning between its calls take
+  // the cores ssmcheck's own work needs then (docs/plugins.md "The host process"). The user's own
+  // OMP_WAIT_POLICY is kept.
+  if (!std::getenv("OMP_WAIT_POLICY")) vars.emplace_back("OMP_WAIT_POLICY", "passive");
   for (const auto& [k, v] : vars) {
     const std::string prefix = k + "=";
     std::vector<std::string> kept;
