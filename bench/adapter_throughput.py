@@ -9,7 +9,7 @@ adapter `python:vllm-gdn,gating=contract`, in its host process, arrays through s
 with ssmcheck's built-in CUDA backend, alternating, on qwen3-next-80b with 2 layers, in h modes
 f32 and f16-pool, and prints one markdown row per mode: the median ops/s of each and their ratio
 (the target: the adapter at >= 50% of the built-in backend), and the adapter's with the bridge's
-field digests switched off (SSMCHECK_NO_FIELD_DIGESTS=1: every live state read back whole after
+field digests switched off (SSMCHECK_FIELD_DIGESTS=off: every live state read back whole after
 every op, as before them), then each campaign's "time:" split. All campaigns get the same flags;
 the row says whether the two summaries drew the same cases (cases, sequences, ops), since a
 backend's capabilities can change the draw. Exit status 1 when a campaign fails (its verdict is printed; the rates still count).
@@ -76,7 +76,7 @@ def main():
         drawn, times = {}, {}
         adapter = [sys.executable, "-m", "ssmcheck.adapters.vllm_gdn", a.binary, "fuzz", "--backend", ADAPTER]
         runs = [("cuda", [a.binary, "fuzz", "--backend", "cuda"], env), ("adapter", adapter, env),
-                ("no digests", adapter, dict(env, SSMCHECK_NO_FIELD_DIGESTS="1"))]  # PluginBackend reads it
+                ("no digests", adapter, dict(env, SSMCHECK_FIELD_DIGESTS="off"))]  # PluginBackend reads it
         for rep in range(-a.warmup, a.reps):  # warm-up reps first, not counted: Triton's compile cache, torch's imports
             for name, command, run_env in runs:
                 with tempfile.TemporaryDirectory() as out:

@@ -7,7 +7,7 @@ test; docs/plugins.md "The host process").
 Runs the same campaigns through `plugin:PLUGIN.so` (its host process, the default) and
 `plugin-in-process:PLUGIN.so` (loaded into ssmcheck), alternating, and prints one markdown row per
 campaign: the median ops/s of each and their ratio, and the hosted one's with field digests
-switched off (SSMCHECK_NO_FIELD_DIGESTS=1). Both must print the same summary (cases, ops,
+switched off (SSMCHECK_FIELD_DIGESTS=off). Both must print the same summary (cases, ops,
 coverage, verdict; times left out): the host must not change a campaign. With --gate-backend B it
 also times `ssmcheck gate --backend B` against `ssmcheck gate --backend plugin:PLUGIN.so` (the
 default gate: golden and faulty traces and the seeded campaign) and prints the ratio of the wall
@@ -44,18 +44,18 @@ def main():
     print("| campaign | in process (ops/s) | hosted (ops/s) | hosted / in process | hosted, no field digests (ops/s) |")
     print("|---|---:|---:|---:|---:|")
     bad = False
-    plain = "hosted without field digests"  # SSMCHECK_NO_FIELD_DIGESTS=1 (docs/plugins.md "Field digests")
+    plain = "hosted without field digests"  # SSMCHECK_FIELD_DIGESTS=off (docs/plugins.md "Field digests")
     for name, args in CAMPAIGNS:
         rates = {hosted: [], inproc: [], plain: []}
         summaries = {}
         for _ in range(a.reps):
             for b in (inproc, hosted, plain):
                 if b == plain:
-                    os.environ["SSMCHECK_NO_FIELD_DIGESTS"] = "1"
+                    os.environ["SSMCHECK_FIELD_DIGESTS"] = "off"
                 try:
                     r, summary, _ = run(a.binary, hosted if b == plain else b, args)
                 finally:
-                    os.environ.pop("SSMCHECK_NO_FIELD_DIGESTS", None)
+                    os.environ.pop("SSMCHECK_FIELD_DIGESTS", None)
                 rates[b].append(r)
                 summaries[b] = summary.replace(hosted, "B").replace(inproc, "B").replace(
                     "plugin:" + a.plugin.rsplit("/", 1)[-1].rsplit(".", 1)[0], "B")

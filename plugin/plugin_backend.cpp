@@ -49,10 +49,7 @@ PluginBackend::PluginBackend(const PluginSpec& spec)
     : lib_(spec.in_process ? &load_plugin_in_process(spec.path) : &load_plugin(spec.path)), label_(spec.label()) {
   own_legality_ = lib_->own_legality();
   by_name_ = lib_->by_name();
-  // SSMCHECK_NO_FIELD_DIGESTS=1: every live state read back whole after every op, as without them
-  // (a benchmark's baseline, or to rule them out; docs/plugins.md "Field digests")
-  const char* no_digests = std::getenv("SSMCHECK_NO_FIELD_DIGESTS");
-  field_digests_ = offers_field_digests(*lib_->table) && !(no_digests && *no_digests && std::string(no_digests) != "0");
+  digests_use_ = offers_field_digests(*lib_->table) ? field_digests_use() : FieldDigestsUse::never;
   ssmp_error err{};
   {
     CallMarker m(label_ + ": create(\"" + spec.options + "\")");
@@ -146,6 +143,9 @@ void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
   contract_ = Contract(model.spec, pool);
   export_room_ =
       ExportRoom(model.spec, pool, {lib_->short_conv_window(), lib_->h_vd_kd(), lib_->no_prefill_stage(), lib_->ple()});
+  field_digests_ = digests_use_ == FieldDigestsUse::always ||
+                   (digests_use_ == FieldDigestsUse::by_size && live_state_bytes(model.spec) >= kFieldDigestsMinBytes);
+  field_keys_.clear();  // the field list is the model's: its keys are found again on the first digests
   has_pool_ = true;
 }
 
@@ -336,16 +336,16 @@ std::optional<FieldDigests> PluginBackend::field_digests(int slot) {
   // the same rules as an export's answers: h and conv present, indexed fields in order (the
   // plug-in's rest digest, digests_ last, stands for last_verify_k)
   fields_.apply(*st, 0, label_ + ": field_digests(" + args + ")");
+  const std::vector<std::optional<FieldKey>>& keys = field_keys();
   FieldDigests d;
   for (size_t i = 0; i < size_t(fields_.size()); ++i) {
     const ssmp_field& f = fields_[i];
     if (!f.present) continue;
-    const std::optional<FieldKey> key = field_key_of(f.name, f.layer, f.index);
-    if (!key) throw std::logic_error(label_ + ": field_digests: no key for field " + std::string(f.name));
+    if (!keys[i]) throw std::logic_error(label_ + ": field_digests: no key for field " + std::string(f.name));
     StateHasher h;  // the field's dtype is part of what an export reads
     h.add(int64_t(digests_[i]));
     h.add(int64_t(f.is_f16 != 0));
-    d.push_back({*key, h.digest()});
+    d.push_back({*keys[i], h.digest()});
   }
   d.push_back({FieldKey{FieldKind::rest, -1, 0}, digests_.back()});
   return d;
@@ -370,11 +370,11 @@ void PluginBackend::export_update(int slot, const FieldDigests& before, const Fi
   fields_.build(model_.spec.layers, *st, layout());
   changed_.clear();
   std::vector<FieldKey> keys;
-  for (int i = 0; i < fields_.size(); ++i) {
-    const ssmp_field& f = fields_[size_t(i)];
-    const std::optional<FieldKey> key = field_key_of(f.name, f.layer, f.index);
+  const std::vector<std::optional<FieldKey>>& all_keys = field_keys();
+  for (size_t i = 0; i < size_t(fields_.size()); ++i) {
+    const std::optional<FieldKey>& key = all_keys[i];
     if (key && present.count(*key) && !carried.count(*key)) {
-      changed_.push_back(f);
+      changed_.push_back(fields_[i]);
       keys.push_back(*key);
     }
   }
@@ -407,6 +407,33 @@ void PluginBackend::export_update(int slot, const FieldDigests& before, const Fi
     if (keys[i].kind == FieldKind::h) out.layers[size_t(f.layer)].h_is_f16 = f.is_f16 != 0;
   }
   state = std::move(out);
+}
+
+const std::vector<std::optional<FieldKey>>& PluginBackend::field_keys() {
+  if (field_keys_.size() != size_t(fields_.size())) {
+    field_keys_.clear();
+    for (size_t i = 0; i < size_t(fields_.size()); ++i)
+      field_keys_.push_back(field_key_of(fields_[i].name, fields_[i].layer, fields_[i].index));
+  }
+  return field_keys_;
+}
+
+FieldDigestsUse field_digests_use() {
+  const char* v = std::getenv("SSMCHECK_FIELD_DIGESTS");
+  const std::string text = v ? v : "";
+  if (text.empty() || text == "auto") return FieldDigestsUse::by_size;
+  if (text == "on") return FieldDigestsUse::always;
+  if (text == "off") return FieldDigestsUse::never;
+  throw std::invalid_argument("SSMCHECK_FIELD_DIGESTS is '" + text + "'; it takes auto (the default), on or off");
+}
+
+size_t live_state_bytes(const ModelSpec& spec) {
+  size_t floats = 0;
+  for (const LayerSpec& s : spec.layers) {
+    floats += size_t(s.h_elems()) + size_t(s.conv_elems());
+    if (s.ple.hosted()) floats += size_t(s.ple.history_len()) + size_t(s.ple.conv_rows()) * size_t(s.ple.channels);
+  }
+  return floats * sizeof(float);
 }
 
 bool PluginBackend::async_pending(int slot) const {

@@ -5,8 +5,10 @@
 // of this repository, so the plug-in never sees one. Counterparts: cli/backend_registry.cpp
 // (which makes `plugin:PATH.so[,key=value...]` a backend name), docs/plugins.md.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,18 @@
 #include "plugin/ssmcheck_plugin.h"
 
 namespace ssm::plugin {
+
+// When the lockstep asks a plug-in that offers field digests (ssmp_plugin.field_digests) for them
+// instead of exporting every live state whole after every op: SSMCHECK_FIELD_DIGESTS in
+// ssmcheck's environment, "auto" (the default: when the live state is at least
+// kFieldDigestsMinBytes), "on" or "off". On a small state a changed sequence costs two calls
+// (digests, then its fields) where a whole export costs one of a few KB (docs/plugins.md "Field
+// digests", with the measurements behind the bound). Throws std::invalid_argument on another value.
+enum class FieldDigestsUse { by_size, always, never };
+FieldDigestsUse field_digests_use();
+constexpr size_t kFieldDigestsMinBytes = size_t(64) << 10;
+// h and conv of every layer, and the PLE carries, in FP32: what one sequence's live state holds.
+size_t live_state_bytes(const ModelSpec& spec);
 
 class PluginBackend : public Backend {
  public:
@@ -79,7 +93,10 @@ class PluginBackend : public Backend {
   Contract contract_;  // used only without SSMP_OWN_LEGALITY
   ExportRoom export_room_;  // allocated once per pool
   bool by_name_ = false;    // SSMP_BY_NAME: ops through rows, the state through export_fields
-  bool field_digests_ = false;  // ssmp_plugin.field_digests, unless SSMCHECK_NO_FIELD_DIGESTS is set
+  FieldDigestsUse digests_use_ = FieldDigestsUse::never;     // never when the plug-in offers none
+  bool field_digests_ = false;                               // this pool's: digests_use_ and the state's size
+  std::vector<std::optional<FieldKey>> field_keys_;          // fields_' keys, found once per pool
+  const std::vector<std::optional<FieldKey>>& field_keys();  // after fields_.build
   RowsIo rows_io_;
   ExportFields fields_;
   std::vector<uint64_t> digests_;    // field_digests' answers, one per field and the rest
