@@ -51,6 +51,12 @@ Async::~Async() {
     cudaStreamSynchronize(static_cast<cudaStream_t>(side_));
     cudaStreamDestroy(static_cast<cudaStream_t>(side_));
   }
+  if (stage_) {
+    cudaStreamSynchronize(static_cast<cudaStream_t>(stage_));
+    cudaStreamDestroy(static_cast<cudaStream_t>(stage_));
+  }
+  for (DevRange& r : dev_inflight_) cudaEventDestroy(static_cast<cudaEvent_t>(r.done));
+  if (dev_base_) cudaFree(dev_base_);
   for (QueuedOp& q : queue_)
     if (q.copied) cudaEventDestroy(static_cast<cudaEvent_t>(q.copied));
   if (pinned_) {
@@ -85,6 +91,65 @@ bool Async::reserve(size_t n, bool may_drop, uint64_t& pos) {
   }
 }
 
+void Async::set_device_staging(size_t bytes) {
+#ifdef SSMC_WITH_CUDA
+  void* p = nullptr;
+  cuda_ok(cudaMalloc(&p, bytes), fmt::format("cudaMalloc of {} bytes of device staging", bytes).c_str());
+  // written once, so that the gaps between an op's ranges, copied along with them, are defined bytes
+  const cudaError_t e = cudaMemset(p, 0, bytes);
+  if (e != cudaSuccess) {
+    cudaFree(p);
+    cuda_ok(e, "cudaMemset of the device staging");
+  }
+  dev_base_ = static_cast<char*>(p);
+  dev_cap_ = bytes;
+#else
+  (void)bytes;
+  throw std::runtime_error("this libssmcheck_capture was built without CUDA");
+#endif
+}
+
+void* Async::dev_reserve(size_t n, uint64_t& pos) {
+  n = (n + 255) / 256 * 256;
+  if (!dev_base_ || n > dev_cap_) return nullptr;
+#ifdef SSMC_WITH_CUDA
+  if (!stage_) {
+    cudaStream_t s = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags (the capture's device staging stream)");
+    stage_ = s;
+  }
+  while (!dev_inflight_.empty()) {  // forget the ranges whose device-to-host copy is done
+    const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(dev_inflight_.front().done));
+    if (e == cudaErrorNotReady) break;
+    cuda_ok(e, "the device staging's device-to-host copy");
+    dev_tail_ = std::max(dev_tail_, dev_inflight_.front().end);
+    cudaEventDestroy(static_cast<cudaEvent_t>(dev_inflight_.front().done));
+    dev_inflight_.pop_front();
+  }
+  uint64_t p = dev_head_;
+  const uint64_t off = p % dev_cap_;
+  if (off + n > dev_cap_) p += dev_cap_ - off;  // a range never wraps
+  // full: the copy into the ring waits, on the device, for the device-to-host copies of the oldest
+  // ranges it reuses (the copy engine's pace; the engine's thread never waits)
+  while (!dev_inflight_.empty() && p + n - dev_tail_ > dev_cap_) {
+    cudaEvent_t done = static_cast<cudaEvent_t>(dev_inflight_.front().done);
+    cuda_ok(cudaStreamWaitEvent(static_cast<cudaStream_t>(stage_), done, 0),
+            "cudaStreamWaitEvent (the device staging stream)");
+    dev_tail_ = std::max(dev_tail_, dev_inflight_.front().end);
+    cudaEventDestroy(done);  // released once the recorded copy completes
+    dev_inflight_.pop_front();
+  }
+  if (dev_inflight_.empty()) dev_tail_ = p;  // nothing in flight that the range could overlap
+  pos = p;
+  dev_head_ = p + n;
+  return stage_;
+#else
+  (void)pos;
+  return nullptr;
+#endif
+}
+
 void Async::copy_from_device(QueuedOp& op, const std::vector<DeviceCopy>& copies, void* stream) {
   if (copies.empty()) return;
 #ifdef SSMC_WITH_CUDA
@@ -95,6 +160,10 @@ void Async::copy_from_device(QueuedOp& op, const std::vector<DeviceCopy>& copies
     side_ = s;
   }
   const cudaStream_t side = static_cast<cudaStream_t>(side_), engine = static_cast<cudaStream_t>(stream);
+  // the ranges lie in ascending order inside the op's staging range: one span, copied whole
+  const uint64_t first = copies.front().pos, span = copies.back().pos + copies.back().bytes - first;
+  uint64_t dev = 0;
+  const cudaStream_t stage = static_cast<cudaStream_t>(dev_reserve(span, dev));
   cudaEvent_t ready = nullptr, copied = nullptr;
   cuda_ok(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   cuda_ok(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -102,13 +171,37 @@ void Async::copy_from_device(QueuedOp& op, const std::vector<DeviceCopy>& copies
   // the engine's work so far (which produced the arrays) before the copies; the engine's later
   // work (which may overwrite them) after the copies: both waits are on the device
   cuda_ok(cudaEventRecord(ready, engine), "cudaEventRecord on the engine's stream");
-  cuda_ok(cudaStreamWaitEvent(side, ready, 0), "cudaStreamWaitEvent (side stream)");
+  cuda_ok(cudaStreamWaitEvent(stage ? stage : side, ready, 0), "cudaStreamWaitEvent (side stream)");
   cudaEventDestroy(ready);  // released once recorded work completes
+  if (!stage) {             // the direct way: the engine waits for the device-to-host copies
+    for (const DeviceCopy& c : copies)
+      cuda_ok(cudaMemcpyAsync(at(c.pos), c.src, c.bytes, cudaMemcpyDeviceToHost, side),
+              fmt::format("cudaMemcpyAsync of {} bytes from device pointer {}", c.bytes, c.src).c_str());
+    cuda_ok(cudaEventRecord(copied, side), "cudaEventRecord on the side stream");
+    cuda_ok(cudaStreamWaitEvent(engine, copied, 0), "cudaStreamWaitEvent (the engine's stream)");
+    return;
+  }
+  // device staging: the engine waits for the device-to-device copies into the ring only; the
+  // device-to-host copy of the ring follows on the side stream
+  char* ring = dev_base_ + dev % dev_cap_;
   for (const DeviceCopy& c : copies)
-    cuda_ok(cudaMemcpyAsync(at(c.pos), c.src, c.bytes, cudaMemcpyDeviceToHost, side),
-            fmt::format("cudaMemcpyAsync of {} bytes from device pointer {}", c.bytes, c.src).c_str());
+    cuda_ok(cudaMemcpyAsync(ring + (c.pos - first), c.src, c.bytes, cudaMemcpyDeviceToDevice, stage),
+            fmt::format("cudaMemcpyAsync of {} bytes from device pointer {} into the device staging", c.bytes, c.src)
+                .c_str());
+  cudaEvent_t in_ring = nullptr, freed = nullptr;
+  cuda_ok(cudaEventCreateWithFlags(&in_ring, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  cuda_ok(cudaEventRecord(in_ring, stage), "cudaEventRecord on the device staging stream");
+  const cudaError_t w1 = cudaStreamWaitEvent(engine, in_ring, 0), w2 = cudaStreamWaitEvent(side, in_ring, 0);
+  cudaEventDestroy(in_ring);
+  cuda_ok(w1, "cudaStreamWaitEvent (the engine's stream)");
+  cuda_ok(w2, "cudaStreamWaitEvent (side stream)");
+  cuda_ok(cudaMemcpyAsync(at(first), ring, span, cudaMemcpyDeviceToHost, side),
+          fmt::format("cudaMemcpyAsync of {} bytes from the device staging", span).c_str());
   cuda_ok(cudaEventRecord(copied, side), "cudaEventRecord on the side stream");
-  cuda_ok(cudaStreamWaitEvent(engine, copied, 0), "cudaStreamWaitEvent (the engine's stream)");
+  cuda_ok(cudaEventCreateWithFlags(&freed, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  cuda_ok(cudaEventRecord(freed, side), "cudaEventRecord on the side stream");
+  dev_inflight_.push_back({dev + (span + 255) / 256 * 256, freed});
+  ++dev_staged_;
 #else
   (void)op;
   (void)stream;

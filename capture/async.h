@@ -71,8 +71,16 @@ class Async {
   // Reserves n contiguous bytes (n <= capacity()) for an op at the ring's head. Blocks while the
   // ring is full; with may_drop returns false instead.
   bool reserve(size_t n, bool may_drop, uint64_t& pos);
-  // Copies the op's device ranges on the side stream after an event of `stream` and makes `stream`
-  // wait for them on the device (never on the host). Throws std::runtime_error on a CUDA failure.
+  // Device staging (ssmc_set_device_staging): a ring of `bytes` on the current CUDA device. Throws
+  // std::runtime_error when it cannot be allocated or the build has no CUDA (nothing changes then).
+  void set_device_staging(size_t bytes);
+  size_t device_staging() const { return dev_cap_; }
+  int64_t device_staged() const { return dev_staged_; }  // ops whose arrays went through the ring
+  // Copies the op's device ranges (in ascending `pos`, inside one reserved range) on the side stream
+  // after an event of `stream` and makes `stream` wait for them on the device (never on the host).
+  // With device staging and room for them: device-to-device into the ring, `stream` waits for that
+  // only, then one device-to-host copy follows on the side stream. Throws std::runtime_error on a
+  // CUDA failure.
   void copy_from_device(QueuedOp& op, const std::vector<DeviceCopy>& copies, void* stream);
   void push(QueuedOp op);
   // Waits until every pushed op is written.
@@ -85,12 +93,27 @@ class Async {
 
  private:
   void run();
+  // n bytes of the device ring in op order, and the stream (a cudaStream_t) that copies into them,
+  // made to wait on the device for the device-to-host copies of the older ranges they reuse;
+  // nullptr without device staging or when n exceeds the ring.
+  void* dev_reserve(size_t n, uint64_t& pos);
   std::function<std::string(const QueuedOp&, const char*)> write_;
   Policy policy_;
   char* base_ = nullptr;
   size_t cap_ = 0;
   bool pinned_ = false;
   void* side_ = nullptr;  // cudaStream_t, created at the first device copy
+  // the device ring; touched on the engine's thread only (ssmc_end_op), and by the destructor
+  void* stage_ = nullptr;  // cudaStream_t of the copies into the device ring
+  char* dev_base_ = nullptr;
+  size_t dev_cap_ = 0;
+  uint64_t dev_head_ = 0, dev_tail_ = 0;
+  struct DevRange {
+    uint64_t end;
+    void* done;  // cudaEvent_t recorded after the range's device-to-host copy
+  };
+  std::deque<DevRange> dev_inflight_;
+  int64_t dev_staged_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_;  // head/tail, queue and writing changes
   uint64_t head_ = 0, tail_ = 0;

@@ -1454,6 +1454,31 @@ ssmc_status ssmc_set_async(ssmc_trace* t, int64_t staging_bytes, int policy) {
   });
 }
 
+ssmc_status ssmc_set_device_staging(ssmc_trace* t, int64_t bytes) {
+  if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_set_device_staging: null trace");
+  return call(t, false, [&] {
+    need(t->async != nullptr, SSMC_ERR_ORDER,
+         "ssmc_set_device_staging: the capture is not asynchronous (call ssmc_set_async first)");
+    need(!t->header_written(), SSMC_ERR_ORDER, "ssmc_set_device_staging after the first ssmc_begin_op");
+    need(t->async->device_staging() == 0, SSMC_ERR_ORDER,
+         "ssmc_set_device_staging: the capture has device staging already");
+    need(bytes >= 4096 && bytes <= (int64_t(1) << 40), SSMC_ERR_ARGUMENT,
+         fmt::format("ssmc_set_device_staging: bytes {} outside 4096..2^40", bytes));
+    try {
+      t->async->set_device_staging(size_t(bytes));
+    } catch (const std::exception& e) {
+      throw Failure{SSMC_ERR_DEVICE,
+                    fmt::format("ssmc_set_device_staging: {} (the capture goes on without it)", e.what())};
+    }
+  });
+}
+
+int64_t ssmc_device_staged(const ssmc_trace* t) {
+  if (!t) return 0;
+  const std::lock_guard<std::mutex> serial(t->mu);
+  return t->async ? t->async->device_staged() : 0;
+}
+
 ssmc_status ssmc_op_stream(ssmc_trace* t, void* stream) {
   if (!t) return fail(SSMC_ERR_ARGUMENT, "ssmc_op_stream: null trace");
   return call(t, true, [&] {

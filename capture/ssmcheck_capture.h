@@ -98,10 +98,11 @@ extern "C" {
  *      SSMC_BLOCK, SSMC_DROP_STATES) and the trace's op attribute @states_dropped;
  *   6: everything by name, any layer kind (ssmc_add_layer_by_name, ssmc_set_layer_weight,
  *      ssmc_op_input, ssmc_op_output) and the layer's geometry (ssmc_layer_fields,
- *      ssmc_layer_field); ssmc_state_field_shape also answers the ple_* fields.
+ *      ssmc_layer_field); ssmc_state_field_shape also answers the ple_* fields;
+ *   7: device staging for asynchronous captures (ssmc_set_device_staging, ssmc_device_staged).
  * A caller that needs a minor looks ssmc_abi_minor up (dlsym) and compares; a library without the
  * symbol is minor 0. */
-#define SSMC_ABI_MINOR 6
+#define SSMC_ABI_MINOR 7
 
 typedef struct ssmc_trace ssmc_trace;
 
@@ -306,6 +307,20 @@ SSMC_API int ssmc_op_count(const ssmc_trace* t);
 #define SSMC_BLOCK 0
 #define SSMC_DROP_STATES 1
 SSMC_API ssmc_status ssmc_set_async(ssmc_trace* t, int64_t staging_bytes, int policy);
+/* Device staging for an asynchronous capture (minor 7): after ssmc_set_async, before the first
+ * ssmc_begin_op; allocates `bytes` (4096..2^40) on the current CUDA device. An op's device arrays are
+ * then copied device-to-device into this ring on the library's side stream, and the engine's stream
+ * waits (on the device) for that copy only; the device-to-host copy into the pinned pool follows on
+ * the side stream while the engine goes on. Without it the engine's stream waits for the
+ * device-to-host copy itself. Back-pressure: when an op's device bytes do not fit in what is free,
+ * ssmc_end_op waits on the host for the oldest staged ops' device-to-host copies (the copy engine's
+ * pace, never the writer's); an op larger than the whole ring is copied the direct way. What reaches
+ * the trace is the same either way. SSMC_ERR_DEVICE when the build has no CUDA or the allocation
+ * fails (the capture stays without device staging). */
+SSMC_API ssmc_status ssmc_set_device_staging(ssmc_trace* t, int64_t bytes);
+/* Ops whose device arrays went through the device staging so far (minor 7; the others were copied
+ * the direct way: no device staging, or larger than its ring). */
+SSMC_API int64_t ssmc_device_staged(const ssmc_trace* t);
 /* The CUDA stream (a cudaStream_t, passed as void*) that produces the op's device arrays (minor 5,
  * asynchronous captures only; between ssmc_begin_op and ssmc_end_op). The copies start after the work
  * enqueued on it before ssmc_end_op, and its work enqueued after ssmc_end_op starts after the copies.

@@ -31,16 +31,27 @@ std::string ssmcheck_bin() {
 
 #define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(x)
 
-void run_case(HMode mode, int64_t staging, int policy, const char* script, bool by_name = false) {
+// device_staging: ssmc_set_device_staging's ring (0: none); *staged_out: the ops staged through it,
+// *with_arrays: the ops with device arrays.
+struct Staging {
+  int64_t ring = 0, staged = -1, with_arrays = -1;
+};
+void run_case(HMode mode, int64_t staging, int policy, const std::string& script, bool by_name = false,
+              Staging* dev = nullptr) {
+  const int64_t device_staging = dev ? dev->ring : 0;
   const Recorded r = record(case_of("tiny", mode, 11), script);
-  std::printf("case: tiny %s, %zu ops, staging %lld bytes, policy %d: %s\n", to_string(mode), r.ops.size(),
-              (long long)staging, policy, script);
+  std::printf("case: tiny %s, %zu ops, staging %lld bytes, device staging %lld bytes, policy %d: %s\n", to_string(mode),
+              r.ops.size(), (long long)staging, (long long)device_staging, policy, script.c_str());
   TempDir d;
   const std::string path = d.file("gpu_async.h5");
   ssmc_trace* t = open_for(r, path, by_name);
   ASSERT_NE(t, nullptr) << ssmc_last_error();
   ASSERT_EQ(ssmc_device_support(), 1);
   ASSERT_EQ(ssmc_set_async(t, staging, policy), SSMC_OK) << ssmc_last_error();
+  if (device_staging) {
+    ASSERT_EQ(ssmc_set_device_staging(t, device_staging), SSMC_OK) << ssmc_last_error();
+  }
+  int64_t arrays_ops = 0;
   cudaStream_t engine = nullptr;
   CUDA_OK(cudaStreamCreateWithFlags(&engine, cudaStreamNonBlocking));
   // a slow kernel-free delay: a large device-to-device copy queued before each upload, so the
@@ -66,7 +77,15 @@ void run_case(HMode mode, int64_t staging, int policy, const char* script, bool 
     ASSERT_EQ(capture_op(t, r.header.model.spec, r.ops[i], SSMC_DEVICE, to_device, engine, by_name), SSMC_OK)
         << "op " << i << ": " << ssmc_last_error();
     for (const auto& [p, bytes] : op_arrays) CUDA_OK(cudaMemsetAsync(p, 0xff, bytes, engine));  // the engine goes on
+    arrays_ops += op_arrays.empty() ? 0 : 1;
   }
+  const int64_t staged = ssmc_device_staged(t);
+  if (dev) {
+    dev->staged = staged;
+    dev->with_arrays = arrays_ops;
+  }
+  std::printf("ops with device arrays: %lld, staged through the device ring: %lld\n", (long long)arrays_ops,
+              (long long)staged);
   ASSERT_EQ(ssmc_close(t), SSMC_OK) << ssmc_last_error();
   CUDA_OK(cudaStreamSynchronize(engine));
   for (void* p : arrays) cudaFree(p);
@@ -124,6 +143,27 @@ TEST_F(CaptureAsyncGpu, F16StateThroughASmallPoolUnderBlockReplaysBitForBit) {
 // ABI minor 6: layers, weights, inputs and outputs by name, the device arrays staged as above
 TEST_F(CaptureAsyncGpu, DeviceArraysCapturedByNameReplayBitForBit) {
   run_case(HMode::f32, 0, SSMC_BLOCK, kScript, true);
+}
+
+// ABI minor 7: with device staging every op's device arrays go through the ring (the engine's stream
+// waits for the copy into it only), and the trace is the same bit for bit.
+TEST_F(CaptureAsyncGpu, DeviceStagedArraysReplayBitForBit) {
+  Staging dev{int64_t(64) << 20};
+  run_case(HMode::f32, 0, SSMC_BLOCK, kScript, false, &dev);
+  EXPECT_GT(dev.with_arrays, 0);
+  EXPECT_EQ(dev.staged, dev.with_arrays) << "a 64 MiB ring holds every op of tiny";
+}
+
+// A ring of a few ops, reused many times over: each copy into it waits on the device for the
+// device-to-host copy of the range it reuses (a copy that did not would capture the next op's bytes);
+// ops larger than the ring go the direct way. Either way the trace is the same bit for bit.
+TEST_F(CaptureAsyncGpu, ASmallDeviceRingReusedManyTimesReplaysBitForBit) {
+  std::string script = "alloc; prefill 5; alloc @1; prefill 3 @1";
+  for (int i = 0; i < 24; ++i) script += i % 3 == 2 ? "; verify 3 @0,1; commit 1 3 @0; commit 2 3 @1" : "; decode @1,0";
+  Staging dev{16 << 10};
+  run_case(HMode::f16, 0, SSMC_BLOCK, script, false, &dev);
+  EXPECT_GT(dev.staged, 8) << "the ring held too few ops to be reused";
+  EXPECT_LE(dev.staged, dev.with_arrays);
 }
 
 }  // namespace
