@@ -17,6 +17,7 @@
 #include <string_view>
 #include <utility>
 #include <thread>
+#include <type_traits>
 
 #include "async.h"
 #include "core/conventions.h"
@@ -205,13 +206,20 @@ ssmc_status call(ssmc_trace* t, bool drops_op, F f) {
   }
 }
 
-void need(bool ok, ssmc_status s, const std::string& what) {
-  if (!ok) throw Failure{s, what};
+// Throws Failure{s, what} unless ok. `what` is a string, or a callable that makes it: the calls an
+// engine makes thousands of times per op (an entry's inputs and outputs, the layer, the entry) pass
+// a lambda, so their message is built only when they fail (built eagerly, it was half the host
+// time of a 2,304-call decode op: bench/capture_overhead's "ms/step host").
+template <class What>
+void need(bool ok, ssmc_status s, What&& what) {
+  if (ok) return;
+  if constexpr (std::is_invocable_v<What>) throw Failure{s, std::string(what())};
+  else throw Failure{s, std::string(what)};
 }
 
 const LayerSpec& layer_of(ssmc_trace* t, int layer) {
   need(layer >= 0 && size_t(layer) < t->header.model.spec.layers.size(), SSMC_ERR_ARGUMENT,
-       fmt::format("layer {} outside 0..{}", layer, int(t->header.model.spec.layers.size()) - 1));
+       [&] { return fmt::format("layer {} outside 0..{}", layer, int(t->header.model.spec.layers.size()) - 1); });
   return t->header.model.spec.layers[size_t(layer)];
 }
 
@@ -245,9 +253,10 @@ StepOutputs& outputs_of(ssmc_trace* t, PendingOp& p, int entry) {
 
 void check_entry(const PendingOp& p, int entry) {
   const Op& o = p.op.op;
-  need(o.takes_inputs(), SSMC_ERR_ORDER, "op '" + to_string(o) + "' takes no inputs and makes no outputs");
+  need(o.takes_inputs(), SSMC_ERR_ORDER,
+       [&] { return "op '" + to_string(o) + "' takes no inputs and makes no outputs"; });
   need(entry >= 0 && size_t(entry) < o.seqs.size(), SSMC_ERR_ARGUMENT,
-       fmt::format("entry {} outside the selector's 0..{}", entry, int(o.seqs.size()) - 1));
+       [&] { return fmt::format("entry {} outside the selector's 0..{}", entry, int(o.seqs.size()) - 1); });
 }
 
 // ---- Layers, weights, inputs and outputs by name (ABI minor 6): every kind's fields come from
@@ -547,9 +556,10 @@ Building& building_of(ssmc_trace* t) {
 }
 
 void async_entry(const Building& b, int entry) {
-  need(b.op.takes_inputs(), SSMC_ERR_ORDER, "op '" + to_string(b.op) + "' takes no inputs and makes no outputs");
+  need(b.op.takes_inputs(), SSMC_ERR_ORDER,
+       [&] { return "op '" + to_string(b.op) + "' takes no inputs and makes no outputs"; });
   need(entry >= 0 && size_t(entry) < b.op.seqs.size(), SSMC_ERR_ARGUMENT,
-       fmt::format("entry {} outside the selector's 0..{}", entry, int(b.op.seqs.size()) - 1));
+       [&] { return fmt::format("entry {} outside the selector's 0..{}", entry, int(b.op.seqs.size()) - 1); });
 }
 
 // A pointer argument of the op: host bytes are copied now, a device pointer is kept for end_op.
@@ -955,9 +965,11 @@ ssmc_status ssmc_op_inputs(ssmc_trace* t, int entry, int layer, const float* x, 
       Call c{Call::inputs};
       c.i0 = entry;
       c.i1 = layer;
+      c.data.reserve(4);
+      const std::vector<InputField> fields = s.inputs();
       for (size_t k = 0; k < 4; ++k) {
         int64_t width = 0;  // 0: the layer's kind takes no such input (a pointer given is refused by the writer)
-        for (const InputField& f : s.inputs())
+        for (const InputField& f : fields)
           if (f.member == members[k].second) width = f.width;
         c.data.push_back(stage(bu, ptrs[k], size_t(bu.op.rows()) * size_t(width) * 4, mem, members[k].first));
       }
