@@ -5,17 +5,24 @@
 // then with that and the full state (h, conv and, after a verify, the K-1 intermediates, of every
 // sequence and layer) every N steps, side by side in one run:
 //   capture_overhead [--preset NAME] [--layers N] [--batch B] [--k K] [--steps S] [--every 1,16,256]
-//                    [--staging-gb G] [--policy block|drop] [--max-gb G] [--dir DIR] [--keep]
+//                    [--staging-gb G] [--device-staging-gb G] [--policy block|drop] [--max-gb G]
+//                    [--dir DIR] [--keep]
 // Device pointers: the state is the engine's pool (DevicePool slot addresses); the engine's input
 // and output staging buffers are private, so the inputs and outputs captured are device arrays of
 // the same shapes owned here ([layer][entry] blocks of x | a | b | z, and of out), which moves the
 // same bytes. The traces go to DIR (default: a fresh directory under $TMPDIR or /tmp), one per
 // configuration, removed after it is timed unless --keep. A configuration's steps are capped so its
 // trace stays under --max-gb (default 16; at least 2 steps), and a state every N steps with N above
-// its steps is measured once (step 0) and also shown as derived at 1/N from the N = 1 run.
+// its steps is measured once (step 0) and also shown with that state's cost (over the inputs +
+// outputs row) spread over N steps.
+// With --device-staging-gb G (ABI minor 7, ssmc_set_device_staging) every capture configuration is
+// run twice, side by side: the direct way (the engine's stream waits for the device-to-host copies)
+// and through a device ring of G GiB (it waits for the device-to-device copies into the ring only).
 // Columns: ms/step engine = from the first step's launch to the engine's stream finishing the last
-// (what the engine sees); ms/step all = the same until every op is written (ssmc_flush: the
-// writer's pace, which bounds a long run under SSMC_BLOCK); MB/step captured; states dropped.
+// (what the engine sees); ms/step host = the engine's thread inside the capture's calls per step
+// (they run while the GPU works on the step, so they add to the step only when longer than it);
+// ms/step all = the same until every op is written (ssmc_flush: the writer's pace, which bounds a
+// long run under SSMC_BLOCK); MB/step captured; states dropped; ops staged on the device.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -40,7 +47,7 @@ struct Options {
   std::string preset = "qwen3-next-80b", policy = "block", dir;
   int layers = 0, batch = 32, k = 4, steps = 64;
   std::vector<int> every = {1, 16, 256};
-  double staging_gb = 12, max_gb = 16;
+  double staging_gb = 12, max_gb = 16, device_staging_gb = 0;
   bool keep = false;
 };
 
@@ -181,7 +188,7 @@ struct Bench {
     }
   }
 
-  ssmc_trace* open(const std::string& path) {
+  ssmc_trace* open(const std::string& path, bool device_ring) {
     ssmc_trace* t = nullptr;
     check(ssmc_open(path.c_str(), "capture_overhead", "cuda", spec.name.c_str(), "f32", &t), "ssmc_open");
     std::vector<int> cap(size_t(o.batch), o.k - 1);
@@ -198,6 +205,8 @@ struct Bench {
     check(ssmc_set_async(t, int64_t(o.staging_gb * double(1ull << 30)),
                          o.policy == "drop" ? SSMC_DROP_STATES : SSMC_BLOCK),
           "ssmc_set_async");
+    if (device_ring)
+      check(ssmc_set_device_staging(t, int64_t(o.device_staging_gb * double(1ull << 30))), "ssmc_set_device_staging");
     // allocs first, so the trace reads as a run of the engine (captured before the timing)
     for (int b = 0; b < o.batch; ++b) {
       check(ssmc_begin_op(t, ("alloc @" + std::to_string(b)).c_str()), "ssmc_begin_op");
@@ -221,19 +230,19 @@ struct Bench {
 };
 
 struct Row {
-  double engine = 0, all = 0, mb = 0;
+  double engine = 0, host = 0, all = 0, mb = 0;
   int steps = 0, states = 0;
-  int64_t dropped = 0;
+  int64_t dropped = 0, staged = 0;
 };
 
-// One configuration: `every` 0 = no states, -1 = capture off.
-Row run(Bench& b, bool verify, int every, const std::string& dir, int tag) {
+// One configuration: `every` 0 = no states, -1 = capture off; device_ring: through the device staging.
+Row run(Bench& b, bool verify, int every, bool device_ring, const std::string& dir, int tag) {
   Row r;
   const double per_step = b.io_bytes() + (every > 0 ? b.state_bytes(verify) / every : 0);
   r.steps = b.o.steps;
   if (every >= 0) r.steps = std::max(2, std::min(b.o.steps, int(b.o.max_gb * 1e9 / per_step)));
   const std::string path = dir + "/capture_" + std::to_string(tag) + ".h5";
-  ssmc_trace* t = every >= 0 ? b.open(path) : nullptr;
+  ssmc_trace* t = every >= 0 ? b.open(path, device_ring) : nullptr;
   for (int i = 0; i < 3; ++i) b.enqueue_step(verify);  // warm-up
   SSM_CUDA(cudaStreamSynchronize(b.e.main_stream()));
   const Clock::time_point t0 = Clock::now();
@@ -242,7 +251,9 @@ Row run(Bench& b, bool verify, int every, const std::string& dir, int tag) {
     if (t) {
       const bool state = every > 0 && i % every == 0;
       r.states += state;
+      const Clock::time_point h0 = Clock::now();
       b.capture_step(t, verify, state);
+      r.host += seconds(h0, Clock::now());
     }
   }
   SSM_CUDA(cudaStreamSynchronize(b.e.main_stream()));
@@ -250,10 +261,12 @@ Row run(Bench& b, bool verify, int every, const std::string& dir, int tag) {
   if (t) check(ssmc_flush(t), "ssmc_flush");
   const Clock::time_point t2 = Clock::now();
   r.engine = seconds(t0, t1) * 1e3 / r.steps;
+  r.host *= 1e3 / r.steps;
   r.all = seconds(t0, t2) * 1e3 / r.steps;
   r.mb = (b.io_bytes() * (every >= 0) + b.state_bytes(verify) * r.states / r.steps) / 1e6;
   if (t) {
     r.dropped = ssmc_states_dropped(t);
+    r.staged = ssmc_device_staged(t);
     check(ssmc_close(t), "ssmc_close");
     if (!b.o.keep) std::filesystem::remove(path);
   }
@@ -287,6 +300,7 @@ int main(int argc, char** argv) {
     else if (a == "--steps") o.steps = std::atoi(next().c_str());
     else if (a == "--every") o.every = parse_list(next());
     else if (a == "--staging-gb") o.staging_gb = std::atof(next().c_str());
+    else if (a == "--device-staging-gb") o.device_staging_gb = std::atof(next().c_str());
     else if (a == "--max-gb") o.max_gb = std::atof(next().c_str());
     else if (a == "--policy") o.policy = next();
     else if (a == "--dir") o.dir = next();
@@ -294,7 +308,8 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: capture_overhead [--preset NAME] [--layers N] [--batch B] [--k K] [--steps S] "
-                   "[--every 1,16,256] [--staging-gb G] [--policy block|drop] [--max-gb G] [--dir DIR] [--keep]\n");
+                   "[--every 1,16,256] [--staging-gb G] [--device-staging-gb G] [--policy block|drop] [--max-gb G] "
+                   "[--dir DIR] [--keep]\n");
       return 2;
     }
   }
@@ -313,45 +328,52 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     SSM_CUDA(cudaGetDeviceProperties(&prop, 0));
     Bench b(o);
-    std::printf("device: %s; model: %s, %d layers of %s; B = %d; staging %.1f GiB, policy %s; traces in %s\n",
-                prop.name, b.spec.name.c_str(), b.L, b.spec.layers[0].name().c_str(), o.batch, o.staging_gb,
-                o.policy.c_str(), o.dir.c_str());
     std::printf(
-        "\n| step        | capture               | steps | states | ms/step engine | added  | ms/step all | added  "
-        "| MB/step | states dropped |\n");
+        "device: %s; model: %s, %d layers of %s; B = %d; staging %.1f GiB, device staging %.1f GiB, policy %s; "
+        "traces in %s\n",
+        prop.name, b.spec.name.c_str(), b.L, b.spec.layers[0].name().c_str(), o.batch, o.staging_gb,
+        o.device_staging_gb, o.policy.c_str(), o.dir.c_str());
     std::printf(
-        "|-------------|-----------------------|-------|--------|----------------|--------|-------------|--------"
-        "|---------|----------------|\n");
+        "\n| step        | capture                        | steps | states | ms/step engine | added  | ms/step host "
+        "| ms/step all | added  | MB/step | states dropped | ops staged on device |\n");
+    std::printf(
+        "|-------------|--------------------------------|-------|--------|----------------|--------|--------------"
+        "|-------------|--------|---------|----------------|----------------------|\n");
     int tag = 0;
     for (bool verify : {false, true}) {
       b.stage(verify ? o.k : 1);
       const std::string step = verify ? "verify K=" + std::to_string(o.k) + "+c" : "decode";
-      const Row off = run(b, verify, -1, o.dir, tag++);
+      const Row off = run(b, verify, -1, false, o.dir, tag++);
       auto print = [&](const std::string& what, const Row& r) {
-        std::printf("| %-11s | %-21s | %5d | %6d | %14.3f | %5.1f%% | %11.3f | %5.1f%% | %7.0f | %14lld |\n",
-                    step.c_str(), what.c_str(), r.steps, r.states, r.engine, 100.0 * (r.engine / off.engine - 1), r.all,
-                    100.0 * (r.all / off.engine - 1), r.mb, (long long)r.dropped);
+        std::printf(
+            "| %-11s | %-30s | %5d | %6d | %14.3f | %5.1f%% | %12.3f | %11.3f | %5.1f%% | %7.0f | %14lld | %20lld |\n",
+            step.c_str(), what.c_str(), r.steps, r.states, r.engine, 100.0 * (r.engine / off.engine - 1), r.host, r.all,
+            100.0 * (r.all / off.engine - 1), r.mb, (long long)r.dropped, (long long)r.staged);
         std::fflush(stdout);
       };
       print("off", off);
-      const Row io = run(b, verify, 0, o.dir, tag++);
-      print("inputs+outputs", io);
-      Row one;
-      for (int n : o.every) {
-        const Row r = run(b, verify, n, o.dir, tag++);
-        if (n == 1) one = r;
-        print("+ state every " + std::to_string(n), r);
+      for (bool ring : {false, true}) {
+        if (ring && o.device_staging_gb <= 0) continue;
+        const std::string how = ring ? " (device ring)" : "";
+        const Row io = run(b, verify, 0, ring, o.dir, tag++);
+        print("inputs+outputs" + how, io);
+        for (int n : o.every) {
+          const Row r = run(b, verify, n, ring, o.dir, tag++);
+          print("+ state every " + std::to_string(n) + how, r);
+          if (r.steps >= n || r.states == 0) continue;
+          // fewer steps than N: the states this run took, their cost (over inputs + outputs alone)
+          // spread over N steps each, as a run of N steps or more would spread it
+          const double per_state = double(r.steps) / r.states / n;
+          Row d = io;
+          d.engine = io.engine + (r.engine - io.engine) * per_state;
+          d.host = io.host + (r.host - io.host) * per_state;
+          d.all = io.all + (r.all - io.all) * per_state;
+          d.mb = io.mb + (r.mb - io.mb) * per_state;
+          d.steps = d.states = 0;
+          d.staged = 0;
+          print("  its state over " + std::to_string(n) + " steps" + how, d);
+        }
       }
-      if (one.steps > 0)
-        for (int n : o.every)
-          if (n > 1) {  // the N = 1 run's cost of a state, spread over N steps
-            Row d = io;
-            d.engine = io.engine + (one.engine - io.engine) / n;
-            d.all = io.all + (one.all - io.all) / n;
-            d.mb = io.mb + (one.mb - io.mb) / n;
-            d.steps = d.states = 0;
-            print("  derived at 1/" + std::to_string(n), d);
-          }
     }
   } catch (const std::exception& ex) {
     std::fprintf(stderr, "capture_overhead: %s\n", ex.what());
