@@ -208,8 +208,10 @@ static const ssmp_plugin table = {
     .checkpoint = @NAME@_checkpoint, .commit = @NAME@_commit, .rollback = @NAME@_rollback,
     .to_f16 = @NAME@_to_f16, .snapshot_save = @NAME@_snapshot_save, .snapshot_restore = @NAME@_snapshot_restore,
     .export_state = @NAME@_export_state,
-    /* optional, NULL when left out: pause_async_copies, async_pending (an async path);
-     * prefill_ple, decode_ple, verify_ple (with SSMP_PLE) */
+    /* optional, NULL when left out (docs/plugins.md): pause_async_copies, async_pending (an async
+     * path); prefill_ple, decode_ple, verify_ple (with SSMP_PLE); perturb_schedule (a schedule
+     * ssmcheck may perturb); rows, export_fields (with SSMP_BY_NAME); field_digests (your own
+     * digest of each state field, so that only changed fields are read back: "Field digests") */
     .capabilities = &caps,
 };
 
