@@ -17,6 +17,17 @@ namespace {
 void cuda_ok(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(fmt::format("{} failed: {}", what, cudaGetErrorString(e)));
 }
+
+// The stream kept in `s`, created (non-blocking) at its first use.
+cudaStream_t stream_in(void*& s, const char* what) {
+  if (!s) {
+    cudaStream_t n = nullptr;
+    cuda_ok(cudaStreamCreateWithFlags(&n, cudaStreamNonBlocking),
+            fmt::format("cudaStreamCreateWithFlags ({})", what).c_str());
+    s = n;
+  }
+  return static_cast<cudaStream_t>(s);
+}
 #endif
 }  // namespace
 
@@ -113,12 +124,7 @@ void* Async::dev_reserve(size_t n, uint64_t& pos) {
   n = (n + 255) / 256 * 256;
   if (!dev_base_ || n > dev_cap_) return nullptr;
 #ifdef SSMC_WITH_CUDA
-  if (!stage_) {
-    cudaStream_t s = nullptr;
-    cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
-            "cudaStreamCreateWithFlags (the capture's device staging stream)");
-    stage_ = s;
-  }
+  const cudaStream_t stage = stream_in(stage_, "the capture's device staging stream");
   while (!dev_inflight_.empty()) {  // forget the ranges whose device-to-host copy is done
     const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(dev_inflight_.front().done));
     if (e == cudaErrorNotReady) break;
@@ -134,8 +140,7 @@ void* Async::dev_reserve(size_t n, uint64_t& pos) {
   // ranges it reuses (the copy engine's pace; the engine's thread never waits)
   while (!dev_inflight_.empty() && p + n - dev_tail_ > dev_cap_) {
     cudaEvent_t done = static_cast<cudaEvent_t>(dev_inflight_.front().done);
-    cuda_ok(cudaStreamWaitEvent(static_cast<cudaStream_t>(stage_), done, 0),
-            "cudaStreamWaitEvent (the device staging stream)");
+    cuda_ok(cudaStreamWaitEvent(stage, done, 0), "cudaStreamWaitEvent (the device staging stream)");
     dev_tail_ = std::max(dev_tail_, dev_inflight_.front().end);
     cudaEventDestroy(done);  // released once the recorded copy completes
     dev_inflight_.pop_front();
@@ -143,7 +148,7 @@ void* Async::dev_reserve(size_t n, uint64_t& pos) {
   if (dev_inflight_.empty()) dev_tail_ = p;  // nothing in flight that the range could overlap
   pos = p;
   dev_head_ = p + n;
-  return stage_;
+  return stage;
 #else
   (void)pos;
   return nullptr;
@@ -153,13 +158,7 @@ void* Async::dev_reserve(size_t n, uint64_t& pos) {
 void Async::copy_from_device(QueuedOp& op, const std::vector<DeviceCopy>& copies, void* stream) {
   if (copies.empty()) return;
 #ifdef SSMC_WITH_CUDA
-  if (!side_) {
-    cudaStream_t s = nullptr;
-    cuda_ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
-            "cudaStreamCreateWithFlags (the capture's side stream)");
-    side_ = s;
-  }
-  const cudaStream_t side = static_cast<cudaStream_t>(side_), engine = static_cast<cudaStream_t>(stream);
+  const cudaStream_t side = stream_in(side_, "the capture's side stream"), engine = static_cast<cudaStream_t>(stream);
   // the ranges lie in ascending order inside the op's staging range: one span, copied whole
   const uint64_t first = copies.front().pos, span = copies.back().pos + copies.back().bytes - first;
   uint64_t dev = 0;
