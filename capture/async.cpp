@@ -125,13 +125,16 @@ void* Async::dev_reserve(size_t n, uint64_t& pos) {
   if (!dev_base_ || n > dev_cap_) return nullptr;
 #ifdef SSMC_WITH_CUDA
   const cudaStream_t stage = stream_in(stage_, "the capture's device staging stream");
-  while (!dev_inflight_.empty()) {  // forget the ranges whose device-to-host copy is done
+  auto give_back_oldest = [&] {  // its range is free (or will be, for the copies `stage` makes next)
+    dev_tail_ = std::max(dev_tail_, dev_inflight_.front().end);
+    cudaEventDestroy(static_cast<cudaEvent_t>(dev_inflight_.front().done));  // released once recorded work completes
+    dev_inflight_.pop_front();
+  };
+  while (!dev_inflight_.empty()) {  // the ranges whose device-to-host copy is done
     const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(dev_inflight_.front().done));
     if (e == cudaErrorNotReady) break;
     cuda_ok(e, "the device staging's device-to-host copy");
-    dev_tail_ = std::max(dev_tail_, dev_inflight_.front().end);
-    cudaEventDestroy(static_cast<cudaEvent_t>(dev_inflight_.front().done));
-    dev_inflight_.pop_front();
+    give_back_oldest();
   }
   uint64_t p = dev_head_;
   const uint64_t off = p % dev_cap_;
@@ -139,11 +142,9 @@ void* Async::dev_reserve(size_t n, uint64_t& pos) {
   // full: the copy into the ring waits, on the device, for the device-to-host copies of the oldest
   // ranges it reuses (the copy engine's pace; the engine's thread never waits)
   while (!dev_inflight_.empty() && p + n - dev_tail_ > dev_cap_) {
-    cudaEvent_t done = static_cast<cudaEvent_t>(dev_inflight_.front().done);
-    cuda_ok(cudaStreamWaitEvent(stage, done, 0), "cudaStreamWaitEvent (the device staging stream)");
-    dev_tail_ = std::max(dev_tail_, dev_inflight_.front().end);
-    cudaEventDestroy(done);  // released once the recorded copy completes
-    dev_inflight_.pop_front();
+    cuda_ok(cudaStreamWaitEvent(stage, static_cast<cudaEvent_t>(dev_inflight_.front().done), 0),
+            "cudaStreamWaitEvent (the device staging stream)");
+    give_back_oldest();
   }
   if (dev_inflight_.empty()) dev_tail_ = p;  // nothing in flight that the range could overlap
   pos = p;
@@ -170,7 +171,7 @@ void Async::copy_from_device(QueuedOp& op, const std::vector<DeviceCopy>& copies
   // the engine's work so far (which produced the arrays) before the copies; the engine's later
   // work (which may overwrite them) after the copies: both waits are on the device
   cuda_ok(cudaEventRecord(ready, engine), "cudaEventRecord on the engine's stream");
-  cuda_ok(cudaStreamWaitEvent(stage ? stage : side, ready, 0), "cudaStreamWaitEvent (side stream)");
+  cuda_ok(cudaStreamWaitEvent(stage ? stage : side, ready, 0), "cudaStreamWaitEvent (the capture's stream)");
   cudaEventDestroy(ready);  // released once recorded work completes
   if (!stage) {             // the direct way: the engine waits for the device-to-host copies
     for (const DeviceCopy& c : copies)

@@ -309,13 +309,13 @@ SSMC_API int ssmc_op_count(const ssmc_trace* t);
 SSMC_API ssmc_status ssmc_set_async(ssmc_trace* t, int64_t staging_bytes, int policy);
 /* Device staging for an asynchronous capture (minor 7): after ssmc_set_async, before the first
  * ssmc_begin_op; allocates `bytes` (4096..2^40) on the current CUDA device. An op's device arrays are
- * then copied device-to-device into this ring on the library's side stream, and the engine's stream
+ * then copied device-to-device into this ring on a stream of the library's, and the engine's stream
  * waits (on the device) for that copy only; the device-to-host copy into the pinned pool follows on
  * the side stream while the engine goes on. Without it the engine's stream waits for the
- * device-to-host copy itself. Back-pressure: when an op's device bytes do not fit in what is free,
- * ssmc_end_op waits on the host for the oldest staged ops' device-to-host copies (the copy engine's
- * pace, never the writer's); an op larger than the whole ring is copied the direct way. What reaches
- * the trace is the same either way. SSMC_ERR_DEVICE when the build has no CUDA or the allocation
+ * device-to-host copy itself. Back-pressure: a copy into a range of the ring that an earlier op still
+ * holds waits, on the device, for that op's device-to-host copy (the copy engine's pace, never the
+ * writer's; the engine's thread never waits for the device); an op larger than the whole ring is
+ * copied the direct way. What reaches the trace is the same either way. SSMC_ERR_DEVICE when the build has no CUDA or the allocation
  * fails (the capture stays without device staging). */
 SSMC_API ssmc_status ssmc_set_device_staging(ssmc_trace* t, int64_t bytes);
 /* Ops whose device arrays went through the device staging so far (minor 7; the others were copied

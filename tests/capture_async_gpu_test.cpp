@@ -31,8 +31,8 @@ std::string ssmcheck_bin() {
 
 #define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(x)
 
-// device_staging: ssmc_set_device_staging's ring (0: none); *staged_out: the ops staged through it,
-// *with_arrays: the ops with device arrays.
+// dev (optional): ring = ssmc_set_device_staging's bytes (0: none); filled in: staged = the ops
+// staged through the ring, with_arrays = the ops with device arrays.
 struct Staging {
   int64_t ring = 0, staged = -1, with_arrays = -1;
 };
