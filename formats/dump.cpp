@@ -414,9 +414,8 @@ class Reader : public CheckedReader {
       if (!required) return false;
       throw FormatError(file_, full, "missing dataset");
     }
-    if (guard(full, [&] { return h5::object_type(loc, name); }) != H5O_TYPE_DATASET)
-      throw FormatError(file_, full, "is not a dataset");
-    h5::Handle d = guard(full, [&] { return h5::open_dataset(loc, name); });
+    h5::Handle d = guard(full, [&] { return h5::open_if(loc, name, H5I_DATASET); });
+    if (d.id() < 0) throw FormatError(file_, full, "is not a dataset");
     only_attrs(*this, d, full, {"dtype", "layout"});
     const std::string dt = str_attr(d, full, "dtype");
     if (dt != "f32" && dt != "f16") throw FormatError(file_, full + "@dtype", "is '" + dt + "', expected f32 or f16");

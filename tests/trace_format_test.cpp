@@ -414,6 +414,21 @@ TEST_F(BadTrace, OpsShapesDtypesAndNaN) {
                       h5::create_group(g, "extras");
                     }),
              "/ops/000003/extras", "unexpected member");
+  // an object of the wrong kind where one is read (h5::open_if: opened, the kind asked only then)
+  expect_bad(mutate("group-for-dataset.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000001/state/seq0/layer0");
+                      H5Ldelete(g, "conv", H5P_DEFAULT);
+                      h5::create_group(g, "conv");
+                    }),
+             "/ops/000001/state/seq0/layer0/conv", "is not a dataset");
+  expect_bad(mutate("dataset-for-group.h5",
+                    [](hid_t f) {
+                      h5::Handle g = h5::open_group(f, "ops/000001/state/seq0");
+                      H5Ldelete(g, "layer0", H5P_DEFAULT);
+                      h5::write_dataset(g, "layer0", DType::f32, {2}, std::vector<float>(2).data());
+                    }),
+             "/ops/000001/state/seq0/layer0", "is not a group");
 }
 
 TEST_F(BadTrace, NonFiniteRecordedValuesAreEvidenceNotBadInput) {
