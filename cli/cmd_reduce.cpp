@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <filesystem>
+#include <memory>
 
 #include "cli/backend_registry.h"
 #include "cli/commands.h"
@@ -41,13 +42,14 @@ int run_reduce(const ReduceFlags& f) {
   prepare_output_file(f.json, "--json");
   reserve_stdout_for(f.json);
   if (f.output == "-") throw std::invalid_argument("-o: the reduced trace is an HDF5 file, not for stdout");
-  formats::Trace trace;
+  std::unique_ptr<formats::TraceSource> source;  // read op by op, as replay reads it
   try {
-    trace = formats::read_trace(f.trace);
+    source = formats::open_trace(f.trace);
   } catch (const formats::FormatError& e) {
     fmt::print(stderr, "ssmcheck reduce: bad trace: {}\n", e.what());
     return kExitBadInput;
   }
+  formats::TraceSource& trace = *source;
   const auto entry = find_backend(f.backend);
   auto backend = entry.make();
   replay::ReduceOptions o;
@@ -55,7 +57,7 @@ int run_reduce(const ReduceFlags& f) {
   o.replay.strictness = f.bitwise ? cmp::Strictness::bitwise : cmp::Strictness::classes;
   o.replay.same_build_bitwise = !f.classes;
   o.max_replays = f.max_replays;
-  fmt::print("ssmcheck reduce: {} ({} ops) on {}\n", trace.source, trace.ops.size(), entry.name);
+  fmt::print("ssmcheck reduce: {} ({} ops) on {}\n", trace.source, trace.size(), entry.name);
   replay::ReduceResult r;
   try {
     r = replay::reduce_trace(trace, *backend, o);

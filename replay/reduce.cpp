@@ -160,20 +160,30 @@ std::vector<int> ddmin(std::vector<int> items, const std::function<bool(const st
 
 nlohmann::json TraceSize::json() const { return {{"ops", ops}, {"seqs", seqs}, {"layers", layers}, {"bytes", bytes}}; }
 
-TraceSize size_of(const formats::Trace& t) {
+TraceSize size_of(const formats::TraceSource& t) {
   TraceSize s;
-  s.ops = int(t.ops.size());
+  s.ops = int(t.size());
   s.layers = int(t.header.model.spec.layers.size());
   std::set<int> seqs;
   for (const formats::TraceState& ts : t.header.start) seqs.insert(ts.seq);
-  for (const formats::TraceOp& o : t.ops)
+  for (const formats::TraceOpHead& o : t.heads)
     for (int q : o.op.seqs)
       if (q != kPadRow) seqs.insert(q);
   s.seqs = int(seqs.size());
   return s;
 }
 
+TraceSize size_of(const formats::Trace& t) {
+  formats::MemoryTrace m(t);
+  return size_of(m);
+}
+
 ReduceResult reduce_trace(const formats::Trace& trace, Backend& b, const ReduceOptions& options) {
+  formats::MemoryTrace m(trace);
+  return reduce_trace(m, b, options);
+}
+
+ReduceResult reduce_trace(formats::TraceSource& trace, Backend& b, const ReduceOptions& options) {
   ReduceResult r;
   r.before = size_of(trace);
   ReplayOptions ro = options.replay;
@@ -209,7 +219,7 @@ ReduceResult reduce_trace(const formats::Trace& trace, Backend& b, const ReduceO
     const StartPoint sp = start_point(trace, s);
     if (s >= 0) {
       cut.header.start.clear();
-      for (const formats::TraceState& ts : trace.ops[size_t(s)].states)
+      for (const formats::TraceState& ts : trace.op(size_t(s)).states)
         for (const auto& [seq, slot] : sp.slots)
           if (ts.seq == seq) {
             cut.header.start.push_back(ts);
@@ -217,7 +227,7 @@ ReduceResult reduce_trace(const formats::Trace& trace, Backend& b, const ReduceO
           }
     }
     for (int i = s + 1; i <= D; ++i) {
-      formats::TraceOp o = trace.ops[size_t(i)];
+      formats::TraceOp o = trace.op(size_t(i));  // the cut alone is held: a source reads it op by op
       if (i < D) {  // evidence before the divergent op agreed: dropping it changes no computation
         o.states.clear();
         for (auto& out : o.outputs) out.reset();
@@ -234,7 +244,9 @@ ReduceResult reduce_trace(const formats::Trace& trace, Backend& b, const ReduceO
     }
   }
   if (sig.empty()) {  // not even the whole prefix reproduces it (cannot happen for a deterministic backend)
-    r.reduced = trace;
+    r.reduced.header = trace.header;
+    r.reduced.source = trace.source;
+    for (size_t i = 0; i < trace.size(); ++i) r.reduced.ops.push_back(trace.op(i));
     r.reproduced = r.original;
     r.after = r.before;
     return r;
@@ -321,7 +333,7 @@ ReduceResult reduce_trace(const formats::Trace& trace, Backend& b, const ReduceO
   r.reduced.header.expect = x;
   r.reduced.header.description =
       fmt::format("reduced by ssmcheck reduce from {} ({} ops; started after its op {}): diverges at {}", trace.source,
-                  trace.ops.size(), r.start_after, r.original.headline());
+                  trace.size(), r.start_after, r.original.headline());
   r.after = size_of(r.reduced);
   return r;
 }

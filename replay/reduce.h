@@ -41,8 +41,13 @@ struct ReduceResult {
 };
 
 // The sizes of a trace (bytes: 0).
+TraceSize size_of(const formats::TraceSource& trace);
 TraceSize size_of(const formats::Trace& trace);
 
+// A source (formats::open_trace) is read op by op: the full replay streams it, and only the cut
+// (the ops from the start point to the divergent op) is held, so a trace of 10^5 ops reduces in
+// the memory of a replay, not of the trace.
+ReduceResult reduce_trace(formats::TraceSource& trace, Backend& backend, const ReduceOptions& options = {});
 ReduceResult reduce_trace(const formats::Trace& trace, Backend& backend, const ReduceOptions& options = {});
 
 }  // namespace ssm::replay
