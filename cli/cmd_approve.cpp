@@ -76,6 +76,10 @@ int run_approve(const ApproveFlags& f) {
     replay::ReplayResult r;
     try {
       r = replay::replay_trace(trace, *backend, o);
+    } catch (const formats::FormatError& e) {  // an op the replay reached is malformed (formats::open_trace)
+      fmt::print(stderr, "ssmcheck approve: bad trace: {}\n", e.what());
+      ++bad;
+      continue;
     } catch (const std::invalid_argument& e) {
       fmt::print(stderr, "ssmcheck approve: {}: {} rejects the trace's model or pool: {}\n", path, be.name, e.what());
       ++bad;
@@ -86,7 +90,14 @@ int run_approve(const ApproveFlags& f) {
       // what the new numerics do to it under the classes: a kernel change that stays inside them, or a bug
       o.strictness = cmp::Strictness::classes;
       o.same_build_bitwise = false;
-      const replay::ReplayResult rc = replay::replay_trace(trace, *be.make(), o);
+      replay::ReplayResult rc;
+      try {
+        rc = replay::replay_trace(trace, *be.make(), o);
+      } catch (const formats::FormatError& e) {  // it reached a malformed op the first stopped before
+        fmt::print(stderr, "ssmcheck approve: bad trace: {}\n", e.what());
+        ++bad;
+        continue;
+      }
       fmt::print(
           "{}: NOT approved: {} differs from '{}' bit for bit, first at {}; under the tolerance classes it {}.\n"
           "  Re-record it with these numerics (the fixtures: BACKEND={} scripts/record_golden.sh) and review the "

@@ -61,6 +61,9 @@ int run_reduce(const ReduceFlags& f) {
   replay::ReduceResult r;
   try {
     r = replay::reduce_trace(trace, *backend, o);
+  } catch (const formats::FormatError& e) {  // an op it read is malformed (formats::open_trace)
+    fmt::print(stderr, "ssmcheck reduce: bad trace: {}\n", e.what());
+    return kExitBadInput;
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "ssmcheck reduce: {}: on {}: {}\n", trace.source, entry.name, e.what());
     return kExitBadInput;

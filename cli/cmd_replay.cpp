@@ -146,6 +146,18 @@ int run_replay(const ReplayFlags& f) {
         with_step(suite, name, "crashed: the process died on a fatal signal here (see its stderr)");
     crash->update(junit, json);
   };
+  // a trace that cannot be read, at open or at an op a replay reached: reported, the next one replayed
+  auto bad_trace = [&](const std::string& path, const formats::FormatError& e) {
+    fmt::print(stderr, "ssmcheck replay: bad trace: {}\n", e.what());
+    all.push_back({{"trace", path}, {"bad_input", e.what()}});
+    replay::GateCase c;
+    c.suite = "replay";
+    c.name = path;
+    c.status = replay::GateCase::Status::fail;
+    c.message = std::string("bad trace: ") + e.what();
+    verdict.cases.push_back(c);
+    bad = true;
+  };
   // every trace is replayed, a bad one reported and skipped: nothing already checked is lost
   for (const std::string& path : f.traces) {
     // read op by op: the replay holds the live state and one op, whatever the trace's length
@@ -154,15 +166,7 @@ int run_replay(const ReplayFlags& f) {
     try {
       source = formats::open_trace(path);
     } catch (const formats::FormatError& e) {
-      fmt::print(stderr, "ssmcheck replay: bad trace: {}\n", e.what());
-      all.push_back({{"trace", path}, {"bad_input", e.what()}});
-      replay::GateCase c;
-      c.suite = "replay";
-      c.name = path;
-      c.status = replay::GateCase::Status::fail;
-      c.message = std::string("bad trace: ") + e.what();
-      verdict.cases.push_back(c);
-      bad = true;
+      bad_trace(path, e);
       continue;
     }
     formats::TraceSource& trace = *source;
@@ -199,6 +203,9 @@ int run_replay(const ReplayFlags& f) {
         } else {
           r = replay::replay_trace(trace, *backend, from);
         }
+      } catch (const formats::FormatError& e) {  // an op its replay reached is malformed (formats::open_trace)
+        bad_trace(path, e);
+        break;
       } catch (const std::invalid_argument& e) {
         if (f.from >= 0 || f.bisect)  // not a start, a backend without import_state, or a bad model
           fmt::print(stderr, "ssmcheck replay: {}: on {}: {}\n", trace.source, be.name, e.what());

@@ -870,10 +870,14 @@ class FileTrace : public TraceSource {
       for (size_t i = 0; i < n; ++i) heads.push_back(reader_->read_head(file_, int(i)));
     }
     file_header_ = header;
+    // an unfinished capture's ops were all read above (in open_trace's probe first); a file's are
+    // probed a chunk at a time, when one of the chunk's ops is first read
+    probed_.assign((n + kProbeChunk - 1) / kProbeChunk, partial);
   }
 
   const TraceOp& op(size_t i) override {
     if (i >= heads.size()) throw FormatError(source, "/", fmt::format("no op {} (the trace has {})", i, heads.size()));
+    if (!probed_[i / kProbeChunk]) probe_chunk(i / kProbeChunk);
     if (current_ != i) {
       current_ = size_t(-1);
       // read with the header as recorded (replay may override the numerics of `header`)
@@ -889,6 +893,29 @@ class FileTrace : public TraceSource {
   }
 
  private:
+  // Reads ops of chunk c once in a child (formats/crash_probe.h) before any of them is read here:
+  // a crash of libhdf5 on a damaged op is an error, and a malformed op is reported with its
+  // message before the chunk's first op is used. Chunks, not the whole trace at open: `--from`,
+  // `--bisect` and `reduce` read what they replay, a few ops of a 10^6-op trace.
+  void probe_chunk(size_t c) {
+    const size_t lo = c * kProbeChunk, hi = std::min(heads.size(), lo + kProbeChunk);
+    const auto check = [&] {
+      errors_as(source, "/", [&] {
+        Reader r(source);
+        h5::Handle f = r.open("trace");
+        for (size_t k = lo; k < hi; ++k) (void)r.read_op(f, int(k), file_header_);
+        return 0;
+      });
+    };
+    bool threw = false;
+    const std::string crash = crash_probe(check, &threw);
+    if (!crash.empty()) throw FormatError(source, "/", crash + ": the file is corrupted");
+    if (threw) check();  // the same error, here (the ops before it read fine in the child)
+    probed_[c] = true;
+  }
+
+  static constexpr size_t kProbeChunk = 4096;  // ops probed in one child
+  std::vector<bool> probed_;                   // per chunk of kProbeChunk ops
   std::unique_ptr<Reader> reader_;  // a finished trace: its file, open
   h5::Handle file_;
   std::string dir_;  // an unfinished capture: its directory
@@ -924,8 +951,9 @@ MemoryTrace::MemoryTrace(const Trace& trace) : trace_(&trace) {
 }
 
 std::unique_ptr<TraceSource> open_trace(const std::string& path) {
-  // every op read and validated once, one at a time, in a child: a crash of libhdf5 is an error
-  const auto check = [&] { (void)read_trace_into(path, [](TraceOp&&) {}); };
+  // the header and the ops' heads read once in a child (an unfinished capture's ops too): a crash
+  // of libhdf5 is an error; the ops' data are probed a chunk at a time as they are read (FileTrace)
+  const auto check = [&] { errors_as(path, "/", [&] { return FileTrace(path).size(); }); };
   bool threw = false;
   const std::string crash = crash_probe(check, &threw);
   if (!crash.empty()) throw FormatError(path, "/", crash + ": the file is corrupted");

@@ -178,5 +178,47 @@ TEST(TraceBounded, RecordMemoryDoesNotGrowWithTheTrace) {
   EXPECT_LT(b.peak_mib - a.peak_mib, bound_mib);
 }
 
+// A replay reads what it replays: the ops' data are probed (read once in a child, crash contained)
+// a chunk of 4,096 ops at a time, when the chunk is reached (formats::open_trace), not all at open.
+// A 4,212-op trace whose op 5 is malformed: `--from 4200` replays the second chunk and agrees; a
+// full replay reports op 5 by name (exit 2) before replaying any op of the first chunk.
+TEST(TraceBounded, OpsAreProbedWhenTheirChunkIsReachedNotAtOpen) {
+  TempDir dir("ssmcheck-chunks");
+  const std::string cycle = dir.file("cycle.h5"), path = dir.file("long.h5");
+  const Shell rec = sh(fmt::format("{} record --ops {} -o {} --states all", q(SSMCHECK_BIN), q(kCycle), q(cycle)));
+  ASSERT_EQ(rec.code, 0) << rec.out;
+  const int ops = 351 * kCycleOps;  // 4,212: two chunks
+  repeat_cycle(cycle, path, ops);
+  {  // op 5 its own copy (not a link shared with ops 17, 29, ...), its conv without its attributes
+    const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    const hid_t g = H5Gopen2(f, "ops", H5P_DEFAULT);
+    ASSERT_GE(H5Ocopy(g, "000005", g, "copy5", H5P_DEFAULT, H5P_DEFAULT), 0);
+    ASSERT_GE(H5Ldelete(g, "000005", H5P_DEFAULT), 0);
+    ASSERT_GE(H5Lmove(g, "copy5", g, "000005", H5P_DEFAULT, H5P_DEFAULT), 0);
+    const hid_t l = H5Gopen2(g, "000005/state/seq0/layer0", H5P_DEFAULT);
+    ASSERT_GE(l, 0);
+    ASSERT_GE(H5Ldelete(l, "conv", H5P_DEFAULT), 0);
+    const hsize_t n = 3;
+    const hid_t sp = H5Screate_simple(1, &n, nullptr);
+    const hid_t d = H5Dcreate2(l, "conv", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ASSERT_GE(d, 0);
+    H5Dclose(d);
+    H5Sclose(sp);
+    H5Gclose(l);
+    H5Gclose(g);
+    ASSERT_GE(H5Fclose(f), 0);
+  }
+  const Shell late = sh(fmt::format("{} replay {} --from 4200", q(SSMCHECK_BIN), q(path)));
+  EXPECT_EQ(late.code, 0) << late.out;
+  EXPECT_NE(late.out.find("starting from the recorded state after op 4200"), std::string::npos) << late.out;
+  EXPECT_NE(late.out.find("AGREE"), std::string::npos) << late.out;
+  const Shell full = sh(fmt::format("{} replay {} --json {}", q(SSMCHECK_BIN), q(path), q(dir.file("full.json"))));
+  EXPECT_EQ(full.code, 2) << full.out;
+  EXPECT_NE(full.out.find("bad trace: " + path + ": /ops/000005/state/seq0/layer0/conv"), std::string::npos)
+      << full.out;
+  EXPECT_EQ(full.out.find("-- on reference"), std::string::npos) << "a verdict on a trace with a bad op: " << full.out;
+}
+
 }  // namespace
 }  // namespace ssm::test
