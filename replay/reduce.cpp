@@ -190,6 +190,7 @@ ReduceResult reduce_trace(formats::TraceSource& trace, Backend& b, const ReduceO
   ro.start = -1;
   ro.stop = -1;
   ro.keep_going = false;
+  ro.margins = false;  // reduce draws no map: its replays hold the live state and one op
   const ReplayResult full = replay_trace(trace, b, ro);
   if (full.pass()) return r;
   r.diverged = true;
