@@ -23,27 +23,13 @@ reduce's before/after table. Exit status 1 when any of the three does not find t
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 import h5py
 import numpy as np
 
-from trace_scaling import script  # the script beside this one (its directory is sys.path[0])
-
-
-def timed(cmd, ok=(0,)):
-    """(exit code, output, wall s, CPU s, peak RSS MiB) of cmd, its own rusage and its children's."""
-    t = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    code = os.waitstatus_to_exitcode(status)
-    if code not in ok:
-        sys.exit(f"{' '.join(cmd)}: exit {code}:\n{out[-3000:]}")
-    return code, out, time.monotonic() - t, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
+from trace_scaling import script, timed  # beside this one (its directory is sys.path[0])
 
 
 def plant(trace, op):

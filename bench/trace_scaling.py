@@ -27,16 +27,18 @@ def script(ops):
     return "\n".join(lines[:ops]) + "\n"
 
 
-def timed(cmd):
-    """(wall seconds, CPU seconds, peak RSS MiB) of cmd: its own rusage (os.wait4), not the other children's."""
+def timed(cmd, ok=(0,)):
+    """(exit code, output, wall s, CPU s, peak RSS MiB) of cmd: its own rusage (os.wait4), with its
+    reaped children's (the crash probe), not the other children's. Exits naming cmd when its code
+    is not in `ok`."""
     t = time.monotonic()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    err = p.stderr.read()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out = p.stdout.read()
     _, status, usage = os.wait4(p.pid, 0)
-    secs = time.monotonic() - t
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(cmd)}: exit {os.waitstatus_to_exitcode(status)}: {err[-2000:]}")
-    return secs, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
+    code = os.waitstatus_to_exitcode(status)
+    if code not in ok:
+        raise SystemExit(f"{' '.join(cmd)}: exit {code}: {out[-2000:]}")
+    return code, out, time.monotonic() - t, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
 
 
 def main():
@@ -54,8 +56,8 @@ def main():
             with open(ops, "w") as f:
                 f.write(script(n))
             trace = os.path.join(d, f"t{n}.h5")
-            rs, rc, rm = timed([a.ssmcheck, "record", "--ops", "@" + ops, "-o", trace, "--states", "all"])
-            ps, pc, pm = timed([a.ssmcheck, "replay", trace])
+            _, _, rs, rc, rm = timed([a.ssmcheck, "record", "--ops", "@" + ops, "-o", trace, "--states", "all"])
+            _, _, ps, pc, pm = timed([a.ssmcheck, "replay", trace])
             size = os.path.getsize(trace) / 1e6
             row = {"ops": n, "record_s": rs, "record_cpu_s": rc, "record_peak_mib": rm, "replay_s": ps,
                    "replay_cpu_s": pc, "replay_peak_mib": pm, "trace_mb": size}

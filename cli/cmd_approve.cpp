@@ -35,13 +35,17 @@ int run_approve(const ApproveFlags& f) {
   }
   const auto& be = backends.front();
   int approved = 0, current = 0, differ = 0, bad = 0, other = 0;
+  // a trace that cannot be read, at open or at an op a replay reached (formats::open_trace)
+  auto bad_trace = [&](const formats::FormatError& e) {
+    fmt::print(stderr, "ssmcheck approve: bad trace: {}\n", e.what());
+    ++bad;
+  };
   for (const std::string& path : f.traces) {
     std::unique_ptr<formats::TraceSource> source;  // read op by op, as replay reads it
     try {
       source = formats::open_trace(path);
     } catch (const formats::FormatError& e) {
-      fmt::print(stderr, "ssmcheck approve: bad trace: {}\n", e.what());
-      ++bad;
+      bad_trace(e);
       continue;
     }
     formats::TraceSource& trace = *source;
@@ -76,9 +80,8 @@ int run_approve(const ApproveFlags& f) {
     replay::ReplayResult r;
     try {
       r = replay::replay_trace(trace, *backend, o);
-    } catch (const formats::FormatError& e) {  // an op the replay reached is malformed (formats::open_trace)
-      fmt::print(stderr, "ssmcheck approve: bad trace: {}\n", e.what());
-      ++bad;
+    } catch (const formats::FormatError& e) {
+      bad_trace(e);
       continue;
     } catch (const std::invalid_argument& e) {
       fmt::print(stderr, "ssmcheck approve: {}: {} rejects the trace's model or pool: {}\n", path, be.name, e.what());
@@ -93,9 +96,8 @@ int run_approve(const ApproveFlags& f) {
       replay::ReplayResult rc;
       try {
         rc = replay::replay_trace(trace, *be.make(), o);
-      } catch (const formats::FormatError& e) {  // it reached a malformed op the first stopped before
-        fmt::print(stderr, "ssmcheck approve: bad trace: {}\n", e.what());
-        ++bad;
+      } catch (const formats::FormatError& e) {  // it went past where the first stopped
+        bad_trace(e);
         continue;
       }
       fmt::print(

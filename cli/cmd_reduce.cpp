@@ -42,12 +42,16 @@ int run_reduce(const ReduceFlags& f) {
   prepare_output_file(f.json, "--json");
   reserve_stdout_for(f.json);
   if (f.output == "-") throw std::invalid_argument("-o: the reduced trace is an HDF5 file, not for stdout");
+  // a trace that cannot be read, at open or at an op reduce reached (formats::open_trace)
+  auto bad_trace = [](const formats::FormatError& e) {
+    fmt::print(stderr, "ssmcheck reduce: bad trace: {}\n", e.what());
+    return kExitBadInput;
+  };
   std::unique_ptr<formats::TraceSource> source;  // read op by op, as replay reads it
   try {
     source = formats::open_trace(f.trace);
   } catch (const formats::FormatError& e) {
-    fmt::print(stderr, "ssmcheck reduce: bad trace: {}\n", e.what());
-    return kExitBadInput;
+    return bad_trace(e);
   }
   formats::TraceSource& trace = *source;
   const auto entry = find_backend(f.backend);
@@ -61,9 +65,8 @@ int run_reduce(const ReduceFlags& f) {
   replay::ReduceResult r;
   try {
     r = replay::reduce_trace(trace, *backend, o);
-  } catch (const formats::FormatError& e) {  // an op it read is malformed (formats::open_trace)
-    fmt::print(stderr, "ssmcheck reduce: bad trace: {}\n", e.what());
-    return kExitBadInput;
+  } catch (const formats::FormatError& e) {
+    return bad_trace(e);
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "ssmcheck reduce: {}: on {}: {}\n", trace.source, entry.name, e.what());
     return kExitBadInput;

@@ -234,16 +234,15 @@ bool link_exists(hid_t loc, const std::string& name) {
 
 Handle open_if(hid_t loc, const std::string& name, H5I_type_t kind) {
   const bool dataset = kind == H5I_DATASET;
-  const std::string what = (dataset ? "open dataset " : "open group ") + name;
   const hid_t id = dataset ? H5Dopen2(loc, name.c_str(), H5P_DEFAULT) : H5Gopen2(loc, name.c_str(), H5P_DEFAULT);
-  if (id >= 0) return Handle(id, dataset ? H5Dclose : H5Gclose, what);
+  if (id >= 0) return Handle(id, dataset ? H5Dclose : H5Gclose, "");  // `what` names failures only
   // not opened: another kind of object, or one that is broken (then the error of opening it)
   const std::string why = error_stack();
   H5O_info_t info;
   if (H5Oget_info_by_name(loc, name.c_str(), &info, H5P_DEFAULT) >= 0 &&
       info.type != (dataset ? H5O_TYPE_DATASET : H5O_TYPE_GROUP))
     return Handle();
-  throw Error(what + ": " + why);
+  throw Error((dataset ? "open dataset " : "open group ") + name + ": " + why);
 }
 
 Handle open_group(hid_t loc, const std::string& name) {

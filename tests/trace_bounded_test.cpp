@@ -2,6 +2,7 @@
 // replay` of a 1,008-op and of a 10,008-op trace (a state after every op) peak within a bound
 // derived below, where reading every op into memory grew by the ops' data. Asserts on peak RSS
 // (wait4), never on time. The table of times and memory: bench/trace_scaling.py, docs/trace-format.md.
+// And what a replay reads: the ops of the chunks it reaches, not the whole trace at open.
 #include <gtest/gtest.h>
 #include <hdf5.h>
 
