@@ -456,9 +456,13 @@ class Reader : public CheckedReader {
     const int64_t n = int_attr(f, "/", "ops", 0, INT32_MAX);
     h5::Handle ops = group(f, "/", "ops", /*required=*/n > 0);
     if (ops.id() >= 0) {
-      const auto names = guard("/ops", [&] { return children(ops); });
-      if (int64_t(names.size()) != n)
-        throw FormatError(file_, "/ops", fmt::format("{} members, the root attribute ops says {}", names.size(), n));
+      // counted, not listed: listing a dense group of 10^6 links (HDF5 sorts them by name) took
+      // half the time of reading the ops' heads; with the count right, reading op 0..n-1 by name
+      // (every head is read) finds any member that is not an op
+      H5G_info_t info;
+      if (H5Gget_info(ops, &info) < 0) throw FormatError(file_, "/ops", "unreadable group info: " + h5::error_stack());
+      if (int64_t(info.nlinks) != n)
+        throw FormatError(file_, "/ops", fmt::format("{} members, the root attribute ops says {}", info.nlinks, n));
     }
     return n;
   }

@@ -322,6 +322,11 @@ TEST_F(BadTrace, VersionFormatAndHeader) {
   expect_bad(mutate("mode.h5", [](hid_t f) { replace_attr_str(f, "h_mode", "bf16"); }), "/@h_mode", "bf16");
   expect_bad(mutate("nomodel.h5", [](hid_t f) { H5Ldelete(f, "model", H5P_DEFAULT); }), "/model", "missing group");
   expect_bad(mutate("opcount.h5", [](hid_t f) { replace_attr_i64(f, "ops", 9); }), "/ops", "members");
+  // /ops is counted, not listed: a member that is not an op is found by the op it stands for
+  expect_bad(mutate("extra-op.h5", [](hid_t f) { h5::create_group(f, "ops/stray"); }), "/ops", "members");
+  expect_bad(
+      mutate("renamed-op.h5", [](hid_t f) { H5Lmove(f, "ops/000002", f, "ops/stray", H5P_DEFAULT, H5P_DEFAULT); }),
+      "/ops/000002", "missing");
   expect_bad(mutate("nv.h5",
                     [](hid_t f) {
                       h5::Handle g = h5::open_group(f, "model/layer0");
