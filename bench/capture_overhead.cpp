@@ -6,7 +6,8 @@
 // sequence and layer) every N steps, side by side in one run:
 //   capture_overhead [--preset NAME] [--layers N] [--batch B] [--k K] [--steps S] [--every 1,16,256]
 //                    [--staging-gb G] [--device-staging-gb G] [--policy block|drop] [--max-gb G]
-//                    [--dir DIR] [--keep]
+//                    [--only decode|verify] [--no-direct] [--dir DIR] [--keep]
+// (--only: one kind of step; --no-direct: with a device ring, its rows only.)
 // Device pointers: the state is the engine's pool (DevicePool slot addresses); the engine's input
 // and output staging buffers are private, so the inputs and outputs captured are device arrays of
 // the same shapes owned here ([layer][entry] blocks of x | a | b | z, and of out), which moves the
@@ -44,7 +45,8 @@ using namespace ssm::cuda;
 namespace {
 
 struct Options {
-  std::string preset = "qwen3-next-80b", policy = "block", dir;
+  std::string preset = "qwen3-next-80b", policy = "block", dir, only;
+  bool direct = true;
   int layers = 0, batch = 32, k = 4, steps = 64;
   std::vector<int> every = {1, 16, 256};
   double staging_gb = 12, max_gb = 16, device_staging_gb = 0;
@@ -305,16 +307,21 @@ int main(int argc, char** argv) {
     else if (a == "--policy") o.policy = next();
     else if (a == "--dir") o.dir = next();
     else if (a == "--keep") o.keep = true;
+    else if (a == "--only") o.only = next();
+    else if (a == "--no-direct") o.direct = false;
     else {
       std::fprintf(stderr,
                    "usage: capture_overhead [--preset NAME] [--layers N] [--batch B] [--k K] [--steps S] "
                    "[--every 1,16,256] [--staging-gb G] [--device-staging-gb G] [--policy block|drop] [--max-gb G] "
-                   "[--dir DIR] [--keep]\n");
+                   "[--only decode|verify] [--no-direct] [--dir DIR] [--keep]\n");
       return 2;
     }
   }
-  if (o.every.empty() || o.batch < 1 || o.k < 2 || o.steps < 2 || (o.policy != "block" && o.policy != "drop")) {
-    std::fprintf(stderr, "capture_overhead: bad --every, --batch, --k (>= 2), --steps (>= 2) or --policy\n");
+  if (o.every.empty() || o.batch < 1 || o.k < 2 || o.steps < 2 || (o.policy != "block" && o.policy != "drop") ||
+      (!o.only.empty() && o.only != "decode" && o.only != "verify") || (!o.direct && o.device_staging_gb <= 0)) {
+    std::fprintf(
+        stderr,
+        "capture_overhead: bad --every, --batch, --k (>= 2), --steps (>= 2), --policy, --only or --no-direct (needs --device-staging-gb)\n");
     return 2;
   }
   std::string made;
@@ -341,6 +348,7 @@ int main(int argc, char** argv) {
         "|-------------|--------|---------|----------------|----------------------|\n");
     int tag = 0;
     for (bool verify : {false, true}) {
+      if (!o.only.empty() && verify != (o.only == "verify")) continue;
       b.stage(verify ? o.k : 1);
       const std::string step = verify ? "verify K=" + std::to_string(o.k) + "+c" : "decode";
       const Row off = run(b, verify, -1, false, o.dir, tag++);
@@ -353,7 +361,7 @@ int main(int argc, char** argv) {
       };
       print("off", off);
       for (bool ring : {false, true}) {
-        if (ring && o.device_staging_gb <= 0) continue;
+        if ((ring && o.device_staging_gb <= 0) || (!ring && !o.direct)) continue;
         const std::string how = ring ? " (device ring)" : "";
         const Row io = run(b, verify, 0, ring, o.dir, tag++);
         print("inputs+outputs" + how, io);
