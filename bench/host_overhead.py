@@ -6,12 +6,13 @@ test; docs/plugins.md "The host process").
 
 Runs the same campaigns through `plugin:PLUGIN.so` (its host process, the default) and
 `plugin-in-process:PLUGIN.so` (loaded into ssmcheck), alternating, and prints one markdown row per
-campaign: the median ops/s of each and their ratio, and the hosted one's with field digests
-switched off (SSMCHECK_FIELD_DIGESTS=off). Both must print the same summary (cases, ops,
-coverage, verdict; times left out): the host must not change a campaign. With --gate-backend B it
-also times `ssmcheck gate --backend B` against `ssmcheck gate --backend plugin:PLUGIN.so` (the
-default gate: golden and faulty traces and the seeded campaign) and prints the ratio of the wall
-times. Exit status 1 when summaries differ or a run fails.
+campaign: the median ops/s of each and their ratio; then the hosted one's with its exports in
+calls of their own (SSMCHECK_EXPORTS_WITH_OPS=off: before they travelled with the ops' replies)
+and with field digests switched off (SSMCHECK_FIELD_DIGESTS=off). All must print the same summary
+(cases, ops, coverage, verdict; times left out): the host must not change a campaign. With
+--gate-backend B it also times `ssmcheck gate --backend B` against `ssmcheck gate --backend
+plugin:PLUGIN.so` (the default gate: golden and faulty traces and the seeded campaign) and prints
+the ratio of the wall times. Exit status 1 when summaries differ or a run fails.
 """
 import argparse
 import os
@@ -41,28 +42,38 @@ def main():
     ap.add_argument("--gate-backend", default="")
     a = ap.parse_args()
     hosted, inproc = "plugin:" + a.plugin, "plugin-in-process:" + a.plugin
-    print("| campaign | in process (ops/s) | hosted (ops/s) | hosted / in process | hosted, no field digests (ops/s) |")
-    print("|---|---:|---:|---:|---:|")
+    # (column, backend, environment on top of this one's): the variants run alternating, in this order
+    variants = [("in process", inproc, {}), ("hosted", hosted, {}),
+                ("hosted, exports in their own calls", hosted, {"SSMCHECK_EXPORTS_WITH_OPS": "off"}),
+                ("hosted, no field digests", hosted, {"SSMCHECK_FIELD_DIGESTS": "off"})]
+    print("| campaign | in process (ops/s) | hosted (ops/s) | hosted / in process | "
+          "hosted, exports in their own calls (ops/s) | hosted, no field digests (ops/s) |")
+    print("|---|---:|---:|---:|---:|---:|")
     bad = False
-    plain = "hosted without field digests"  # SSMCHECK_FIELD_DIGESTS=off (docs/plugins.md "Field digests")
+    label = "plugin:" + a.plugin.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     for name, args in CAMPAIGNS:
-        rates = {hosted: [], inproc: [], plain: []}
+        rates = {v[0]: [] for v in variants}
         summaries = {}
         for _ in range(a.reps):
-            for b in (inproc, hosted, plain):
-                if b == plain:
-                    os.environ["SSMCHECK_FIELD_DIGESTS"] = "off"
+            for column, backend, env in variants:
+                saved = {k: os.environ.get(k) for k in env}
+                os.environ.update(env)
                 try:
-                    r, summary, _ = run(a.binary, hosted if b == plain else b, args)
+                    r, summary, _ = run(a.binary, backend, args)
                 finally:
-                    os.environ.pop("SSMCHECK_FIELD_DIGESTS", None)
-                rates[b].append(r)
-                summaries[b] = summary.replace(hosted, "B").replace(inproc, "B").replace(
-                    "plugin:" + a.plugin.rsplit("/", 1)[-1].rsplit(".", 1)[0], "B")
-        same = summaries[hosted] == summaries[inproc] == summaries[plain]
+                    for k, v in saved.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
+                rates[column].append(r)
+                summaries[column] = summary.replace(hosted, "B").replace(inproc, "B").replace(label, "B")
+        same = len(set(summaries.values())) == 1
         bad |= not same
-        h, i, n = (statistics.median(rates[k]) for k in (hosted, inproc, plain))
-        print(f"| {name} | {i:.0f} | {h:.0f} | {h / i:.2f}{'' if same else ' (SUMMARIES DIFFER)'} | {n:.0f} |")
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        h, i = med["hosted"], med["in process"]
+        print(f"| {name} | {i:.0f} | {h:.0f} | {h / i:.2f}{'' if same else ' (SUMMARIES DIFFER)'} | "
+              f"{med['hosted, exports in their own calls']:.0f} | {med['hosted, no field digests']:.0f} |", flush=True)
     if a.gate_backend:
         walls = {}
         for b in (a.gate_backend, hosted):

@@ -105,7 +105,11 @@ void HostProcess::died(const std::string& what, const std::string& how, const st
     }
     pid_ = -1;
   }
-  std::string msg = "the host process of " + launch_.label + " " + status + " during " + what;
+  // a host exporting for a kExportAfter call names the slot (host_wire.h): the export is what failed
+  const int exporting = bell_.on() ? bell_.exporting() : -1;
+  const std::string call =
+      exporting < 0 ? what : "export_state(slot " + std::to_string(exporting) + "), sent with the reply of " + what;
+  std::string msg = "the host process of " + launch_.label + " " + status + " during " + call;
   const std::string tail = output_tail();
   if (!tail.empty()) msg += "; its output ended with: " + tail;
   last_death_ = msg;
@@ -273,8 +277,10 @@ const HostProcess::Reply& HostProcess::exchange(const Send& send, const std::fun
     }
     if (f.compact) {
       r.c = f.c;
+      r.slots = &f.slots;
       r.msg = nullptr;
     } else {
+      r.slots = nullptr;
       r.msg = std::move(f.msg);
       if (!r.msg.is_object()) throw wire::WireError("the reply is not a JSON object");
     }

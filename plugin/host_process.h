@@ -64,6 +64,7 @@ class HostProcess {
   struct Reply {
     bool compact = false;  // a Compact record (c; msg is not set), else JSON (msg)
     wire::Compact c;
+    const std::vector<int32_t>* slots = nullptr;  // a Compact reply's c.n_slots words (kExportAfter's heads)
     nlohmann::json msg;
     std::vector<std::pair<const char*, uint64_t>> arrays;
     int status() const { return compact ? c.status : msg.value("status", -1); }
@@ -71,9 +72,14 @@ class HostProcess {
   const Reply& call(const nlohmann::json& request, const std::vector<wire::Arena::Piece>& arrays,
                     const std::function<std::string()>& what);
   // An op's call (wire::Op): a Compact record with c.n_slots slots when the host takes them (a C
-  // host through the doorbell), else the same call in JSON (wire::json_of).
+  // host through the doorbell), else the same call in JSON (wire::json_of). A host that dies or
+  // hangs while it exports for a kExportAfter call is reported as dying in that export.
   const Reply& call(const wire::Compact& c, const int32_t* slots, const std::vector<wire::Arena::Piece>& arrays,
                     const std::function<std::string()>& what);
+
+  // Whether op calls go as Compact records (a C host through the doorbell): only then can they
+  // carry wire::kExportAfter.
+  bool compact() const { return compact_; }
 
   // Why the host last died ("" while it never did).
   const std::string& last_death() const { return last_death_; }

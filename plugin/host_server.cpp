@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -317,6 +318,7 @@ class Server {
         out.clear();
       }
       g_op = nullptr;
+      bell_.set_exporting(-1);
       std::snprintf(g_call, sizeof g_call, "%s", "(between calls)");
       const bool hello = !f.compact && f.msg.value("call", std::string()) == "hello";
       if (hello && bell_.on()) {
@@ -340,6 +342,7 @@ class Server {
     void* self = nullptr;
     PoolOf pool;
     bool has_pool = false;
+    std::set<int> claimed;  // the slots allocated and not released: what kExportAfter exports
   };
 
   const float* in(const wire::Frame& f, size_t i, const std::string& what) {
@@ -404,7 +407,8 @@ class Server {
         const size_t entries = prefill ? 1 : f.slots.size();
         const int rows = op == wire::Op::decode ? 1 : c.rows;
         json r = rows_call(I, op, slots, entries, rows, c.arg, f, out, &err);
-        return r.at("status") == SSMP_OK && !r.contains("message") ? json() : r;
+        if (r.at("status") != SSMP_OK || r.contains("message")) return r;
+        return c.status & wire::kExportAfter ? export_after(I, op, out, /*fresh=*/false) : json();
       }
       case wire::Op::alloc: {
         int slot = -1;
@@ -415,9 +419,13 @@ class Server {
           r["slot"] = slot;
           return r;
         }
+        I.claimed.insert(slot);
         break;
       }
-      case wire::Op::release: rc = t_->release(I.self, c.slot, &err); break;
+      case wire::Op::release:
+        rc = t_->release(I.self, c.slot, &err);
+        if (rc == SSMP_OK) I.claimed.erase(c.slot);
+        break;
       case wire::Op::checkpoint: rc = t_->checkpoint(I.self, c.slot, c.arg ? 1 : 0, &err); break;
       case wire::Op::commit: rc = t_->commit(I.self, c.slot, c.n, c.k, &err); break;
       case wire::Op::rollback: rc = t_->rollback(I.self, c.slot, c.n, c.arg ? 1 : 0, &err); break;
@@ -426,6 +434,39 @@ class Server {
       case wire::Op::snapshot_restore: rc = t_->snapshot_restore(I.self, c.slot, c.arg, &err); break;
     }
     if (rc != SSMP_OK) return status_of(rc, err);
+    return c.status & wire::kExportAfter ? export_after(I, op, out, /*fresh=*/true) : json();
+  }
+
+  // kExportAfter (host_wire.h): every slot the instance holds, exported after the op succeeded,
+  // their heads as the reply's slots and their arrays after the op's outputs (fenced buffers
+  // taken after the outputs': `fresh` when the op had none). Null when all went well (the reply
+  // is compact_reply_), else the failing export's error, naming it, as the op's reply.
+  json export_after(Inst& I, wire::Op op, std::vector<wire::Arena::Piece>* out, bool fresh) {
+    std::vector<int32_t>& words = compact_reply_slots_;
+    words.clear();
+    for (const int slot : I.claimed) {
+      bell_.set_exporting(slot);  // a crash or hang from here on is reported as one of export_state
+      g_op = "export_state";
+      g_op_slot = slot;
+      ssmp_error err{};
+      wire::ExportHead h;
+      json r = export_slot(I, slot, out, &err, &h, fresh);
+      fresh = false;
+      bell_.set_exporting(-1);
+      if (r.at("status") != SSMP_OK) {
+        out->clear();
+        words.clear();
+        // an error of the op's call (a refusal of an export is no refusal of the op)
+        return {
+            {"status", SSMP_ERROR},
+            {"message", "export_state(slot " + std::to_string(slot) + "), sent with the reply of " + wire::op_name(op) +
+                            ": " + r.value("kind", std::string()) +
+                            (r.value("kind", std::string()).empty() ? "" : ": ") + r.value("message", std::string())}};
+      }
+      h.slot = slot;
+      wire::append_words(h, &words);
+    }
+    compact_reply_.n_slots = uint32_t(words.size());
     return json();
   }
 
@@ -465,12 +506,17 @@ class Server {
     if (call == "alloc") {
       int slot = -1;
       const int rc = t_->alloc(I.self, req.at("min_capacity"), &slot, &err);
+      if (rc == SSMP_OK) I.claimed.insert(slot);
       json r = status_of(rc, err);
       r["slot"] = slot;
       return r;
     }
     auto slot = [&] { return req.at("slot").get<int>(); };
-    if (call == "release") return status_of(t_->release(I.self, slot(), &err), err);
+    if (call == "release") {
+      const int rc = t_->release(I.self, slot(), &err);
+      if (rc == SSMP_OK) I.claimed.erase(slot());
+      return status_of(rc, err);
+    }
     if (call == "checkpoint") return status_of(t_->checkpoint(I.self, slot(), req.at("async") ? 1 : 0, &err), err);
     if (call == "commit") return status_of(t_->commit(I.self, slot(), req.at("n"), req.at("k"), &err), err);
     if (call == "rollback")
@@ -575,6 +621,7 @@ class Server {
     if (rc == SSMP_OK) {
       I.pool = std::move(p);
       I.has_pool = true;
+      I.claimed.clear();
     }
     return status_of(rc, *err);
   }
@@ -652,10 +699,11 @@ class Server {
 
   // The ssmp_state an export fills, its buffers fenced (fenced_) and its tables in ex_: valid
   // until the next call.
-  ssmp_state prepare_export(const PoolOf& P) {
+  // fresh: the first buffers of the call (fenced_.begin()); else taken after those of the call so far
+  ssmp_state prepare_export(const PoolOf& P, bool fresh = true) {
     const size_t n = P.layers.size();
     const int h_room = P.pool.max_capacity(), conv_room = P.pool.conv_capacity;
-    fenced_.begin();
+    if (fresh) fenced_.begin();
     // the tables handed to the plug-in, reused across calls (cleared, their room kept)
     std::vector<ssmp_layer_state>& ls = ex_.ls;
     std::vector<ssmp_ple_state>& ps = ex_.ps;
@@ -780,10 +828,13 @@ class Server {
     return r;
   }
 
-  json export_state(Inst& I, int slot, std::vector<wire::Arena::Piece>* out, ssmp_error* err) {
+  // Exports `slot` into fenced buffers (prepare_export(fresh)) and pushes its arrays onto *out in
+  // the order of export_state's reply; the call's status and, when it succeeded, *head.
+  json export_slot(Inst& I, int slot, std::vector<wire::Arena::Piece>* out, ssmp_error* err, wire::ExportHead* head,
+                   bool fresh) {
     const PoolOf& P = I.pool;
     const size_t n = P.layers.size();
-    ssmp_state st = prepare_export(P);
+    ssmp_state st = prepare_export(P, fresh);
     std::vector<ssmp_layer_state>& ls = ex_.ls;
     std::vector<ssmp_ple_state>& ps = ex_.ps;
     const bool with_ple = st.ple != nullptr;  // as prepare_export decided
@@ -800,28 +851,30 @@ class Server {
       r = checked(rc, *err, "export_state");
       if (r.at("status") != SSMP_OK) return r;
     }
-    // the reply: the fields it has, arrays in the order hosted_plugin.cpp reads them
+    // the fields it has, arrays in the order hosted_plugin.cpp reads them
     auto limit = [](int v, int room, const std::string& what) {
       if (v < 0 || v > room)
         throw std::runtime_error("export_state: " + what + " " + std::to_string(v) + " (room for " + std::to_string(room) + ")");
     };
-    json layers = json::array();
+    wire::ExportHead& h = *head;
+    h.layers.assign(n, wire::ExportedLayer{});
     for (size_t l = 0; l < n; ++l) {
       const LayerSpec& s = P.layers[l];
       const ssmp_layer_state& o = ls[l];
       const std::string at = "layer " + std::to_string(l) + " ";
       limit(o.n_h_intermediates, o.h_intermediate_room, at + "n_h_intermediates");
       limit(o.n_conv_intermediates, o.conv_intermediate_room, at + "n_conv_intermediates");
-      const size_t h = size_t(s.h_elems());
+      const size_t hl = size_t(s.h_elems());
       const size_t conv = size_t(s.conv_dim()) * size_t(s.d_conv - ((t_->flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? 1 : 0));
-      auto hb = [&](bool f16) { return h * (f16 ? 2 : 4); };
-      json j = {{"h_is_f16", o.h_is_f16 != 0},
-                {"has_h_checkpoint", o.has_h_checkpoint != 0},
-                {"h_checkpoint_is_f16", o.h_checkpoint_is_f16 != 0},
-                {"has_conv_checkpoint", o.has_conv_checkpoint != 0},
-                {"n_h_intermediates", o.n_h_intermediates},
-                {"n_conv_intermediates", o.n_conv_intermediates},
-                {"h_intermediates_are_f16", o.h_intermediates_are_f16 != 0}};
+      auto hb = [&](bool f16) { return hl * (f16 ? 2 : 4); };
+      wire::ExportedLayer& e = h.layers[l];
+      e.h_is_f16 = o.h_is_f16 != 0;
+      e.has_h_checkpoint = o.has_h_checkpoint != 0;
+      e.h_checkpoint_is_f16 = o.h_checkpoint_is_f16 != 0;
+      e.has_conv_checkpoint = o.has_conv_checkpoint != 0;
+      e.n_h_intermediates = o.n_h_intermediates;
+      e.n_conv_intermediates = o.n_conv_intermediates;
+      e.h_intermediates_are_f16 = o.h_intermediates_are_f16 != 0;
       out->push_back({o.h, hb(o.h_is_f16)});
       out->push_back({o.conv, conv * 4});
       if (o.has_h_checkpoint) out->push_back({o.h_checkpoint, hb(o.h_checkpoint_is_f16)});
@@ -831,7 +884,10 @@ class Server {
       if (with_ple && s.ple.hosted()) {
         const ssmp_ple_state& p = ps[l];
         limit(p.n_snapshots, p.snapshot_room, at + "PLE n_snapshots");
-        j["ple"] = {{"has_live", p.has_live != 0}, {"has_checkpoint", p.has_checkpoint != 0}, {"n_snapshots", p.n_snapshots}};
+        e.has_ple = true;
+        e.ple_has_live = p.has_live != 0;
+        e.ple_has_checkpoint = p.has_checkpoint != 0;
+        e.ple_n_snapshots = p.n_snapshots;
         const size_t hist = size_t(s.ple.history_len()) * 4, pc = size_t(s.ple.conv_rows()) * size_t(s.ple.channels) * 4;
         auto carry = [&](const ssmp_ple_carry& c) {
           out->push_back({c.history, hist});
@@ -841,12 +897,17 @@ class Server {
         if (p.has_checkpoint) carry(p.checkpoint);
         for (int t = 0; t < p.n_snapshots; ++t) carry(p.snapshots[t]);
       }
-      layers.push_back(j);
     }
-    r["last_verify_k"] = st.last_verify_k;
-    r["layers"] = layers;
-    r["has_prefill_stage"] = st.has_prefill_stage != 0 && st.h_prefill_stage;
-    if (st.has_prefill_stage && st.h_prefill_stage) out->push_back({st.h_prefill_stage, size_t(st.stage_elems) * 4});
+    h.last_verify_k = st.last_verify_k;
+    h.has_prefill_stage = st.has_prefill_stage != 0 && st.h_prefill_stage;
+    if (h.has_prefill_stage) out->push_back({st.h_prefill_stage, size_t(st.stage_elems) * 4});
+    return r;
+  }
+
+  json export_state(Inst& I, int slot, std::vector<wire::Arena::Piece>* out, ssmp_error* err) {
+    wire::ExportHead h;
+    json r = export_slot(I, slot, out, err, &h, /*fresh=*/true);
+    if (r.at("status") == SSMP_OK) r.update(wire::export_json(h));
     return r;
   }
 

@@ -283,6 +283,7 @@ struct Bell::Block {
   std::atomic<uint32_t> seq[2];
   std::atomic<uint32_t> asleep[2];
   uint64_t frame_offset[2], frame_bytes[2], arena_bytes[2];
+  std::atomic<int32_t> exporting;  // the slot + 1 a host exports for a kExportAfter call, 0 otherwise
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "the doorbell needs lock-free words");
 
@@ -404,6 +405,111 @@ void Bell::receive(int d, Arena& arena, Frame* f, const std::function<void()>& t
   if (seen_[d] != last + 1) throw WireError("the doorbell skipped a frame");
   arena.follow(block_->arena_bytes[d]);
   decode_frame(arena.at(block_->frame_offset[d], block_->frame_bytes[d], "the frame"), block_->frame_bytes[d], f);
+}
+
+void Bell::set_exporting(int slot) {
+  if (block_) block_->exporting.store(slot + 1, std::memory_order_seq_cst);
+}
+
+int Bell::exporting() const { return block_ ? block_->exporting.load(std::memory_order_seq_cst) - 1 : -1; }
+
+// --- exports ---------------------------------------------------------------------------------------
+
+nlohmann::json export_json(const ExportHead& h) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const ExportedLayer& o : h.layers) {
+    nlohmann::json j = {{"h_is_f16", o.h_is_f16},
+                        {"has_h_checkpoint", o.has_h_checkpoint},
+                        {"h_checkpoint_is_f16", o.h_checkpoint_is_f16},
+                        {"has_conv_checkpoint", o.has_conv_checkpoint},
+                        {"n_h_intermediates", o.n_h_intermediates},
+                        {"n_conv_intermediates", o.n_conv_intermediates},
+                        {"h_intermediates_are_f16", o.h_intermediates_are_f16}};
+    if (o.has_ple)
+      j["ple"] = {
+          {"has_live", o.ple_has_live}, {"has_checkpoint", o.ple_has_checkpoint}, {"n_snapshots", o.ple_n_snapshots}};
+    layers.push_back(std::move(j));
+  }
+  return {
+      {"last_verify_k", h.last_verify_k}, {"layers", std::move(layers)}, {"has_prefill_stage", h.has_prefill_stage}};
+}
+
+ExportHead export_head(const nlohmann::json& reply, size_t n_layers) {
+  ExportHead h;
+  try {
+    const nlohmann::json& layers = reply.at("layers");
+    if (!layers.is_array() || layers.size() != n_layers)
+      throw std::runtime_error("'layers' must list " + std::to_string(n_layers) + " layers");
+    h.last_verify_k = reply.value("last_verify_k", 0);
+    h.has_prefill_stage = reply.value("has_prefill_stage", false);
+    for (const nlohmann::json& j : layers) {
+      ExportedLayer o;
+      o.h_is_f16 = j.value("h_is_f16", false);
+      o.has_h_checkpoint = j.value("has_h_checkpoint", false);
+      o.h_checkpoint_is_f16 = j.value("h_checkpoint_is_f16", false);
+      o.has_conv_checkpoint = j.value("has_conv_checkpoint", false);
+      o.n_h_intermediates = j.value("n_h_intermediates", 0);
+      o.n_conv_intermediates = j.value("n_conv_intermediates", 0);
+      o.h_intermediates_are_f16 = j.value("h_intermediates_are_f16", false);
+      const auto ple = j.find("ple");
+      if ((o.has_ple = ple != j.end())) {
+        o.ple_has_live = ple->value("has_live", false);
+        o.ple_has_checkpoint = ple->value("has_checkpoint", false);
+        o.ple_n_snapshots = ple->value("n_snapshots", 0);
+      }
+      h.layers.push_back(o);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(std::string("export_state: a malformed reply: ") + e.what());
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("export_state: ") + e.what());
+  }
+  return h;
+}
+
+void append_words(const ExportHead& h, std::vector<int32_t>* w) {
+  w->insert(w->end(), {h.slot, h.last_verify_k, h.has_prefill_stage ? 1 : 0, int32_t(h.layers.size())});
+  for (const ExportedLayer& o : h.layers) {
+    using B = ExportedLayer;
+    const int32_t bits = (o.h_is_f16 ? B::kHIsF16 : 0) | (o.has_h_checkpoint ? B::kHasHCheckpoint : 0) |
+                         (o.h_checkpoint_is_f16 ? B::kHCheckpointIsF16 : 0) |
+                         (o.has_conv_checkpoint ? B::kHasConvCheckpoint : 0) |
+                         (o.h_intermediates_are_f16 ? B::kHIntermediatesAreF16 : 0) | (o.has_ple ? B::kHasPle : 0) |
+                         (o.ple_has_live ? B::kPleHasLive : 0) | (o.ple_has_checkpoint ? B::kPleHasCheckpoint : 0);
+    w->insert(w->end(), {bits, o.n_h_intermediates, o.n_conv_intermediates, o.ple_n_snapshots});
+  }
+}
+
+ExportHead read_words(const int32_t* w, size_t n, size_t* at) {
+  auto need = [&](size_t k) {
+    if (n - *at < k) throw WireError("the exports sent with a reply end within a head");
+  };
+  need(4);
+  ExportHead h;
+  h.slot = w[*at];
+  h.last_verify_k = w[*at + 1];
+  h.has_prefill_stage = w[*at + 2] != 0;
+  const int32_t layers = w[*at + 3];
+  *at += 4;
+  if (layers < 0 || size_t(layers) > (n - *at) / 4) throw WireError("the exports sent with a reply end within a head");
+  for (int32_t l = 0; l < layers; ++l, *at += 4) {
+    using B = ExportedLayer;
+    const int32_t bits = w[*at];
+    ExportedLayer o;
+    o.h_is_f16 = bits & B::kHIsF16;
+    o.has_h_checkpoint = bits & B::kHasHCheckpoint;
+    o.h_checkpoint_is_f16 = bits & B::kHCheckpointIsF16;
+    o.has_conv_checkpoint = bits & B::kHasConvCheckpoint;
+    o.h_intermediates_are_f16 = bits & B::kHIntermediatesAreF16;
+    o.has_ple = bits & B::kHasPle;
+    o.ple_has_live = bits & B::kPleHasLive;
+    o.ple_has_checkpoint = bits & B::kPleHasCheckpoint;
+    o.n_h_intermediates = w[*at + 1];
+    o.n_conv_intermediates = w[*at + 2];
+    o.ple_n_snapshots = w[*at + 3];
+    h.layers.push_back(o);
+  }
+  return h;
 }
 
 }  // namespace ssm::plugin::wire

@@ -97,16 +97,64 @@ constexpr uint32_t kLastOp = uint32_t(Op::release);
 const char* op_name(Op op);
 struct Compact {
   uint32_t op = 0;     // Op; a reply repeats its call's
-  int32_t status = 0;  // a reply's SSMP_OK, SSMP_REFUSED or SSMP_ERROR (without a message)
+  int32_t status =
+      0;  // a reply's SSMP_OK, SSMP_REFUSED or SSMP_ERROR (without a message); a call's flags (kExportAfter)
   int64_t instance = 0;
   int32_t slot = -1, rows = 0, n = 0, k = 0, arg = 0;
   uint32_t n_slots = 0;  // then n_slots x i32
 };
 static_assert(sizeof(Compact) == 40, "the compact record is 40 bytes");
+// A call's flag: when the op succeeds, the host exports every slot the instance holds (allocated
+// and not released) and sends the exports with the reply, so that ssmcheck's export of each after
+// the op costs no round trip (docs/plugins.md, "The host process"). The reply's slots are then
+// the exports' heads as words (ExportHead, below), its arrays the op's outputs and then each
+// export's arrays in the order of export_state's reply. An export that fails makes the call fail,
+// its message naming export_state; while the host exports, Bell::exporting names the slot, so
+// that a crash or hang there is reported as one of export_state.
+constexpr int32_t kExportAfter = 1;
 // The same call as JSON, as a host without Compact records takes it (the Python host):
 // {"call": "commit", "instance": 1, "slot": 0, "n": 2, "k": 3}; slots: c.n_slots of them.
 nlohmann::json json_of(const Compact& c, const int32_t* slots);
 constexpr uint32_t kMaxSlots = 1u << 20;
+
+// What an export holds beyond its arrays: export_state's reply without them. In JSON (every host:
+// {"last_verify_k", "has_prefill_stage", "layers": [{"h_is_f16", "has_h_checkpoint",
+// "h_checkpoint_is_f16", "has_conv_checkpoint", "n_h_intermediates", "n_conv_intermediates",
+// "h_intermediates_are_f16", ["ple": {"has_live", "has_checkpoint", "n_snapshots"}]}, ...]}) or as
+// words (the exports sent with a kExportAfter call's reply: slot, last_verify_k,
+// has_prefill_stage, layers, then per layer flags (ExportedLayer::Bits), n_h_intermediates,
+// n_conv_intermediates, ple_n_snapshots). Its arrays, per layer: h, conv, [h_checkpoint],
+// [conv_checkpoint], the h intermediates, the conv intermediates, [the PLE carries: live,
+// checkpoint, snapshots, each history then conv]; then [the prefill stage].
+struct ExportedLayer {
+  bool h_is_f16 = false, has_h_checkpoint = false, h_checkpoint_is_f16 = false, has_conv_checkpoint = false,
+       h_intermediates_are_f16 = false;
+  int n_h_intermediates = 0, n_conv_intermediates = 0;
+  bool has_ple = false, ple_has_live = false, ple_has_checkpoint = false;  // has_ple: a layer hosting a carry, exported
+  int ple_n_snapshots = 0;
+  enum Bits : int32_t {
+    kHIsF16 = 1,
+    kHasHCheckpoint = 2,
+    kHCheckpointIsF16 = 4,
+    kHasConvCheckpoint = 8,
+    kHIntermediatesAreF16 = 16,
+    kHasPle = 32,
+    kPleHasLive = 64,
+    kPleHasCheckpoint = 128
+  };
+};
+struct ExportHead {
+  int slot = -1;  // as words only
+  int last_verify_k = 0;
+  bool has_prefill_stage = false;
+  std::vector<ExportedLayer> layers;
+};
+nlohmann::json export_json(const ExportHead& h);
+// Throws std::runtime_error naming what is missing or of the wrong kind ("export_state: ...").
+ExportHead export_head(const nlohmann::json& reply, size_t layers);
+void append_words(const ExportHead& h, std::vector<int32_t>* words);
+// The head at words[*at..], *at moved past it; throws WireError when the words end first.
+ExportHead read_words(const int32_t* words, size_t n, size_t* at);
 
 struct Frame {
   bool compact = false;  // form 1: `c` and `slots` hold it, `msg` is not touched
@@ -154,6 +202,10 @@ class Bell {
   // Waits for the next frame of direction d (spinning first, then sleeping); every ~100 ms of
   // sleep calls `tick`, which may throw to give up. The frame's arrays lie in the arena.
   void receive(int d, Arena& arena, Frame* f, const std::function<void()>& tick);
+  // The slot a host is exporting for a kExportAfter call (the host sets it, -1 after), which
+  // ssmcheck reads when the host dies or hangs during the call.
+  void set_exporting(int slot);
+  int exporting() const;
 
  private:
   struct Block;

@@ -22,6 +22,7 @@
 #include "core/state.h"
 #include "plugin/capabilities_wire.h"
 #include "plugin/config_model.h"
+#include "plugin/plugin_backend.h"
 #include "plugin/ssmp_error_text.h"
 
 #ifndef SSMCHECK_BUILD_PLUGIN_HOST
@@ -35,6 +36,18 @@ namespace {
 using nlohmann::json;
 using Piece = wire::Arena::Piece;
 
+// The exports a host sent with an op's reply (wire::kExportAfter): valid until the next call to
+// that host, whose arena holds their arrays until then.
+struct SentExports {
+  bool valid = false;
+  int64_t instance = 0;
+  int generation = 0;
+  size_t op_arrays = 0;  // the reply's arrays before the exports': the op's outputs
+  std::vector<wire::ExportHead> heads;
+  std::vector<size_t> first;  // where each head's arrays start in `arrays`
+  std::vector<std::pair<const char*, uint64_t>> arrays;
+};
+
 // One host and the table that forwards to it.
 struct Host {
   explicit Host(HostLaunch l) : proc(std::move(l)) {}
@@ -43,6 +56,7 @@ struct Host {
   json declaration;  // the first hello, which every restart must repeat
   ssmp_plugin table{};
   ssmp_capabilities capabilities{};  // the hello's "capabilities" (table.capabilities points here)
+  SentExports sent;
 };
 std::vector<std::unique_ptr<Host>>& hosts() {
   static std::vector<std::unique_ptr<Host>> v;
@@ -62,6 +76,8 @@ struct Instance {
   int64_t id = 0;
   std::vector<LayerSpec> layers;  // the pool's model (create_pool), whose geometry sizes every array
   std::vector<Piece> inputs;      // the last call's input arrays (reused)
+  bool export_after = false;      // op calls carry wire::kExportAfter (create_pool decides) ...
+  bool async_paused = false;      // ... unless its async copies are paused (pause_async_copies)
 };
 Instance& self(void* p) { return *static_cast<Instance*>(p); }
 
@@ -91,6 +107,7 @@ std::string what_of(const json& req) {
 template <class Send, class What>
 int exchange_with(Instance& I, const Send& send, const What& what, ssmp_error* err, const HostProcess::Reply** reply) {
   HostProcess& proc = I.host->proc;
+  I.host->sent.valid = false;  // the call overwrites the arena, and may change any slot
   try {
     if (!proc.running() || proc.generation() != I.generation)
       throw HostDied(what() + ": the host process of this instance is gone (" + proc.last_death() + ")");
@@ -123,14 +140,64 @@ int exchange(Instance& I, json req, const std::vector<Piece>& arrays, ssmp_error
       reply);
 }
 
+// The arrays of an export with this head, in export_state's reply (wire::ExportHead).
+size_t export_arrays(const wire::ExportHead& h) {
+  size_t n = h.has_prefill_stage ? 1 : 0;
+  for (const wire::ExportedLayer& o : h.layers) {
+    n += 2 + (o.has_h_checkpoint ? 1 : 0) + (o.has_conv_checkpoint ? 1 : 0) + size_t(std::max(0, o.n_h_intermediates)) +
+         size_t(std::max(0, o.n_conv_intermediates));
+    if (o.has_ple)
+      n += 2 * ((o.ple_has_live ? 1 : 0) + (o.ple_has_checkpoint ? 1 : 0) + size_t(std::max(0, o.ple_n_snapshots)));
+  }
+  return n;
+}
+
+// Keeps the exports a host sent with an op's reply (wire::kExportAfter) for export_state.
+void keep_sent(Instance& I, const HostProcess::Reply& r) {
+  SentExports& s = I.host->sent;
+  s.heads.clear();
+  s.first.clear();
+  const std::vector<int32_t>& w = *r.slots;
+  size_t at = 0, total = 0;
+  while (at < w.size()) {
+    s.heads.push_back(wire::read_words(w.data(), w.size(), &at));
+    if (s.heads.back().layers.size() != I.layers.size())
+      throw std::runtime_error("the host sent an export of " + std::to_string(s.heads.back().layers.size()) +
+                               " layers with the reply; the model has " + std::to_string(I.layers.size()));
+    total += export_arrays(s.heads.back());
+  }
+  if (total > r.arrays.size())
+    throw std::runtime_error("the host sent " + std::to_string(r.arrays.size()) + " arrays with the reply; its " +
+                             std::to_string(s.heads.size()) + " exports alone have " + std::to_string(total));
+  s.op_arrays = r.arrays.size() - total;
+  s.arrays = r.arrays;
+  for (size_t k = 0, next = s.op_arrays; k < s.heads.size(); next += export_arrays(s.heads[k++]))
+    s.first.push_back(next);
+  s.instance = I.id;
+  s.generation = I.generation;
+  s.valid = true;
+}
+
 // An op's call (wire::Op): a Compact record with its slots; JSON to a host that takes no records.
+// With I.export_after the host sends the exports of the instance's slots with the reply (kept in
+// the host's SentExports until the next call).
 int exchange_op(Instance& I, wire::Compact c, const int32_t* slots, const std::vector<Piece>& arrays, ssmp_error* err,
                 const HostProcess::Reply** reply) {
   c.instance = I.id;
+  c.status = I.export_after && !I.async_paused ? wire::kExportAfter : 0;
   auto what = [&] { return what_of(wire::json_of(c, slots)); };
-  return exchange_with(
+  const int rc = exchange_with(
       I, [&](HostProcess& proc) -> const HostProcess::Reply& { return proc.call(c, slots, arrays, what); }, what, err,
       reply);
+  if (rc != SSMP_OK || !(*reply)->compact || !(*reply)->slots || (*reply)->slots->empty()) return rc;
+  try {
+    keep_sent(I, **reply);
+  } catch (const std::exception& e) {
+    set_text(err->kind, sizeof err->kind, "");
+    set_text(err->message, sizeof err->message, what() + ": " + e.what());
+    return SSMP_ERROR;
+  }
+  return rc;
 }
 
 wire::Compact op_call(wire::Op op, int slot = -1) {
@@ -176,9 +243,12 @@ void take_outputs(const Instance& I, int entries, int rows, const HostProcess::R
   size_t want = 0;
   for (const LayerSpec& L : I.layers) want += L.ple.hosted() && ple ? 2 : 1;
   want *= size_t(entries);
-  if (got.arrays.size() != want)
-    throw std::runtime_error("the host returned " + std::to_string(got.arrays.size()) + " output arrays, expected " +
-                             std::to_string(want) + " (per entry and layer: the output, and the PLE output of a "
+  // the exports sent with the reply follow the outputs (kExportAfter)
+  const size_t have = I.host->sent.valid ? I.host->sent.op_arrays : got.arrays.size();
+  if (have != want)
+    throw std::runtime_error("the host returned " + std::to_string(have) + " output arrays, expected " +
+                             std::to_string(want) +
+                             " (per entry and layer: the output, and the PLE output of a "
                              "layer hosting a carry)");
   size_t next = 0;
   auto take = [&](float* dst, size_t floats_n, size_t l, const char* what) {
@@ -255,8 +325,23 @@ void destroy(void* p) {
   delete I;
 }
 
+// Whether an instance's op calls carry wire::kExportAfter on a model of `spec`: a host taking
+// Compact records (a C host), a model whose states the lockstep reads whole, not by field digests
+// (plugin_backend.h), and SSMCHECK_EXPORTS_WITH_OPS not "off"; and not while the instance's async
+// copies are paused (exchange_op: there an export releases a paused copy, so when it happens is
+// what the campaign tests). Throws std::invalid_argument naming a variable of another value.
+bool exports_with_ops(const Host& H, const ModelSpec& spec) {
+  const char* v = std::getenv("SSMCHECK_EXPORTS_WITH_OPS");
+  const std::string text = v ? v : "";
+  if (!text.empty() && text != "on" && text != "off")
+    throw std::invalid_argument("SSMCHECK_EXPORTS_WITH_OPS is '" + text + "'; it takes on (the default) or off");
+  if (text == "off" || !H.proc.compact()) return false;
+  return !(offers_field_digests(H.table) && asks_field_digests(field_digests_use(), spec));
+}
+
 int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
   Instance& I = self(p);
+  I.export_after = false;
   json layers = json::array();
   std::vector<Piece> w;
   I.layers.clear();
@@ -326,7 +411,15 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
               {"conv_capacity", c->conv_capacity},
               {"snapshot_slots", c->snapshot_slots}};
   const HostProcess::Reply* reply = nullptr;
-  return exchange(I, req, w, err, &reply);
+  const int rc = exchange(I, req, w, err, &reply);
+  if (rc != SSMP_OK) return rc;
+  try {
+    I.export_after = exports_with_ops(*I.host, m.spec);
+  } catch (const std::exception& e) {
+    set_text(err->message, sizeof err->message, e.what());
+    return SSMP_ERROR;
+  }
+  return rc;
 }
 
 int alloc(void* p, int min_capacity, int* slot, ssmp_error* err) {
@@ -402,85 +495,105 @@ int snapshot_restore(void* p, int slot, int snap, ssmp_error* err) {
   return simple(c, p, err);
 }
 
-// Export: the reply says which fields it has; its blobs come in the order h, conv, [h_checkpoint],
-// [conv_checkpoint], h intermediates, conv intermediates (per layer), then [the stage].
+// Fills *st from an export: its head, and its arrays from got[first] on in the order of
+// export_state's reply (wire::ExportHead); returns the index past its last array.
+size_t fill_export(const Instance& I, const wire::ExportHead& head,
+                   const std::vector<std::pair<const char*, uint64_t>>& got, size_t first, ssmp_state* st) {
+  if (st->n_layers != int(I.layers.size())) throw std::runtime_error("export of another model's layer count");
+  if (head.layers.size() != I.layers.size())
+    throw std::runtime_error("export_state: 'layers' must list " + std::to_string(I.layers.size()) + " layers");
+  size_t next = first;
+  auto take = [&](void* dst, size_t elems, bool f16, const std::string& what) {
+    if (next >= got.size()) throw std::runtime_error("export_state: no array for " + what);
+    const size_t bytes = elems * (f16 ? 2 : 4);
+    if (got[next].second != bytes)
+      throw std::runtime_error("export_state: " + what + " has " + std::to_string(got[next].second) +
+                               " bytes, expected " + std::to_string(bytes) + (f16 ? " (float16)" : " (float32)"));
+    std::memcpy(dst, got[next].first, bytes);
+    ++next;
+  };
+  st->last_verify_k = head.last_verify_k;
+  for (size_t l = 0; l < I.layers.size(); ++l) {
+    const LayerSpec& L = I.layers[l];
+    const wire::ExportedLayer& j = head.layers[l];
+    ssmp_layer_state& o = st->layers[l];
+    const std::string at = "layer " + std::to_string(l) + " ";
+    o.h_is_f16 = j.h_is_f16;
+    o.has_h_checkpoint = j.has_h_checkpoint;
+    o.h_checkpoint_is_f16 = j.h_checkpoint_is_f16;
+    o.has_conv_checkpoint = j.has_conv_checkpoint;
+    o.n_h_intermediates = j.n_h_intermediates;
+    o.n_conv_intermediates = j.n_conv_intermediates;
+    o.h_intermediates_are_f16 = j.h_intermediates_are_f16;
+    if (o.n_h_intermediates < 0 || o.n_h_intermediates > o.h_intermediate_room || o.n_conv_intermediates < 0 ||
+        o.n_conv_intermediates > o.conv_intermediate_room)
+      throw std::runtime_error("export_state: " + at + "has " + std::to_string(o.n_h_intermediates) + " h and " +
+                               std::to_string(o.n_conv_intermediates) + " conv intermediates; room for " +
+                               std::to_string(o.h_intermediate_room) + " and " +
+                               std::to_string(o.conv_intermediate_room));
+    const size_t conv =
+        size_t(L.conv_dim()) * size_t(L.d_conv - ((I.host->table.flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? 1 : 0));
+    const size_t h = size_t(L.h_elems());
+    take(o.h, h, o.h_is_f16, at + "h");
+    take(o.conv, conv, false, at + "conv");
+    if (o.has_h_checkpoint) take(o.h_checkpoint, h, o.h_checkpoint_is_f16, at + "h_checkpoint");
+    if (o.has_conv_checkpoint) take(o.conv_checkpoint, conv, false, at + "conv_checkpoint");
+    for (int t = 0; t < o.n_h_intermediates; ++t)
+      take(o.h_intermediates[t], h, o.h_intermediates_are_f16, at + "h_intermediate " + std::to_string(t));
+    for (int t = 0; t < o.n_conv_intermediates; ++t)
+      take(o.conv_intermediates[t], conv, false, at + "conv_intermediate " + std::to_string(t));
+    if (!L.ple.hosted() || !st->ple) continue;  // a carry: live, checkpoint, snapshots, each history then conv
+    if (!j.has_ple) throw std::runtime_error("export_state: " + at + "hosts a PLE carry; the export has none");
+    ssmp_ple_state& P = st->ple[l];
+    P.has_live = j.ple_has_live;
+    P.has_checkpoint = j.ple_has_checkpoint;
+    P.n_snapshots = j.ple_n_snapshots;
+    if (P.n_snapshots < 0 || P.n_snapshots > P.snapshot_room)
+      throw std::runtime_error("export_state: " + at + "has " + std::to_string(P.n_snapshots) +
+                               " PLE snapshots; room for " + std::to_string(P.snapshot_room));
+    const size_t pc = size_t(L.ple.conv_rows()) * size_t(L.ple.channels);
+    auto carry = [&](const ssmp_ple_carry& c, const std::string& what) {
+      take(c.history, size_t(L.ple.history_len()), false, at + what + " history");
+      take(c.conv, pc, false, at + what + " conv");
+    };
+    if (P.has_live) carry(P.live, "ple");
+    if (P.has_checkpoint) carry(P.checkpoint, "ple_checkpoint");
+    for (int t = 0; t < P.n_snapshots; ++t) carry(P.snapshots[t], "ple_snapshot " + std::to_string(t));
+  }
+  st->has_prefill_stage = head.has_prefill_stage;
+  if (st->has_prefill_stage) {
+    if (!st->h_prefill_stage) throw std::runtime_error("export_state: a prefill stage outside f16-pool mode");
+    take(st->h_prefill_stage, size_t(st->stage_elems), false, "h_prefill_stage");
+  }
+  return next;
+}
+
+// Export: from the exports sent with the last op's reply when they hold the slot and no call came
+// since (wire::kExportAfter), else a call; the reply says which fields it has (wire::ExportHead).
 int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
   Instance& I = self(p);
+  try {
+    const SentExports& s = I.host->sent;
+    if (s.valid && s.instance == I.id && s.generation == I.generation)
+      for (size_t k = 0; k < s.heads.size(); ++k)
+        if (s.heads[k].slot == slot) {
+          const size_t end = fill_export(I, s.heads[k], s.arrays, s.first[k], st);
+          if (end != s.first[k] + export_arrays(s.heads[k]))
+            throw std::runtime_error("export_state: the export sent with the reply has arrays its head does not name");
+          return SSMP_OK;
+        }
+  } catch (const std::exception& e) {
+    set_text(err->message, sizeof err->message, e.what());
+    return SSMP_ERROR;
+  }
   const HostProcess::Reply* r = nullptr;
   const int rc = exchange(I, {{"call", "export_state"}, {"slot", slot}}, {}, err, &r);
   if (rc != SSMP_OK) return rc;
-  const json& reply = r->msg;
-  const auto& got = r->arrays;
   try {
-    if (st->n_layers != int(I.layers.size())) throw std::runtime_error("export of another model's layer count");
-    const json& layers = reply.at("layers");
-    if (!layers.is_array() || layers.size() != I.layers.size())
-      throw std::runtime_error("export_state: 'layers' must list " + std::to_string(I.layers.size()) + " layers");
-    size_t next = 0;
-    auto take = [&](void* dst, size_t elems, bool f16, const std::string& what) {
-      if (next >= got.size()) throw std::runtime_error("export_state: no array for " + what);
-      const size_t bytes = elems * (f16 ? 2 : 4);
-      if (got[next].second != bytes)
-        throw std::runtime_error("export_state: " + what + " has " + std::to_string(got[next].second) +
-                                 " bytes, expected " + std::to_string(bytes) + (f16 ? " (float16)" : " (float32)"));
-      std::memcpy(dst, got[next].first, bytes);
-      ++next;
-    };
-    st->last_verify_k = reply.value("last_verify_k", 0);
-    for (size_t l = 0; l < I.layers.size(); ++l) {
-      const LayerSpec& L = I.layers[l];
-      const json& j = layers[l];
-      ssmp_layer_state& o = st->layers[l];
-      const std::string at = "layer " + std::to_string(l) + " ";
-      o.h_is_f16 = j.value("h_is_f16", false);
-      o.has_h_checkpoint = j.value("has_h_checkpoint", false);
-      o.h_checkpoint_is_f16 = j.value("h_checkpoint_is_f16", false);
-      o.has_conv_checkpoint = j.value("has_conv_checkpoint", false);
-      o.n_h_intermediates = j.value("n_h_intermediates", 0);
-      o.n_conv_intermediates = j.value("n_conv_intermediates", 0);
-      o.h_intermediates_are_f16 = j.value("h_intermediates_are_f16", false);
-      if (o.n_h_intermediates < 0 || o.n_h_intermediates > o.h_intermediate_room || o.n_conv_intermediates < 0 ||
-          o.n_conv_intermediates > o.conv_intermediate_room)
-        throw std::runtime_error("export_state: " + at + "has " + std::to_string(o.n_h_intermediates) + " h and " +
-                                 std::to_string(o.n_conv_intermediates) + " conv intermediates; room for " +
-                                 std::to_string(o.h_intermediate_room) + " and " +
-                                 std::to_string(o.conv_intermediate_room));
-      const size_t conv =
-          size_t(L.conv_dim()) * size_t(L.d_conv - ((I.host->table.flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? 1 : 0));
-      const size_t h = size_t(L.h_elems());
-      take(o.h, h, o.h_is_f16, at + "h");
-      take(o.conv, conv, false, at + "conv");
-      if (o.has_h_checkpoint) take(o.h_checkpoint, h, o.h_checkpoint_is_f16, at + "h_checkpoint");
-      if (o.has_conv_checkpoint) take(o.conv_checkpoint, conv, false, at + "conv_checkpoint");
-      for (int t = 0; t < o.n_h_intermediates; ++t)
-        take(o.h_intermediates[t], h, o.h_intermediates_are_f16, at + "h_intermediate " + std::to_string(t));
-      for (int t = 0; t < o.n_conv_intermediates; ++t)
-        take(o.conv_intermediates[t], conv, false, at + "conv_intermediate " + std::to_string(t));
-      if (!L.ple.hosted() || !st->ple) continue;  // a carry: live, checkpoint, snapshots, each history then conv
-      const json& jp = j.at("ple");
-      ssmp_ple_state& P = st->ple[l];
-      P.has_live = jp.value("has_live", false);
-      P.has_checkpoint = jp.value("has_checkpoint", false);
-      P.n_snapshots = jp.value("n_snapshots", 0);
-      if (P.n_snapshots < 0 || P.n_snapshots > P.snapshot_room)
-        throw std::runtime_error("export_state: " + at + "has " + std::to_string(P.n_snapshots) +
-                                 " PLE snapshots; room for " + std::to_string(P.snapshot_room));
-      const size_t pc = size_t(L.ple.conv_rows()) * size_t(L.ple.channels);
-      auto carry = [&](const ssmp_ple_carry& c, const std::string& what) {
-        take(c.history, size_t(L.ple.history_len()), false, at + what + " history");
-        take(c.conv, pc, false, at + what + " conv");
-      };
-      if (P.has_live) carry(P.live, "ple");
-      if (P.has_checkpoint) carry(P.checkpoint, "ple_checkpoint");
-      for (int t = 0; t < P.n_snapshots; ++t) carry(P.snapshots[t], "ple_snapshot " + std::to_string(t));
-    }
-    st->has_prefill_stage = reply.value("has_prefill_stage", false);
-    if (st->has_prefill_stage) {
-      if (!st->h_prefill_stage) throw std::runtime_error("export_state: a prefill stage outside f16-pool mode");
-      take(st->h_prefill_stage, size_t(st->stage_elems), false, "h_prefill_stage");
-    }
-    if (next != got.size())
-      throw std::runtime_error("export_state: " + std::to_string(got.size() - next) + " arrays more than its fields");
+    const size_t end = fill_export(I, wire::export_head(r->msg, I.layers.size()), r->arrays, 0, st);
+    if (end != r->arrays.size())
+      throw std::runtime_error("export_state: " + std::to_string(r->arrays.size() - end) +
+                               " arrays more than its fields");
   } catch (const std::exception& e) {
     set_text(err->message, sizeof err->message, e.what());
     return SSMP_ERROR;
@@ -490,10 +603,13 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
 
 // Optional async members, for a host whose implementation has them ("async": true in hello).
 int pause_async_copies(void* p, int on) {
+  Instance& I = self(p);
   ssmp_error err{};
   const HostProcess::Reply* reply = nullptr;
-  if (exchange(self(p), {{"call", "pause_async_copies"}, {"on", on != 0}}, {}, &err, &reply) != SSMP_OK) return 0;
-  return reply->msg.value("supported", 0);
+  if (exchange(I, {{"call", "pause_async_copies"}, {"on", on != 0}}, {}, &err, &reply) != SSMP_OK) return 0;
+  const int supported = reply->msg.value("supported", 0);
+  I.async_paused = on && supported;  // exports are no longer sent with ops' replies (exchange_op)
+  return supported;
 }
 int async_pending(void* p, int slot) {
   ssmp_error err{};

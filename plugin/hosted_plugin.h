@@ -12,7 +12,9 @@
 // sends each layer's description and its weights in the order conv_w, [conv_bias], A_log,
 // dt_bias, norm_w, [D], [ple_w]; prefill/decode/verify send per entry and layer x, a, b (empty for
 // Mamba-2), z, [ple_tokens, ple_x] and get per entry and layer the output, [the PLE output];
-// export_state gets the fields it has, in the order read below. docs/plugins.md, "The host process".
+// export_state gets the fields it has, in the order read below; a C host sends the exports of the
+// instance's slots with each op's reply instead (wire::kExportAfter), and export_state after the op
+// reads them from there. docs/plugins.md, "The host process".
 #pragma once
 #include <string>
 

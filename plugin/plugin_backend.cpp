@@ -143,8 +143,7 @@ void PluginBackend::create_pool(const Model& model, const PoolConfig& pool) {
   contract_ = Contract(model.spec, pool);
   export_room_ =
       ExportRoom(model.spec, pool, {lib_->short_conv_window(), lib_->h_vd_kd(), lib_->no_prefill_stage(), lib_->ple()});
-  field_digests_ = digests_use_ == FieldDigestsUse::always ||
-                   (digests_use_ == FieldDigestsUse::by_size && live_state_bytes(model.spec) >= kFieldDigestsMinBytes);
+  field_digests_ = asks_field_digests(digests_use_, model.spec);
   field_keys_.clear();  // the field list is the model's: its keys are found again on the first digests
   has_pool_ = true;
 }
@@ -434,6 +433,11 @@ size_t live_state_bytes(const ModelSpec& spec) {
     if (s.ple.hosted()) floats += size_t(s.ple.history_len()) + size_t(s.ple.conv_rows()) * size_t(s.ple.channels);
   }
   return floats * sizeof(float);
+}
+
+bool asks_field_digests(FieldDigestsUse use, const ModelSpec& spec) {
+  return use == FieldDigestsUse::always ||
+         (use == FieldDigestsUse::by_size && live_state_bytes(spec) >= kFieldDigestsMinBytes);
 }
 
 bool PluginBackend::async_pending(int slot) const {

@@ -33,6 +33,8 @@ FieldDigestsUse field_digests_use();
 constexpr size_t kFieldDigestsMinBytes = size_t(64) << 10;
 // h and conv of every layer, and the PLE carries, in FP32: what one sequence's live state holds.
 size_t live_state_bytes(const ModelSpec& spec);
+// Whether the lockstep asks a plug-in offering field digests for them on a model of `spec`.
+bool asks_field_digests(FieldDigestsUse use, const ModelSpec& spec);
 
 class PluginBackend : public Backend {
  public:

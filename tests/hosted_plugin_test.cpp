@@ -242,12 +242,62 @@ TEST_F(Hosted, AnInterruptedCampaignStopsItsProcessesAndLeavesNothing) {
 }
 
 // A correct plug-in through its host agrees bit for bit, as in ssmcheck's own process.
-TEST_F(Hosted, ACorrectPluginAgreesBitwiseInAndOutOfProcess) {
-  for (const std::string scheme : {"plugin:", "plugin-in-process:"}) {
-    const auto s = sh(std::string(SSMCHECK_BIN) + " fuzz --cases 60 --seed 2 --backend " + q(scheme + plugin_));
-    EXPECT_EQ(s.code, 0) << scheme << ": " << s.out;
-    EXPECT_NE(s.out.find("passed"), std::string::npos) << s.out;
+// A campaign's summary without its times: "in 0.4 s (9000 ops/s)" and the "time:" line.
+std::string untimed(const std::string& out) {
+  std::istringstream in(out);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    if (line.find("time:") != std::string::npos || line.rfind("ssmcheck fuzz:", 0) == 0) continue;
+    const size_t at = line.find(" ops in ");
+    if (at != std::string::npos) line.erase(at + 4, line.find("):", at) + 1 - at - 4);
+    kept += line + "\n";
   }
+  return kept;
+}
+
+// In its host process and in ssmcheck's, with the exports sent with the ops' replies (the default,
+// plugin/host_wire.h kExportAfter) and without: the same campaign, the same summary.
+TEST_F(Hosted, ACorrectPluginAgreesBitwiseInAndOutOfProcess) {
+  std::string first;
+  for (const std::string run : {"plugin:", "plugin-in-process:", "SSMCHECK_EXPORTS_WITH_OPS=off plugin:"}) {
+    const size_t sp = run.find(' ');
+    const std::string env = sp == std::string::npos ? "" : run.substr(0, sp + 1);
+    const std::string scheme = run.substr(sp == std::string::npos ? 0 : sp + 1);
+    const auto s = sh(env + SSMCHECK_BIN + " fuzz --cases 60 --seed 2 --backend " + q(scheme + plugin_));
+    EXPECT_EQ(s.code, 0) << run << ": " << s.out;
+    EXPECT_NE(s.out.find("passed"), std::string::npos) << s.out;
+    EXPECT_NE(s.out.find("60 cases"), std::string::npos) << s.out;
+    if (first.empty()) first = untimed(s.out);
+    EXPECT_EQ(untimed(s.out), first) << run;
+  }
+}
+
+// The exports travel with the op's reply (one round trip per op instead of one more per live
+// sequence), and a fault in one is still named as export_state's: with them, "sent with the reply
+// of" the op before it; with SSMCHECK_EXPORTS_WITH_OPS=off, a call of its own.
+TEST_F(Hosted, ExportsSentWithAnOpsReplyAreNamedAsExports) {
+  for (const std::string setting : {"on", "off"}) {
+    const auto s = sh("SSMCHECK_EXPORTS_WITH_OPS=" + setting + " " + SSMCHECK_BIN + " check --backend " +
+                      backend("fault=segv,at=export_state,nth=2") + " --ops " + q(kScript));
+    EXPECT_EQ(s.code, 1) << s.out;
+    EXPECT_NE(s.out.find("killed by signal 11 (Segmentation fault) during export_state(slot 0)"), std::string::npos)
+        << s.out;
+    // the second export follows prefill: sent with its reply, or asked for after it
+    if (setting == "on") {
+      EXPECT_NE(s.out.find("export_state(slot 0), sent with the reply of prefill(slot 0, 3 rows)"), std::string::npos)
+          << s.out;
+      EXPECT_NE(s.out.find("op 1 'prefill 3'"), std::string::npos) << s.out;
+    } else {
+      EXPECT_EQ(s.out.find("sent with the reply"), std::string::npos) << s.out;
+      EXPECT_NE(s.out.find("exporting sequence @0 failed"), std::string::npos) << s.out;
+    }
+  }
+  const auto bad = sh(std::string("SSMCHECK_EXPORTS_WITH_OPS=maybe ") + SSMCHECK_BIN + " check --backend " +
+                      q("plugin:" + plugin_) + " --ops " + q(kScript));
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("SSMCHECK_EXPORTS_WITH_OPS is 'maybe'; it takes on (the default) or off"), std::string::npos)
+      << bad.out;
+  EXPECT_EQ(processes_mentioning(plugin_), 0);
 }
 
 }  // namespace
