@@ -315,7 +315,9 @@ SSMC_API ssmc_status ssmc_set_async(ssmc_trace* t, int64_t staging_bytes, int po
  * device-to-host copy itself. Back-pressure: a copy into a range of the ring that an earlier op still
  * holds waits, on the device, for that op's device-to-host copy (the copy engine's pace, never the
  * writer's; the engine's thread never waits for the device); an op larger than the whole ring is
- * copied the direct way. What reaches the trace is the same either way. SSMC_ERR_DEVICE when the build has no CUDA or the allocation
+ * copied the direct way. What reaches the trace is the same either way. Size it for the largest state
+ * an op captures plus what the following steps capture while that state drains to the host
+ * (docs/trace-format.md, "A ring that holds the state"). SSMC_ERR_DEVICE when the build has no CUDA or the allocation
  * fails (the capture stays without device staging). */
 SSMC_API ssmc_status ssmc_set_device_staging(ssmc_trace* t, int64_t bytes);
 /* Ops whose device arrays went through the device staging so far (minor 7; the others were copied
