@@ -445,6 +445,7 @@ class Server {
     std::vector<int32_t>& words = compact_reply_slots_;
     words.clear();
     for (const int slot : I.claimed) {
+      if (slot < 0 || slot >= I.pool.pool.max_slots) continue;  // ssmcheck refuses such an alloc itself
       bell_.set_exporting(slot);  // a crash or hang from here on is reported as one of export_state
       g_op = "export_state";
       g_op_slot = slot;
