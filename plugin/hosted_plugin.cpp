@@ -503,12 +503,19 @@ size_t fill_export(const Instance& I, const wire::ExportHead& head,
   if (head.layers.size() != I.layers.size())
     throw std::runtime_error("export_state: 'layers' must list " + std::to_string(I.layers.size()) + " layers");
   size_t next = first;
-  auto take = [&](void* dst, size_t elems, bool f16, const std::string& what) {
-    if (next >= got.size()) throw std::runtime_error("export_state: no array for " + what);
+  int layer = -1;  // the layer being read, for messages (built only when one is needed: this runs per op)
+  auto at = [&] { return layer < 0 ? std::string() : "layer " + std::to_string(layer) + " "; };
+  // "layer 0 h", "layer 1 h_intermediate 2", "layer 0 ple_snapshot 1 history"
+  auto name = [&](const char* field, int index, const char* part) {
+    return at() + field + (index >= 0 ? " " + std::to_string(index) : "") + (part ? std::string(" ") + part : "");
+  };
+  auto take = [&](void* dst, size_t elems, bool f16, const char* field, int index = -1, const char* part = nullptr) {
+    if (next >= got.size()) throw std::runtime_error("export_state: no array for " + name(field, index, part));
     const size_t bytes = elems * (f16 ? 2 : 4);
     if (got[next].second != bytes)
-      throw std::runtime_error("export_state: " + what + " has " + std::to_string(got[next].second) +
-                               " bytes, expected " + std::to_string(bytes) + (f16 ? " (float16)" : " (float32)"));
+      throw std::runtime_error("export_state: " + name(field, index, part) + " has " +
+                               std::to_string(got[next].second) + " bytes, expected " + std::to_string(bytes) +
+                               (f16 ? " (float16)" : " (float32)"));
     std::memcpy(dst, got[next].first, bytes);
     ++next;
   };
@@ -517,7 +524,7 @@ size_t fill_export(const Instance& I, const wire::ExportHead& head,
     const LayerSpec& L = I.layers[l];
     const wire::ExportedLayer& j = head.layers[l];
     ssmp_layer_state& o = st->layers[l];
-    const std::string at = "layer " + std::to_string(l) + " ";
+    layer = int(l);
     o.h_is_f16 = j.h_is_f16;
     o.has_h_checkpoint = j.has_h_checkpoint;
     o.h_checkpoint_is_f16 = j.h_checkpoint_is_f16;
@@ -527,39 +534,39 @@ size_t fill_export(const Instance& I, const wire::ExportHead& head,
     o.h_intermediates_are_f16 = j.h_intermediates_are_f16;
     if (o.n_h_intermediates < 0 || o.n_h_intermediates > o.h_intermediate_room || o.n_conv_intermediates < 0 ||
         o.n_conv_intermediates > o.conv_intermediate_room)
-      throw std::runtime_error("export_state: " + at + "has " + std::to_string(o.n_h_intermediates) + " h and " +
+      throw std::runtime_error("export_state: " + at() + "has " + std::to_string(o.n_h_intermediates) + " h and " +
                                std::to_string(o.n_conv_intermediates) + " conv intermediates; room for " +
                                std::to_string(o.h_intermediate_room) + " and " +
                                std::to_string(o.conv_intermediate_room));
     const size_t conv =
         size_t(L.conv_dim()) * size_t(L.d_conv - ((I.host->table.flags & SSMP_CONV_WINDOW_D_CONV_MINUS_1) ? 1 : 0));
     const size_t h = size_t(L.h_elems());
-    take(o.h, h, o.h_is_f16, at + "h");
-    take(o.conv, conv, false, at + "conv");
-    if (o.has_h_checkpoint) take(o.h_checkpoint, h, o.h_checkpoint_is_f16, at + "h_checkpoint");
-    if (o.has_conv_checkpoint) take(o.conv_checkpoint, conv, false, at + "conv_checkpoint");
+    take(o.h, h, o.h_is_f16, "h");
+    take(o.conv, conv, false, "conv");
+    if (o.has_h_checkpoint) take(o.h_checkpoint, h, o.h_checkpoint_is_f16, "h_checkpoint");
+    if (o.has_conv_checkpoint) take(o.conv_checkpoint, conv, false, "conv_checkpoint");
     for (int t = 0; t < o.n_h_intermediates; ++t)
-      take(o.h_intermediates[t], h, o.h_intermediates_are_f16, at + "h_intermediate " + std::to_string(t));
-    for (int t = 0; t < o.n_conv_intermediates; ++t)
-      take(o.conv_intermediates[t], conv, false, at + "conv_intermediate " + std::to_string(t));
+      take(o.h_intermediates[t], h, o.h_intermediates_are_f16, "h_intermediate", t);
+    for (int t = 0; t < o.n_conv_intermediates; ++t) take(o.conv_intermediates[t], conv, false, "conv_intermediate", t);
     if (!L.ple.hosted() || !st->ple) continue;  // a carry: live, checkpoint, snapshots, each history then conv
-    if (!j.has_ple) throw std::runtime_error("export_state: " + at + "hosts a PLE carry; the export has none");
+    if (!j.has_ple) throw std::runtime_error("export_state: " + at() + "hosts a PLE carry; the export has none");
     ssmp_ple_state& P = st->ple[l];
     P.has_live = j.ple_has_live;
     P.has_checkpoint = j.ple_has_checkpoint;
     P.n_snapshots = j.ple_n_snapshots;
     if (P.n_snapshots < 0 || P.n_snapshots > P.snapshot_room)
-      throw std::runtime_error("export_state: " + at + "has " + std::to_string(P.n_snapshots) +
+      throw std::runtime_error("export_state: " + at() + "has " + std::to_string(P.n_snapshots) +
                                " PLE snapshots; room for " + std::to_string(P.snapshot_room));
     const size_t pc = size_t(L.ple.conv_rows()) * size_t(L.ple.channels);
-    auto carry = [&](const ssmp_ple_carry& c, const std::string& what) {
-      take(c.history, size_t(L.ple.history_len()), false, at + what + " history");
-      take(c.conv, pc, false, at + what + " conv");
+    auto carry = [&](const ssmp_ple_carry& c, const char* what, int index) {
+      take(c.history, size_t(L.ple.history_len()), false, what, index, "history");
+      take(c.conv, pc, false, what, index, "conv");
     };
-    if (P.has_live) carry(P.live, "ple");
-    if (P.has_checkpoint) carry(P.checkpoint, "ple_checkpoint");
-    for (int t = 0; t < P.n_snapshots; ++t) carry(P.snapshots[t], "ple_snapshot " + std::to_string(t));
+    if (P.has_live) carry(P.live, "ple", -1);
+    if (P.has_checkpoint) carry(P.checkpoint, "ple_checkpoint", -1);
+    for (int t = 0; t < P.n_snapshots; ++t) carry(P.snapshots[t], "ple_snapshot", t);
   }
+  layer = -1;
   st->has_prefill_stage = head.has_prefill_stage;
   if (st->has_prefill_stage) {
     if (!st->h_prefill_stage) throw std::runtime_error("export_state: a prefill stage outside f16-pool mode");
