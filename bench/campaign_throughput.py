@@ -12,6 +12,7 @@ Exit status 1 when they differ or a campaign fails. --jobs N runs BIN's campaign
 (`fuzz --jobs`), the baseline's in one: `--jobs 8 BIN BIN` measures the processes against one.
 """
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -30,12 +31,13 @@ CAMPAIGNS = [
 OPS_RATE = re.compile(r" in [0-9.]+ s \(([0-9]+) ops/s\)")
 
 
-def run(binary, backend, args, jobs=1):
-    """One campaign: (ops/s, the summary without its timing, the time: line)."""
+def run(binary, backend, args, jobs=1, env=None):
+    """One campaign: (ops/s, the summary without its timing, the time: line); env: variables set on
+    top of this process's environment for it."""
     with tempfile.TemporaryDirectory() as out:
         jobs_flag = ["--jobs", str(jobs)] if jobs != 1 else []  # builds before --jobs run too (the "before" of docs/fuzzing.md)
         p = subprocess.run([binary, "fuzz", "--backend", backend, "--out", out] + jobs_flag + args,
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, env=dict(os.environ, **(env or {})))
     text = p.stdout + p.stderr
     if p.returncode != 0:
         sys.exit(f"{binary} fuzz {' '.join(args)} exited {p.returncode}:\n{text}")

@@ -15,7 +15,6 @@ plugin:PLUGIN.so` (the default gate: golden and faulty traces and the seeded cam
 the ratio of the wall times. Exit status 1 when summaries differ or a run fails.
 """
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -56,16 +55,7 @@ def main():
         summaries = {}
         for _ in range(a.reps):
             for column, backend, env in variants:
-                saved = {k: os.environ.get(k) for k in env}
-                os.environ.update(env)
-                try:
-                    r, summary, _ = run(a.binary, backend, args)
-                finally:
-                    for k, v in saved.items():
-                        if v is None:
-                            os.environ.pop(k, None)
-                        else:
-                            os.environ[k] = v
+                r, summary, _ = run(a.binary, backend, args, env=env)
                 rates[column].append(r)
                 summaries[column] = summary.replace(hosted, "B").replace(inproc, "B").replace(label, "B")
         same = len(set(summaries.values())) == 1

@@ -29,8 +29,8 @@ namespace ssm::formats {
 // a 2,000-op trace (a state after every op) peaked at 80 MiB with it, 137 with 4 MiB fixed, 50 with
 // 1 MiB and 27 with this, no slower (5.2-6.3 s of CPU against 5.7-6.6; docs/trace-format.md
 // "Scaling"). A reader touches each op's objects once, in order, so they have no reuse to cache;
-// what it does reuse is the /ops group's index, which at 10^6 ops no longer fits and is read again
-// (the heads at open, 0.3 ms each there against 0.04 at 10^5: docs/trace-format.md "Scaling").
+// what it reuses, the /ops group's index, costs a head the same at 10^4 and 10^6 ops (0.13-0.15
+// ms, 256 KiB or 32 MiB: docs/trace-format.md "Scaling").
 constexpr size_t kReaderMetadataCacheBytes = size_t(256) << 10;
 
 class CheckedReader {

@@ -44,7 +44,7 @@ struct SentExports {
   int generation = 0;
   size_t op_arrays = 0;  // the reply's arrays before the exports': the op's outputs
   std::vector<wire::ExportHead> heads;
-  std::vector<size_t> first;  // where each head's arrays start in `arrays`
+  std::vector<std::pair<size_t, size_t>> spans;  // where each head's arrays start and end in `arrays`
   std::vector<std::pair<const char*, uint64_t>> arrays;
 };
 
@@ -156,7 +156,7 @@ size_t export_arrays(const wire::ExportHead& h) {
 void keep_sent(Instance& I, const HostProcess::Reply& r) {
   SentExports& s = I.host->sent;
   s.heads.clear();
-  s.first.clear();
+  s.spans.clear();
   const std::vector<int32_t>& w = *r.slots;
   size_t at = 0, total = 0;
   while (at < w.size()) {
@@ -164,15 +164,16 @@ void keep_sent(Instance& I, const HostProcess::Reply& r) {
     if (s.heads.back().layers.size() != I.layers.size())
       throw std::runtime_error("the host sent an export of " + std::to_string(s.heads.back().layers.size()) +
                                " layers with the reply; the model has " + std::to_string(I.layers.size()));
-    total += export_arrays(s.heads.back());
+    const size_t n = export_arrays(s.heads.back());
+    s.spans.emplace_back(total, total + n);  // after the op's outputs: moved below
+    total += n;
   }
   if (total > r.arrays.size())
     throw std::runtime_error("the host sent " + std::to_string(r.arrays.size()) + " arrays with the reply; its " +
                              std::to_string(s.heads.size()) + " exports alone have " + std::to_string(total));
   s.op_arrays = r.arrays.size() - total;
   s.arrays = r.arrays;
-  for (size_t k = 0, next = s.op_arrays; k < s.heads.size(); next += export_arrays(s.heads[k++]))
-    s.first.push_back(next);
+  for (auto& [first, end] : s.spans) first += s.op_arrays, end += s.op_arrays;
   s.instance = I.id;
   s.generation = I.generation;
   s.valid = true;
@@ -584,8 +585,7 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
     if (s.valid && s.instance == I.id && s.generation == I.generation)
       for (size_t k = 0; k < s.heads.size(); ++k)
         if (s.heads[k].slot == slot) {
-          const size_t end = fill_export(I, s.heads[k], s.arrays, s.first[k], st);
-          if (end != s.first[k] + export_arrays(s.heads[k]))
+          if (fill_export(I, s.heads[k], s.arrays, s.spans[k].first, st) != s.spans[k].second)
             throw std::runtime_error("export_state: the export sent with the reply has arrays its head does not name");
           return SSMP_OK;
         }
