@@ -8,9 +8,10 @@ Runs the same `ssmcheck fuzz` campaign with vLLM's GDN kernels as the system und
 adapter `python:vllm-gdn,gating=contract`, in its host process, arrays through shared memory) and
 with ssmcheck's built-in CUDA backend, alternating, on qwen3-next-80b with 2 layers, in h modes
 f32 and f16-pool, and prints one markdown row per mode: the median ops/s of each and their ratio
-(the target: the adapter at >= 50% of the built-in backend), and the adapter's with the bridge's
-field digests switched off (SSMCHECK_FIELD_DIGESTS=off: every live state read back whole after
-every op, as before them), then each campaign's "time:" split. All campaigns get the same flags;
+(the target: the adapter at >= 50% of the built-in backend), the adapter's with its field digests
+asked for in calls of their own instead of sent with each op's reply (SSMCHECK_EXPORTS_WITH_OPS=off)
+and with the bridge's field digests switched off (SSMCHECK_FIELD_DIGESTS=off: every live state read
+back whole after every op, as before them), then each campaign's "time:" split. All campaigns get the same flags;
 the row says whether the two summaries drew the same cases (cases, sequences, ops), since a
 backend's capabilities can change the draw. Exit status 1 when a campaign fails (its verdict is printed; the rates still count).
 """
@@ -66,16 +67,18 @@ def main():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [PYTHON_DIR] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     print(f"seed {a.seed}, {a.cases} cases per campaign, {a.reps} reps after {a.warmup} warm-up, --preset qwen3-next-80b --layers 2")
-    print("| h mode | cuda ops/s | vLLM adapter ops/s | adapter / cuda | adapter without field digests, ops/s | same cases drawn |")
-    print("|---|---|---|---|---|---|")
+    print("| h mode | cuda ops/s | vLLM adapter ops/s | adapter / cuda | digests in calls of their own, ops/s | "
+          "without field digests, ops/s | same cases drawn |")
+    print("|---|---|---|---|---|---|---|")
     splits = []  # each campaign's "time:" line of its last rep: where the time went
     for mode in MODES:
         flags = ["--preset", "qwen3-next-80b", "--layers", "2", "--h-mode", mode, "--gates", "clamped",
                  "--cases", str(a.cases), "--seed", str(a.seed)]
-        rates = {"cuda": [], "adapter": [], "no digests": []}
+        rates = {"cuda": [], "adapter": [], "own calls": [], "no digests": []}
         drawn, times = {}, {}
         adapter = [sys.executable, "-m", "ssmcheck.adapters.vllm_gdn", a.binary, "fuzz", "--backend", ADAPTER]
         runs = [("cuda", [a.binary, "fuzz", "--backend", "cuda"], env), ("adapter", adapter, env),
+                ("own calls", adapter, dict(env, SSMCHECK_EXPORTS_WITH_OPS="off")),  # hosted_plugin.cpp reads it
                 ("no digests", adapter, dict(env, SSMCHECK_FIELD_DIGESTS="off"))]  # PluginBackend reads it
         for rep in range(-a.warmup, a.reps):  # warm-up reps first, not counted: Triton's compile cache, torch's imports
             for name, command, run_env in runs:
@@ -89,7 +92,7 @@ def main():
         med = {k: statistics.median(v) for k, v in rates.items()}
         same = "yes" if len(set(drawn.values())) == 1 else f"no: {drawn}"
         print(f"| {mode} | {med['cuda']:.0f} | {med['adapter']:.0f} | {med['adapter'] / med['cuda']:.2f} | "
-              f"{med['no digests']:.0f} | {same} |", flush=True)
+              f"{med['own calls']:.0f} | {med['no digests']:.0f} | {same} |", flush=True)
         splits += [f"{mode}, {name}: {times[name]}" for name, _, _ in runs]
     print("\n".join(splits))
     for f in sorted(set(FAILED)):

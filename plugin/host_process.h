@@ -39,8 +39,9 @@ struct HostLaunch {
   std::string label;  // "plugin:x", "python:y": who the host runs, for messages
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
-  // the host takes a doorbell (host_wire.h) as descriptor 5 (SSMCHECK_HOST_BELL=5) and says so
-  // in its hello; frames then go through the arena (ssmcheck-plugin-host does, Python does not)
+  // the host gets a doorbell (host_wire.h) as descriptor 5 (SSMCHECK_HOST_BELL=5): frames go
+  // through the arena when its hello says "bell" (ssmcheck-plugin-host), else through the socket
+  // (the Python host); either names the slot it exports after an op there (Bell::exporting)
   bool bell = false;
 };
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <chrono>
 #include <climits>
 #include <cstring>
@@ -316,6 +317,7 @@ Bell::Bell(int fd) : fd_(fd) {
 }
 
 Bell Bell::create() {
+  static_assert(offsetof(Block, exporting) == kBellExportingOffset, "bridge.py writes the word at this offset");
   const int fd = ::memfd_create("ssmcheck-bell", MFD_CLOEXEC);
   if (fd < 0 || ::ftruncate(fd, kBellBytes) != 0) throw WireError("cannot create the doorbell: " + err_text());
   return Bell(fd);  // a new file reads as zeros: no frame sent, nobody asleep

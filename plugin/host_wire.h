@@ -179,6 +179,9 @@ std::string encode_frame(const nlohmann::json& msg, const std::vector<std::pair<
                          uint64_t arena_bytes);
 void decode_frame(const char* p, uint64_t n, Frame* f);
 
+// Where the doorbell page keeps Bell::exporting's word (bridge.py restates it; its tests check).
+constexpr uint64_t kBellExportingOffset = 64;
+
 // The doorbell: a shared page with, per direction (0: to the host, 1: to ssmcheck), the number of
 // frames sent, whether the receiver sleeps, and where the last frame lies in the arena.
 class Bell {
@@ -203,7 +206,9 @@ class Bell {
   // sleep calls `tick`, which may throw to give up. The frame's arrays lie in the arena.
   void receive(int d, Arena& arena, Frame* f, const std::function<void()>& tick);
   // The slot a host is exporting for a kExportAfter call (the host sets it, -1 after), which
-  // ssmcheck reads when the host dies or hangs during the call.
+  // ssmcheck reads when the host dies or hangs during the call. A host that does not speak the
+  // doorbell (the Python host) writes the word itself: slot + 1 as a native int32 at byte
+  // kBellExportingOffset of the page, 0 when it is not exporting.
   void set_exporting(int slot);
   int exporting() const;
 

@@ -48,6 +48,16 @@ struct SentExports {
   std::vector<std::pair<const char*, uint64_t>> arrays;
 };
 
+// The field digests a host sent with an op's reply ("digests_after": a host of JSON calls, the
+// Python host): each claimed slot's, as field_digests answers them. Valid until the next call that
+// may change a slot; the calls that read state (export_state, export_fields, field_digests) keep them.
+struct SentDigests {
+  bool valid = false;
+  int64_t instance = 0;
+  int generation = 0;
+  std::map<int, json> by_slot;  // slot -> {"fields": [...], "rest": digest}
+};
+
 // One host and the table that forwards to it.
 struct Host {
   explicit Host(HostLaunch l) : proc(std::move(l)) {}
@@ -57,6 +67,7 @@ struct Host {
   ssmp_plugin table{};
   ssmp_capabilities capabilities{};  // the hello's "capabilities" (table.capabilities points here)
   SentExports sent;
+  SentDigests digests;
 };
 std::vector<std::unique_ptr<Host>>& hosts() {
   static std::vector<std::unique_ptr<Host>> v;
@@ -77,6 +88,7 @@ struct Instance {
   std::vector<LayerSpec> layers;  // the pool's model (create_pool), whose geometry sizes every array
   std::vector<Piece> inputs;      // the last call's input arrays (reused)
   bool export_after = false;      // op calls carry wire::kExportAfter (create_pool decides) ...
+  bool digests_after = false;     // ... or "digests_after" (sent_with_ops) ...
   bool async_paused = false;      // ... unless its async copies are paused (pause_async_copies)
 };
 Instance& self(void* p) { return *static_cast<Instance*>(p); }
@@ -101,13 +113,19 @@ std::string what_of(const json& req) {
   return call + "(" + args + ")";
 }
 
+// Whether a call may change a slot's state: the digests sent with an op's reply outlive only the
+// calls that read it.
+enum class Reads { state_only, any };
+
 // One call of an instance: sends it with `send` (which returns the reply), maps the reply's
 // status; the reply in *reply (valid until the next call). A host that died now or earlier is an
 // error of the call, named by `what`.
 template <class Send, class What>
-int exchange_with(Instance& I, const Send& send, const What& what, ssmp_error* err, const HostProcess::Reply** reply) {
+int exchange_with(Instance& I, const Send& send, const What& what, ssmp_error* err, const HostProcess::Reply** reply,
+                  Reads reads = Reads::any) {
   HostProcess& proc = I.host->proc;
   I.host->sent.valid = false;  // the call overwrites the arena, and may change any slot
+  if (reads == Reads::any) I.host->digests.valid = false;
   try {
     if (!proc.running() || proc.generation() != I.generation)
       throw HostDied(what() + ": the host process of this instance is gone (" + proc.last_death() + ")");
@@ -131,13 +149,13 @@ int exchange_with(Instance& I, const Send& send, const What& what, ssmp_error* e
 }
 
 // A call in JSON (create, create_pool, export_state, the rare ones).
-int exchange(Instance& I, json req, const std::vector<Piece>& arrays, ssmp_error* err,
-             const HostProcess::Reply** reply) {
+int exchange(Instance& I, json req, const std::vector<Piece>& arrays, ssmp_error* err, const HostProcess::Reply** reply,
+             Reads reads = Reads::any) {
   req["instance"] = I.id;
   auto what = [&] { return what_of(req); };
   return exchange_with(
-      I, [&](HostProcess& proc) -> const HostProcess::Reply& { return proc.call(req, arrays, what); }, what, err,
-      reply);
+      I, [&](HostProcess& proc) -> const HostProcess::Reply& { return proc.call(req, arrays, what); }, what, err, reply,
+      reads);
 }
 
 // The arrays of an export with this head, in export_state's reply (wire::ExportHead).
@@ -179,20 +197,48 @@ void keep_sent(Instance& I, const HostProcess::Reply& r) {
   s.valid = true;
 }
 
+// Keeps the field digests a host sent with an op's reply ("digests": [[slot, fields, rest], ...],
+// each as field_digests answers) for field_digests.
+void keep_digests(Instance& I, const json& all) {
+  SentDigests& d = I.host->digests;
+  d.by_slot.clear();
+  if (!all.is_array()) throw std::runtime_error("'digests' must be a list of [slot, fields, rest]");
+  for (const json& e : all) {
+    if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer())
+      throw std::runtime_error("each of 'digests' must be [slot, fields, rest], not " + wire::dump(e).substr(0, 200));
+    d.by_slot[e[0].get<int>()] = json{{"fields", e[1]}, {"rest", e[2]}};
+  }
+  d.instance = I.id;
+  d.generation = I.generation;
+  d.valid = true;
+}
+
 // An op's call (wire::Op): a Compact record with its slots; JSON to a host that takes no records.
 // With I.export_after the host sends the exports of the instance's slots with the reply (kept in
-// the host's SentExports until the next call).
+// the host's SentExports until the next call); with I.digests_after their field digests (kept in
+// its SentDigests until a call that may change a slot).
 int exchange_op(Instance& I, wire::Compact c, const int32_t* slots, const std::vector<Piece>& arrays, ssmp_error* err,
                 const HostProcess::Reply** reply) {
   c.instance = I.id;
   c.status = I.export_after && !I.async_paused ? wire::kExportAfter : 0;
+  const bool digests = I.digests_after && !I.async_paused;
   auto what = [&] { return what_of(wire::json_of(c, slots)); };
   const int rc = exchange_with(
-      I, [&](HostProcess& proc) -> const HostProcess::Reply& { return proc.call(c, slots, arrays, what); }, what, err,
-      reply);
-  if (rc != SSMP_OK || !(*reply)->compact || !(*reply)->slots || (*reply)->slots->empty()) return rc;
+      I,
+      [&](HostProcess& proc) -> const HostProcess::Reply& {
+        if (!digests) return proc.call(c, slots, arrays, what);
+        json req = wire::json_of(c, slots);
+        req["digests_after"] = true;
+        return proc.call(req, arrays, what);
+      },
+      what, err, reply);
+  if (rc != SSMP_OK) return rc;
+  const bool sent_exports = (*reply)->compact && (*reply)->slots && !(*reply)->slots->empty();
+  const bool sent_digests = digests && !(*reply)->compact && (*reply)->msg.contains("digests");
+  if (!sent_exports && !sent_digests) return rc;
   try {
-    keep_sent(I, **reply);
+    if (sent_exports) keep_sent(I, **reply);
+    else keep_digests(I, (*reply)->msg.at("digests"));
   } catch (const std::exception& e) {
     set_text(err->kind, sizeof err->kind, "");
     set_text(err->message, sizeof err->message, what() + ": " + e.what());
@@ -326,23 +372,29 @@ void destroy(void* p) {
   delete I;
 }
 
-// Whether an instance's op calls carry wire::kExportAfter on a model of `spec`: a host taking
-// Compact records (a C host), a model whose states the lockstep reads whole, not by field digests
-// (plugin_backend.h), and SSMCHECK_EXPORTS_WITH_OPS not "off"; and not while the instance's async
-// copies are paused (exchange_op: there an export releases a paused copy, so when it happens is
-// what the campaign tests). Throws std::invalid_argument naming a variable of another value.
-bool exports_with_ops(const Host& H, const ModelSpec& spec) {
+// What an instance's op calls ask its host to send with the reply on a model of `spec`
+// (SSMCHECK_EXPORTS_WITH_OPS not "off"): every claimed slot's export (wire::kExportAfter) from a
+// host taking Compact records (a C host) where the lockstep reads states whole; their field
+// digests ("digests_after") from a host of JSON calls (the Python host) where it reads them by
+// field digests (plugin_backend.h). A C host's field digests stay calls: through the doorbell one
+// costs tens of microseconds. Neither while the instance's async copies are paused (exchange_op:
+// there an export releases a paused copy, so when it happens is what the campaign tests). Throws
+// std::invalid_argument naming a variable of another value.
+enum class SentWithOps { nothing, exports, digests };
+SentWithOps sent_with_ops(const Host& H, const ModelSpec& spec) {
   const char* v = std::getenv("SSMCHECK_EXPORTS_WITH_OPS");
   const std::string text = v ? v : "";
   if (!text.empty() && text != "on" && text != "off")
     throw std::invalid_argument("SSMCHECK_EXPORTS_WITH_OPS is '" + text + "'; it takes on (the default) or off");
-  if (text == "off" || !H.proc.compact()) return false;
-  return !(offers_field_digests(H.table) && asks_field_digests(field_digests_use(), spec));
+  if (text == "off") return SentWithOps::nothing;
+  const bool by_digests = offers_field_digests(H.table) && asks_field_digests(field_digests_use(), spec);
+  if (H.proc.compact()) return by_digests ? SentWithOps::nothing : SentWithOps::exports;
+  return by_digests ? SentWithOps::digests : SentWithOps::nothing;
 }
 
 int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
   Instance& I = self(p);
-  I.export_after = false;
+  I.export_after = I.digests_after = false;
   json layers = json::array();
   std::vector<Piece> w;
   I.layers.clear();
@@ -415,7 +467,9 @@ int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
   const int rc = exchange(I, req, w, err, &reply);
   if (rc != SSMP_OK) return rc;
   try {
-    I.export_after = exports_with_ops(*I.host, m.spec);
+    const SentWithOps sent = sent_with_ops(*I.host, m.spec);
+    I.export_after = sent == SentWithOps::exports;
+    I.digests_after = sent == SentWithOps::digests;
   } catch (const std::exception& e) {
     set_text(err->message, sizeof err->message, e.what());
     return SSMP_ERROR;
@@ -594,7 +648,7 @@ int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
     return SSMP_ERROR;
   }
   const HostProcess::Reply* r = nullptr;
-  const int rc = exchange(I, {{"call", "export_state"}, {"slot", slot}}, {}, err, &r);
+  const int rc = exchange(I, {{"call", "export_state"}, {"slot", slot}}, {}, err, &r, Reads::state_only);
   if (rc != SSMP_OK) return rc;
   try {
     const size_t end = fill_export(I, wire::export_head(r->msg, I.layers.size()), r->arrays, 0, st);
@@ -636,13 +690,24 @@ int perturb_schedule(void* p, uint64_t seed) {
 // Optional field digests, for a host whose implementation has them ("field_digests": true in
 // hello): the reply lists the present fields as [name, layer, index, is_f16, digest] and the rest
 // digest; each is matched to this call's fields by name, layer and index (the others are absent).
+// Answered from the digests sent with the last op's reply when they hold the slot (SentDigests).
 int field_digests(void* p, int slot, int n_fields, ssmp_field* fields, uint64_t* digests, ssmp_error* err) {
-  const HostProcess::Reply* r = nullptr;
-  const int rc = exchange(self(p), {{"call", "field_digests"}, {"slot", slot}}, {}, err, &r);
-  if (rc != SSMP_OK) return rc;
+  Instance& I = self(p);
+  const SentDigests& sent = I.host->digests;
+  const json* answer = nullptr;
+  if (sent.valid && sent.instance == I.id && sent.generation == I.generation) {
+    const auto it = sent.by_slot.find(slot);
+    if (it != sent.by_slot.end()) answer = &it->second;
+  }
+  if (!answer) {
+    const HostProcess::Reply* r = nullptr;
+    const int rc = exchange(I, {{"call", "field_digests"}, {"slot", slot}}, {}, err, &r, Reads::state_only);
+    if (rc != SSMP_OK) return rc;
+    answer = &r->msg;
+  }
   try {
     std::map<std::tuple<std::string, int, int>, std::pair<bool, uint64_t>> got;
-    for (const json& f : r->msg.at("fields")) {
+    for (const json& f : answer->at("fields")) {
       if (!f.is_array() || f.size() != 5)
         throw std::runtime_error("each of 'fields' must be [name, layer, index, is_f16, digest], not " + f.dump());
       got[{f[0].get<std::string>(), f[1].get<int>(), f[2].get<int>()}] = {f[3].get<bool>(), f[4].get<uint64_t>()};
@@ -662,7 +727,7 @@ int field_digests(void* p, int slot, int n_fields, ssmp_field* fields, uint64_t*
       throw std::runtime_error("the reply has a field this pool has no room for: " + name + " of layer " +
                                std::to_string(layer) + ", index " + std::to_string(index));
     }
-    digests[n_fields] = r->msg.at("rest").get<uint64_t>();
+    digests[n_fields] = answer->at("rest").get<uint64_t>();
   } catch (const std::exception& e) {
     set_text(err->kind, sizeof err->kind, "");
     set_text(err->message, sizeof err->message, std::string("field_digests: ") + e.what());
@@ -678,8 +743,8 @@ int export_fields(void* p, int slot, int n_fields, ssmp_field* fields, int* last
   json want = json::array();
   for (int i = 0; i < n_fields; ++i) want.push_back({fields[i].name, fields[i].layer, fields[i].index});
   const HostProcess::Reply* r = nullptr;
-  const int rc =
-      exchange(self(p), {{"call", "export_fields"}, {"slot", slot}, {"fields", std::move(want)}}, {}, err, &r);
+  const int rc = exchange(self(p), {{"call", "export_fields"}, {"slot", slot}, {"fields", std::move(want)}}, {}, err,
+                          &r, Reads::state_only);
   if (rc != SSMP_OK) return rc;
   try {
     const json& answers = r->msg.at("fields");
@@ -843,6 +908,7 @@ HostLaunch python_launch(const std::string& name) {
     throw std::runtime_error(std::string("SSMCHECK_PYTHON_HOST is not a JSON list of strings: ") + e.what());
   }
   if (l.argv.empty()) throw std::runtime_error("SSMCHECK_PYTHON_HOST is an empty list");
+  l.bell = true;  // not for frames (the Python host's go through the socket): for Bell::exporting
   return l;
 }
 

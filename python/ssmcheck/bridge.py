@@ -38,8 +38,9 @@ convention profile of what export_state returns (docs/plugins.md): ``conv_window
 or "d_conv-1" for causal_conv1d's state), ``h_layout`` ("nv,kd,vd", or "nv,vd,kd") and
 ``prefill_stage`` (False: no FP32 staging blob in f16-pool mode; the stage is not compared);
 ``field_digests`` (True: ssmcheck asks for a digest of each field of export_state's arrays, taken
-where they live, and reads a state back only when one changed: field_digest.py; by default on
-live states of 64 KiB and more, smaller ones are read back whole; ssmcheck's environment variable
+where they live, and reads a state back only when one changed: field_digest.py; the bridge
+then calls export_state on every slot it holds after each op and sends their digests with the
+op's reply; by default on live states of 64 KiB and more, smaller ones are read back whole; ssmcheck's environment variable
 SSMCHECK_FIELD_DIGESTS=on|off|auto overrides that, for a benchmark or to rule them out); and
 the numerics it computes, which the model it is checked on then uses: ``gates`` ("clamped", the
 contract's, or "torch": softplus linear above 20, no clamps), ``f16_store`` ("saturate", the
@@ -60,7 +61,7 @@ import traceback
 import numpy as np
 
 from . import locate
-from .field_digest import Digester, fields_reply, state_digests
+from .field_digest import Digester, fields_reply, state_digests, states_digests
 
 SSMP_OK, SSMP_REFUSED, SSMP_ERROR = 0, 1, 2
 ABI_VERSION = 1
@@ -197,18 +198,60 @@ _ALIGN = 64
 MAX_JSON = 1 << 26      # kMaxJson: 64 MiB of JSON
 MAX_ARRAYS = 1 << 22    # kMaxArrays
 MAX_ARENA = 1 << 36     # kMaxArena: 64 GiB of arrays
+# The doorbell page's word naming the slot the host exports after an op (host_wire.h's
+# kBellExportingOffset: slot + 1 as a native int32, 0 otherwise), so that a crash or hang there is
+# reported as one of export_state; restated like the bounds above.
+BELL_EXPORTING_OFFSET = 64
 # Integers in a reply travel into C ints (plugin/ssmcheck_plugin.h: a slot, last_verify_k).
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 
 
 class _Channel:
-    """The host's end: control frames on a socket, arrays in the shared arena file."""
+    """The host's end: control frames on a socket, arrays in the shared arena file, and the
+    doorbell page (bell_fd; only its exporting word: frames go through the socket)."""
 
-    def __init__(self, sock_fd, arena_fd):
+    def __init__(self, sock_fd, arena_fd, bell_fd=None):
         self.sock = socket.socket(fileno=sock_fd)
         self.arena_fd = arena_fd
         self.mm = None
         self.size = 0
+        self.bell = mmap.mmap(bell_fd, 4096) if bell_fd is not None else None
+        self.pinned = None  # the arena's address while CUDA has it page-locked (_pin), 0: refused
+        self.staging = {}   # device -> uint8 tensor there: a reply's tensors gathered for one copy
+
+    def set_exporting(self, slot):
+        """Names the slot whose state the host reads after an op (-1: none) in the doorbell page."""
+        if self.bell is not None:
+            struct.pack_into("=i", self.bell, BELL_EXPORTING_OFFSET, slot + 1)
+
+    def _remap(self, n):
+        self._unpin()
+        self.mm, self.size = mmap.mmap(self.arena_fd, n), n
+
+    def _pin(self):
+        """Page-locks the arena's mapping for CUDA (once per mapping), so that a copy from a GPU
+        goes straight into it instead of through the driver's staging; where CUDA refuses, copies
+        take that way as before."""
+        if self.pinned is not None or self.mm is None:
+            return
+        self.pinned = 0
+        try:
+            import ctypes
+            import torch
+            buf = ctypes.c_char.from_buffer(self.mm)
+            addr = ctypes.addressof(buf)
+            del buf  # the mapping may be replaced later: no export of it outlives this
+            res = torch.cuda.cudart().cudaHostRegister(addr, self.size, 0)
+            if int(getattr(res, "value", res)) == 0:
+                self.pinned = addr
+        except Exception:  # noqa: BLE001 - an optimisation: any failure leaves the copies as they were
+            pass
+
+    def _unpin(self):
+        if self.pinned:
+            import torch
+            torch.cuda.cudart().cudaHostUnregister(self.pinned)
+        self.pinned = None
 
     def _read(self, n, eof_ok=False):
         buf = bytearray(n)
@@ -224,8 +267,7 @@ class _Channel:
 
     def _map(self, n):
         if n > self.size:
-            self.mm = mmap.mmap(self.arena_fd, n)
-            self.size = n
+            self._remap(n)
 
     def recv(self):
         """(request, arrays as bytes), or None when ssmcheck closed the channel."""
@@ -249,8 +291,8 @@ class _Channel:
 
     def send(self, reply, arrays=()):
         """reply with its arrays (numpy arrays, bytes, or torch tensors: those are copied from their
-        device straight into the arena) placed in the arena."""
-        views = [a if hasattr(a, "detach") else
+        device straight into the arena, a GPU's gathered there first for one copy) placed in the arena."""
+        views = [a.detach().contiguous() if hasattr(a, "detach") else
                  memoryview(np.ascontiguousarray(a)).cast("B") if isinstance(a, np.ndarray) else memoryview(a)
                  for a in arrays]
         at, end = [], 0
@@ -261,15 +303,41 @@ class _Channel:
         if end > self.size:
             grown = max(end, self.size + self.size // 2)
             os.ftruncate(self.arena_fd, grown)
-            self.mm, self.size = mmap.mmap(self.arena_fd, grown), grown
+            self._remap(grown)
+        tensors = [(off, m, v) for (off, m), v in zip(at, views) if m and hasattr(v, "detach")]
+        if tensors:  # first: a GPU's gathered span may cover the host arrays' places, written next
+            self._place_tensors(tensors)
         for (off, m), v in zip(at, views):
-            if m and hasattr(v, "detach"):
-                _place_tensor_into(self.mm, off, m, v)
-            elif m:
+            if m and not hasattr(v, "detach"):
                 self.mm[off:off + m] = v
         text = json.dumps(reply).encode()
         parts = [_HEADER.pack(len(text), len(at), 0, self.size), text] + [_PAIR.pack(o, m) for o, m in at]
         self.sock.sendall(b"".join(parts))
+
+
+    def _place_tensors(self, tensors):
+        """Copies torch tensors [(offset, bytes, tensor)] into the arena: those of one GPU gathered
+        into a buffer there at their offsets and copied back in one piece (one wait for the device
+        instead of one per tensor), into the page-locked arena where CUDA allows it."""
+        import torch
+        by_device = {}
+        for item in tensors:
+            by_device.setdefault(item[2].device, []).append(item)
+        for device, items in by_device.items():
+            if device.type == "cuda":
+                self._pin()
+            if device.type != "cuda" or len(items) == 1:
+                for off, m, t in items:
+                    _place_tensor_into(self.mm, off, m, t)
+                continue
+            lo, hi = min(i[0] for i in items), max(i[0] + i[1] for i in items)
+            stage = self.staging.get(device)
+            if stage is None or stage.numel() < hi - lo:
+                stage = self.staging[device] = torch.empty(max(hi - lo, (stage.numel() * 3 // 2) if stage is not None else 0),
+                                                           dtype=torch.uint8, device=device)
+            for off, m, t in items:
+                stage[off - lo:off - lo + m].copy_(t.reshape(-1).view(torch.uint8))
+            _place_tensor_into(self.mm, lo, hi - lo, stage[:hi - lo])
 
 
 def _place_tensor_into(mm, off, m, t):
@@ -300,6 +368,33 @@ def _real(x, what, dtype=None):
         raise ValueError("%s has dtype %s; expected real numbers (float32%s)"
                          % (what, a.dtype, ", float16" if dtype is None else ""))
     return a.astype(dtype) if dtype is not None and a.dtype != dtype else a
+
+
+def _real_kept(x, what, dtype=None):
+    """An array the class returned, for the reply: as float32 (dtype np.float32), or float32 or
+    float16 as it is (dtype None: anything else becomes float32). A torch tensor stays where it is
+    (send copies it from its device, a GPU's in one piece per reply), anything else becomes a numpy
+    array; refused (ValueError naming ``what``) unless its dtype is real, as _real."""
+    if hasattr(x, "detach") and hasattr(x, "is_complex"):
+        if x.is_complex() or not (x.is_floating_point() or "int" in str(x.dtype)):
+            raise ValueError("%s has dtype %s; expected real numbers (float32%s)" % (what, x.dtype, ", float16" if dtype is None else ""))
+        keep = ("torch.float32",) if dtype is not None else ("torch.float32", "torch.float16")
+        return x.detach() if str(x.dtype) in keep else x.detach().float()
+    a = _real(x, what, dtype)
+    return a if a.dtype in (np.float32, np.float16) else a.astype(np.float32)
+
+
+def _shape(a):
+    """The shape of a numpy array or torch tensor, as a tuple."""
+    return tuple(a.shape)
+
+
+def _numel(a):
+    return int(np.prod(_shape(a), dtype=np.int64))
+
+
+def _is_f16(a):
+    return str(a.dtype) in ("float16", "torch.float16")
 
 
 def _int_reply(value, call, what):
@@ -353,9 +448,9 @@ def _outputs(layers, outs, rows, what):
                 raise ValueError("%s: layer %d hosts a PLE carry: its output must be a pair (output, PLE output)" % (what, l))
             pairs = [(o[0], L.out_dim, "output"), (o[1], L.ple.channels, "PLE output")]
         for x, width, name in pairs:
-            a = _real(x, "%s: %s of layer %d" % (what, name, l), np.float32)
-            if a.size != rows * width:
-                raise ValueError("%s: %s of layer %d has shape %s, expected (%d, %d)" % (what, name, l, a.shape, rows, width))
+            a = _real_kept(x, "%s: %s of layer %d" % (what, name, l), np.float32)
+            if _numel(a) != rows * width:
+                raise ValueError("%s: %s of layer %d has shape %s, expected (%d, %d)" % (what, name, l, tuple(a.shape), rows, width))
             blobs.append(a)
     return blobs
 
@@ -368,24 +463,22 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
     js, blobs = [], []
 
     def h_like(x, l, name):
-        a = _real(x, "export_state: layer %d %s" % (l, name))
-        if a.dtype not in (np.float32, np.float16):
-            a = a.astype(np.float32)
+        a = _real_kept(x, "export_state: layer %d %s" % (l, name))
         L = layers[l]
-        h = L.state_shapes["h"]
+        h = tuple(L.state_shapes["h"])
         want = (h[0], h[2], h[1]) if h_layout == "nv,vd,kd" else h
-        if a.shape != want and not (a.ndim == 1 and a.size == int(np.prod(want))):
-            raise ValueError("export_state: layer %d %s has shape %s, expected %s (h_layout %s)" % (l, name, a.shape, want, h_layout))
+        if _shape(a) != want and not (len(_shape(a)) == 1 and _numel(a) == int(np.prod(want))):
+            raise ValueError("export_state: layer %d %s has shape %s, expected %s (h_layout %s)" % (l, name, _shape(a), want, h_layout))
         blobs.append(a)
-        return a.dtype == np.float16
+        return _is_f16(a)
 
     def conv_like(x, l, name):
-        a = _real(x, "export_state: layer %d %s" % (l, name), np.float32)
+        a = _real_kept(x, "export_state: layer %d %s" % (l, name), np.float32)
         L = layers[l]
         rows, cols = L.state_shapes["conv"]
         want = (rows, cols - (1 if conv_window == "d_conv-1" else 0))
-        if a.shape != want and not (a.ndim == 1 and a.size == want[0] * want[1]):
-            raise ValueError("export_state: layer %d %s has shape %s, expected %s (conv_window %s)" % (l, name, a.shape, want, conv_window))
+        if _shape(a) != want and not (len(_shape(a)) == 1 and _numel(a) == want[0] * want[1]):
+            raise ValueError("export_state: layer %d %s has shape %s, expected %s (conv_window %s)" % (l, name, _shape(a), want, conv_window))
         blobs.append(a)
 
     for l, s in enumerate(st.layers):
@@ -409,9 +502,9 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
             def carry(c, name):
                 shapes = layers[l].state_shapes
                 for x, shape, part in ((c[0], shapes["ple_history"], "history"), (c[1], shapes["ple_conv"], "conv")):
-                    a = _real(x, "export_state: layer %d %s %s" % (l, name, part), np.float32)
-                    if a.size != int(np.prod(shape)):
-                        raise ValueError("export_state: layer %d %s %s has shape %s, expected %s" % (l, name, part, a.shape, shape))
+                    a = _real_kept(x, "export_state: layer %d %s %s" % (l, name, part), np.float32)
+                    if _numel(a) != int(np.prod(shape)):
+                        raise ValueError("export_state: layer %d %s %s has shape %s, expected %s" % (l, name, part, _shape(a), shape))
                     blobs.append(a)
             j["ple"] = dict(has_live=s.ple is not None, has_checkpoint=s.ple_checkpoint is not None,
                             n_snapshots=len(s.ple_snapshots))
@@ -425,16 +518,46 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
     reply = dict(status=SSMP_OK, last_verify_k=_int_reply(st.last_verify_k, "export_state", "last_verify_k"), layers=js,
                  has_prefill_stage=st.prefill_stage is not None)
     if st.prefill_stage is not None:
-        blobs.append(_real(st.prefill_stage, "export_state: prefill_stage", np.float32))
+        blobs.append(_real_kept(st.prefill_stage, "export_state: prefill_stage", np.float32))
     return reply, blobs
+
+
+class _AfterOp(Exception):
+    """An error of the class's export_state while the bridge digested the slots after an op
+    (``digests_after``): ``what`` names that call, __cause__ is the error."""
+
+    def __init__(self, what):
+        super().__init__(what)
+        self.what = what
+
+
+# The calls ssmcheck may ask to send the field digests of every claimed slot with their reply
+# ("digests_after": plugin/hosted_plugin.cpp, exchange_op): the ops, which may change a slot.
+OPS = frozenset(("alloc", "release", "prefill", "decode", "verify", "checkpoint", "commit", "rollback", "to_f16",
+                 "snapshot_save", "snapshot_restore"))
 
 
 class _Server:
     def __init__(self, backend):
         self.backend = backend
-        self.instances = {}  # id -> (object, layers)
+        self.instances = {}  # id -> [object, layers, claimed slots]
         self.next_id = 1
         self.digester = Digester()
+        self.exporting = lambda slot: None  # names the slot being read after an op (serve sets it)
+
+    def digests_after(self, call, obj, claimed):
+        """The field digests of every claimed slot after op ``call``: [[slot, fields, rest], ...],
+        each as field_digests answers; all slots' fields digested at once (one wait for a GPU)."""
+        states = []
+        for slot in sorted(claimed):
+            self.exporting(slot)
+            try:
+                states.append(obj.export_state(slot))
+            except Exception as e:
+                raise _AfterOp("export_state(slot %d), sent with the reply of %s" % (slot, call)) from e
+            finally:
+                self.exporting(-1)
+        return [[slot, fields, rest] for slot, (fields, rest) in zip(sorted(claimed), states_digests(states, self.digester))]
 
     def declared(self):
         b = self.backend
@@ -472,7 +595,7 @@ class _Server:
             obj = self.backend(req["options"]) if req["options"] else self.backend()
             i = self.next_id
             self.next_id += 1
-            self.instances[i] = [obj, []]
+            self.instances[i] = [obj, [], set()]
             return dict(status=SSMP_OK, instance=i), []
         inst = self.instances[req["instance"]]
         obj = inst[0]
@@ -488,11 +611,19 @@ class _Server:
                     i += 1
                 layers.append(Layer(d, w))
             obj.create_pool(layers, Pool(req))
-            inst[1] = layers
+            inst[1], inst[2] = layers, set()
             return dict(status=SSMP_OK), []
-        layers = inst[1]
+        reply, arrays = self.handle_state(call, req, blobs, obj, inst[1], inst[2])
+        if req.get("digests_after") and call in OPS:  # the op succeeded (an error raised before)
+            reply["digests"] = self.digests_after(call, obj, inst[2])
+        return reply, arrays
+
+    def handle_state(self, call, req, blobs, obj, layers, claimed):
+        """The calls on a pool: ops, exports and digests."""
         if call == "alloc":
-            return dict(status=SSMP_OK, slot=_int_reply(obj.alloc(req["min_capacity"]), "alloc", "slot")), []
+            slot = _int_reply(obj.alloc(req["min_capacity"]), "alloc", "slot")
+            claimed.add(slot)
+            return dict(status=SSMP_OK, slot=slot), []
         if call == "prefill":
             rows = req["rows"]
             outs = obj.prefill(req["slot"], _inputs(layers, blobs, rows, 1)[0])
@@ -528,9 +659,12 @@ class _Server:
         if call not in simple:
             return dict(status=SSMP_ERROR, message="the bridge does not know the call '%s'" % call), []
         simple[call]()
+        if call == "release":
+            claimed.discard(req["slot"])
         return dict(status=SSMP_OK), []
 
     def serve(self, channel):
+        self.exporting = channel.set_exporting
         while True:
             msg = channel.recv()
             if msg is None:
@@ -540,11 +674,18 @@ class _Server:
                 reply, out = self.handle(req, blobs)
             except Refused as e:
                 reply, out = dict(status=SSMP_REFUSED, kind=e.kind, message="python: " + str(e)), []
+            except _AfterOp as a:  # the op ran; reading a slot after it failed: named as that call
+                e = a.__cause__
+                reply, out = dict(status=SSMP_ERROR, message="python %s: %s: %s (%s)" % (a.what, type(e).__name__, e, _where(e))), []
             except Exception as e:  # every error of the class is an error of this call, with where it happened
-                tb = traceback.format_exc(limit=4).strip().splitlines()
-                where = " | ".join(line.strip() for line in tb[1:-1][-2:])
-                reply, out = dict(status=SSMP_ERROR, message="python %s: %s: %s (%s)" % (req.get("call"), type(e).__name__, e, where)), []
+                reply, out = dict(status=SSMP_ERROR, message="python %s: %s: %s (%s)" % (req.get("call"), type(e).__name__, e, _where(e))), []
             channel.send(reply, out)
+
+
+def _where(e):
+    """Where exception e happened: the last two frames of its traceback, one line."""
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=4)).strip().splitlines()
+    return " | ".join(line.strip() for line in tb[1:-1][-2:])
 
 
 def find_ssmcheck(explicit=None):

@@ -84,12 +84,13 @@ class Digester:
         groups = {}  # (device, words): indices of torch tensors with that many words there
         for i, a in enumerate(arrays):
             if hasattr(a, "detach"):
-                if a.element_size() not in (2, 4):  # as the bridge sends it: float32 (float16 stays)
+                if str(a.dtype) not in ("torch.float32", "torch.float16"):  # as the bridge sends it: float32 (float16 stays)
                     arrays[i] = a = a.float()
                 groups.setdefault((a.device, a.numel(), a.element_size()), []).append(i)
             else:
                 x = self._words_np(a)
                 out[i] = int(np.sum(x * self._host_weights(x.size), dtype=np.int64)) & _MASK
+        sums = {}  # device -> [(indices, their sums there)]: copied back once per device
         for (device, n, size), idx in groups.items():
             import torch
             word = torch.int16 if size == 2 else torch.int32
@@ -97,20 +98,40 @@ class Digester:
             if w is None or w.numel() < n:
                 w = torch.from_numpy(self._host_weights(n).copy()).to(device)
                 self._device[device] = w
-            x = torch.stack([arrays[i].detach().contiguous().reshape(-1).view(word) for i in idx]).to(torch.int64)
-            sums = (x * w[:n]).sum(dim=1).cpu().numpy()
-            for i, v in zip(idx, sums):
-                out[i] = int(v) & _MASK
+            # each field's bits as words (a view, whatever its strides), stacked in one copy
+            words = [arrays[i].detach().view(word) for i in idx]
+            if len({w_.shape for w_ in words}) > 1:  # the same count in other shapes: flattened first
+                words = [w_.reshape(-1) for w_ in words]
+            x = torch.stack(words).reshape(len(idx), -1).to(torch.int64)
+            sums.setdefault(device, []).append((idx, (x * w[:n]).sum(dim=1)))
+        for parts in sums.values():
+            import torch
+            back = torch.cat([s for _, s in parts]).cpu().numpy()
+            at = 0
+            for idx, _ in parts:
+                for i in idx:
+                    out[i] = int(back[at]) & _MASK
+                    at += 1
         return out
 
 
 def state_digests(state, digester):
     """What the bridge answers to ``field_digests``: (the present fields as [name, layer, index,
     is_f16, digest], the rest digest: last_verify_k and each field's dtype)."""
-    fields = list(named_fields(state))
-    digests = digester.digests([f[3] for f in fields])
-    rows = [[name, layer, index, _is_f16(x), d] for (name, layer, index, x), d in zip(fields, digests)]
-    return rows, hash((int(state.last_verify_k), tuple(r[3] for r in rows))) & _MASK
+    return states_digests([state], digester)[0]
+
+
+def states_digests(states, digester):
+    """state_digests of each of several States, their fields digested in one Digester.digests call
+    (on a GPU: one copy back for all of them): the digests the bridge sends with an op's reply."""
+    per_state = [list(named_fields(st)) for st in states]
+    digests = digester.digests([f[3] for fields in per_state for f in fields])
+    out, at = [], 0
+    for st, fields in zip(states, per_state):
+        rows = [[name, layer, index, _is_f16(x), d] for (name, layer, index, x), d in zip(fields, digests[at:])]
+        at += len(fields)
+        out.append((rows, hash((int(st.last_verify_k), tuple(r[3] for r in rows))) & _MASK))
+    return out
 
 
 def fields_reply(state, want):

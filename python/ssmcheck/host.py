@@ -2,7 +2,8 @@
 for ``--backend python:NAME`` (plugin/host_process.h), never by hand. It imports the class that
 ssmcheck.run named (SSMCHECK_PYTHON_CLASS, "MODULE:QUALNAME" or "PATH.py:QUALNAME", with the
 caller's sys.path in SSMCHECK_PYTHON_PATH) and serves ssmcheck's calls on descriptors 3 (the
-channel) and 4 (the shared arena) until ssmcheck closes the channel. It dies with ssmcheck (the
+channel) and 4 (the shared arena), with descriptor 5 the doorbell page where the host names a slot
+it reads after an op (SSMCHECK_HOST_BELL), until ssmcheck closes the channel. It dies with ssmcheck (the
 kernel kills it when its parent ends). Its stdout and stderr are a file ssmcheck keeps: what the
 class prints never reaches ssmcheck's own output."""
 import ctypes
@@ -50,7 +51,8 @@ def main():
     if os.environ.get("SSMCHECK_HOST_FDS") != "3,4" or not _die_with_parent():
         sys.exit("ssmcheck.host: not started by ssmcheck (SSMCHECK_HOST_FDS, SSMCHECK_HOST_PARENT)")
     sys.path[:0] = [p for p in json.loads(os.environ.get("SSMCHECK_PYTHON_PATH", "[]")) if p not in sys.path]
-    channel = _Channel(3, 4)
+    bell = os.environ.get("SSMCHECK_HOST_BELL")  # the doorbell page, for its exporting word only
+    channel = _Channel(3, 4, int(bell) if bell else None)
     try:
         backend = load_class(os.environ.get("SSMCHECK_PYTHON_CLASS", ""))
     except BaseException as e:  # the hello says why, then the host ends

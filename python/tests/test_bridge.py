@@ -138,6 +138,8 @@ class Hostile(NumpyGdn):
         if f == "print":
             for _ in range(2000):
                 print("x" * 100)
+        if f == "raise":
+            raise RuntimeError("boom in " + call)
 
     def create_pool(self, layers, pool):
         self._fault("create_pool")
@@ -158,6 +160,13 @@ class Hostile(NumpyGdn):
     def export_state(self, slot):
         self._fault("export_state")
         return super().export_state(slot)
+
+
+class DigestedHostile(Hostile):
+    """Hostile with field digests: ssmcheck asks the bridge to send every claimed slot's digests
+    with each op's reply, so export_state runs right after the op, in the op's call."""
+    name = "numpy GDN with field digests that misbehaves"
+    field_digests = True
 
 
 class OwnLegality(NumpyGdn):
@@ -363,18 +372,48 @@ def test_field_digests(tmp):
     check(d[2] != d[0], "one word's lowest bit changed (word %d of seed %d) changes the digest" % (word, SEED))
     check(d[3] != d[0], "two words swapped change the digest")
     check(all(0 <= x < 1 << 64 for x in d), "digests are 64-bit unsigned")
+    try:  # torch tensors (an adapter's, on its GPU; here on the CPU) digest as the same numpy arrays
+        import torch
+    except ImportError:
+        print("skip torch digests: torch is not installed here", flush=True)
+    else:
+        t = torch.from_numpy(a)
+        ints = np.arange(a.size, dtype=np.int32).reshape(a.shape)
+        mixed = [t, t.transpose(1, 2), t.reshape(-1), torch.from_numpy(half), torch.from_numpy(ints), t[1]]
+        want = Digester().digests([a, np.ascontiguousarray(a.transpose(0, 2, 1)), a.reshape(-1), half,
+                                   ints.astype(np.float32), a[1]])
+        check(Digester().digests(mixed) == want, "torch tensors (views, FP16, int32 as float32, one size in "
+              "several shapes) digest as the numpy arrays the bridge would send")
 
     # the default (auto) asks for digests only on live states of 64 KiB and more; these presets are
     # smaller, so the path is forced on (SSMCHECK_FIELD_DIGESTS, docs/plugins.md "Field digests")
+    # The digests travel with each op's reply unless SSMCHECK_EXPORTS_WITH_OPS=off: both give the
+    # same campaign.
     os.environ["SSMCHECK_FIELD_DIGESTS"] = "on"
     for mode in ("f32", "f16-pool"):
         rc, plain = run(seeded_fuzz(tmp, mode) + ["--backend", "python:numpy-gdn"], NumpyGdn, tmp, "plain_" + mode)
         rc2, digested = run(seeded_fuzz(tmp, mode) + ["--backend", "python:numpy-gdn"], Digested, tmp, "digested_" + mode)
-        same = verdict_lines(plain) == verdict_lines(digested) and len(verdict_lines(plain)) >= 3  # counts, ops, axes
-        check(rc == 0 and rc2 == 0 and same, "h mode %s: the class with field digests passes the campaign with the "
-              "same cases, ops and coverage as without (rc %d, %d)" % (mode, rc, rc2))
+        os.environ["SSMCHECK_EXPORTS_WITH_OPS"] = "off"
+        rc3, own_calls = run(seeded_fuzz(tmp, mode) + ["--backend", "python:numpy-gdn"], Digested, tmp, "own_calls_" + mode)
+        del os.environ["SSMCHECK_EXPORTS_WITH_OPS"]
+        same = verdict_lines(plain) == verdict_lines(digested) == verdict_lines(own_calls) and len(verdict_lines(plain)) >= 3
+        check(rc == rc2 == rc3 == 0 and same, "h mode %s: the class with field digests, sent with the ops' replies or "
+              "asked for in calls of their own, passes the campaign with the same cases, ops and coverage as "
+              "without (rc %d, %d, %d)" % (mode, rc, rc2, rc3))
         if not same:
-            print("\n".join(verdict_lines(plain)), "\n--\n", "\n".join(verdict_lines(digested)))
+            print("\n".join(verdict_lines(plain)), "\n--\n", "\n".join(verdict_lines(digested)), "\n--\n",
+                  "\n".join(verdict_lines(own_calls)))
+    # a fault of export_state while the bridge digests the slots after an op is one of export_state
+    # after that op: a crash or hang named so by ssmcheck, a Python exception by the bridge
+    script = ["--call-timeout", "2", "check", "--h-mode", "f32", "--ops", "alloc; prefill 3; decode"]
+    says = dict(segv="killed by signal 11", hang="did not answer within 2 s", raise_="RuntimeError: boom in export_state")
+    for fault, expected in says.items():
+        rc, text = run(script + ["--backend", "python:hostile,fault=%s,at=export_state" % fault.rstrip("_")],
+                       DigestedHostile, tmp, "digested_hostile_" + fault)
+        check(rc == 1 and expected in text and "export_state(slot 0), sent with the reply of alloc" in text,
+              "with field digests, export_state doing %s after alloc is named as that (rc %d)" % (fault, rc))
+        if rc != 1 or "sent with the reply of alloc" not in text:
+            print(text[-1500:])
     rc, text = run(["fuzz", "--h-mode", "f16-pool", "--seed", str(SEED), "--cases", "100", "--max-ops", "25", "--out", tmp,
                     "--backend", "python:numpy-gdn,fault=f16_store_inf"], Digested, tmp, "digested_fault")
     script = [l for l in text.splitlines() if l.strip().startswith("script:")]
@@ -707,8 +746,9 @@ def test_frame_limits(tmp):
 
 @case
 def test_wire_bounds_match_the_cpp_side(tmp):
-    """bridge.py's MAX_JSON, MAX_ARRAYS and MAX_ARENA are plugin/host_wire.h's kMaxJson,
-    kMaxArrays and kMaxArena (read from the header in a source tree)."""
+    """bridge.py's MAX_JSON, MAX_ARRAYS, MAX_ARENA and BELL_EXPORTING_OFFSET are
+    plugin/host_wire.h's kMaxJson, kMaxArrays, kMaxArena and kBellExportingOffset (read from the
+    header in a source tree)."""
     header = os.path.join(here, "..", "..", "plugin", "host_wire.h")
     if not os.path.exists(header):
         print("skip: %s is not here (not a source tree)" % header)
@@ -721,7 +761,8 @@ def test_wire_bounds_match_the_cpp_side(tmp):
             return None
         expr = re.sub(r"\buint64_t\((\d+)\)|\b(\d+)u\b", lambda g: g.group(1) or g.group(2), m.group(1))
         return eval(expr, {"__builtins__": {}}) if re.fullmatch(r"[\d\s<()]+", expr) else None
-    for cpp, py in (("kMaxJson", "MAX_JSON"), ("kMaxArrays", "MAX_ARRAYS"), ("kMaxArena", "MAX_ARENA")):
+    for cpp, py in (("kMaxJson", "MAX_JSON"), ("kMaxArrays", "MAX_ARRAYS"), ("kMaxArena", "MAX_ARENA"),
+                    ("kBellExportingOffset", "BELL_EXPORTING_OFFSET")):
         check(value(cpp) == getattr(bridge, py), "bridge.%s = %d is host_wire.h's %s (%s)" % (py, getattr(bridge, py), cpp, value(cpp)))
 
 
