@@ -14,7 +14,9 @@
 // Mamba-2), z, [ple_tokens, ple_x] and get per entry and layer the output, [the PLE output];
 // export_state gets the fields it has, in the order read below; a C host sends the exports of the
 // instance's slots with each op's reply instead (wire::kExportAfter), and export_state after the op
-// reads them from there. docs/plugins.md, "The host process".
+// reads them from there; a Python host whose class has field digests is asked ("digests_after":
+// true) for every claimed slot's digests with the reply ("digests": [[slot, fields, rest], ...]),
+// from which field_digests is answered. docs/plugins.md, "The host process".
 #pragma once
 #include <string>
 
