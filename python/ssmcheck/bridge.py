@@ -38,10 +38,11 @@ convention profile of what export_state returns (docs/plugins.md): ``conv_window
 or "d_conv-1" for causal_conv1d's state), ``h_layout`` ("nv,kd,vd", or "nv,vd,kd") and
 ``prefill_stage`` (False: no FP32 staging blob in f16-pool mode; the stage is not compared);
 ``field_digests`` (True: ssmcheck asks for a digest of each field of export_state's arrays, taken
-where they live, and reads a state back only when one changed: field_digest.py; the bridge
-then calls export_state on every slot it holds after each op and sends their digests with the
-op's reply; by default on live states of 64 KiB and more, smaller ones are read back whole; ssmcheck's environment variable
-SSMCHECK_FIELD_DIGESTS=on|off|auto overrides that, for a benchmark or to rule them out); and
+where they live, and reads a state back only when one changed: field_digest.py; the bridge then
+calls export_state on every slot it holds after each op and sends their digests with the op's
+reply; by default on live states of 64 KiB and more, smaller ones are read back whole; ssmcheck's
+environment variable SSMCHECK_FIELD_DIGESTS=on|off|auto overrides that, for a benchmark or to rule
+them out); and
 the numerics it computes, which the model it is checked on then uses: ``gates`` ("clamped", the
 contract's, or "torch": softplus linear above 20, no clamps), ``f16_store`` ("saturate", the
 contract's, or "inf": FP16 stores overflow to inf) and ``f16_rows`` ("stored", the contract's, or
@@ -313,7 +314,6 @@ class _Channel:
         text = json.dumps(reply).encode()
         parts = [_HEADER.pack(len(text), len(at), 0, self.size), text] + [_PAIR.pack(o, m) for o, m in at]
         self.sock.sendall(b"".join(parts))
-
 
     def _place_tensors(self, tensors):
         """Copies torch tensors [(offset, bytes, tensor)] into the arena: those of one GPU gathered
