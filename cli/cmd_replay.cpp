@@ -15,6 +15,7 @@
 #include "cli/backend_registry.h"
 #include "cli/case_options.h"
 #include "formats/verdict_text.h"
+#include "fuzz/campaign.h"
 #include "formats/trace.h"
 #include "compare/likely_cause.h"
 #include "replay/convention_hints.h"
@@ -228,8 +229,11 @@ int run_replay(const ReplayFlags& f) {
         fmt::print("  deliberately faulty trace: expected the first divergence at {}: {}\n",
                    trace.header.expect->text(), r.matches(*trace.header.expect) ? "pinpointed" : "NOT MATCHED");
       for (const std::string& h : hints) fmt::print("  likely cause: {}\n", h);
-      if (!r.pass())
-        fmt::print("  rerun: ssmcheck replay {} --backend {}{}\n", path, be.name, given_numerics(f.numerics));
+      if (!r.pass()) {  // the whole --backend text (its options), through the bridge for a Python class
+        const std::string args =
+            fmt::format("replay {} --backend {}{}", fuzz::shell_quoted(path), be.flag, given_numerics(f.numerics));
+        fmt::print("  rerun: {}\n", be.python_class ? fuzz::python_rerun(args) : "ssmcheck " + args);
+      }
       diverged = diverged || !r.pass();
       if (f.html.any()) {
         const report::DivergenceGrid grid = report::grid_of(trace, r);

@@ -31,12 +31,6 @@ std::string shell_quoted(const std::string& s) {
   return q + "'";
 }
 
-namespace {
-
-// The shell command that reruns `args` (a check line) with the Python class the campaign ran: the
-// class and its sys.path come from the environment python/ssmcheck/bridge.py's run() set
-// (SSMCHECK_PYTHON_CLASS, SSMCHECK_PYTHON_PATH, SSMCHECK_PYTHON_HOST's interpreter); without them,
-// a line naming what to fill in.
 std::string python_rerun(const std::string& args) {
   const char* cls = std::getenv("SSMCHECK_PYTHON_CLASS");
   if (!cls || !*cls) return fmt::format("ssmcheck.run(\"{}\".split(), YourClass)  (python/ssmcheck)", args);
@@ -57,6 +51,8 @@ std::string python_rerun(const std::string& args) {
                                   "c = load_class(sys.argv[1]); sys.exit(ssmcheck.run(sys.argv[2:], c))"),
                      shell_quoted(cls), args);
 }
+
+namespace {
 
 // The command that reruns a case: `ssmcheck check ...`, or through the Python bridge.
 std::string rerun_line(const CampaignOptions& o, const std::string& case_flags, const std::string& script) {

@@ -113,6 +113,11 @@ struct CampaignResult {
 
 // `s` as one shell word: single-quoted, a ' inside written '\'' (the rerun lines).
 std::string shell_quoted(const std::string& s);
+// The shell command that reruns `args` (ssmcheck's arguments: a check or replay line) with the
+// Python class this process runs: the class and its sys.path come from the environment
+// python/ssmcheck/bridge.py's run() set (SSMCHECK_PYTHON_CLASS, SSMCHECK_PYTHON_PATH,
+// SSMCHECK_PYTHON_HOST's interpreter); without them, a line naming what to fill in.
+std::string python_rerun(const std::string& args);
 
 // A case's configuration as fields: preset or config, layers, h mode, pool, generator and numerics.
 nlohmann::json config_json(const CaseConfig& c);

@@ -267,7 +267,15 @@ ReplayResult replay_trace(formats::TraceSource& tr, Backend& b, const ReplayOpti
       w.op = text;
       w.seq = ts.seq;
       w.slot = slot;
-      const SequenceState got = restrict_to(b.export_state(slot), ts);
+      SequenceState got;
+      try {  // an export that fails is the backend's failure at this op, as an op that fails is
+        got = restrict_to(b.export_state(slot), ts);
+      } catch (const std::exception& e) {
+        here.push_back(
+            plain(index, text, "backend error", ts.seq,
+                  fmt::format("{} failed to export seq {} (slot {}): {}\n", b.name(), ts.seq, slot, e.what())));
+        continue;
+      }
       const cmp::StateReport rep =
           cmp::compare_state(ts.state, got, o.tolerances, w, opt.strictness, lineage.of(ts.seq));
       // agreeing states on opposite sides of FP16's overflow threshold: the replaying side goes on

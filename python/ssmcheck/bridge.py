@@ -68,6 +68,10 @@ SSMP_OK, SSMP_REFUSED, SSMP_ERROR = 0, 1, 2
 ABI_VERSION = 1
 
 
+# The module name under which host.load_class imports a class given as "PATH.py:QUALNAME".
+SUT_MODULE = "__ssmcheck_sut__"
+
+
 class Refused(Exception):
     """The op breaks the contract: ``kind`` is an ssmcheck error kind ("capacity", ...)."""
 
@@ -701,6 +705,8 @@ def class_spec(backend):
     if not qual or not module or "<" in qual:
         raise TypeError("ssmcheck.run: %r cannot be imported by the host process: define the class (or a "
                         "function taking the options text) at the top level of a module or script" % (backend,))
+    if module == SUT_MODULE:  # loaded from a file by host.load_class (a rerun line): that file again
+        return "%s:%s" % (os.path.abspath(sys.modules[module].__file__), qual)
     if module == "__main__":
         main = sys.modules["__main__"]
         spec = getattr(main, "__spec__", None)

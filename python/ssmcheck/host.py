@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from .bridge import SSMP_ERROR, _Channel, _Server
+from .bridge import SSMP_ERROR, SUT_MODULE, _Channel, _Server
 
 PR_SET_PDEATHSIG = 1
 
@@ -35,9 +35,9 @@ def load_class(spec):
     if not where or not qual:
         raise ValueError("SSMCHECK_PYTHON_CLASS=%r is not MODULE:QUALNAME or PATH.py:QUALNAME" % spec)
     if where.endswith(".py"):
-        loader_spec = importlib.util.spec_from_file_location("__ssmcheck_sut__", where)
+        loader_spec = importlib.util.spec_from_file_location(SUT_MODULE, where)
         module = importlib.util.module_from_spec(loader_spec)
-        sys.modules["__ssmcheck_sut__"] = module
+        sys.modules[SUT_MODULE] = module
         loader_spec.loader.exec_module(module)
     else:
         module = importlib.import_module(where)
