@@ -89,7 +89,8 @@ struct Instance {
   std::vector<Piece> inputs;      // the last call's input arrays (reused)
   bool export_after = false;      // op calls carry wire::kExportAfter (create_pool decides) ...
   bool digests_after = false;     // ... or "digests_after" (sent_with_ops) ...
-  bool async_paused = false;      // ... unless its async copies are paused (pause_async_copies)
+  bool read_after_op = false;     // ... when the caller read a state after the last op ...
+  bool async_paused = false;      // ... and its async copies are not paused (pause_async_copies)
 };
 Instance& self(void* p) { return *static_cast<Instance*>(p); }
 
@@ -216,12 +217,16 @@ void keep_digests(Instance& I, const json& all) {
 // An op's call (wire::Op): a Compact record with its slots; JSON to a host that takes no records.
 // With I.export_after the host sends the exports of the instance's slots with the reply (kept in
 // the host's SentExports until the next call); with I.digests_after their field digests (kept in
-// its SentDigests until a call that may change a slot).
+// its SentDigests until a call that may change a slot). Either only when the caller read a state
+// after the previous op (the lockstep reads after every op; `replay` only where its trace has a
+// state), so that nothing is exported or digested for nobody.
 int exchange_op(Instance& I, wire::Compact c, const int32_t* slots, const std::vector<Piece>& arrays, ssmp_error* err,
                 const HostProcess::Reply** reply) {
   c.instance = I.id;
-  c.status = I.export_after && !I.async_paused ? wire::kExportAfter : 0;
-  const bool digests = I.digests_after && !I.async_paused;
+  const bool ask = I.read_after_op && !I.async_paused;
+  I.read_after_op = false;
+  c.status = ask && I.export_after ? wire::kExportAfter : 0;
+  const bool digests = ask && I.digests_after;
   auto what = [&] { return what_of(wire::json_of(c, slots)); };
   const int rc = exchange_with(
       I,
@@ -394,7 +399,7 @@ SentWithOps sent_with_ops(const Host& H, const ModelSpec& spec) {
 
 int create_pool(void* p, const ssmp_config* c, ssmp_error* err) {
   Instance& I = self(p);
-  I.export_after = I.digests_after = false;
+  I.export_after = I.digests_after = I.read_after_op = false;
   json layers = json::array();
   std::vector<Piece> w;
   I.layers.clear();
@@ -634,6 +639,7 @@ size_t fill_export(const Instance& I, const wire::ExportHead& head,
 // since (wire::kExportAfter), else a call; the reply says which fields it has (wire::ExportHead).
 int export_state(void* p, int slot, ssmp_state* st, ssmp_error* err) {
   Instance& I = self(p);
+  I.read_after_op = true;
   try {
     const SentExports& s = I.host->sent;
     if (s.valid && s.instance == I.id && s.generation == I.generation)
@@ -693,6 +699,7 @@ int perturb_schedule(void* p, uint64_t seed) {
 // Answered from the digests sent with the last op's reply when they hold the slot (SentDigests).
 int field_digests(void* p, int slot, int n_fields, ssmp_field* fields, uint64_t* digests, ssmp_error* err) {
   Instance& I = self(p);
+  I.read_after_op = true;
   const SentDigests& sent = I.host->digests;
   const json* answer = nullptr;
   if (sent.valid && sent.instance == I.id && sent.generation == I.generation) {

@@ -110,18 +110,21 @@ class Boom(NumpyGdn):
 
 
 class Hostile(NumpyGdn):
-    """Misbehaves once, in one call (options fault=KIND,at=CALL): ends its process, crashes, hangs,
-    raises a BaseException or prints; the rest is NumpyGdn. Run in its host process, none of it
+    """Misbehaves in one call (options fault=KIND,at=CALL[,skip=N]: from its (N+1)th call on): ends
+    its process, crashes, hangs, raises or prints; the rest is NumpyGdn. Run in its host process, none of it
     may end ssmcheck, change its exit code or reach its stdout."""
     name = "numpy GDN that misbehaves"
 
     def __init__(self, options=""):
         super().__init__("")
         opts = dict(kv.split("=", 1) for kv in options.split(",") if kv)
-        self.fault, self.at = opts.get("fault"), opts.get("at")
+        self.fault, self.at, self.skip = opts.get("fault"), opts.get("at"), int(opts.get("skip", 0))
 
     def _fault(self, call):
         if call != self.at:
+            return
+        if self.skip > 0:
+            self.skip -= 1
             return
         f = self.fault
         if f == "sys_exit0":
@@ -404,16 +407,39 @@ def test_field_digests(tmp):
             print("\n".join(verdict_lines(plain)), "\n--\n", "\n".join(verdict_lines(digested)), "\n--\n",
                   "\n".join(verdict_lines(own_calls)))
     # a fault of export_state while the bridge digests the slots after an op is one of export_state
-    # after that op: a crash or hang named so by ssmcheck, a Python exception by the bridge
+    # after that op: a crash or hang named so by ssmcheck, a Python exception by the bridge (the
+    # digests come with an op's reply once the caller read a state after the op before: after alloc
+    # its digests and its state are asked for in calls, the two export_state calls skipped;
+    # prefill's digests come with its reply)
     script = ["--call-timeout", "2", "check", "--h-mode", "f32", "--ops", "alloc; prefill 3; decode"]
     says = dict(segv="killed by signal 11", hang="did not answer within 2 s", raise_="RuntimeError: boom in export_state")
     for fault, expected in says.items():
-        rc, text = run(script + ["--backend", "python:hostile,fault=%s,at=export_state" % fault.rstrip("_")],
+        rc, text = run(script + ["--backend", "python:hostile,fault=%s,at=export_state,skip=2" % fault.rstrip("_")],
                        DigestedHostile, tmp, "digested_hostile_" + fault)
-        check(rc == 1 and expected in text and "export_state(slot 0), sent with the reply of alloc" in text,
-              "with field digests, export_state doing %s after alloc is named as that (rc %d)" % (fault, rc))
-        if rc != 1 or "sent with the reply of alloc" not in text:
+        check(rc == 1 and expected in text and "export_state(slot 0), sent with the reply of prefill" in text,
+              "with field digests, export_state doing %s after prefill is named as that (rc %d)" % (fault, rc))
+        if rc != 1 or "sent with the reply of prefill" not in text:
             print(text[-1500:])
+    # replay reads a state only where its trace has one: nothing is digested after the other ops
+    trace = os.path.join(tmp, "last_state.h5")
+    p = subprocess.run([ssmcheck_exe(), "record", "--ops", "alloc; prefill 3; decode; decode", "--states", "last",
+                        "-o", trace], capture_output=True, text=True)
+    rc, text = run(["replay", trace, "--backend", "python:hostile,fault=raise,at=export_state"], DigestedHostile,
+                   tmp, "digested_replay")
+    check(p.returncode == 0 and rc == 1 and "export_state(slot 0) failed: python export_state: RuntimeError: boom" in text
+          and "sent with the reply" not in text,
+          "replaying a trace with a state after its last op only, the class's export_state is first called for "
+          "that state, never after the ops before it, and its failure is the replay's divergence there (rc %d, %d)"
+          % (p.returncode, rc))
+    rerun = [l.split("rerun:", 1)[1].strip() for l in text.splitlines() if l.strip().startswith("rerun:")]
+    rerun_rc = subprocess.run(["/bin/sh", "-c", rerun[0]], env=dict(os.environ, SSMCHECK=ssmcheck_exe()), cwd=tmp,
+                              capture_output=True, text=True, timeout=300) if rerun else None
+    check(rerun and "fault=raise,at=export_state" in rerun[0] and rerun_rc.returncode == 1 and
+          "boom in export_state" in rerun_rc.stdout,
+          "the replay's rerun line keeps the backend's options and, run by the shell, diverges again: %s"
+          % (rerun[0][-120:] if rerun else "none"))
+    if rerun_rc is not None and rerun_rc.returncode != 1:
+        print(rerun_rc.stdout[-1500:], rerun_rc.stderr[-1500:])
     rc, text = run(["fuzz", "--h-mode", "f16-pool", "--seed", str(SEED), "--cases", "100", "--max-ops", "25", "--out", tmp,
                     "--backend", "python:numpy-gdn,fault=f16_store_inf"], Digested, tmp, "digested_fault")
     script = [l for l in text.splitlines() if l.strip().startswith("script:")]
