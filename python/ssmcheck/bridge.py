@@ -62,7 +62,7 @@ import traceback
 import numpy as np
 
 from . import locate
-from .field_digest import Digester, fields_reply, state_digests, states_digests
+from .field_digest import Digester, is_f16, fields_reply, state_digests, states_digests
 
 SSMP_OK, SSMP_REFUSED, SSMP_ERROR = 0, 1, 2
 ABI_VERSION = 1
@@ -397,10 +397,6 @@ def _numel(a):
     return int(np.prod(_shape(a), dtype=np.int64))
 
 
-def _is_f16(a):
-    return str(a.dtype) in ("float16", "torch.float16")
-
-
 def _int_reply(value, call, what):
     """An integer the class returned, for a C int of the reply: refused (ValueError naming the
     call and the value) if it is not an integer or does not fit, never truncated."""
@@ -474,7 +470,7 @@ def _state_reply(layers, st, conv_window="d_conv", h_layout="nv,kd,vd"):
         if _shape(a) != want and not (len(_shape(a)) == 1 and _numel(a) == int(np.prod(want))):
             raise ValueError("export_state: layer %d %s has shape %s, expected %s (h_layout %s)" % (l, name, _shape(a), want, h_layout))
         blobs.append(a)
-        return _is_f16(a)
+        return is_f16(a)
 
     def conv_like(x, l, name):
         a = _real_kept(x, "export_state: layer %d %s" % (l, name), np.float32)
@@ -648,7 +644,7 @@ class _Server:
             return dict(status=SSMP_OK, fields=fields, rest=rest), []
         if call == "export_fields":  # the fields whose digest changed, after field_digests
             st = obj.export_state(req["slot"])
-            answers, arrays = fields_reply(st, req["fields"])
+            answers, arrays = fields_reply(st, req["fields"], _real_kept)
             return dict(status=SSMP_OK, fields=answers, last_verify_k=_int_reply(st.last_verify_k, "export_state", "last_verify_k")), arrays
         if call == "export_state":
             return _state_reply(layers, obj.export_state(req["slot"]), getattr(self.backend, "conv_window", "d_conv"),

@@ -54,7 +54,8 @@ def named_fields(state):
         yield "h_prefill_stage", -1, 0, state.prefill_stage
 
 
-def _is_f16(x):
+def is_f16(x):
+    """Whether x (a numpy array or torch tensor) holds float16."""
     return str(x.dtype) in ("float16", "torch.float16")
 
 
@@ -128,17 +129,18 @@ def states_digests(states, digester):
     digests = digester.digests([f[3] for fields in per_state for f in fields])
     out, at = [], 0
     for st, fields in zip(states, per_state):
-        rows = [[name, layer, index, _is_f16(x), d] for (name, layer, index, x), d in zip(fields, digests[at:])]
+        rows = [[name, layer, index, is_f16(x), d] for (name, layer, index, x), d in zip(fields, digests[at:])]
         at += len(fields)
         out.append((rows, hash((int(st.last_verify_k), tuple(r[3] for r in rows))) & _MASK))
     return out
 
 
-def fields_reply(state, want):
+def fields_reply(state, want, kept):
     """What the bridge answers to ``export_fields`` (the fields whose digest changed, [name, layer,
     index] each): ([present, is_f16] per field asked for, the arrays of the present ones in that
-    order: h-like fields float32 or float16 as they are, the others float32; torch tensors stay
-    where they are, for the bridge to copy into the arena)."""
+    order). kept(array, what, dtype) is the bridge's check and conversion of an array for a reply
+    (bridge._real_kept: h-like fields float32 or float16 as they are, dtype None; the others
+    float32; torch tensors stay where they are, for the bridge to copy into the arena)."""
     have = {(name, layer, index): x for name, layer, index, x in named_fields(state)}
     answers, arrays = [], []
     for name, layer, index in want:
@@ -147,15 +149,7 @@ def fields_reply(state, want):
             answers.append([False, False])
             continue
         h_like = name == "h" or (name.startswith("h_") and name != "h_prefill_stage")
-        if hasattr(x, "detach"):  # a torch tensor: sent as it is, copied from its device into the arena
-            a = x.detach()
-            if not (h_like and str(a.dtype) == "torch.float16"):
-                a = a.float()
-        else:
-            a = np.ascontiguousarray(x)
-            if not (h_like and a.dtype == np.float16):
-                a = a.astype(np.float32, copy=False)
-        answers.append([True, _is_f16(a)])
+        a = kept(x, "export_fields: layer %d %s (index %d)" % (layer, name, index), None if h_like else np.float32)
+        answers.append([True, is_f16(a)])
         arrays.append(a)
     return answers, arrays
-
