@@ -68,6 +68,7 @@ struct Host {
   ssmp_capabilities capabilities{};  // the hello's "capabilities" (table.capabilities points here)
   SentExports sent;
   SentDigests digests;
+  bool with_ops = true;  // SSMCHECK_EXPORTS_WITH_OPS (exports_with_ops_setting), read when the host starts
 };
 std::vector<std::unique_ptr<Host>>& hosts() {
   static std::vector<std::unique_ptr<Host>> v;
@@ -377,21 +378,26 @@ void destroy(void* p) {
   delete I;
 }
 
-// What an instance's op calls ask its host to send with the reply on a model of `spec`
-// (SSMCHECK_EXPORTS_WITH_OPS not "off"): every claimed slot's export (wire::kExportAfter) from a
-// host taking Compact records (a C host) where the lockstep reads states whole; their field
-// digests ("digests_after") from a host of JSON calls (the Python host) where it reads them by
-// field digests (plugin_backend.h). A C host's field digests stay calls: through the doorbell one
-// costs tens of microseconds. Neither while the instance's async copies are paused (exchange_op:
-// there an export releases a paused copy, so when it happens is what the campaign tests). Throws
-// std::invalid_argument naming a variable of another value.
-enum class SentWithOps { nothing, exports, digests };
-SentWithOps sent_with_ops(const Host& H, const ModelSpec& spec) {
+// SSMCHECK_EXPORTS_WITH_OPS: on (the default) or off. Throws std::invalid_argument naming the
+// variable for another value (before any case runs: hosted_plugin_table reads it).
+bool exports_with_ops_setting() {
   const char* v = std::getenv("SSMCHECK_EXPORTS_WITH_OPS");
   const std::string text = v ? v : "";
   if (!text.empty() && text != "on" && text != "off")
     throw std::invalid_argument("SSMCHECK_EXPORTS_WITH_OPS is '" + text + "'; it takes on (the default) or off");
-  if (text == "off") return SentWithOps::nothing;
+  return text != "off";
+}
+
+// What an instance's op calls ask its host to send with the reply on a model of `spec`
+// (Host::with_ops): every claimed slot's export (wire::kExportAfter) from a
+// host taking Compact records (a C host) where the lockstep reads states whole; their field
+// digests ("digests_after") from a host of JSON calls (the Python host) where it reads them by
+// field digests (plugin_backend.h). A C host's field digests stay calls: through the doorbell one
+// costs tens of microseconds. Neither while the instance's async copies are paused (exchange_op:
+// there an export releases a paused copy, so when it happens is what the campaign tests).
+enum class SentWithOps { nothing, exports, digests };
+SentWithOps sent_with_ops(const Host& H, const ModelSpec& spec) {
+  if (!H.with_ops) return SentWithOps::nothing;
   const bool by_digests = offers_field_digests(H.table) && asks_field_digests(field_digests_use(), spec);
   if (H.proc.compact()) return by_digests ? SentWithOps::nothing : SentWithOps::exports;
   return by_digests ? SentWithOps::digests : SentWithOps::nothing;
@@ -840,6 +846,7 @@ const ssmp_plugin* hosted_plugin_table(HostLaunch launch) {
   if (int(hosts().size()) >= kMaxHosts)
     throw std::runtime_error(launch.label + ": more than " + std::to_string(kMaxHosts) + " hosted plug-ins in one process");
   auto H = std::make_unique<Host>(std::move(launch));
+  H->with_ops = exports_with_ops_setting();
   H->declaration = H->proc.start();
   const json& hello = H->declaration;
   H->name = hello.value("name", std::string("hosted"));

@@ -297,6 +297,13 @@ TEST_F(Hosted, ExportsSentWithAnOpsReplyAreNamedAsExports) {
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("SSMCHECK_EXPORTS_WITH_OPS is 'maybe'; it takes on (the default) or off"), std::string::npos)
       << bad.out;
+  // a campaign refuses it before its first case: it is no failure of the plug-in's (was a failed case, exit 1)
+  const auto bad_fuzz =
+      sh(std::string("SSMCHECK_EXPORTS_WITH_OPS=maybe ") + SSMCHECK_BIN + " fuzz --cases 2 --backend " +
+         q("plugin:" + plugin_) + " --out " + q(dir_.file("bad_setting")));
+  EXPECT_EQ(bad_fuzz.code, 2) << bad_fuzz.out;
+  EXPECT_NE(bad_fuzz.out.find("SSMCHECK_EXPORTS_WITH_OPS is 'maybe'"), std::string::npos) << bad_fuzz.out;
+  EXPECT_EQ(bad_fuzz.out.find("FAILED"), std::string::npos) << bad_fuzz.out;
   EXPECT_EQ(processes_mentioning(plugin_), 0);
 }
 

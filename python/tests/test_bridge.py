@@ -446,6 +446,11 @@ def test_field_digests(tmp):
     check(rc == 1 and script and "decode" in script[0],
           "with field digests, FP16 stores overflowing to inf are still caught and shrunk: %s (rc %d)"
           % (script[0].strip() if script else "no script", rc))
+    os.environ["SSMCHECK_EXPORTS_WITH_OPS"] = "maybe"
+    rc, text = run(seeded_fuzz(tmp) + ["--backend", "python:numpy-gdn"], Digested, tmp, "with_ops_bogus")
+    del os.environ["SSMCHECK_EXPORTS_WITH_OPS"]
+    check(rc == 2 and "SSMCHECK_EXPORTS_WITH_OPS is 'maybe'" in text and "FAILED" not in text,
+          "an unknown SSMCHECK_EXPORTS_WITH_OPS is refused by name before a campaign's first case (rc %d)" % rc)
     os.environ["SSMCHECK_FIELD_DIGESTS"] = "bogus"
     rc, text = run(["check", "--ops", "alloc", "--backend", "python:numpy-gdn"], Digested, tmp, "digests_bogus")
     check(rc == 2 and "SSMCHECK_FIELD_DIGESTS is 'bogus'" in text,
