@@ -26,6 +26,23 @@ def import_peer(module, env, what):
                           "(docs/plugins.md, 'Third-party kernels')" % (what, module, e, env)) from e
 
 
+def warm_up(torch, device):
+    """What an engine pays once, at its start, paid when the adapter is constructed instead of at
+    its first op: CUDA's context and torch's allocator on ``device`` (0.3 s on an H100 machine),
+    and Triton's cache key (a hash of Triton's own sources, 0.42 s, computed at the first kernel
+    launch of a process). ssmcheck constructs the class once before a campaign's first case
+    (torch's and the peer's imports happen there too), so the campaign's time is the kernels' and
+    not this. Triton's part is skipped where Triton (or this function of it) is absent; both are
+    cached, later constructions cost nothing."""
+    if device.type == "cuda":
+        torch.zeros(1, device=device)
+    try:
+        from triton.runtime.cache import triton_key
+    except ImportError:
+        return
+    triton_key()
+
+
 def parse_options(text, allowed):
     """'key=value,key=value' -> dict; a key not in ``allowed`` (a dict of key -> accepted values or
     None for any) is an error naming the keys it knows."""
@@ -106,15 +123,26 @@ class SpecSlots:
         return [self.row(s, t) for t in range(self.M + 1)] + [self.home(s)], live + 1 if live >= 0 else self.M + 2
 
 
-def contract_gates(torch, L, a, b):
+def contract_gates(torch, A_log, dt_bias, a, b):
     """The contract's gates in FP64 (docs/state-model.md, 'One token', step 2), returned as the
     log-space decay and beta the kernels take: g = clamp(exp(-exp(min(A_log, 20)) *
-    softplus(min(a + dt_bias, 20))), 1e-6, 1 - 1e-6), beta = sigmoid(b). a, b: [rows, nv]."""
-    x = a.double() + L.t_dt_bias.double()
+    softplus(min(a + dt_bias, 20))), 1e-6, 1 - 1e-6), beta = sigmoid(b). a, b: [rows, nv]; the
+    weights A_log, dt_bias [nv] on the same device (host_contract_gates: on the host)."""
+    x = a.double() + dt_bias.double()
     dt = torch.log1p(torch.exp(torch.clamp(x, max=20.0)))
-    A = torch.exp(torch.clamp(L.t_A_log.double(), max=20.0))
+    A = torch.exp(torch.clamp(A_log.double(), max=20.0))
     g = torch.clamp(torch.exp(-A * dt), 1e-6, 1.0 - 1e-6)
     return torch.log(g).float(), torch.sigmoid(b.double()).float()
+
+
+def host_contract_gates(torch, L):
+    """contract_gates of layer L on the host, as a function of numpy a, b (the inputs as ssmcheck
+    sent them) giving numpy g, beta, for stack_inputs: for the few rows of an op, a dozen torch
+    calls on the CPU cost less than launching them on the device (measured 0.6 ms a layer and op
+    there, H100)."""
+    A_log, dt_bias = torch.from_numpy(L.A_log), torch.from_numpy(L.dt_bias)
+    return lambda a, b: tuple(t.numpy() for t in contract_gates(torch, A_log, dt_bias, torch.from_numpy(a),
+                                                                   torch.from_numpy(b)))
 
 
 def gated_rms_norm(torch, L, o, z):
@@ -139,12 +167,29 @@ def to_device(torch, layers, device):
         L.t_norm_w = torch.from_numpy(L.norm_w.copy()).to(device)
 
 
-def stack_inputs(torch, device, per_entry, l):
+def stack_inputs(torch, device, per_entry, l, gates=None):
     """Layer l's inputs of several entries, stacked row after row: x [N*T, conv_dim], a, b
-    [N*T, nv], z [N*T, nv*vd] on the device."""
-    def cat(key):
-        return torch.from_numpy(np.concatenate([e[l][key] for e in per_entry], axis=0)).to(device)
-    return cat("x"), cat("a"), cat("b"), cat("z")
+    [N*T, nv], z [N*T, nv*vd] on the device; with ``gates`` (host_contract_gates) also the
+    contract's g and beta [N*T, nv], computed on the host. All in one copy to the device."""
+    arrays = [np.concatenate([e[l][key] for e in per_entry], axis=0) for key in ("x", "a", "b", "z")]
+    if gates is not None:
+        arrays += list(gates(arrays[1], arrays[2]))
+    return to_device_at_once(torch, device, arrays)
+
+
+def to_device_at_once(torch, device, arrays):
+    """FP32 numpy arrays -> tensors of their shapes on ``device`` from one host-to-device copy
+    (every copy waits for the device): one buffer, each array at an offset of a multiple of 64
+    bytes (Triton specialises a kernel on its pointers' alignment)."""
+    at, end = [], 0
+    for a in arrays:
+        at.append(end)
+        end += (a.size + 15) // 16 * 16
+    buf = np.empty(end, np.float32)
+    for off, a in zip(at, arrays):
+        buf[off:off + a.size] = a.reshape(-1)
+    dev = torch.from_numpy(buf).to(device)
+    return [dev[off:off + a.size].view(a.shape) for off, a in zip(at, arrays)]
 
 
 def main(cls, default_name):

@@ -120,7 +120,7 @@ class FlaGdn(PeerAdapter):
         k = y[..., qk:2 * qk].reshape(N, T, L.nk, L.kd)
         v = y[..., 2 * qk:].reshape(N, T, L.nv, L.vd)
         if self.gating == "contract":
-            g, beta = contract_gates(torch, L, a.reshape(N * T, L.nv), b.reshape(N * T, L.nv))
+            g, beta = contract_gates(torch, L.t_A_log, L.t_dt_bias, a.reshape(N * T, L.nv), b.reshape(N * T, L.nv))
             kw = dict(g=g.reshape(N, T, L.nv), beta=beta.reshape(N, T, L.nv))
         else:
             kw = dict(g=a.contiguous(), beta=b.contiguous(), use_gate_in_kernel=True, A_log=L.t_A_log,

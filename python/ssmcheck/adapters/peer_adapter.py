@@ -10,7 +10,7 @@ An adapter subclasses PeerAdapter, sets PEER (the peer's name in messages) and p
     _layer_state(slot, l, n) (h, conv, h_intermediates[:n], conv_intermediates[:n]) of layer l
 """
 from ..bridge import LayerState, State
-from .common import SlotPolicy, parse_options
+from .common import SlotPolicy, parse_options, warm_up
 
 
 class PeerAdapter:
@@ -20,11 +20,13 @@ class PeerAdapter:
 
     def _options(self, options, allowed):
         """Imports torch (an adapter without it is exit 2 naming it), parses 'key=value,...' with
-        ``device`` allowed besides ``allowed``, and sets the device (default cuda)."""
+        ``device`` allowed besides ``allowed``, sets the device (default cuda) and pays the
+        engine's start-up there (warm_up)."""
         import torch
         self.torch = torch
         o = parse_options(options, dict(allowed, device=None))
         self.dev = torch.device(o.get("device", "cuda"))
+        warm_up(torch, self.dev)
         return o
 
     def _start_pool(self, layers, pool):

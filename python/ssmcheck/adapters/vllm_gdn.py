@@ -39,14 +39,15 @@ one of them), so nothing rounds between the rows of an op; ssmcheck checks it on
 those numerics.
 
 Options (``--backend python:vllm-gdn,key=value``): ``gating=vllm`` (default: vLLM's
-``fused_gdn_gating``) or ``gating=contract`` (the contract's clamped gates computed in torch and
-fed to the recurrent kernel as log g; run it with ``--gates clamped``);
+``fused_gdn_gating``) or ``gating=contract`` (the contract's clamped gates computed in torch in
+FP64 on the host, copied with the inputs and fed to the recurrent kernel as log g; run it with
+``--gates clamped``);
 ``device=cuda:N``. h modes: f32 and f16-pool (vLLM's ``mamba_ssm_cache_dtype`` float32 /
 float16); mode f16 (an FP32 pool converted by ``to_f16``) has no vLLM counterpart and is refused.
 """
 import numpy as np
 
-from .common import SpecSlots, contract_gates, gated_rms_norm, import_peer, main, stack_inputs, to_device
+from .common import SpecSlots, gated_rms_norm, host_contract_gates, import_peer, main, stack_inputs, to_device
 from .peer_adapter import PeerAdapter
 
 ENV = "SSMCHECK_VLLM_PATH"
@@ -61,6 +62,11 @@ def _kernels():
     except (ImportError, AttributeError):
         gating = import_peer("vllm_gdn_gating", ENV, "vLLM's fused_gdn_gating (copied beside vllm/)").fused_gdn_gating
     return ops.fused_recurrent_gated_delta_rule, conv.causal_conv1d_update, gating
+
+
+def _rows(gates, sel):
+    """The rows sel of _inputs' gates (None stays None)."""
+    return None if gates is None else tuple(t[sel] for t in gates)
 
 
 class _Seq:
@@ -103,6 +109,7 @@ class VllmGdn(PeerAdapter):
         self.M = self.spec.M  # num_spec: the most drafts a verify can carry
         S = pool.max_slots
         to_device(torch, layers, self.dev)
+        self.host_gates = [host_contract_gates(torch, L) for L in layers]
         self.ssm, self.conv = [], []
         for L in layers:
             self.ssm.append(torch.zeros(self.spec.count(S), L.nv, L.kd, L.vd, dtype=self.dtype, device=self.dev))
@@ -151,15 +158,24 @@ class VllmGdn(PeerAdapter):
         return self.conv_update(x, self.conv[l], L.t_conv_w, L.t_conv_bias, "silu", conv_state_indices=lines,
                                 num_accepted_tokens=acc, query_start_loc=qsl, max_query_len=T)
 
-    def _gates(self, L, a, b):
-        if self.gating == "contract":
-            g, beta = contract_gates(self.torch, L, a, b)
-            return g.unsqueeze(0), beta.unsqueeze(0)
+    def _inputs(self, entries, l):
+        """Layer l's inputs of the entries on the device: (x, a, b, z, gates), gates the
+        contract's (g, beta) computed on the host with gating=contract, else None."""
+        torch = self.torch
+        if self.gating != "contract":
+            return (*stack_inputs(torch, self.dev, entries, l), None)
+        x, a, b, z, g, beta = stack_inputs(torch, self.dev, entries, l, self.host_gates[l])
+        return x, a, b, z, (g, beta)
+
+    def _gates(self, L, a, b, gates):
+        if gates is not None:  # gating=contract: the contract's, from _inputs
+            return gates[0].unsqueeze(0), gates[1].unsqueeze(0)
         return self.gdn_gating(L.t_A_log, a.contiguous(), b.contiguous(), L.t_dt_bias)
 
-    def _recurrent(self, l, y, a, b, z, T, idx, acc):
+    def _recurrent(self, l, y, a, b, z, T, idx, acc, gates):
         """fused_recurrent_gated_delta_rule on rows y [N*T, conv_dim]; idx: 1-D [N] (in place) or
-        2-D [N, W] ssm_state_indices with num_accepted_tokens acc. Returns outputs [N*T, out]."""
+        2-D [N, W] ssm_state_indices with num_accepted_tokens acc; gates: _inputs'. Returns
+        outputs [N*T, out]."""
         torch = self.torch
         L = self.layers[l]
         n = y.shape[0]
@@ -167,7 +183,7 @@ class VllmGdn(PeerAdapter):
         q = y[:, :qk].reshape(1, n, L.nk, L.kd)
         k = y[:, qk:2 * qk].reshape(1, n, L.nk, L.kd)
         v = y[:, 2 * qk:].reshape(1, n, L.nv, L.vd)
-        g, beta = self._gates(L, a, b)
+        g, beta = self._gates(L, a, b, gates)
         N = n // T
         cu = torch.arange(0, (N + 1) * T, T, dtype=torch.int32, device=self.dev)
         o, _ = self.recurrent(q=q, k=k, v=v, g=g, beta=beta, initial_state=self.ssm[l], inplace_final_state=True,
@@ -189,7 +205,7 @@ class VllmGdn(PeerAdapter):
         outs = []
         line, off = q.line, q.off
         for l, L in enumerate(self.layers):
-            x, a, b, z = stack_inputs(torch, self.dev, [inputs], l)
+            x, a, b, z, gates = self._inputs([inputs], l)
             chunk = self.conv[l].shape[2] - (L.d_conv - 1) + 1  # rows the line holds in spec mode
             q.line, q.off = line, off
             ys = []
@@ -199,7 +215,7 @@ class VllmGdn(PeerAdapter):
                 q.off = c - 1
             y = torch.cat(ys, dim=0)
             idx, acc = self._idx([rows]), self._idx([accepted])
-            outs.append(self._recurrent(l, y, a, b, z, T, idx, acc))
+            outs.append(self._recurrent(l, y, a, b, z, T, idx, acc, gates))
         q.live = -1
         return outs
 
@@ -215,18 +231,18 @@ class VllmGdn(PeerAdapter):
         in_place = [j for j, i in enumerate(real) if self.seqs[slots[i]].live < 0]   # vLLM's non-spec path
         from_draft = [j for j, i in enumerate(real) if self.seqs[slots[i]].live >= 0]
         for l, L in enumerate(self.layers):
-            x, a, b, z = stack_inputs(torch, self.dev, [inputs[i] for i in real], l)
+            x, a, b, z, gates = self._inputs([inputs[i] for i in real], l)
             y = self._conv(l, x, seqs, 1)
             res = torch.empty(len(real), L.out_dim, device=self.dev)
             if in_place:
                 sel = torch.tensor(in_place, device=self.dev)
                 idx = self._idx([self._home(slots[real[j]]) for j in in_place])
-                res[sel] = self._recurrent(l, y[sel], a[sel], b[sel], z[sel], 1, idx, None)
+                res[sel] = self._recurrent(l, y[sel], a[sel], b[sel], z[sel], 1, idx, None, _rows(gates, sel))
             if from_draft:
                 sel = torch.tensor(from_draft, device=self.dev)
                 pairs = [self.spec.from_draft(slots[real[j]], self.seqs[slots[real[j]]].live) for j in from_draft]
                 idx, acc = self._idx([p[0] for p in pairs]), self._idx([p[1] for p in pairs])
-                res[sel] = self._recurrent(l, y[sel], a[sel], b[sel], z[sel], 1, idx, acc)
+                res[sel] = self._recurrent(l, y[sel], a[sel], b[sel], z[sel], 1, idx, acc, _rows(gates, sel))
             for j, i in enumerate(real):
                 outs[i][l] = res[j:j + 1]
         for q in seqs:
@@ -244,9 +260,9 @@ class VllmGdn(PeerAdapter):
         pairs = [self.spec.verify(slots[i], self.seqs[slots[i]].live) for i in real]
         idx, acc = self._idx([p[0] for p in pairs]), self._idx([p[1] for p in pairs])
         for l, L in enumerate(self.layers):
-            x, a, b, z = stack_inputs(torch, self.dev, [inputs[i] for i in real], l)
+            x, a, b, z, gates = self._inputs([inputs[i] for i in real], l)
             y = self._conv(l, x, seqs, k)
-            res = self._recurrent(l, y, a, b, z, k, idx, acc)
+            res = self._recurrent(l, y, a, b, z, k, idx, acc, gates)
             for j, i in enumerate(real):
                 outs[i][l] = res[j * k:(j + 1) * k]
         for q in seqs:
