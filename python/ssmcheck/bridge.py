@@ -548,8 +548,8 @@ class _Server:
     def digests_after(self, call, obj, claimed):
         """The field digests of every claimed slot after op ``call``: [[slot, fields, rest], ...],
         each as field_digests answers; all slots' fields digested at once (one wait for a GPU)."""
-        states = []
-        for slot in sorted(claimed):
+        slots, states = sorted(claimed), []
+        for slot in slots:
             self.exporting(slot)
             try:
                 states.append(obj.export_state(slot))
@@ -557,7 +557,7 @@ class _Server:
                 raise _AfterOp("export_state(slot %d), sent with the reply of %s" % (slot, call)) from e
             finally:
                 self.exporting(-1)
-        return [[slot, fields, rest] for slot, (fields, rest) in zip(sorted(claimed), states_digests(states, self.digester))]
+        return [[slot, fields, rest] for slot, (fields, rest) in zip(slots, states_digests(states, self.digester))]
 
     def declared(self):
         b = self.backend

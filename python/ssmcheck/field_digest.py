@@ -91,9 +91,11 @@ class Digester:
             else:
                 x = self._words_np(a)
                 out[i] = int(np.sum(x * self._host_weights(x.size), dtype=np.int64)) & _MASK
+        if not groups:
+            return out
+        import torch
         sums = {}  # device -> [(indices, their sums there)]: copied back once per device
         for (device, n, size), idx in groups.items():
-            import torch
             word = torch.int16 if size == 2 else torch.int32
             w = self._device.get(device)
             if w is None or w.numel() < n:
@@ -106,7 +108,6 @@ class Digester:
             x = torch.stack(words).reshape(len(idx), -1).to(torch.int64)
             sums.setdefault(device, []).append((idx, (x * w[:n]).sum(dim=1)))
         for parts in sums.values():
-            import torch
             back = torch.cat([s for _, s in parts]).cpu().numpy()
             at = 0
             for idx, _ in parts:

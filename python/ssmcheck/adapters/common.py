@@ -3,6 +3,7 @@ slot policy of the contract, the contract's gates and output norm in torch, and 
 
 The adapters run on a GPU with torch; nothing here is imported by ssmcheck's CPU tests.
 """
+import functools
 import importlib
 import os
 import sys
@@ -26,14 +27,14 @@ def import_peer(module, env, what):
                           "(docs/plugins.md, 'Third-party kernels')" % (what, module, e, env)) from e
 
 
+@functools.lru_cache(maxsize=None)  # once per process and device
 def warm_up(torch, device):
     """What an engine pays once, at its start, paid when the adapter is constructed instead of at
     its first op: CUDA's context and torch's allocator on ``device`` (0.3 s on an H100 machine),
     and Triton's cache key (a hash of Triton's own sources, 0.42 s, computed at the first kernel
     launch of a process). ssmcheck constructs the class once before a campaign's first case
     (torch's and the peer's imports happen there too), so the campaign's time is the kernels' and
-    not this. Triton's part is skipped where Triton (or this function of it) is absent; both are
-    cached, later constructions cost nothing."""
+    not this. Triton's part is skipped where Triton (or this function of it) is absent."""
     if device.type == "cuda":
         torch.zeros(1, device=device)
     try:
